@@ -1,0 +1,58 @@
+# Capacity Orchestrator: every target does its own setup on a fresh machine.
+# Python 3.13 is the Lambda runtime; we build and test with it.
+SHELL := /bin/bash
+PY313 ?= $(shell PYENV_VERSION=3.13.0 pyenv which python3.13 2>/dev/null || command -v python3.13)
+VENV := .venv
+BIN := $(VENV)/bin
+SAM_VENV := .tools/sam
+SAM := $(SAM_VENV)/bin/sam
+SAM_CLI_VERSION := 1.170.0
+# sam build looks for python3.13 on PATH: the project venv provides it.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: demo test lint typecheck template unit venv sam clean serve
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PY313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)"; exit 1; }
+	@test -x $(BIN)/python || $(PY313) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+sam: $(SAM_VENV)/.installed
+$(SAM_VENV)/.installed:
+	@test -x $(SAM_VENV)/bin/python || $(PY313) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
+	@touch $@
+
+## The main job: a real POST /reservations through the local cloud, printed as a timeline.
+demo: venv
+	$(BIN)/python -m localcloud run events/api_post_reservation.json
+
+## A local HTTP API on 127.0.0.1 (like `sam local start-api`, without Docker).
+serve: venv
+	$(BIN)/python -m localcloud serve
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+template: venv sam
+	$(BIN)/cfn-lint template.yaml
+	$(SAM) validate --lint --template template.yaml --region $(AWS_DEFAULT_REGION)
+	$(SAM) build --template template.yaml --build-dir .aws-sam/build --cached --cache-dir .aws-sam/cache >/dev/null
+
+unit: venv
+	$(BIN)/pytest
+
+## Everything CI checks: lint, types, template, tests.
+test: lint typecheck template unit
+
+clean:
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""Fault injection for the local cloud, configurable per service and operation.
+
+A :class:`FaultRule` says which calls fail and how; :class:`FaultInjector` draws, deterministically from a
+seed, which rules fire on a given call. The dispatcher applies the wire-level kinds (``throttle``,
+``server_error``, ``latency``, ``crash_after_commit``); the AWS emulator applies the behavioural kinds
+(``insufficient_capacity``, ``stuck``), which it receives with the call.
+
+Rules can be given in code, or as JSON (a list of rule objects) in a file named by ``LOCALCLOUD_FAULTS``
+or passed to ``python -m localcloud run --faults FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FaultKind(StrEnum):
+    """The kinds of fault the local cloud can inject."""
+
+    THROTTLE = "throttle"
+    """The service's throttling error (botocore retries it, as on AWS)."""
+    SERVER_ERROR = "server_error"
+    """An HTTP 5xx (``InternalFailure``/``ServiceUnavailable``)."""
+    LATENCY = "latency"
+    """The call answers after ``latency_seconds`` of virtual time."""
+    INSUFFICIENT_CAPACITY = "insufficient_capacity"
+    """The operation meets no capacity: an empty search, a failed purchase or a ``Failed`` resource."""
+    STUCK = "stuck"
+    """The resource the call creates, updates or deletes stays in its transitional state."""
+    CRASH_AFTER_COMMIT = "crash_after_commit"
+    """The call takes effect, then the caller sees a read timeout instead of the answer."""
+
+
+WIRE_KINDS = frozenset(
+    {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.LATENCY, FaultKind.CRASH_AFTER_COMMIT}
+)
+EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK})
+
+
+class FaultRule(BaseModel):
+    """One fault: which calls it hits, how often, and what happens.
+
+    ``service`` is botocore's hyphenated service id (``sagemaker``, ``ec2``, ``application-auto-scaling``,
+    ``sagemaker-runtime``, ``cloudwatch``...) or ``*``; ``operation`` the API operation name
+    (``CreateTrainingPlan``) or ``*``. ``match`` restricts the rule to calls whose top-level parameters
+    equal the given values. ``times`` caps how many calls it hits (None: no cap).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    service: str = "*"
+    operation: str = "*"
+    kind: FaultKind
+    probability: float = Field(default=1.0, ge=0.0, le=1.0)
+    times: int | None = Field(default=None, ge=1)
+    latency_seconds: float = Field(default=0.0, ge=0.0)
+    match: dict[str, Any] = Field(default_factory=dict)
+
+    def applies_to(self, service: str, operation: str, params: dict[str, Any]) -> bool:
+        """True if this rule targets the call (before its probability is drawn)."""
+        if self.service not in ("*", service) or self.operation not in ("*", operation):
+            return False
+        return all(params.get(key) == value for key, value in self.match.items())
+
+
+class FiredFault(BaseModel):
+    """A record of one fault that fired (for tests and the CLI's report)."""
+
+    at: datetime
+    service: str
+    operation: str
+    kind: FaultKind
+
+
+class FaultInjector:
+    """Holds the fault rules and decides, deterministically from ``seed``, which fire on each call.
+
+    Thread-safe: executions and Lambdas call AWS from several threads.
+    """
+
+    def __init__(self, rules: list[FaultRule] | None = None, *, seed: int = 0) -> None:
+        self._rules: list[FaultRule] = list(rules or [])
+        self._remaining: dict[int, int | None] = {i: r.times for i, r in enumerate(self._rules)}
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self.fired: list[FiredFault] = []
+
+    def add(self, rule: FaultRule) -> None:
+        """Add a rule; it applies to every later call."""
+        with self._lock:
+            self._remaining[len(self._rules)] = rule.times
+            self._rules.append(rule)
+
+    def clear(self) -> None:
+        """Remove every rule (what already fired stays recorded)."""
+        with self._lock:
+            self._rules.clear()
+            self._remaining.clear()
+
+    def draw(self, service: str, operation: str, params: dict[str, Any]) -> list[FaultRule]:
+        """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind."""
+        fired: list[FaultRule] = []
+        with self._lock:
+            kinds: set[FaultKind] = set()
+            for index, rule in enumerate(self._rules):
+                if rule.kind in kinds or not rule.applies_to(service, operation, params):
+                    continue
+                left = self._remaining.get(index)
+                if left is not None and left <= 0:
+                    continue
+                if rule.probability < 1.0 and self._random.random() >= rule.probability:
+                    continue
+                if left is not None:
+                    self._remaining[index] = left - 1
+                kinds.add(rule.kind)
+                fired.append(rule)
+                self.fired.append(
+                    FiredFault(at=datetime.now(UTC), service=service, operation=operation, kind=rule.kind)
+                )
+        return fired
+
+    @classmethod
+    def from_file(cls, path: Path, *, seed: int = 0) -> FaultInjector:
+        """Load rules from a JSON file holding a list of :class:`FaultRule` objects.
+
+        Raises:
+            TypeError: the file does not hold a JSON list.
+            ValueError: a rule is invalid (the message names the bad rule).
+        """
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise TypeError(f"{path}: expected a JSON list of fault rules, got {type(data).__name__}")
+        rules = []
+        for position, item in enumerate(data):
+            try:
+                rules.append(FaultRule.model_validate(item))
+            except ValueError as exc:
+                raise ValueError(f"{path}: fault rule #{position} is invalid: {exc}") from exc
+        return cls(rules, seed=seed)
