@@ -1,0 +1,571 @@
+"""The local cloud's virtual clock: one simulated UTC time for handlers, moto and the AWS emulator.
+
+Time is frozen with time-machine (``travel(start, tick=False)``): ``datetime.now()``, ``time.time()`` and
+everything built on them return the virtual instant in every thread; ``time.monotonic`` stays real. The
+clock moves only when :meth:`VirtualClock.run` advances it, as a discrete-event simulation:
+
+- threads that need time to pass call :meth:`~VirtualClock.sleep`, :meth:`~VirtualClock.sleep_until` or
+  :meth:`~VirtualClock.wait_event`; they register a wake-up and block;
+- tickers (:class:`localcloud.contracts.Ticker`: schedules, alarms, AWS resource lifecycles) report when
+  they next have work;
+- when the simulation is *quiescent* (every thread other than the driver is blocked, and the activity
+  counter did not move between samples a few milliseconds apart), the clock jumps to the earliest due
+  instant, runs the tickers, then wakes the sleepers due then, one at a time, in (time, registration)
+  order, waiting for quiescence after each, so a run is reproducible.
+
+A thread is *blocked* when it is parked in one of the clock's own calls (and its wake-up has not come), or
+when its innermost Python frame is a blocking call of the standard library (``threading`` waits and
+joins, an idle ``concurrent.futures`` worker). A thread blocked on a plain C-level ``Lock.acquire`` looks
+busy, so the local cloud's own locks are built on ``threading.Condition``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any, Literal
+
+import time_machine
+
+from localcloud.contracts import Due, Ticker
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NS_PER_SECOND = 1_000_000_000
+
+# Real-time sampling used to decide quiescence (seconds of wall time).
+_SAMPLE_GAPS = (0.001, 0.003)
+_BUSY_POLL = 0.0005
+
+# Innermost frames that mean "this thread waits for another one" (file name suffix, function names).
+_BLOCKING_FRAMES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("threading.py", frozenset({"wait", "wait_for", "_wait_for_tstate_lock", "join", "acquire"})),
+    ("concurrent/futures/thread.py", frozenset({"_worker"})),
+    ("queue.py", frozenset({"get", "put"})),
+)
+
+RunReason = Literal["idle", "until", "stop_when"]
+
+
+class ClockStuckError(RuntimeError):
+    """A run did not reach quiescence (or its end) within ``max_wall_seconds`` of real time.
+
+    The message lists every thread the clock watches and where it is (parked, blocked or running).
+    """
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a :meth:`VirtualClock.run` ended.
+
+    Attributes:
+        reason: ``"idle"`` (nothing sleeping, no foreground ticker work, nothing running), ``"until"``
+            (the clock reached the ``until`` instant) or ``"stop_when"`` (the predicate became true).
+        now: the virtual UTC instant at the end of the run.
+        steps: how many distinct instants the clock moved to.
+    """
+
+    reason: RunReason
+    now: datetime
+    steps: int
+
+
+@dataclass
+class _EventHook:
+    """Book-keeping for a ``threading.Event`` whose ``set`` notifies the clock (stored on the event)."""
+
+    generation: int = 0
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A thread parked in the clock: until ``at_ns`` (if any) or until ``event`` is set or pulsed."""
+
+    thread_ident: int
+    thread_name: str
+    at_ns: int | None
+    seq: int
+    event: threading.Event | None = None
+    hook: _EventHook | None = None
+    event_generation: int = 0
+    fired: bool = False
+    done: bool = False
+    description: str = ""
+
+    def runnable(self) -> bool:
+        """True once the timer fired or the event was set or pulsed since the thread parked."""
+        if self.fired:
+            return True
+        if self.event is not None and self.event.is_set():
+            return True
+        return self.hook is not None and self.hook.generation != self.event_generation
+
+
+@dataclass(order=True)
+class _Timer:
+    at_ns: int
+    seq: int
+    waiter: _Waiter = field(compare=False)
+
+
+def _to_ns(at: datetime) -> int:
+    if at.tzinfo is None:
+        raise ValueError(f"naive datetime {at!r}: the virtual clock needs a timezone-aware UTC instant")
+    delta = at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * _NS_PER_SECOND + delta.microseconds * 1_000
+
+
+def _from_ns(ns: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=ns // 1_000)
+
+
+def _frame_is_blocking(frame: FrameType) -> bool:
+    filename = frame.f_code.co_filename.replace("\\", "/")
+    name = frame.f_code.co_name
+    return any(filename.endswith(suffix) and name in names for suffix, names in _BLOCKING_FRAMES)
+
+
+class VirtualClock:
+    """A virtual UTC clock driving a discrete-event simulation (see the module docstring).
+
+    Args:
+        start: the first virtual instant (timezone-aware; converted to UTC).
+
+    Thread-safe. One clock per process: time-machine's patching is process-global.
+    """
+
+    def __init__(self, start: datetime) -> None:
+        self._now_ns = _to_ns(start.astimezone(UTC))
+        self._cv = threading.Condition()
+        self._seq = itertools.count()
+        self._timers: list[_Timer] = []
+        self._parked: dict[int, _Waiter] = {}
+        self._tickers: list[tuple[int, Ticker]] = []
+        self._advancing: set[int] = set()
+        self._activity = 0
+        self._ignored: set[int] = set()
+        self._drivers: list[int] = []
+        self._owner: int | None = None
+        self._travel: Any = None
+        self._traveller: Any = None
+        self._started = False
+        self._stopped = False
+        self._hooks_lock = threading.Lock()
+        self._park_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        self._confirmed: tuple[int, tuple[tuple[int, int, int], ...]] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin time travel: from now on every thread sees the virtual time.
+
+        Threads alive at this point (other than the caller) are infrastructure and are ignored by the
+        quiescence check. The calling thread becomes the clock's owner: its :meth:`sleep` calls drive
+        the clock themselves when nobody else does.
+
+        Raises:
+            RuntimeError: the clock was already started.
+        """
+        if self._started:
+            raise RuntimeError("the virtual clock is already started")
+        self._travel = time_machine.travel(_from_ns(self._now_ns), tick=False)
+        self._traveller = self._travel.start()
+        me = threading.get_ident()
+        self._owner = me
+        self._ignored = {t.ident for t in threading.enumerate() if t.ident is not None and t.ident != me}
+        self._started = True
+        self._stopped = False
+
+    def stop(self) -> None:
+        """End time travel and release every parked thread (their waits return as if timed out)."""
+        if not self._started:
+            return
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
+        if self._travel is not None:
+            self._travel.stop()
+        self._travel = None
+        self._traveller = None
+        self._started = False
+
+    @property
+    def started(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._started
+
+    # -- reading time ----------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The current virtual instant (timezone-aware UTC, microsecond precision)."""
+        return _from_ns(self._now_ns)
+
+    # -- threads that wait -----------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """Block the calling thread for ``seconds`` of virtual time (no-op for ``seconds <= 0``).
+
+        In the thread driving the clock (or in the owner thread while nobody drives), sleeping *is*
+        advancing: it runs the simulation until the wake-up instant.
+        """
+        if seconds <= 0:
+            self.touch()
+            return
+        self.sleep_until(_from_ns(self._now_ns + round(seconds * 1_000_000) * 1_000))
+
+    def sleep_until(self, at: datetime) -> None:
+        """Block the calling thread until the virtual instant ``at`` (tz-aware); returns at once if past."""
+        at_ns = _to_ns(at)
+        if not self._started or self._stopped:
+            if not self._started:
+                # Not travelling: behave like a plain sleep in real time.
+                remaining = (at_ns - time.time_ns()) / _NS_PER_SECOND
+                if remaining > 0:
+                    time.sleep(remaining)
+            return
+        if at_ns <= self._now_ns:
+            self.touch()
+            return
+        if self._drives_itself():
+            self._call_park_hooks(parking=True)
+            try:
+                self.run(until=_from_ns(at_ns))
+            finally:
+                self._call_park_hooks(parking=False)
+            return
+        self._park(at_ns=at_ns, event=None, description=f"sleep until {_from_ns(at_ns).isoformat()}")
+
+    def wait_event(self, event: threading.Event, timeout_seconds: float | None) -> bool:
+        """Block until ``event`` is set (or pulsed: ``set(); clear()``) or ``timeout_seconds`` (virtual) pass.
+
+        Returns:
+            True if the event was set or pulsed, False on timeout (like ``threading.Event.wait``).
+        """
+        if event.is_set():
+            return True
+        if not self._started or self._stopped:
+            # threading.Event.wait itself: ``event`` may be a clock-aware subclass that calls back here.
+            return threading.Event.wait(event, timeout_seconds if not self._started else 0)
+        at_ns = None if timeout_seconds is None else self._now_ns + round(timeout_seconds * 1_000_000) * 1_000
+        if at_ns is not None and at_ns <= self._now_ns:
+            return event.is_set()
+        if self._drives_itself():
+            # The driver waits by running the simulation until the event fires or the timeout passes.
+            hook = self._hook_event(event)
+            generation = hook.generation
+            self._call_park_hooks(parking=True)
+            try:
+                self.run(
+                    until=None if at_ns is None else _from_ns(at_ns),
+                    stop_when=lambda: event.is_set() or hook.generation != generation,
+                )
+            finally:
+                self._call_park_hooks(parking=False)
+            return event.is_set() or hook.generation != generation
+        return self._park(at_ns=at_ns, event=event, description="wait for an event")
+
+    # -- tickers, activity, infrastructure -------------------------------------------------------------
+
+    def add_ticker(self, ticker: Ticker) -> None:
+        """Register a ticker; its ``advance(now)`` runs each time the clock reaches a new instant."""
+        with self._cv:
+            self._tickers.append((next(self._seq), ticker))
+            self._activity += 1
+
+    def remove_ticker(self, ticker: Ticker) -> None:
+        """Unregister a ticker (no error if it was not registered)."""
+        with self._cv:
+            self._tickers = [(s, t) for s, t in self._tickers if t is not ticker]
+
+    def touch(self) -> None:
+        """Mark activity (a dispatch, an invocation, a delivery): the simulation is not quiescent yet."""
+        with self._cv:
+            self._activity += 1
+            self._cv.notify_all()
+
+    def ignore_thread(self, thread: threading.Thread | None = None) -> None:
+        """Exclude an infrastructure thread (an HTTP server loop...) from the quiescence check.
+
+        Args:
+            thread: the thread; None for the calling thread.
+        """
+        ident = threading.get_ident() if thread is None else thread.ident
+        if ident is not None:
+            with self._cv:
+                self._ignored.add(ident)
+
+    def add_park_hooks(self, on_park: Callable[[], None], on_unpark: Callable[[], None]) -> None:
+        """Call ``on_park`` in a thread just before it blocks in the clock and ``on_unpark`` after.
+
+        The Lambda runtime uses this to let other invocations run while a handler sleeps.
+        """
+        self._park_hooks.append((on_park, on_unpark))
+
+    # -- running the simulation ------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        until: datetime | None = None,
+        stop_when: Callable[[], bool] | None = None,
+        max_wall_seconds: float = 120.0,
+    ) -> RunResult:
+        """Advance the simulation from the calling (driver) thread.
+
+        Args:
+            until: stop when the next due instant is after this one; the clock then moves to ``until``.
+                With ``until``, background ticker work (recurring schedules, alarm evaluation) up to that
+                instant is done too.
+            stop_when: checked at every quiescent point; the run stops when it returns True.
+            max_wall_seconds: real-time guard.
+
+        Returns:
+            A :class:`RunResult`. Without ``until`` and ``stop_when`` the run ends ``"idle"``: no thread is
+            sleeping on a timer, no foreground ticker work is due and nothing is running.
+
+        Raises:
+            RuntimeError: the clock is not started.
+            ClockStuckError: quiescence (or the end) not reached within ``max_wall_seconds``.
+        """
+        if not self._started:
+            raise RuntimeError("the virtual clock is not started")
+        until_ns = None if until is None else _to_ns(until)
+        deadline = time.monotonic() + max_wall_seconds
+        steps = 0
+        with self._driving():
+            while True:
+                self._await_quiescence(deadline)
+                if stop_when is not None and stop_when():
+                    return RunResult("stop_when", self.now(), steps)
+                next_ns = self._next_instant(include_background=until_ns is not None)
+                if until_ns is not None and (next_ns is None or next_ns > until_ns):
+                    if self._now_ns < until_ns:
+                        self._step_to(until_ns, deadline)
+                        steps += 1
+                        continue
+                    return RunResult("until", self.now(), steps)
+                if next_ns is None:
+                    return RunResult("idle", self.now(), steps)
+                self._step_to(next_ns, deadline)
+                steps += 1
+
+    def run_until_idle(self, max_wall_seconds: float = 120.0) -> RunResult:
+        """:meth:`run` with neither ``until`` nor ``stop_when``."""
+        return self.run(max_wall_seconds=max_wall_seconds)
+
+    def describe_threads(self) -> str:
+        """Every watched thread and where it is (for diagnostics)."""
+        frames = sys._current_frames()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        with self._cv:
+            parked = dict(self._parked)
+            ignored = set(self._ignored)
+            drivers = list(self._drivers)
+        lines = [f"virtual now {self.now().isoformat()}, activity {self._activity}"]
+        for ident, frame in sorted(frames.items()):
+            name = names.get(ident, "?")
+            if ident in ignored:
+                continue
+            if ident in drivers:
+                lines.append(f"- {name} ({ident}): driver")
+                continue
+            waiter = parked.get(ident)
+            if waiter is not None:
+                state = "runnable" if waiter.runnable() else "parked"
+                lines.append(f"- {name} ({ident}): {state} in the clock: {waiter.description}")
+                continue
+            state = "blocked" if _frame_is_blocking(frame) else "RUNNING"
+            stack = "".join(traceback.format_stack(frame, limit=4)).rstrip()
+            lines.append(f"- {name} ({ident}): {state}\n{stack}")
+        return "\n".join(lines)
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _drives_itself(self) -> bool:
+        me = threading.get_ident()
+        with self._cv:
+            if me in self._drivers:
+                return True
+            return not self._drivers and me == self._owner
+
+    @contextmanager
+    def _driving(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cv:
+            self._drivers.append(me)
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._drivers.remove(me)
+
+    def _call_park_hooks(self, *, parking: bool) -> None:
+        hooks = self._park_hooks if parking else list(reversed(self._park_hooks))
+        for on_park, on_unpark in hooks:
+            (on_park if parking else on_unpark)()
+
+    def _hook_event(self, event: threading.Event) -> _EventHook:
+        """Make ``event.set()`` notify the clock (an instance-level wrapper, installed once per event)."""
+        with self._hooks_lock:
+            hook = getattr(event, "_localcloud_hook", None)
+            if isinstance(hook, _EventHook):
+                return hook
+            new_hook = _EventHook()
+            original_set = event.set
+            clock = self
+
+            def hooked_set() -> None:
+                original_set()
+                with clock._cv:
+                    new_hook.generation += 1
+                    clock._activity += 1
+                    clock._cv.notify_all()
+
+            event.set = hooked_set  # type: ignore[method-assign]
+            event._localcloud_hook = new_hook  # type: ignore[attr-defined]
+            return new_hook
+
+    def _park(self, *, at_ns: int | None, event: threading.Event | None, description: str) -> bool:
+        """Block the calling thread in the clock; True if woken by the event, False on timeout or stop."""
+        hook = self._hook_event(event) if event is not None else None
+        me = threading.current_thread()
+        self._call_park_hooks(parking=True)
+        try:
+            with self._cv:
+                waiter = _Waiter(
+                    thread_ident=me.ident or 0,
+                    thread_name=me.name,
+                    at_ns=at_ns,
+                    seq=next(self._seq),
+                    event=event,
+                    hook=hook,
+                    event_generation=hook.generation if hook is not None else 0,
+                    description=description,
+                )
+                if at_ns is not None:
+                    heapq.heappush(self._timers, _Timer(at_ns, waiter.seq, waiter))
+                self._parked[waiter.thread_ident] = waiter
+                self._activity += 1
+                self._cv.notify_all()
+                try:
+                    while not self._stopped and not waiter.runnable():
+                        self._cv.wait()
+                finally:
+                    waiter.done = True
+                    self._parked.pop(waiter.thread_ident, None)
+                    self._activity += 1
+        finally:
+            self._call_park_hooks(parking=False)
+        if event is None:
+            return False
+        return event.is_set() or (hook is not None and hook.generation != waiter.event_generation)
+
+    def _pop_stale_timers(self) -> None:
+        """Drop timers of waiters that already left (woken by their event); caller holds ``_cv``."""
+        while self._timers and (self._timers[0].waiter.done or self._timers[0].waiter.fired):
+            heapq.heappop(self._timers)
+
+    def _snapshot(self) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
+        """A signature of the simulation if every watched thread is blocked, else None."""
+        frames = sys._current_frames()
+        with self._cv:
+            activity = self._activity
+            signature: list[tuple[int, int, int]] = []
+            for ident, frame in frames.items():
+                if ident in self._drivers or ident in self._ignored:
+                    continue
+                waiter = self._parked.get(ident)
+                if waiter is not None:
+                    if waiter.runnable():
+                        return None
+                    signature.append((ident, -1, waiter.seq))
+                    continue
+                if not _frame_is_blocking(frame):
+                    return None
+                signature.append((ident, id(frame.f_code), frame.f_lineno))
+        return activity, tuple(sorted(signature))
+
+    def _await_quiescence(self, deadline: float) -> None:
+        while True:
+            first = self._snapshot()
+            if first is not None:
+                if first == self._confirmed:
+                    return
+                stable = True
+                for gap in _SAMPLE_GAPS:
+                    time.sleep(gap)
+                    if self._snapshot() != first:
+                        stable = False
+                        break
+                if stable:
+                    self._confirmed = first
+                    return
+            if time.monotonic() > deadline:
+                raise ClockStuckError(
+                    "the simulation did not become quiescent in time; threads:\n" + self.describe_threads()
+                )
+            with self._cv:
+                self._cv.wait(_BUSY_POLL)
+
+    def _next_instant(self, *, include_background: bool) -> int | None:
+        now = self.now()
+        with self._cv:
+            self._pop_stale_timers()
+            timer_ns = self._timers[0].at_ns if self._timers else None
+            tickers = [t for _, t in self._tickers]
+        candidates: list[int] = [] if timer_ns is None else [timer_ns]
+        foreground = timer_ns is not None
+        background: list[int] = []
+        for ticker in tickers:
+            due: Due | None = ticker.next_due(now)
+            if due is None:
+                continue
+            # Contract: strictly after now; a late report is served one microsecond later.
+            due_ns = max(_to_ns(due.at), self._now_ns + 1_000)
+            if due.foreground:
+                foreground = True
+                candidates.append(due_ns)
+            else:
+                background.append(due_ns)
+        if not foreground and not include_background:
+            return None
+        candidates.extend(background)
+        return min(candidates) if candidates else None
+
+    def _step_to(self, at_ns: int, deadline: float) -> None:
+        """Move to ``at_ns``, run the tickers, then wake the sleepers due, one at a time."""
+        if at_ns > self._now_ns:
+            delta_us = (at_ns - self._now_ns) // 1_000
+            if self._traveller is not None:
+                self._traveller.shift(timedelta(microseconds=delta_us))
+            with self._cv:
+                self._now_ns += delta_us * 1_000
+        now = self.now()
+        with self._cv:
+            tickers = list(self._tickers)
+        for seq, ticker in tickers:
+            if seq in self._advancing:
+                continue  # a nested run (a ticker that sleeps) must not re-enter the same ticker
+            self._advancing.add(seq)
+            try:
+                ticker.advance(now)
+            finally:
+                self._advancing.discard(seq)
+        while True:
+            with self._cv:
+                self._pop_stale_timers()
+                if not self._timers or self._timers[0].at_ns > self._now_ns:
+                    return
+                timer = heapq.heappop(self._timers)
+                timer.waiter.fired = True
+                self._activity += 1
+                self._cv.notify_all()
+            self._await_quiescence(deadline)

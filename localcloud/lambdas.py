@@ -1,0 +1,839 @@
+"""In-process AWS Lambda runtime for the template's Python functions.
+
+Each function's handler module (``app.py`` in its ``CodeUri``) is imported once, under a unique module
+name, with the layer directories on ``sys.path`` and the function's own environment variables set. An
+invocation behaves like the AWS Lambda Python runtime (``awslambdaric``):
+
+- the input is decoded from JSON (``Runtime.UnmarshalError`` if it is not JSON);
+- the handler gets a context object shaped like ``awslambdaric.lambda_context.LambdaContext``
+  (``function_name``, ``function_version``, ``invoked_function_arn``, ``memory_limit_in_mb`` (a string, as
+  on AWS), ``aws_request_id``, ``log_group_name``, ``log_stream_name``, ``get_remaining_time_in_millis()``),
+  whose deadline follows the virtual clock;
+- the result is encoded like ``awslambdaric.lambda_runtime_marshaller``: JSON, ``Decimal`` as a number,
+  ``bytes`` passed through; anything else that is not JSON-serializable (a ``datetime``) fails the
+  invocation with ``Runtime.MarshalError`` and ``"Unable to marshal response: ..."``;
+- an exception becomes ``{"errorMessage", "errorType": <class name>, "requestId", "stackTrace"}`` with
+  ``FunctionError: Unhandled``, which is what Step Functions matches ``Retry``/``Catch`` against;
+- a handler that ran longer (in virtual time) than its timeout is reported as ``Sandbox.Timedout`` (its
+  side effects already happened: a thread cannot be killed);
+- synchronous payloads are limited to 6 MB, asynchronous ones to 1 MB (``RequestTooLargeException``);
+- asynchronous invocations (``Event``) run on a worker thread; a failed one is retried twice, one and then
+  two minutes later (virtual), as Lambda does by default.
+
+``os.environ`` is process-global, so invocations are serialized by one process-wide lock; while a handler
+is parked in the virtual clock (a botocore retry back-off, a waiter) the lock is handed over, and its
+environment is put back when it resumes. Handler output (``print``, Powertools logs) is captured per
+invocation by a thread-aware ``sys.stdout``/``sys.stderr`` proxy instead of being printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import decimal
+import importlib.util
+import io
+import itertools
+import json
+import math
+import os
+import random
+import re
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO
+
+from localcloud.clock import VirtualClock
+from localcloud.contracts import AwsError
+
+SYNC_PAYLOAD_LIMIT_BYTES = 6_291_456
+"""Lambda's synchronous request and response payload quota (6 MB)."""
+ASYNC_PAYLOAD_LIMIT_BYTES = 1_048_576
+"""Lambda's asynchronous invocation payload quota (1 MB since 2025; it was 256 KB)."""
+ASYNC_RETRY_DELAYS_SECONDS = (60.0, 120.0)
+"""Default asynchronous retry policy: two retries, one then two minutes after the failure."""
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One ``AWS::Serverless::Function`` as the local runtime needs it (built by the template loader).
+
+    Attributes:
+        logical_id: the template's logical id (``SearchOfferingsFunction``).
+        name: the physical function name (``<StackName>-<LogicalId>``).
+        arn: ``arn:aws:lambda:<region>:<account>:function:<name>``.
+        code_dir: the local ``CodeUri`` directory holding the handler module.
+        handler: ``module.function`` (``app.lambda_handler``).
+        environment: the resolved ``Environment.Variables``.
+        timeout_seconds: the function timeout (seconds of virtual time).
+        memory_mb: ``MemorySize``.
+        layer_dirs: directories put on ``sys.path`` (SAM layer ``ContentUri``s).
+        runtime: ``python3.13``.
+    """
+
+    logical_id: str
+    name: str
+    arn: str
+    code_dir: Path
+    handler: str
+    environment: dict[str, str]
+    timeout_seconds: int
+    memory_mb: int
+    layer_dirs: tuple[Path, ...]
+    runtime: str
+
+    @property
+    def region(self) -> str:
+        """The region in the function ARN."""
+        parts = self.arn.split(":")
+        return parts[3] if len(parts) > 3 else "us-east-1"
+
+
+@dataclass(frozen=True)
+class InvokeResult:
+    """What ``lambda:Invoke`` answers.
+
+    Attributes:
+        status_code: 200 (``RequestResponse``), 202 (``Event``) or 204 (``DryRun``).
+        payload: the response payload bytes (the JSON result, or the error object).
+        function_error: ``"Unhandled"`` when the function failed, else None.
+        log: the invocation's log (START/END/REPORT lines and the handler's output).
+        request_id: the invocation's request id.
+    """
+
+    status_code: int
+    payload: bytes
+    function_error: str | None
+    log: str
+    request_id: str = ""
+
+    @property
+    def log_tail_base64(self) -> str:
+        """The last 4 KB of the log, base64-encoded (``LogType=Tail``'s ``X-Amz-Log-Result``)."""
+        return base64.b64encode(self.log.encode("utf-8")[-4096:]).decode("ascii")
+
+
+@dataclass(frozen=True)
+class InvocationRecord:
+    """One finished attempt of an invocation (for the timeline and tests).
+
+    Attributes:
+        function: the function name.
+        request_id: the request id (the same for every attempt of one async invocation).
+        invocation_type: ``RequestResponse`` or ``Event``.
+        start: virtual UTC instant the handler started.
+        end: virtual UTC instant it ended.
+        error_type: the ``errorType`` if it failed, else None.
+        attempt: 1 for the first attempt, 2 and 3 for asynchronous retries.
+        payload: the response payload (result or error object).
+        log: the captured log.
+    """
+
+    function: str
+    request_id: str
+    invocation_type: str
+    start: datetime
+    end: datetime
+    error_type: str | None
+    attempt: int
+    payload: bytes
+    log: str
+
+
+class LambdaContext:
+    """The context object handed to a handler (shape of ``awslambdaric``'s ``LambdaContext``)."""
+
+    def __init__(
+        self,
+        *,
+        spec: FunctionSpec,
+        request_id: str,
+        log_stream_name: str,
+        deadline: datetime,
+        clock: VirtualClock,
+        client_context: Any = None,
+    ) -> None:
+        self.aws_request_id = request_id
+        self.log_group_name = f"/aws/lambda/{spec.name}"
+        self.log_stream_name = log_stream_name
+        self.function_name = spec.name
+        self.memory_limit_in_mb = str(spec.memory_mb)
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = spec.arn
+        self.tenant_id: str | None = None
+        self.client_context = client_context
+        self.identity = None
+        self._deadline = deadline
+        self._clock = clock
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds of virtual time left before the function times out (0 when past)."""
+        left = (self._deadline - self._clock.now()).total_seconds() * 1000
+        return max(int(left), 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"LambdaContext([aws_request_id={self.aws_request_id},function_name={self.function_name},"
+            f"invoked_function_arn={self.invoked_function_arn}])"
+        )
+
+
+_DECIMAL_MARK = "\x00localcloud-decimal-{}\x00"
+
+
+def _mark_decimals(value: Any, found: list[str]) -> Any:
+    """Replace each ``Decimal`` by a marker string (its text is spliced back after encoding)."""
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan():
+            return math.nan
+        found.append(str(value))
+        return _DECIMAL_MARK.format(len(found) - 1)
+    if isinstance(value, dict):
+        return {key: _mark_decimals(item, found) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_mark_decimals(item, found) for item in value]
+    return value
+
+
+def marshal_response(result: Any) -> bytes:
+    """Encode a handler's return value as the Lambda Python runtime does.
+
+    ``awslambdaric.lambda_runtime_marshaller`` encodes with simplejson: a ``Decimal`` is written as the
+    JSON number of its exact text (``Decimal("10.50")`` -> ``10.50``), ``bytes`` are returned as they are.
+
+    Raises:
+        _MarshalError: the value is not JSON-serializable (``Runtime.MarshalError`` on AWS).
+    """
+    if isinstance(result, bytes):
+        return result
+    found: list[str] = []
+    try:
+        text = json.dumps(_mark_decimals(result, found))
+    except (TypeError, ValueError) as exc:
+        raise _MarshalError(f"Unable to marshal response: {exc}") from exc
+    for index, number in enumerate(found):
+        text = text.replace(json.dumps(_DECIMAL_MARK.format(index)), number, 1)
+    return text.encode("utf-8")
+
+
+class _MarshalError(Exception):
+    """The runtime could not encode the handler's result."""
+
+
+class _OutputRouter:
+    """A ``sys.stdout``/``sys.stderr`` stand-in that sends writes from invocation threads to their buffer."""
+
+    def __init__(self, original: TextIO, local: threading.local) -> None:
+        self.original = original
+        self._local = local
+
+    def write(self, text: str) -> int:
+        buffer: io.StringIO | None = getattr(self._local, "buffer", None)
+        if buffer is not None:
+            return buffer.write(text)
+        return self.original.write(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if getattr(self._local, "buffer", None) is None and not getattr(self.original, "closed", False):
+            self.original.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
+
+
+class _InvocationLock:
+    """A reentrant, ticket-ordered lock built on ``threading.Condition`` (waiters look blocked to the clock).
+
+    Tickets make the order deterministic: an asynchronous invocation takes its ticket when it is
+    submitted, so invocations run in submission order whatever the thread scheduling.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._owner: int | None = None
+        self._depth = 0
+        self._tickets = itertools.count()
+        self._outstanding: set[int] = set()
+
+    def issue(self) -> int:
+        """Take a place in the queue now (before the thread that will use it exists)."""
+        with self._cond:
+            ticket = next(self._tickets)
+            self._outstanding.add(ticket)
+            return ticket
+
+    def cancel(self, ticket: int) -> None:
+        """Give up a place that will never be used."""
+        with self._cond:
+            self._outstanding.discard(ticket)
+            self._cond.notify_all()
+
+    def acquire(self, ticket: int | None = None, depth: int = 1) -> None:
+        """Acquire (``depth`` levels at once); reentrant for the owner thread."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                self._depth += depth
+                if ticket is not None:
+                    self._outstanding.discard(ticket)
+                return
+            if ticket is None:
+                ticket = next(self._tickets)
+                self._outstanding.add(ticket)
+            try:
+                while self._owner is not None or min(self._outstanding) != ticket:
+                    self._cond.wait()
+            except BaseException:
+                self._outstanding.discard(ticket)
+                self._cond.notify_all()
+                raise
+            self._outstanding.discard(ticket)
+            self._owner = me
+            self._depth = depth
+
+    def release(self) -> None:
+        """Release one level."""
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("invocation lock released by a thread that does not hold it")
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+    def release_all(self) -> int:
+        """Release every level held by the calling thread; returns how many (0 if it held none)."""
+        with self._cond:
+            if self._owner != threading.get_ident():
+                return 0
+            depth = self._depth
+            self._owner = None
+            self._depth = 0
+            self._cond.notify_all()
+            return depth
+
+
+@dataclass
+class _EnvFrame:
+    values: dict[str, str]
+    saved: dict[str, str | None] = field(default_factory=dict)
+
+    def apply(self) -> None:
+        self.saved = {key: os.environ.get(key) for key in self.values}
+        os.environ.update(self.values)
+
+    def restore(self) -> None:
+        for key, previous in self.saved.items():
+            if previous is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = previous
+
+
+@dataclass
+class _Loaded:
+    module: ModuleType | None
+    handler: Callable[[Any, Any], Any] | None
+    error: tuple[str, str, list[str]] | None
+
+
+_STREAM_CHARS = "0123456789abcdef"
+
+
+class LambdaRuntime:
+    """Runs the template's functions in-process (see the module docstring for the AWS behaviour kept).
+
+    Args:
+        functions: the functions (from the template loader).
+        clock: the virtual clock (deadlines, records, asynchronous retries).
+        base_env: environment variables every function sees (fake credentials, region...), under its own.
+        seed: seeds request ids and log stream names, so runs are reproducible.
+        async_retry_delays_seconds: delays before each asynchronous retry (default: Lambda's 60 s, 120 s).
+
+    Attributes:
+        records: every finished invocation attempt, in completion order.
+    """
+
+    def __init__(
+        self,
+        functions: Iterable[FunctionSpec],
+        clock: VirtualClock,
+        base_env: dict[str, str],
+        *,
+        seed: int = 0,
+        async_retry_delays_seconds: tuple[float, ...] = ASYNC_RETRY_DELAYS_SECONDS,
+    ) -> None:
+        self.clock = clock
+        self.base_env = dict(base_env)
+        self.async_retry_delays_seconds = async_retry_delays_seconds
+        self.records: list[InvocationRecord] = []
+        self._functions: dict[str, FunctionSpec] = {}
+        for spec in functions:
+            self.add_function(spec)
+        self._loaded: dict[str, _Loaded] = {}
+        self._lock = _InvocationLock()
+        self._local = threading.local()
+        self._random = random.Random(seed)
+        self._random_lock = threading.Lock()
+        self._records_lock = threading.Lock()
+        self._listeners: list[Callable[[InvocationRecord], None]] = []
+        self._async_threads: list[threading.Thread] = []
+        self._async_counter = itertools.count(1)
+        self._module_counter = itertools.count(1)
+        self._stdout: _OutputRouter | None = None
+        self._stderr: _OutputRouter | None = None
+        clock.add_park_hooks(self._on_park, self._on_unpark)
+
+    # -- registry --------------------------------------------------------------------------------------
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        """Make a function invocable by name and ARN."""
+        self._functions[spec.name] = spec
+
+    @property
+    def functions(self) -> list[FunctionSpec]:
+        """The registered functions."""
+        return list(self._functions.values())
+
+    def knows(self, name_or_arn: str) -> bool:
+        """True if ``name_or_arn`` (name, ARN, partial ARN, with or without qualifier) is a function here."""
+        return self._lookup(name_or_arn) is not None
+
+    def function(self, name_or_arn: str) -> FunctionSpec:
+        """The function for a name or ARN.
+
+        Raises:
+            AwsError: ``ResourceNotFoundException`` (404), as Lambda answers.
+        """
+        spec = self._lookup(name_or_arn)
+        if spec is None:
+            raise AwsError("ResourceNotFoundException", f"Function not found: {name_or_arn}", 404)
+        return spec
+
+    def add_listener(self, listener: Callable[[InvocationRecord], None]) -> None:
+        """Call ``listener(record)`` after every invocation attempt (in the invoking thread)."""
+        self._listeners.append(listener)
+
+    def _lookup(self, name_or_arn: str) -> FunctionSpec | None:
+        name = name_or_arn
+        if name.startswith("arn:"):
+            # arn:aws:lambda:region:account:function:name[:qualifier]
+            parts = name.split(":")
+            name = parts[6] if len(parts) > 6 else ""
+        elif ":function:" in name:
+            # account:function:name[:qualifier]
+            name = name.split(":function:", 1)[1].split(":", 1)[0]
+        else:
+            name = name.split(":", 1)[0]
+        return self._functions.get(name)
+
+    # -- invoking --------------------------------------------------------------------------------------
+
+    def invoke(
+        self,
+        name_or_arn: str,
+        payload: bytes,
+        *,
+        invocation_type: str = "RequestResponse",
+        client_context: str | None = None,
+    ) -> InvokeResult:
+        """Invoke a function, as ``lambda:Invoke`` does.
+
+        Args:
+            name_or_arn: function name, ARN or partial ARN (a qualifier is accepted and ignored).
+            payload: the request payload (JSON bytes; empty means ``{}``, as Invoke without a payload).
+            invocation_type: ``RequestResponse`` (run now, in this thread), ``Event`` (queue on a worker
+                thread, answer 202) or ``DryRun`` (answer 204).
+            client_context: the base64 ``ClientContext`` header, if any.
+
+        Returns:
+            An :class:`InvokeResult`.
+
+        Raises:
+            AwsError: ``ResourceNotFoundException`` (404), ``RequestTooLargeException`` (413),
+                ``InvalidParameterValueException`` (400) for an unknown invocation type.
+        """
+        spec = self.function(name_or_arn)
+        if invocation_type == "DryRun":
+            return InvokeResult(204, b"", None, "")
+        if invocation_type not in ("RequestResponse", "Event"):
+            raise AwsError(
+                "InvalidParameterValueException",
+                f"1 validation error detected: Value '{invocation_type}' at 'invocationType' failed to "
+                "satisfy constraint: Member must satisfy enum value set: [Event, RequestResponse, DryRun]",
+                400,
+            )
+        limit = (
+            SYNC_PAYLOAD_LIMIT_BYTES if invocation_type == "RequestResponse" else ASYNC_PAYLOAD_LIMIT_BYTES
+        )
+        if len(payload) > limit:
+            raise AwsError(
+                "RequestTooLargeException",
+                f"Request must be smaller than {limit} bytes for the InvokeFunction operation",
+                413,
+            )
+        context_obj = _decode_client_context(client_context)
+        request_id = self._new_request_id()
+        self.clock.touch()
+        if invocation_type == "Event":
+            ticket = self._lock.issue()
+            thread = threading.Thread(
+                target=self._run_async,
+                args=(spec, payload, request_id, ticket, context_obj),
+                name=f"lambda-event-{spec.name}-{next(self._async_counter)}",
+                daemon=True,
+            )
+            self._async_threads.append(thread)
+            try:
+                thread.start()
+            except BaseException:
+                self._lock.cancel(ticket)
+                raise
+            return InvokeResult(202, b"", None, "", request_id)
+        return self._attempt(
+            spec,
+            payload,
+            request_id=request_id,
+            invocation_type="RequestResponse",
+            client_context=context_obj,
+        )
+
+    def _run_async(
+        self, spec: FunctionSpec, payload: bytes, request_id: str, ticket: int, client_context: Any
+    ) -> None:
+        result = self._attempt(
+            spec,
+            payload,
+            request_id=request_id,
+            invocation_type="Event",
+            ticket=ticket,
+            client_context=client_context,
+        )
+        for attempt, delay in enumerate(self.async_retry_delays_seconds, start=2):
+            if result.function_error is None:
+                return
+            self.clock.sleep(delay)
+            result = self._attempt(
+                spec,
+                payload,
+                request_id=request_id,
+                invocation_type="Event",
+                attempt=attempt,
+                client_context=client_context,
+            )
+
+    def _attempt(
+        self,
+        spec: FunctionSpec,
+        payload: bytes,
+        *,
+        request_id: str,
+        invocation_type: str,
+        attempt: int = 1,
+        ticket: int | None = None,
+        client_context: Any = None,
+    ) -> InvokeResult:
+        self._ensure_output_router()
+        self._lock.acquire(ticket)
+        frames: list[_EnvFrame] = self._frames()
+        log_stream = self._new_log_stream()
+        env = {**self.base_env, **self._runtime_env(spec, log_stream), **spec.environment}
+        frame = _EnvFrame(env)
+        frame.apply()
+        frames.append(frame)
+        outer_buffer: io.StringIO | None = getattr(self._local, "buffer", None)
+        buffer = io.StringIO()
+        self._local.buffer = buffer
+        start = self.clock.now()
+        error_type: str | None = None
+        try:
+            self.clock.touch()
+            buffer.write(f"START RequestId: {request_id} Version: $LATEST\n")
+            response, error_type = self._run_handler(
+                spec,
+                payload,
+                request_id=request_id,
+                log_stream=log_stream,
+                start=start,
+                client_context=client_context,
+            )
+            end = self.clock.now()
+            elapsed = (end - start).total_seconds()
+            if elapsed > spec.timeout_seconds:
+                error_type = "Sandbox.Timedout"
+                message = (
+                    f"RequestId: {request_id} Error: Task timed out after {spec.timeout_seconds:.2f} seconds"
+                )
+                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
+                buffer.write(f"{end.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {message}\n")
+            elif error_type is None and len(response) > SYNC_PAYLOAD_LIMIT_BYTES:
+                error_type = "Function.ResponseSizeTooLarge"
+                message = (
+                    "Response payload size exceeded maximum allowed payload size "
+                    f"({SYNC_PAYLOAD_LIMIT_BYTES} bytes)."
+                )
+                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
+            buffer.write(f"END RequestId: {request_id}\n")
+            buffer.write(
+                f"REPORT RequestId: {request_id}\tDuration: {elapsed * 1000:.2f} ms\t"
+                f"Billed Duration: {max(1, math.ceil(elapsed * 1000))} ms\tMemory Size: {spec.memory_mb} MB\n"
+            )
+        finally:
+            self._local.buffer = outer_buffer
+            frames.pop()
+            frame.restore()
+            self._lock.release()
+            self.clock.touch()
+        log = buffer.getvalue()
+        record = InvocationRecord(
+            function=spec.name,
+            request_id=request_id,
+            invocation_type=invocation_type,
+            start=start,
+            end=end,
+            error_type=error_type,
+            attempt=attempt,
+            payload=response,
+            log=log,
+        )
+        with self._records_lock:
+            self.records.append(record)
+        for listener in list(self._listeners):
+            listener(record)
+        status = 200 if invocation_type == "RequestResponse" else 202
+        return InvokeResult(status, response, "Unhandled" if error_type else None, log, request_id)
+
+    def _run_handler(
+        self,
+        spec: FunctionSpec,
+        payload: bytes,
+        *,
+        request_id: str,
+        log_stream: str,
+        start: datetime,
+        client_context: Any,
+    ) -> tuple[bytes, str | None]:
+        """Run the handler; returns (response payload, errorType or None)."""
+        loaded = self._load(spec)
+        if loaded.error is not None:
+            error_type, message, trace = loaded.error
+            return _error_payload(message, error_type, trace, request_id), error_type
+        if loaded.handler is None:
+            raise RuntimeError(f"{spec.name}: handler not loaded")
+        try:
+            event = json.loads(payload.decode("utf-8")) if payload.strip() else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return (
+                _error_payload(f"Unable to unmarshal input: {exc}", "Runtime.UnmarshalError", [], request_id),
+                "Runtime.UnmarshalError",
+            )
+        context = LambdaContext(
+            spec=spec,
+            request_id=request_id,
+            log_stream_name=log_stream,
+            deadline=start + timedelta(seconds=spec.timeout_seconds),
+            clock=self.clock,
+            client_context=client_context,
+        )
+        try:
+            result = loaded.handler(event, context)
+            return marshal_response(result), None
+        except _MarshalError as exc:
+            self._log_error(str(exc), "Runtime.MarshalError", [])
+            return _error_payload(str(exc), "Runtime.MarshalError", [], request_id), "Runtime.MarshalError"
+        except Exception as exc:
+            trace = traceback.format_list(traceback.extract_tb(exc.__traceback__)[1:])
+            error_type = type(exc).__name__
+            self._log_error(str(exc), error_type, trace)
+            return _error_payload(str(exc), error_type, trace, request_id), error_type
+
+    def _log_error(self, message: str, error_type: str, trace: list[str]) -> None:
+        # The runtime logs "[ERROR] <type>: <message>" and the traceback, as awslambdaric's text format does.
+        lines = [f"[ERROR] {error_type}: {message}" if message else f"[ERROR] {error_type}"]
+        if trace:
+            lines.append("Traceback (most recent call last):")
+            lines.extend(line.rstrip("\n") for line in trace)
+        sys.stdout.write("\r".join(lines) + "\n")
+
+    def _load(self, spec: FunctionSpec) -> _Loaded:
+        """Import the handler module once (under the invocation lock, with the function's environment)."""
+        loaded = self._loaded.get(spec.name)
+        if loaded is not None:
+            return loaded
+        module_name, _, function_name = spec.handler.rpartition(".")
+        module_file = spec.code_dir / (module_name.replace(".", "/") + ".py")
+        unique = re.sub(r"\W", "_", f"_localcloud_fn_{next(self._module_counter)}_{spec.name}_{module_name}")
+        for layer in spec.layer_dirs:
+            if str(layer) not in sys.path:
+                sys.path.append(str(layer))
+        module_spec = importlib.util.spec_from_file_location(unique, module_file)
+        if module_spec is None or module_spec.loader is None or not module_file.is_file():
+            # Not cached: Lambda retries the init on the next invocation.
+            return _Loaded(
+                None,
+                None,
+                (
+                    "Runtime.ImportModuleError",
+                    f"Unable to import module '{module_name}': No module named '{module_name}'",
+                    [],
+                ),
+            )
+        try:
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[unique] = module
+            # Sibling modules of app.py are importable during import, as in the Lambda task root.
+            sys.path.insert(0, str(spec.code_dir))
+            try:
+                module_spec.loader.exec_module(module)
+            finally:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(str(spec.code_dir))
+        except ImportError as exc:
+            sys.modules.pop(unique, None)
+            loaded = _Loaded(
+                None,
+                None,
+                ("Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}", []),
+            )
+        except Exception as exc:
+            sys.modules.pop(unique, None)
+            trace = traceback.format_list(traceback.extract_tb(exc.__traceback__))
+            loaded = _Loaded(None, None, (type(exc).__name__, str(exc), trace))
+        else:
+            handler = getattr(module, function_name, None)
+            if not callable(handler):
+                loaded = _Loaded(
+                    module,
+                    None,
+                    (
+                        "Runtime.HandlerNotFound",
+                        f"Handler '{function_name}' missing on module '{module_name}'",
+                        [],
+                    ),
+                )
+            else:
+                loaded = _Loaded(module, handler, None)
+        # Import errors are not cached: Lambda retries the init on the next invocation.
+        if loaded.error is None or loaded.error[0] == "Runtime.HandlerNotFound":
+            self._loaded[spec.name] = loaded
+        return loaded
+
+    def module(self, name_or_arn: str) -> ModuleType | None:
+        """The imported handler module of a function (None before its first invocation)."""
+        loaded = self._loaded.get(self.function(name_or_arn).name)
+        return None if loaded is None else loaded.module
+
+    @staticmethod
+    def _runtime_env(spec: FunctionSpec, log_stream: str) -> dict[str, str]:
+        """The reserved variables Lambda sets for every function (AWS Lambda Developer Guide)."""
+        return {
+            "AWS_REGION": spec.region,
+            "AWS_DEFAULT_REGION": spec.region,
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": log_stream,
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "_HANDLER": spec.handler,
+        }
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _new_request_id(self) -> str:
+        with self._random_lock:
+            return str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+
+    def _new_log_stream(self) -> str:
+        with self._random_lock:
+            suffix = "".join(self._random.choice(_STREAM_CHARS) for _ in range(32))
+        return f"{self.clock.now().strftime('%Y/%m/%d')}/[$LATEST]{suffix}"
+
+    def _frames(self) -> list[_EnvFrame]:
+        frames: list[_EnvFrame] | None = getattr(self._local, "frames", None)
+        if frames is None:
+            frames = []
+            self._local.frames = frames
+        return frames
+
+    def _ensure_output_router(self) -> None:
+        # Installed lazily and re-installed if something (pytest's capture) replaced sys.stdout since.
+        if not isinstance(sys.stdout, _OutputRouter):
+            self._stdout = _OutputRouter(sys.stdout, self._local)
+            sys.stdout = self._stdout
+        if not isinstance(sys.stderr, _OutputRouter):
+            self._stderr = _OutputRouter(sys.stderr, self._local)
+            sys.stderr = self._stderr
+
+    def close(self) -> None:
+        """Put ``sys.stdout``/``sys.stderr`` back (call when the cloud stops)."""
+        if isinstance(sys.stdout, _OutputRouter) and sys.stdout is self._stdout:
+            sys.stdout = self._stdout.original
+        if isinstance(sys.stderr, _OutputRouter) and sys.stderr is self._stderr:
+            sys.stderr = self._stderr.original
+
+    def _on_park(self) -> None:
+        """The calling thread blocks in the clock: hand the invocation lock over, restore the environment."""
+        frames: list[_EnvFrame] = getattr(self._local, "frames", None) or []
+        depth = self._lock.release_all()
+        parked: list[tuple[int, list[_EnvFrame]]] = getattr(self._local, "parked", None) or []
+        parked.append((depth, list(frames) if depth else []))
+        self._local.parked = parked
+        if depth:
+            for frame in reversed(frames):
+                frame.restore()
+
+    def _on_unpark(self) -> None:
+        """The calling thread resumes: take the lock back and re-apply its environment."""
+        parked: list[tuple[int, list[_EnvFrame]]] = getattr(self._local, "parked", None) or []
+        if not parked:
+            return
+        depth, frames = parked.pop()
+        if depth:
+            self._lock.acquire(None, depth)
+            for frame in frames:
+                frame.apply()
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[io.StringIO]:
+        """Capture what the calling thread prints (tests)."""
+        self._ensure_output_router()
+        outer = getattr(self._local, "buffer", None)
+        buffer = io.StringIO()
+        self._local.buffer = buffer
+        try:
+            yield buffer
+        finally:
+            self._local.buffer = outer
+
+
+def _decode_client_context(value: str | None) -> Any:
+    if not value:
+        return None
+    try:
+        return json.loads(base64.b64decode(value))
+    except (ValueError, TypeError):
+        return None
+
+
+def _error_payload(message: str, error_type: str, trace: list[str], request_id: str) -> bytes:
+    """The error object the Python runtime posts (``awslambdaric.bootstrap.make_error``)."""
+    return json.dumps(
+        {"errorMessage": message, "errorType": error_type, "requestId": request_id, "stackTrace": trace}
+    ).encode("utf-8")

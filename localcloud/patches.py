@@ -1,0 +1,91 @@
+"""Every monkeypatch the local cloud's runtime needs, installed and removed in one place.
+
+``install(clock, dispatcher)`` (with moto's ``mock_aws`` already started and the clock started):
+
+- the dispatcher wraps moto's botocore ``before-send`` handler (:meth:`Dispatcher.install`);
+- moto's Step Functions interpreter waits on the virtual clock (:mod:`localcloud.stepfunctions`);
+- botocore's retry back-off (``time.sleep`` in ``botocore.endpoint``), waiters (``botocore.waiter``) and
+  the adaptive-mode token bucket (``botocore.retries.bucket``) sleep on the virtual clock;
+- optionally, Slack's HTTP layer answers from the outbox (:meth:`Outbox.install`).
+
+``uninstall()`` reverts all of it, in reverse order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from types import ModuleType
+from typing import Any
+
+from localcloud import stepfunctions
+from localcloud.clock import VirtualClock
+from localcloud.dispatch import Dispatcher
+from localcloud.slack import Outbox
+
+
+class _ClockTime(ModuleType):
+    """The ``time`` module with ``sleep`` on a virtual clock (when it runs)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__("time")
+        self._clock = clock
+
+    def sleep(self, seconds: float) -> None:
+        if self._clock.started:
+            self._clock.sleep(seconds)
+        else:
+            time.sleep(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+_BOTOCORE_TIME_MODULES = ("botocore.endpoint", "botocore.waiter", "botocore.retries.bucket")
+
+_installed: list[tuple[str, Any]] = []
+_saved_time: list[tuple[ModuleType, Any]] = []
+
+
+def install(clock: VirtualClock, dispatcher: Dispatcher, *, outbox: Outbox | None = None) -> None:
+    """Install the runtime's patches (see the module docstring).
+
+    Raises:
+        RuntimeError: already installed (call :func:`uninstall` first).
+    """
+    if _installed:
+        raise RuntimeError("the local cloud's patches are already installed")
+    dispatcher.install()
+    _installed.append(("dispatcher", dispatcher))
+    stepfunctions.install(clock)
+    _installed.append(("stepfunctions", None))
+    shim = _ClockTime(clock)
+    for name in _BOTOCORE_TIME_MODULES:
+        module = importlib.import_module(name)
+        _saved_time.append((module, module.time))
+        module.time = shim  # type: ignore[attr-defined]
+    _installed.append(("botocore-time", None))
+    if outbox is not None:
+        outbox.install()
+        _installed.append(("outbox", outbox))
+
+
+def uninstall() -> None:
+    """Remove every patch :func:`install` put in place (safe to call twice)."""
+    while _installed:
+        kind, target = _installed.pop()
+        if kind == "dispatcher":
+            target.uninstall()
+        elif kind == "stepfunctions":
+            stepfunctions.uninstall()
+        elif kind == "botocore-time":
+            while _saved_time:
+                module, original = _saved_time.pop()
+                module.time = original  # type: ignore[attr-defined]
+        elif kind == "outbox":
+            target.uninstall()
+
+
+def installed() -> bool:
+    """True while the patches are in place."""
+    return bool(_installed)

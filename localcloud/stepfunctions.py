@@ -1,0 +1,153 @@
+"""Put moto's Step Functions interpreter on the virtual clock.
+
+moto 5.2.5 executes ASL with the interpreter it took from LocalStack
+(``moto/stepfunctions/parser/asl``). It waits in real time in a few places; this module swaps, inside
+those modules only, the ``threading``/``time`` names they use for clock-aware stand-ins:
+
+- ``Wait`` states: ``WaitFunction._wait_interval`` waits on ``env.program_state_event`` (an ``Event``
+  created in ``asl/eval/environment.py``) for the number of seconds; the event now waits on the clock.
+- ``Retry`` intervals: ``retrier_decl.py`` calls ``time.sleep(interval)``; now the clock's sleep.
+- Task ``TimeoutSeconds``: ``ExecuteState._evaluate_with_timeout`` waits on a ``threading.Event`` for
+  the timeout (``execute_state.py``); ``.waitForTaskToken`` waits (``CallbackEndpoint.wait``,
+  ``HeartbeatEndpoint.clear_and_wait`` in ``asl/eval/callback/callback.py``) use ``Event`` too; all now
+  wait on virtual time. moto's "no timeout" value (``TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS``,
+  99999999 s) is treated as no timeout at all, so an idle simulation never jumps three years ahead.
+- Execution ``TimeoutSeconds``: ``Program.eval`` joins the worker thread with a timeout; the join now
+  waits on virtual time.
+- ``.sync`` polling (``state_task_service_callback.py``) sleeps on the clock.
+
+Lambda errors reach ASL with the function's ``errorType`` as the error name: moto's
+``StateTaskLambda._from_error`` reads it from the ``FunctionError`` payload the local Lambda runtime
+returns (``{"errorType": <exception class name>, ...}``), so ``Retry``/``Catch`` by name work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+from localcloud.clock import VirtualClock
+
+# moto's "no timeout" sentinel (TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS).
+_NO_TIMEOUT_SECONDS = 99_999_999
+
+_state: dict[str, VirtualClock] = {}
+
+
+def _active_clock() -> VirtualClock | None:
+    clock = _state.get("clock")
+    if clock is None or not clock.started:
+        return None
+    return clock
+
+
+def _virtual_timeout(timeout: float | None) -> float | None:
+    if timeout is None or timeout >= _NO_TIMEOUT_SECONDS:
+        return None
+    return timeout
+
+
+class ClockEvent(threading.Event):
+    """A ``threading.Event`` whose ``wait(timeout)`` counts the timeout in virtual time."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        clock = _active_clock()
+        if clock is None:
+            return super().wait(timeout)
+        return clock.wait_event(self, _virtual_timeout(timeout))
+
+
+class ClockThread(threading.Thread):
+    """A ``threading.Thread`` whose ``join(timeout)`` counts the timeout in virtual time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._localcloud_finished = threading.Event()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self._localcloud_finished.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        clock = _active_clock()
+        timeout = _virtual_timeout(timeout)
+        if clock is None or timeout is None:
+            super().join(timeout)
+            return
+        if clock.wait_event(self._localcloud_finished, timeout):
+            # The target returned; the thread is only unwinding, so is_alive() turns False at once.
+            super().join()
+
+
+class _ThreadingShim(ModuleType):
+    """The ``threading`` module, with ``Event`` and ``Thread`` replaced by the clock-aware classes."""
+
+    Event = ClockEvent
+    Thread = ClockThread
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(threading, name)
+
+
+class _TimeShim(ModuleType):
+    """The ``time`` module, with ``sleep`` on the virtual clock."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        clock = _active_clock()
+        if clock is None:
+            time.sleep(seconds)
+        else:
+            clock.sleep(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+_PARSER = "moto.stepfunctions.parser"
+# (module, attribute, replacement factory)
+_PATCHES: tuple[tuple[str, str, str], ...] = (
+    (f"{_PARSER}.asl.eval.environment", "threading", "threading"),
+    (f"{_PARSER}.asl.component.state.exec.execute_state", "threading", "threading"),
+    (f"{_PARSER}.asl.component.program.program", "threading", "threading"),
+    (f"{_PARSER}.asl.eval.callback.callback", "Event", "Event"),
+    (f"{_PARSER}.asl.component.common.retry.retrier_decl", "time", "time"),
+    (f"{_PARSER}.asl.component.state.exec.state_task.service.state_task_service_callback", "time", "time"),
+)
+
+_saved: list[tuple[ModuleType, str, Any]] = []
+
+
+def install(clock: VirtualClock) -> None:
+    """Route the interpreter's waits through ``clock`` (idempotent; :func:`uninstall` reverts).
+
+    Raises:
+        ImportError: moto's interpreter modules moved (moto is pinned at 5.2.5 for this reason).
+    """
+    _state["clock"] = clock
+    if _saved:
+        return
+    replacements: dict[str, Any] = {
+        "threading": _ThreadingShim("threading"),
+        "time": _TimeShim("time"),
+        "Event": ClockEvent,
+    }
+    for module_name, attribute, kind in _PATCHES:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attribute):
+            raise ImportError(f"{module_name} has no {attribute!r}: moto's interpreter changed")
+        _saved.append((module, attribute, getattr(module, attribute)))
+        setattr(module, attribute, replacements[kind])
+
+
+def uninstall() -> None:
+    """Put moto's interpreter back on real time."""
+    while _saved:
+        module, attribute, original = _saved.pop()
+        setattr(module, attribute, original)
+    _state.pop("clock", None)
