@@ -515,7 +515,12 @@ class SchedulerTicker:
             after = tracked.last_fired or datetime.min.replace(tzinfo=UTC)
             start = end = None
         else:
-            after = tracked.last_fired or (tracked.anchor - timedelta(microseconds=1))
+            # A rate schedule without StartDate fires at once ("immediately", per the Scheduler guide); a
+            # cron schedule fires at its next instant strictly after its creation.
+            immediate = isinstance(expression, RateExpression)
+            after = tracked.last_fired or (
+                tracked.anchor - timedelta(microseconds=1) if immediate else tracked.anchor
+            )
             start, end = _as_datetime(schedule.start_date), _as_datetime(schedule.end_date)
         due = next(
             occurrences(expression, tz=tz, anchor=tracked.anchor, after=after, start=start, end=end), None
@@ -574,22 +579,22 @@ class SchedulerTicker:
         target: dict[str, Any] = dict(schedule.target or {})
         arn = str(target.get("Arn", ""))
         payload = _scheduler_input(target.get("Input"), schedule.arn, at, self.delivery.new_id())
-        error: str | None = None
-        outcome = ""
-        try:
-            outcome = self._send_schedule_target(arn, target, payload, f"schedule {group}/{schedule.name}")
-        except TargetError as exc:
-            error = str(exc)
-        self.firings.append(Firing(at, "schedule", f"{group}/{schedule.name}", arn, payload, error))
         if self.timeline is not None:
             self.timeline.add(
                 Kind.SCHEDULE,
-                f"schedule {group}/{schedule.name} ({schedule.schedule_expression}) fired -> "
-                + (outcome if error is None else f"failed: {error}"),
+                f"schedule {group}/{schedule.name} ({schedule.schedule_expression}) fired "
+                f"-> {_describe(arn)}",
                 at=at,
                 schedule=f"{group}/{schedule.name}",
                 target=arn,
             )
+        error: str | None = None
+        try:
+            self._send_schedule_target(arn, target, payload, f"schedule {group}/{schedule.name}")
+        except TargetError as exc:
+            error = str(exc)
+            self._note(f"schedule {group}/{schedule.name}: target not reached: {error}")
+        self.firings.append(Firing(at, "schedule", f"{group}/{schedule.name}", arn, payload, error))
         if delete and (schedule.action_after_completion or "NONE") == "DELETE":
             with contextlib.suppress(Exception):  # the application may have deleted it already
                 backend.delete_schedule(group, schedule.name)
@@ -622,22 +627,34 @@ class SchedulerTicker:
             time=at,
             resources=[rule.arn],
         )
-        deliveries = self.delivery.send_rule_targets(rule, event)
-        for delivery in deliveries:
-            self.firings.append(
-                Firing(at, "rule", rule.name, delivery.target_arn, delivery.payload, delivery.error)
-            )
         if self.timeline is not None:
+            targets = ", ".join(_describe(str(t.get("Arn", ""))) for t in rule.targets) or "no target"
             self.timeline.add(
                 Kind.SCHEDULE,
-                f"rule {rule.name} ({rule.scheduled_expression}) fired -> {len(deliveries)} target(s)",
+                f"rule {rule.name} ({rule.scheduled_expression}) fired -> {targets}",
                 at=at,
                 rule=rule.name,
+            )
+        for delivery in self.delivery.send_rule_targets(rule, event):
+            self.firings.append(
+                Firing(at, "rule", rule.name, delivery.target_arn, delivery.payload, delivery.error)
             )
 
     def _note(self, text: str) -> None:
         if self.timeline is not None:
             self.timeline.add(Kind.NOTE, text)
+
+
+def _describe(arn: str) -> str:
+    """A target ARN as a short phrase (``function X``, ``state machine Y``, ``bus Z``)."""
+    parts = arn.split(":")
+    if len(parts) >= 7 and parts[2] == "lambda":
+        return f"function {parts[6]}"
+    if len(parts) >= 7 and parts[2] == "states":
+        return f"state machine {parts[6]}"
+    if len(parts) >= 6 and parts[2] == "events":
+        return f"bus {parts[5].split('/', 1)[-1]}"
+    return arn
 
 
 def _scheduler_input(raw: Any, schedule_arn: str, at: datetime, execution_id: str) -> str:

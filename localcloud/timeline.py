@@ -111,6 +111,12 @@ class Timeline:
         combined.sort(key=lambda item: (item[0], item[1]))
         return [e for _, _, e in combined if not kinds or e.kind in kinds]
 
+    def recorded(self, *kinds: str) -> list[TimelineEntry]:
+        """Entries recorded so far (added and fed), without the computed sources; unsorted."""
+        with self._lock:
+            self._sync()
+            return [e for e in self._entries if not kinds or e.kind in kinds]
+
     def render(self, *kinds: str) -> str:
         """The entries as text, one per line (multi-line entries indented)."""
         return "\n".join(entry.render() for entry in self.entries(*kinds))

@@ -1,0 +1,639 @@
+"""``LocalCloud``: the whole SAM application in one process, on a virtual clock.
+
+Entering the context manager (in this order):
+
+1. sets fake AWS credentials and the region in ``os.environ`` (restored on exit);
+2. starts the :class:`~localcloud.clock.VirtualClock` (time-machine) at ``start``;
+3. starts moto's ``mock_aws`` with Step Functions executing ASL;
+4. builds the Lambda runtime (the template's functions), the AWS emulator, EventBridge delivery, the
+   request dispatcher (with the fault injector) and the Slack outbox, and installs the patches
+   (:mod:`localcloud.patches`) and delivery;
+5. deploys the stack's resources into moto (faults do not apply to the deployment);
+6. registers the tickers: the Scheduler (``at``/``rate``/``cron`` schedules and scheduled rules) and the
+   emulator's (resource lifecycles, alarm evaluation).
+
+Exiting stops running executions, releases every thread parked on the clock, lets the threads the run
+started finish, and undoes all of the above, so the next test can build a fresh cloud. Only one cloud
+can run at a time in a process (moto's mock and time-machine are process-wide).
+
+The :attr:`LocalCloud.timeline` tells the story of the run: API requests and responses, events put on a
+bus, executions started and finished, Lambda invocations, schedules fired, Slack messages and faults.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import boto3
+import botocore.config
+from moto import mock_aws
+
+from localcloud import patches
+from localcloud.clock import RunResult, VirtualClock
+from localcloud.delivery import EventDelivery
+from localcloud.dispatch import Dispatcher, EmulatorLike
+from localcloud.faults import FaultInjector
+from localcloud.lambdas import InvocationRecord, LambdaRuntime
+from localcloud.scheduler import SchedulerTicker
+from localcloud.slack import Outbox, OutboxMessage
+from localcloud.template import Stack
+from localcloud.timeline import Kind, Timeline, TimelineEntry
+
+DEFAULT_START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+"""Where virtual time starts unless told otherwise (a Tuesday morning, UTC)."""
+
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+_MOTO_CONFIG: dict[str, Any] = {
+    "stepfunctions": {"execute_state_machine": True},
+    "lambda": {"use_docker": False},
+}
+_FAILED_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+_AWS_SDK_SERVICES = {"sfn": "stepfunctions", "eventbridge": "events", "cloudwatchlogs": "logs"}
+
+
+@dataclass(frozen=True)
+class ExecutionSummary:
+    """One Step Functions execution, as ``DescribeExecution`` and ``GetExecutionHistory`` report it.
+
+    Attributes:
+        name: the execution name; ``arn`` its ARN.
+        state_machine: the state machine's name (``<StackName>-<LogicalId>`` for template machines).
+        status: ``RUNNING``, ``SUCCEEDED``, ``FAILED``, ``TIMED_OUT`` or ``ABORTED``.
+        start, stop: virtual UTC instants (``stop`` None while running).
+        transitions: states entered (what Standard workflows are billed for).
+        events: the number of history events.
+        error, cause: why it failed (None otherwise).
+        output: the execution output (JSON text) when it succeeded.
+    """
+
+    name: str
+    arn: str
+    state_machine: str
+    status: str
+    start: datetime
+    stop: datetime | None
+    transitions: int
+    events: int
+    error: str | None = None
+    cause: str | None = None
+    output: str | None = None
+    input: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True for ``FAILED``, ``TIMED_OUT`` and ``ABORTED``."""
+        return self.status in _FAILED_STATUSES
+
+
+@dataclass
+class _Saved:
+    env: dict[str, str | None] = field(default_factory=dict)
+    threads: set[int] = field(default_factory=set)
+
+
+class LocalCloud:
+    """The local cloud (see the module docstring). Use as a context manager.
+
+    Args:
+        template: the SAM template.
+        start: the first virtual instant (tz-aware; default :data:`DEFAULT_START`).
+        seed: seeds everything random (event ids, request ids, the capacity market).
+        faults: the fault injector (default: none).
+        parameter_overrides: template parameter values.
+        market: the emulated capacity market's configuration (default: the emulator's).
+        stack_name, region, account_id: where the stack lives (deterministic names derive from them).
+
+    Raises:
+        TemplateError: the template cannot be run locally (raised by the constructor).
+    """
+
+    def __init__(
+        self,
+        template: Path,
+        *,
+        start: datetime | None = None,
+        seed: int = 7,
+        faults: FaultInjector | None = None,
+        parameter_overrides: dict[str, str] | None = None,
+        market: Any | None = None,
+        stack_name: str = "capacity-orchestrator",
+        region: str = "us-east-1",
+        account_id: str = "123456789012",
+    ) -> None:
+        self.stack = Stack.load(
+            Path(template),
+            stack_name=stack_name,
+            region=region,
+            account_id=account_id,
+            parameter_overrides=parameter_overrides,
+        )
+        self.region = region
+        self.account_id = account_id
+        self.seed = seed
+        self.market = market
+        self.faults = faults if faults is not None else FaultInjector(seed=seed)
+        self.clock = VirtualClock((start or DEFAULT_START).astimezone(UTC))
+        self.timeline = Timeline(now=self.clock.now)
+        self.outbox = Outbox()
+        self.lambdas = LambdaRuntime(self.stack.functions, self.clock, self._base_env(), seed=seed)
+        self.delivery = EventDelivery(
+            account_id=account_id,
+            region=region,
+            lambdas=self.lambdas,
+            timeline=self.timeline,
+            touch=self.clock.touch,
+            now=self.clock.now,
+            seed=seed,
+        )
+        self.emulator: Any = self._make_emulator()
+        self.dispatcher = Dispatcher(
+            clock=self.clock, lambdas=self.lambdas, emulator=self.emulator, faults=self.faults
+        )
+        self.scheduler = SchedulerTicker(
+            self.delivery, timeline=self.timeline, regions=[region], universal=self._universal_target
+        )
+        self._mock: Any = None
+        self._saved = _Saved()
+        self._running = False
+        self._session: boto3.session.Session | None = None
+        self._final_executions: list[ExecutionSummary] | None = None
+        self._api_responses: list[dict[str, Any]] = []
+        self.timeline.add_feed(self._lambda_entries)
+        self.timeline.add_feed(self._slack_entries)
+        self.timeline.add_feed(self._fault_entries)
+        self.timeline.add_source(self._execution_entries)
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> LocalCloud:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Stand the cloud up (see the module docstring); :meth:`stop` undoes it.
+
+        Raises:
+            RuntimeError: this cloud or another one is already running in the process.
+            TemplateError: a resource cannot be created (names the resource and the AWS error).
+        """
+        if self._running:
+            raise RuntimeError("this local cloud is already running")
+        if patches.installed():
+            raise RuntimeError("another local cloud is running in this process; stop it first")
+        self._saved = _Saved(
+            env={key: os.environ.get(key) for key in [*_FAKE_ENV, "AWS_DEFAULT_REGION", "AWS_REGION"]},
+            threads={t.ident for t in threading.enumerate() if t.ident is not None},
+        )
+        os.environ.update(_FAKE_ENV)
+        os.environ["AWS_DEFAULT_REGION"] = self.region
+        os.environ["AWS_REGION"] = self.region
+        started: list[Callable[[], None]] = []
+        try:
+            self.clock.start()
+            started.append(self.clock.stop)
+            self._mock = mock_aws(config=cast(Any, _MOTO_CONFIG))
+            self._mock.start()
+            started.append(self._mock.stop)
+            self.delivery.install()
+            started.append(self.delivery.uninstall)
+            patches.install(self.clock, self.dispatcher, outbox=self.outbox)
+            started.append(patches.uninstall)
+            self._running = True
+            with self.dispatcher.exempt():
+                self.stack.deploy(self._boto_session())
+            self.clock.add_ticker(self.scheduler)
+            for ticker in getattr(self.emulator, "tickers", []) or []:
+                self.clock.add_ticker(ticker)
+            resources = len(self.stack.resources)
+            self.timeline.add(Kind.NOTE, f"stack {self.stack.stack_name} deployed ({resources} resources)")
+        except BaseException:
+            self._running = False
+            for undo in reversed(started):
+                undo()
+            self.lambdas.close()
+            self._restore_env()
+            raise
+
+    def stop(self) -> None:
+        """Tear the cloud down (safe to call twice); the timeline and results stay readable."""
+        if not self._running:
+            return
+        try:
+            self._final_executions = self._collect_executions()
+        except Exception:  # a broken backend must not prevent the teardown
+            self._final_executions = []
+        self._abort_running_executions()
+        self.clock.stop()  # parked threads wake up as if their waits timed out
+        self._join_threads(timeout_seconds=2.0)
+        patches.uninstall()
+        self.delivery.uninstall()
+        self.lambdas.close()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        self._restore_env()
+        self._running = False
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`stop`."""
+        return self._running
+
+    # ------------------------------------------------------------------------------------------ clients
+
+    def client(self, service: str, region: str | None = None) -> Any:
+        """A boto3 client into this cloud (standard retry mode, as the application configures).
+
+        Raises:
+            RuntimeError: the cloud is not running.
+        """
+        if not self._running:
+            raise RuntimeError("the local cloud is not running")
+        session: Any = self._boto_session()
+        return session.client(
+            service,
+            region_name=region or self.region,
+            config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 5}),
+        )
+
+    def _boto_session(self) -> boto3.session.Session:
+        if self._session is None:
+            self._session = boto3.session.Session(
+                aws_access_key_id=_FAKE_ENV["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=_FAKE_ENV["AWS_SECRET_ACCESS_KEY"],
+                region_name=self.region,
+            )
+        return self._session
+
+    # ------------------------------------------------------------------------------------------- doors
+
+    def api_request(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Serve one API Gateway REST proxy event synchronously, as API Gateway does; returns the response.
+
+        The route is found from ``httpMethod`` and ``resource`` (or ``path``) among the template's Api
+        events; the function is invoked directly (``RequestResponse``). As API Gateway does, a function
+        error or a malformed proxy response answers 502 ``{"message": "Internal server error"}``; no route
+        answers 403 ``{"message": "Missing Authentication Token"}``. IAM authorization is not checked.
+
+        Returns:
+            ``{"statusCode", "headers", "multiValueHeaders", "body", "isBase64Encoded"}``.
+        """
+        self._require_running()
+        method = str(event.get("httpMethod", "GET")).upper()
+        path = str(event.get("path") or "/")
+        route, path_parameters = self._find_route(method, str(event.get("resource") or ""), path)
+        self.timeline.add(Kind.API, f"{method} {path}", method=method, path=path)
+        if route is None:
+            return self._api_answer(method, path, 403, {"message": "Missing Authentication Token"})
+        event = dict(event)
+        event.setdefault("resource", route.path)
+        if path_parameters and not event.get("pathParameters"):
+            event["pathParameters"] = path_parameters
+        context = dict(event.get("requestContext") or {})
+        context.setdefault("stage", route.stage)
+        context.setdefault("resourcePath", route.path)
+        context.setdefault("httpMethod", method)
+        context.setdefault("apiId", route.api_id)
+        context.setdefault("accountId", self.account_id)
+        context.setdefault("requestTimeEpoch", int(self.clock.now().timestamp() * 1000))
+        event["requestContext"] = context
+        spec = self.stack.function(route.function)
+        result = self.lambdas.invoke(spec.arn, json.dumps(event).encode(), invocation_type="RequestResponse")
+        if result.function_error:
+            return self._api_answer(method, path, 502, {"message": "Internal server error"})
+        try:
+            response = json.loads(result.payload or b"null")
+        except ValueError:
+            response = None
+        if not isinstance(response, dict) or not isinstance(response.get("statusCode"), int):
+            return self._api_answer(method, path, 502, {"message": "Internal server error"})
+        answer = {
+            "statusCode": response["statusCode"],
+            "headers": dict(response.get("headers") or {}),
+            "multiValueHeaders": dict(response.get("multiValueHeaders") or {}),
+            "body": response.get("body") or "",
+            "isBase64Encoded": bool(response.get("isBase64Encoded", False)),
+        }
+        self._record_api_answer(method, path, answer)
+        return answer
+
+    def _find_route(self, method: str, resource: str, path: str) -> tuple[Any, dict[str, str]]:
+        for route in self.stack.api_routes:
+            if resource and route.path == resource and route.method in ("ANY", method):
+                return route, route.matches(method, path) or {}
+        for route in self.stack.api_routes:
+            params = route.matches(method, path)
+            if params is not None:
+                return route, params
+        return None, {}
+
+    def _api_answer(self, method: str, path: str, status: int, body: dict[str, Any]) -> dict[str, Any]:
+        answer = {
+            "statusCode": status,
+            "headers": {"Content-Type": "application/json"},
+            "multiValueHeaders": {},
+            "body": json.dumps(body),
+            "isBase64Encoded": False,
+        }
+        self._record_api_answer(method, path, answer)
+        return answer
+
+    def _record_api_answer(self, method: str, path: str, answer: dict[str, Any]) -> None:
+        self._api_responses.append(answer)
+        body = str(answer["body"])
+        short = body if len(body) <= 200 else body[:197] + "..."
+        self.timeline.add(
+            Kind.API, f"{method} {path} -> {answer['statusCode']} {short}", status=answer["statusCode"]
+        )
+
+    def put_events(self, entries: list[dict[str, Any]]) -> list[str]:
+        """``PutEvents`` (entries in the API's shape); returns the event ids.
+
+        Raises:
+            ValueError: an entry was rejected (the message has EventBridge's error code and message).
+        """
+        self._require_running()
+        answer = self.client("events").put_events(Entries=entries)
+        failures = [entry for entry in answer["Entries"] if "ErrorCode" in entry]
+        if failures:
+            raise ValueError(f"PutEvents rejected entries: {failures}")
+        return [str(entry["EventId"]) for entry in answer["Entries"]]
+
+    # --------------------------------------------------------------------------------------------- time
+
+    def run(
+        self,
+        *,
+        until: datetime | None = None,
+        stop_when: Callable[[], bool] | None = None,
+        max_wall_seconds: float = 120.0,
+    ) -> RunResult:
+        """Advance the simulation (see :meth:`VirtualClock.run`)."""
+        self._require_running()
+        return self.clock.run(until=until, stop_when=stop_when, max_wall_seconds=max_wall_seconds)
+
+    def run_until_idle(self, max_wall_seconds: float = 120.0) -> RunResult:
+        """Run until nothing is left to do (no sleeper, no foreground ticker work, nothing running)."""
+        self._require_running()
+        return self.clock.run_until_idle(max_wall_seconds=max_wall_seconds)
+
+    def now(self) -> datetime:
+        """The virtual time (UTC)."""
+        return self.clock.now()
+
+    # ------------------------------------------------------------------------------------------ results
+
+    def executions(self) -> list[ExecutionSummary]:
+        """Every execution of the stack's state machines (and any created at run time), oldest first.
+
+        After :meth:`stop`, the executions as they were when the cloud stopped.
+        """
+        if not self._running:
+            return list(self._final_executions or [])
+        return self._collect_executions()
+
+    def billable_resources(self) -> list[Any]:
+        """What would still cost money on AWS (the emulator's endpoints, components, reservations...)."""
+        if self.emulator is None or not hasattr(self.emulator, "billable_resources"):
+            return []
+        return list(self.emulator.billable_resources())
+
+    def api_responses(self) -> list[dict[str, Any]]:
+        """Every response :meth:`api_request` answered, in order."""
+        return list(self._api_responses)
+
+    def _collect_executions(self) -> list[ExecutionSummary]:
+        sfn = self.client("stepfunctions")
+        summaries: list[ExecutionSummary] = []
+        with self.dispatcher.exempt():
+            for machine in sfn.list_state_machines()["stateMachines"]:
+                for item in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+                    described = sfn.describe_execution(executionArn=item["executionArn"])
+                    history = sfn.get_execution_history(executionArn=item["executionArn"], maxResults=1000)
+                    events = history["events"]
+                    summaries.append(
+                        ExecutionSummary(
+                            name=described["name"],
+                            arn=described["executionArn"],
+                            state_machine=machine["name"],
+                            status=described["status"],
+                            start=described["startDate"].astimezone(UTC),
+                            stop=described["stopDate"].astimezone(UTC) if described.get("stopDate") else None,
+                            transitions=sum(1 for e in events if str(e["type"]).endswith("StateEntered")),
+                            events=len(events),
+                            error=described.get("error"),
+                            cause=described.get("cause"),
+                            output=described.get("output"),
+                            input=described.get("input"),
+                        )
+                    )
+        return sorted(summaries, key=lambda s: (s.start, s.name))
+
+    # ----------------------------------------------------------------------------------- timeline feeds
+
+    def _short(self, name: str) -> str:
+        prefix = f"{self.stack.stack_name}-"
+        return name[len(prefix) :] if name.startswith(prefix) else name
+
+    def _lambda_entries(self) -> Sequence[TimelineEntry]:
+        return [self._lambda_entry(record) for record in list(self.lambdas.records)]
+
+    def _lambda_entry(self, record: InvocationRecord) -> TimelineEntry:
+        outcome = "ok" if record.error_type is None else f"failed: {record.error_type}"
+        if record.error_type is not None:
+            try:
+                message = json.loads(record.payload).get("errorMessage", "")
+            except (ValueError, AttributeError):
+                message = ""
+            if message:
+                outcome += f" ({message[:160]})"
+        mode = "" if record.invocation_type == "RequestResponse" else " (async)"
+        attempt = f" attempt {record.attempt}" if record.attempt > 1 else ""
+        return TimelineEntry(
+            record.start,
+            Kind.LAMBDA,
+            f"{self._short(record.function)}{mode}{attempt} -> {outcome}",
+            {"function": record.function, "error_type": record.error_type, "log": record.log},
+        )
+
+    def _slack_entries(self) -> Sequence[TimelineEntry]:
+        return [
+            TimelineEntry(message.at, Kind.SLACK, slack_text(message), {"channel": message.channel})
+            for message in list(self.outbox.messages)
+        ]
+
+    def _fault_entries(self) -> Sequence[TimelineEntry]:
+        return [
+            TimelineEntry(
+                fault.at, Kind.FAULT, f"{fault.kind.value} on {fault.service} {fault.operation}", {}
+            )
+            for fault in list(self.faults.fired)
+        ]
+
+    def _execution_entries(self) -> Iterable[TimelineEntry]:
+        try:
+            summaries = self.executions()
+        except Exception:
+            return []
+        announced = {entry.detail.get("execution_arn") for entry in self.timeline.recorded(Kind.EXECUTION)}
+        entries: list[TimelineEntry] = []
+        for summary in summaries:
+            machine = self._short(summary.state_machine)
+            if summary.arn not in announced:
+                entries.append(
+                    TimelineEntry(
+                        summary.start,
+                        Kind.EXECUTION,
+                        f"{machine}: execution {summary.name[:8]} started",
+                        {"execution_arn": summary.arn},
+                    )
+                )
+            if summary.stop is not None:
+                why = f" {summary.error}: {summary.cause}" if summary.error else ""
+                entries.append(
+                    TimelineEntry(
+                        summary.stop,
+                        Kind.EXECUTION,
+                        f"{machine}: execution {summary.name[:8]} {summary.status} after "
+                        f"{summary.transitions} state transitions{why}",
+                        {"execution_arn": summary.arn, "status": summary.status},
+                    )
+                )
+        return entries
+
+    # ----------------------------------------------------------------------------------------- internals
+
+    def _require_running(self) -> None:
+        if not self._running:
+            raise RuntimeError("the local cloud is not running (use it as a context manager)")
+
+    def _base_env(self) -> dict[str, str]:
+        return {**_FAKE_ENV, "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region}
+
+    def _make_emulator(self) -> EmulatorLike | None:
+        try:
+            module = importlib.import_module("localcloud.emulator")
+        except ImportError:
+            return None
+        Emulator = getattr(module, "Emulator", None)  # noqa: N806 - a class
+        if Emulator is None:
+            self.timeline.add(Kind.NOTE, "no AWS emulator available: SageMaker/EC2 capacity APIs go to moto")
+            return None
+        parameters = inspect.signature(Emulator).parameters
+        kwargs: dict[str, Any] = {"seed": self.seed, "events": self.delivery, "account_id": self.account_id}
+        if "market" in parameters and self.market is not None:
+            kwargs["market"] = self.market
+        if "clock" in parameters:
+            kwargs["clock"] = self.clock
+        emulator: EmulatorLike = Emulator(**kwargs)
+        return emulator
+
+    def _universal_target(self, service: str, operation: str, params: dict[str, Any]) -> Any:
+        """Call an API as a Scheduler universal target does (no client faults: AWS calls it)."""
+        client = self.client(_AWS_SDK_SERVICES.get(service, service))
+        import botocore  # noqa: PLC0415
+
+        with self.dispatcher.exempt():
+            return getattr(client, botocore.xform_name(operation))(**params)
+
+    def _abort_running_executions(self) -> None:
+        from moto.stepfunctions.responses import get_backend  # noqa: PLC0415
+
+        try:
+            backend = get_backend(self.account_id, self.region)
+            for machine in list(backend.state_machines):
+                for execution in list(machine.executions):
+                    if execution.status == "RUNNING":
+                        backend.stop_execution(execution.execution_arn)
+        except Exception:  # noqa: S110 - best effort during teardown
+            pass
+
+    def _join_threads(self, timeout_seconds: float) -> None:
+        deadline = time.monotonic() + timeout_seconds
+        for thread in threading.enumerate():
+            if thread.ident in self._saved.threads or thread is threading.current_thread():
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            thread.join(remaining)
+
+    def _restore_env(self) -> None:
+        for key, value in self._saved.env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def slack_text(message: OutboxMessage) -> str:
+    """A Slack message as a person in the channel reads it: the blocks rendered as text, else ``text``."""
+    where = message.channel or message.kind
+    rendered = render_blocks(message.blocks)
+    body = rendered or message.text
+    return f"[{message.kind} {where}] {body}" if body else f"[{message.kind} {where}]"
+
+
+def render_blocks(blocks: list[dict[str, Any]]) -> str:
+    """Block Kit blocks as plain text (header, section text and fields, context, rich text, actions)."""
+    lines: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "header":
+            lines.append(str(_text_of(block.get("text"))).upper())
+        elif kind == "section":
+            if block.get("text"):
+                lines.append(_text_of(block["text"]))
+            fields = [_text_of(f) for f in block.get("fields") or []]
+            if fields:
+                lines.append("  |  ".join(fields))
+        elif kind == "context":
+            lines.append("  ".join(_text_of(e) for e in block.get("elements") or [] if e.get("text")))
+        elif kind == "actions":
+            labels = [_text_of(e.get("text")) for e in block.get("elements") or [] if e.get("text")]
+            lines.append("[" + "] [".join(labels) + "]" if labels else "")
+        elif kind == "divider":
+            lines.append("-" * 40)
+        elif kind == "rich_text":
+            lines.append(_rich_text(block.get("elements") or []))
+    return "\n".join(line for line in lines if line)
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("text", ""))
+    return "" if value is None else str(value)
+
+
+def _rich_text(elements: list[dict[str, Any]]) -> str:
+    parts: list[str] = []
+    for element in elements:
+        if "elements" in element:
+            parts.append(_rich_text(element["elements"]))
+        elif "text" in element:
+            parts.append(str(element["text"]))
+    return "".join(parts)
