@@ -1,0 +1,203 @@
+"""Inputs and outputs of the Lambda handlers: the contract with the state machines.
+
+Field names are fixed (the ASL files select them with JSONPath); change them only together with
+``statemachines/*.asl.json``. Inputs ignore unknown fields (a state may carry more than a step needs);
+outputs are dumped with ``model_dump(mode="json")``: timestamps ``YYYY-MM-DDTHH:MM:SSZ``, money decimal
+strings, never a ``datetime`` or ``Decimal`` object, never ``ResponseMetadata``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capacity.models import CostSummary, Money, OfferingSummary, UtcDatetime
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-safe dict the handler returns."""
+        return self.model_dump(mode="json")
+
+
+# 1. record_request: in = the EventBridge event (see capacity.logic.intake)
+class RecordRequestOutput(_Out):
+    """``{"request_id", "duplicate", "regions", "dry_run"}``; ``duplicate`` ends the workflow quietly."""
+
+    request_id: str
+    duplicate: bool
+    regions: list[str]
+    dry_run: bool
+
+
+# 2. search_offerings
+class SearchInput(_In):
+    """``{"request_id", "region"}`` (one Map iteration per region)."""
+
+    request_id: str
+    region: str
+
+
+class SearchOutput(_Out):
+    """``{"region", "count", "feasible", "quota_error"}``: offerings stored, feasible ones, quota problem."""
+
+    region: str
+    count: int
+    feasible: int
+    quota_error: str | None = None
+
+
+# 3. choose_offering
+class ChooseInput(_In):
+    """``{"request_id", "searches": [<search outputs>]}``."""
+
+    request_id: str
+    searches: list[SearchOutput] = Field(default_factory=list)
+
+
+Decision = Literal["NO_OFFERING", "REJECTED", "DRY_RUN", "APPROVAL_REQUIRED", "PURCHASE"]
+
+
+class ChooseOutput(_Out):
+    """``{"decision", "reason", "offering" | null, "approval_timeout_seconds"}``."""
+
+    decision: Decision
+    reason: str
+    offering: OfferingSummary | None
+    approval_timeout_seconds: int
+
+
+# 4. notify
+class StepError(_In):
+    """The ``{"Error", "Cause"}`` object a Step Functions ``Catch`` puts in ``ResultPath``."""
+
+    Error: str = "States.TaskFailed"
+    Cause: str | None = None
+
+
+class NotifyInput(_In):
+    """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
+    ``reason``) or ``failure`` (``error``)."""
+
+    kind: Literal["approval_request", "approval_outcome", "failure"]
+    request_id: str
+    task_token: str | None = None
+    plan: ChooseOutput | None = None
+    approved: bool | None = None
+    reason: str | None = None
+    approver: str | None = None
+    error: StepError | None = None
+
+
+class NotifyOutput(_Out):
+    """``{"notified": true, "state": "<state recorded or current>"}``."""
+
+    notified: bool
+    state: str | None
+
+
+# 5. purchase_capacity
+class PurchaseInput(_In):
+    """``{"request_id", "offering": {...}}`` (the offering chosen by ``choose_offering``)."""
+
+    request_id: str
+    offering: OfferingSummary
+
+
+class PurchaseOutput(_Out):
+    """The training plan bought (or adopted): ARN, name, region, start/end (UTC), upfront fee (USD)."""
+
+    training_plan_arn: str
+    training_plan_name: str
+    region: str
+    start_time: UtcDatetime
+    end_time: UtcDatetime
+    upfront_fee_usd: Money
+
+
+# 6. wait_for_activation
+class ActivationInput(_In):
+    """``{"request_id", "region", "training_plan_name", "attempt"}``."""
+
+    request_id: str
+    region: str
+    training_plan_name: str
+    attempt: int = Field(default=0, ge=0)
+
+
+class ActivationOutput(_Out):
+    """``{"status", "attempt": attempt + 1, "next_wait_seconds": 60 * 2**attempt capped at 900}``."""
+
+    status: str
+    attempt: int
+    next_wait_seconds: int
+
+
+# 7. create_endpoint
+class EndpointInput(_In):
+    """``{"request_id", "action": "create" | "status", "attempt"?}``."""
+
+    request_id: str
+    action: Literal["create", "status"]
+    attempt: int = Field(default=0, ge=0)
+
+
+class EndpointOutput(_Out):
+    """``{"endpoint_name", "status", "next_wait_seconds" (30..300, 0 when InService), "attempt"}``."""
+
+    endpoint_name: str
+    status: str
+    next_wait_seconds: int
+    attempt: int
+
+
+# 8. create_inference_components
+class ComponentsInput(_In):
+    """``{"request_id", "action": "create" | "status", "attempt"?}``."""
+
+    request_id: str
+    action: Literal["create", "status"]
+    attempt: int = Field(default=0, ge=0)
+
+
+class ComponentsOutput(_Out):
+    """``{"status": "InService" | "Creating", "component_names", "next_wait_seconds", "attempt"}``."""
+
+    status: Literal["InService", "Creating"]
+    component_names: list[str]
+    next_wait_seconds: int
+    attempt: int
+
+
+# 9. release_capacity
+ReleaseAction = Literal["begin", "delete_components", "delete_endpoint", "delete_endpoint_config", "finish"]
+
+
+class ReleaseInput(_In):
+    """``{"request_id", "action", "reason"?}``."""
+
+    request_id: str
+    action: ReleaseAction
+    reason: str | None = None
+
+
+class ReleaseOutput(_Out):
+    """``{"done", "remaining", "next_wait_seconds", "already_released", "summary" | null}``."""
+
+    done: bool
+    remaining: int = 0
+    next_wait_seconds: int = 0
+    already_released: bool = False
+    summary: CostSummary | None = None
+
+
+def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:
+    """``base * 2**attempt`` seconds, capped at ``cap`` (poll intervals that grow with the attempt)."""
+    return int(min(base * 2 ** min(max(attempt, 0), 16), cap))

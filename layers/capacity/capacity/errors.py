@@ -1,0 +1,137 @@
+# ruff: noqa: N818 - class names are Step Functions error names (OfferingNotFound, not OfferingNotFoundError)
+"""The application's one exception hierarchy.
+
+A Lambda that raises reaches Step Functions with the exception's class name as its error name (the Lambda
+runtime reports ``errorType = type(exc).__name__``), so each class name here is an ASL error name the state
+machines can ``Retry`` or ``Catch`` (AWS Step Functions developer guide, "Error handling in Step
+Functions"). Rename a class and every state machine that names it must change too.
+
+Retryable errors (``retryable = True``): :class:`ResourceBusy` and :class:`RetryableAwsError`. Everything
+else is final for the step that raised it and is routed to the failure path (notify + release).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field of an input: ``field`` is a dotted path (``models.0.memory_mb``)."""
+
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON shape used by the API's 400 body: ``{"field": ..., "message": ...}``."""
+        return {"field": self.field, "message": self.message}
+
+
+class CapacityError(Exception):
+    """Base class of every error the application raises on purpose.
+
+    ``str(exc)`` is a sentence a person can act on: it reaches Slack and the ledger unchanged.
+    """
+
+    retryable = False
+
+
+class ConfigurationError(CapacityError):
+    """An environment variable the function needs is missing or malformed (a deployment bug)."""
+
+
+class InvalidRequest(CapacityError):
+    """A reservation request (or a handler input) failed validation.
+
+    Attributes:
+        errors: every problem found, each naming the field and what to fix.
+    """
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = list(errors)
+        summary = "; ".join(f"{e.field}: {e.message}" for e in self.errors) or "invalid request"
+        super().__init__(summary)
+
+
+class DuplicateRequest(CapacityError):
+    """A request with this ``request_id`` was already recorded (its lifecycle is already running)."""
+
+
+class ReservationNotFound(CapacityError):
+    """No reservation with this ``request_id`` is recorded in the ledger."""
+
+
+class ReservationCancelled(CapacityError):
+    """The reservation was cancelled (or otherwise finished) before this step; nothing was bought."""
+
+
+class NotAwaitingApproval(CapacityError):
+    """An approval decision arrived for a reservation that is not waiting for one (or was decided)."""
+
+
+class OfferingNotFound(CapacityError):
+    """No offering matches the request (window, duration, count, regions)."""
+
+
+class CapacityUnavailable(CapacityError):
+    """AWS reported no capacity for an operation (e.g. an endpoint could not get instances)."""
+
+
+class QuotaExceeded(CapacityError):
+    """AWS answered ``ResourceLimitExceeded``: a service quota, not a lack of capacity."""
+
+
+class BudgetExceeded(CapacityError):
+    """The only offerings available cost more upfront than ``max_upfront_fee_usd``; nothing was bought."""
+
+
+class OfferingExpired(CapacityError):
+    """The offering id is no longer valid and a fresh search found nothing buyable within budget."""
+
+
+class PurchaseFailed(CapacityError):
+    """``CreateTrainingPlan`` failed for a reason other than an expired offering or a quota."""
+
+
+class TrainingPlanNameInUse(CapacityError):
+    """``CreateTrainingPlan`` answered ``ResourceInUse``: a plan with this name exists (adopt it)."""
+
+
+class PlanFailed(CapacityError):
+    """The training plan reached ``Failed`` or ``Expired`` before it could be used."""
+
+
+class ActivationTimeout(CapacityError):
+    """The training plan was not ``Active`` by its deadline (start time + 2 hours)."""
+
+
+class EndpointFailed(CapacityError):
+    """The endpoint reached ``Failed`` (the message carries SageMaker's ``FailureReason``) or timed out."""
+
+
+class ComponentFailed(CapacityError):
+    """An inference component reached ``Failed`` (with SageMaker's ``FailureReason``) or timed out."""
+
+
+class ResourceBusy(CapacityError):
+    """The endpoint (or component) is ``Creating``/``Updating``: SageMaker rejects changes; retry later."""
+
+    retryable = True
+
+
+class RetryableAwsError(CapacityError):
+    """Throttling, a 5xx or a timeout that outlasted botocore's own retries (standard mode, 5 attempts)."""
+
+    retryable = True
+
+
+class LeftoverResources(CapacityError):
+    """Release finished but resources tagged with the reservation still exist (names in the message)."""
+
+
+class ApprovalRejected(CapacityError):
+    """A person rejected the purchase: the ``SendTaskFailure`` error name; never raised by a Lambda."""
+
+
+class ReservationClosed(CapacityError):
+    """The reservation is already released; it cannot be cancelled or changed any more."""

@@ -1,0 +1,228 @@
+"""The reservations ledger: an append-only DynamoDB history of every state change and every dollar.
+
+Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item is put with
+``ConditionExpression attribute_not_exists(sk)``; nothing is ever updated or deleted.
+
+- State changes: ``sk = "STATE#<YYYY-MM-DDTHH:MM:SS.mmmZ>#<seq>"`` with ``state``, ``at``, ``actor``,
+  ``detail`` (small map) and ``money_usd`` (decimal string) when money moves. ``seq`` (4 digits) orders
+  several changes within one millisecond (the local cloud's clock stands still while code runs).
+- Special items: ``REQUEST`` (the validated request; its conditional put is the dedupe),
+  ``PURCHASE_INTENT`` (put before calling AWS), ``PURCHASE`` (the result), ``APPROVAL`` (task token;
+  a retried approval task adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
+  exactly one release summary even if two releases race).
+
+Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
+meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
+instead of a conflict.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from capacity.adapters.clients import error_code
+from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
+from capacity.errors import RetryableAwsError
+from capacity.models import LedgerEntry, ReservationRequest, State, parse_request
+from capacity.pricing import money_str
+from capacity.timeutil import iso_ms, utcnow
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+STATE_PREFIX = "STATE#"
+REQUEST = "REQUEST"
+PURCHASE_INTENT = "PURCHASE_INTENT"
+PURCHASE = "PURCHASE"
+APPROVAL = "APPROVAL"
+APPROVAL_DECISION = "APPROVAL_DECISION"
+RELEASED_MARKER = "RELEASED"
+MAX_SEQ_ATTEMPTS = 50
+
+
+class Ledger:
+    """Append-only access to the reservations ledger.
+
+    Args:
+        table_name: env ``LEDGER_TABLE``.
+        client: a DynamoDB client (standard retries).
+        clock: returns the current UTC time (tests and the local cloud's virtual clock).
+
+    Every method may raise :class:`~capacity.errors.RetryableAwsError` on throttling/5xx.
+    """
+
+    def __init__(
+        self, table_name: str, client: DynamoDBClient, *, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self._table = table_name
+        self._client = client
+        self._clock = clock
+
+    # ----------------------------------------------------------------------------- generic items
+
+    def get(self, request_id: str, sk: str) -> dict[str, Any] | None:
+        """The item ``(request_id, sk)`` (strongly consistent read), or None."""
+        answer = call_dynamodb(
+            "GetItem",
+            lambda: self._client.get_item(
+                TableName=self._table,
+                Key={"request_id": {"S": request_id}, "sk": {"S": sk}},
+                ConsistentRead=True,
+            ),
+        )
+        item = answer.get("Item")
+        return deserialize_item(item) if item else None
+
+    def put_once(
+        self, request_id: str, sk: str, attributes: Mapping[str, Any], *, write_id: str | None = None
+    ) -> tuple[bool, dict[str, Any]]:
+        """Put item ``(request_id, sk)`` unless it exists.
+
+        Args:
+            attributes: the item's other attributes (JSON-like values).
+            write_id: identifies this write; pass a stable id (e.g. an event id) so that a retry of the
+                same logical write counts as the creator. Default: a fresh UUID.
+
+        Returns:
+            ``(created, item)``: ``created`` is True if this call (or an earlier attempt with the same
+            ``write_id``) wrote the item; ``item`` is the item as stored.
+        """
+        wid = write_id or uuid.uuid4().hex
+        item = {
+            **attributes,
+            "request_id": request_id,
+            "sk": sk,
+            "write_id": wid,
+            "written_at": iso_ms(self._clock()),
+        }
+        try:
+            call_dynamodb(
+                "PutItem",
+                lambda: self._client.put_item(
+                    TableName=self._table,
+                    Item=serialize_item(item),
+                    ConditionExpression="attribute_not_exists(sk)",
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            existing = self.get(request_id, sk)
+            if existing is None:  # pragma: no cover - a conditional failure means it exists
+                raise RetryableAwsError(f"ledger item {sk} vanished after a conflict") from exc
+            return existing.get("write_id") == wid, existing
+        return True, deserialize_item(serialize_item(item))
+
+    def items(self, request_id: str, prefix: str | None = None) -> list[dict[str, Any]]:
+        """Every item of the reservation (optionally those whose ``sk`` starts with ``prefix``)."""
+        sk_prefix = ("sk", prefix) if prefix else None
+        return list(
+            query_all(
+                self._client, table=self._table, partition=("request_id", request_id), sk_prefix=sk_prefix
+            )
+        )
+
+    # ----------------------------------------------------------------------------- the request
+
+    def record_request(self, request: ReservationRequest, *, actor: str, write_id: str | None = None) -> bool:
+        """Put the ``REQUEST`` item and the ``REQUESTED`` state.
+
+        Args:
+            write_id: the delivery's stable id (the EventBridge event id), so a retried delivery is not
+                mistaken for a duplicate.
+
+        Returns:
+            True for a new request (or a retry of the delivery that created it), False for a duplicate.
+        """
+        created, _ = self.put_once(
+            request.id,
+            REQUEST,
+            {"request": request.model_dump(mode="json"), "actor": actor},
+            write_id=write_id,
+        )
+        if created:
+            self.append(
+                request.id,
+                State.REQUESTED,
+                actor=actor,
+                detail={"requester": request.requester, "dry_run": request.dry_run},
+                once=True,
+            )
+        return created
+
+    def get_request(self, request_id: str) -> ReservationRequest | None:
+        """The validated request recorded for ``request_id``, or None."""
+        item = self.get(request_id, REQUEST)
+        if item is None:
+            return None
+        return parse_request(item["request"], now=None)
+
+    # ----------------------------------------------------------------------------- states
+
+    def append(
+        self,
+        request_id: str,
+        state: State,
+        *,
+        actor: str,
+        detail: Mapping[str, Any] | None = None,
+        money_usd: Decimal | None = None,
+        once: bool = False,
+    ) -> LedgerEntry | None:
+        """Append a state change ``STATE#<now ms>#<seq>``.
+
+        Args:
+            once: skip (return None) if the history already holds ``state`` (retried steps).
+
+        Returns:
+            The entry written, or None when ``once`` skipped it.
+        """
+        if once:
+            for entry in self.history(request_id):
+                if entry.state == state:
+                    return None
+        at = self._clock()
+        prefix = f"{STATE_PREFIX}{iso_ms(at)}#"
+        seq = len(self.items(request_id, prefix))
+        attributes: dict[str, Any] = {
+            "state": state.value,
+            "at": iso_ms(at),
+            "actor": actor,
+            "detail": dict(detail or {}),
+        }
+        if money_usd is not None:
+            attributes["money_usd"] = money_str(money_usd)
+        for _ in range(MAX_SEQ_ATTEMPTS):
+            sk = f"{prefix}{seq:04d}"
+            created, item = self.put_once(request_id, sk, attributes)
+            if created:
+                return _entry(item)
+            seq += 1  # another writer took this sequence number in the same millisecond
+        raise RetryableAwsError(f"could not find a free ledger sequence number for {request_id} at {prefix}")
+
+    def history(self, request_id: str) -> list[LedgerEntry]:
+        """Every state change of the reservation, oldest first."""
+        return [_entry(item) for item in self.items(request_id, STATE_PREFIX)]
+
+    def current_state(self, request_id: str) -> State | None:
+        """The latest state recorded, or None when nothing is."""
+        history = self.history(request_id)
+        return history[-1].state if history else None
+
+
+def _entry(item: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        request_id=item["request_id"],
+        sk=item["sk"],
+        state=State(item["state"]),
+        at=item["at"],
+        actor=item.get("actor", ""),
+        detail=item.get("detail") or {},
+        money_usd=Decimal(item["money_usd"]) if item.get("money_usd") is not None else None,
+    )

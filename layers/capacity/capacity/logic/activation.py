@@ -1,0 +1,112 @@
+"""Step 6, ``wait_for_activation``: one ``DescribeTrainingPlan`` poll.
+
+The state machine first ``Wait`` s until the plan's start time (so the cost does not grow with the lead
+time), then calls this step with growing intervals. Status (AWS_FACTS.md): ``Pending`` (payment) ->
+``Scheduled`` -> ``Active`` -> ``Expired``, or ``Failed``. The deadline is the start time plus 2 hours.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from capacity import messages
+from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
+from capacity.errors import ActivationTimeout, PlanFailed
+from capacity.logic.common import load_purchase, post, states
+from capacity.models import ReservationActiveDetail, State
+from capacity.ports import Ports
+from capacity.timeutil import iso_z, short
+
+DEADLINE_AFTER_START = timedelta(hours=2)
+
+
+def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
+    """Poll the plan once; record ``SCHEDULED``/``ACTIVE`` the first time each is seen.
+
+    When the first poll already finds the plan ``Active`` (the usual case: the workflow waits until the
+    start time), ``SCHEDULED`` is recorded just before ``ACTIVE`` with ``observed: false`` so the
+    history shows the documented order without pretending to have seen it.
+
+    Returns:
+        ``status`` (AWS's), ``attempt + 1`` and ``next_wait_seconds`` = 60 * 2**attempt, at most 900.
+
+    Raises:
+        PlanFailed: the plan is ``Failed`` or ``Expired`` (or cannot be found).
+        ActivationTimeout: not ``Active`` two hours after its start time.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    sagemaker = ports.sagemaker(step.region)
+    plan = sagemaker.describe_training_plan(step.training_plan_name)
+    if plan is None:
+        raise PlanFailed(f"training plan {step.training_plan_name} does not exist in {step.region}")
+    if plan.status in ("Failed", "Expired"):
+        message = f": {plan.status_message}" if plan.status_message else ""
+        raise PlanFailed(f"training plan {plan.name} is {plan.status}{message}")
+
+    purchase = load_purchase(ports, step.request_id)
+    start = plan.start_time or (purchase.start_time if purchase else None)
+    end = plan.end_time or (purchase.end_time if purchase else None)
+    times = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
+    window = (short(start) + " UTC" if start else "?", short(end) + " UTC" if end else "?")
+    seen = states(ports.ledger.history(step.request_id))
+
+    if plan.status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
+        written = ports.ledger.append(
+            step.request_id,
+            State.SCHEDULED,
+            actor=ports.actor,
+            detail={"training_plan_name": plan.name, "observed": plan.status == "Scheduled", **times},
+            once=True,
+        )
+        if written is not None and plan.status == "Scheduled":
+            post(
+                ports,
+                messages.plan_status(
+                    step.request_id, plan_name=plan.name, status="Scheduled", start=window[0], end=window[1]
+                ),
+            )
+
+    if plan.status == "Active":
+        if State.ACTIVE not in seen:
+            ports.events.put(
+                "ReservationActive",
+                ReservationActiveDetail(
+                    request_id=step.request_id,
+                    training_plan_name=plan.name,
+                    region=step.region,
+                    start_time=start,
+                    end_time=end,
+                ),
+                resources=[plan.arn],
+            )
+        written = ports.ledger.append(
+            step.request_id,
+            State.ACTIVE,
+            actor=ports.actor,
+            detail={"training_plan_name": plan.name, "training_plan_arn": plan.arn, **times},
+            once=True,
+        )
+        if written is not None:
+            post(
+                ports,
+                messages.plan_status(
+                    step.request_id, plan_name=plan.name, status="Active", start=window[0], end=window[1]
+                ),
+            )
+        return ActivationOutput(
+            status=plan.status,
+            attempt=step.attempt + 1,
+            next_wait_seconds=backoff_seconds(step.attempt, base=60, cap=900),
+        )
+
+    now = ports.clock()
+    if start is not None and now > start + DEADLINE_AFTER_START:
+        raise ActivationTimeout(
+            f"training plan {plan.name} is still {plan.status} at {iso_z(now)}, more than 2 hours after its "
+            f"start {iso_z(start)}"
+        )
+    return ActivationOutput(
+        status=plan.status,
+        attempt=step.attempt + 1,
+        next_wait_seconds=backoff_seconds(step.attempt, base=60, cap=900),
+    )

@@ -1,0 +1,226 @@
+"""The REST API's logic (``functions/api``): submit, read, approve and cancel reservations.
+
+- ``POST /reservations``: validate (:func:`~capacity.models.parse_request`), then put
+  ``ReservationRequested`` on the bus once per ``request_id`` (Powertools idempotency keyed on the
+  request id, table env ``IDEMPOTENCY_TABLE``): a repeated POST answers the same body and puts nothing.
+- ``GET /reservations/{id}``: the ledger history and the current state.
+- ``POST /reservations/{id}/approval``: ``SendTaskSuccess``/``SendTaskFailure`` (error
+  ``ApprovalRejected``) with the stored task token.
+- ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
+  ``cancelled``); a pending approval is rejected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from capacity.errors import NotAwaitingApproval, ReservationClosed, ReservationNotFound
+from capacity.ledger import APPROVAL, APPROVAL_DECISION, PURCHASE, REQUEST
+from capacity.logic.common import final_state, states
+from capacity.models import (
+    ReleaseRequestedDetail,
+    ReservationRequestedDetail,
+    State,
+    parse_model,
+    parse_request,
+)
+from capacity.ports import Ports
+
+IDEMPOTENCY_TTL = timedelta(days=7)
+
+
+def links(request_id: str) -> dict[str, str]:
+    """Where to follow, approve or cancel the reservation (paths relative to the API stage)."""
+    return {
+        "self": f"/reservations/{request_id}",
+        "approval": f"/reservations/{request_id}/approval",
+        "cancel": f"/reservations/{request_id}",
+    }
+
+
+def submit_reservation(
+    body: Any,
+    ports: Ports,
+    *,
+    persistence: BasePersistenceLayer | None,
+    lambda_context: LambdaContext | None = None,
+) -> dict[str, Any]:
+    """Validate a request and put ``ReservationRequested`` once per ``request_id``.
+
+    Returns:
+        The 202 body ``{"request_id", "status": "REQUESTED", "links"}`` (the same for a repeated POST).
+
+    Raises:
+        InvalidRequest: the request is invalid (each error names the field).
+        IdempotencyAlreadyInProgressError: the same request id is being submitted right now.
+    """
+    request = parse_request(body, now=ports.clock())
+    payload = request.model_dump(mode="json")
+
+    def publish(request: dict[str, Any]) -> dict[str, Any]:
+        ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
+        return {
+            "request_id": request["request_id"],
+            "status": State.REQUESTED.value,
+            "links": links(request["request_id"]),
+        }
+
+    if persistence is None:
+        return publish(request=payload)
+    config = IdempotencyConfig(
+        event_key_jmespath="request_id",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=int(IDEMPOTENCY_TTL.total_seconds()),
+    )
+    if lambda_context is not None:
+        config.register_lambda_context(lambda_context)
+    once = idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=config)(
+        publish
+    )
+    result: dict[str, Any] = once(request=payload)
+    return result
+
+
+def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
+    """The reservation as the API shows it: request summary, purchase, current state and history.
+
+    Raises:
+        ReservationNotFound: nothing is recorded for ``request_id``.
+    """
+    items = ports.ledger.items(request_id)
+    if not items:
+        raise ReservationNotFound(f"no reservation {request_id!r}")
+    by_sk = {item["sk"]: item for item in items}
+    history = ports.ledger.history(request_id)
+    request = by_sk.get(REQUEST, {}).get("request") or {}
+    purchase = by_sk.get(PURCHASE)
+    return {
+        "request_id": request_id,
+        "state": history[-1].state.value if history else None,
+        "request": {
+            key: request.get(key)
+            for key in (
+                "requester",
+                "instance_type",
+                "instance_count",
+                "earliest_start",
+                "latest_end",
+                "duration_hours",
+                "regions",
+                "max_upfront_fee_usd",
+                "approval_above_usd",
+                "dry_run",
+            )
+        }
+        | {"models": [m.get("name") for m in request.get("models", [])]},
+        "purchase": {
+            key: purchase.get(key)
+            for key in (
+                "training_plan_arn",
+                "training_plan_name",
+                "region",
+                "start_time",
+                "end_time",
+                "upfront_fee_usd",
+            )
+        }
+        if purchase
+        else None,
+        "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
+        "links": links(request_id),
+    }
+
+
+class ApprovalDecision(BaseModel):
+    """Body of ``POST /reservations/{id}/approval``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    approver: str = Field(min_length=1, max_length=128)
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+def _latest_token(ports: Ports, request_id: str) -> str | None:
+    approvals = [
+        item
+        for item in ports.ledger.items(request_id, APPROVAL)
+        if item["sk"] == APPROVAL or str(item["sk"]).startswith(f"{APPROVAL}#")
+    ]
+    approvals.sort(key=lambda item: str(item["sk"]))
+    return str(approvals[-1]["task_token"]) if approvals else None
+
+
+def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
+    """Answer the waiting approval task with the stored token.
+
+    Returns:
+        ``{"request_id", "approved", "status"}``.
+
+    Raises:
+        InvalidRequest: the body is invalid.
+        ReservationNotFound: unknown reservation.
+        NotAwaitingApproval: the reservation is not waiting for approval, or the task no longer waits.
+    """
+    decision = parse_model(ApprovalDecision, body)
+    state = ports.ledger.current_state(request_id)
+    if state is None:
+        raise ReservationNotFound(f"no reservation {request_id!r}")
+    token = _latest_token(ports, request_id)
+    if state is not State.AWAITING_APPROVAL or token is None:
+        raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
+    answer = {"approved": decision.approved, "approver": decision.approver, "reason": decision.reason}
+    if decision.approved:
+        ports.tasks.succeed(token, answer)
+    else:
+        cause = f"rejected by {decision.approver}" + (f": {decision.reason}" if decision.reason else "")
+        ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
+    ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)  # audit; the task already has the answer
+    return {
+        "request_id": request_id,
+        "approved": decision.approved,
+        "status": "APPROVED" if decision.approved else "REJECTED",
+    }
+
+
+def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """Cancel: record ``CANCELLED``, reject a pending approval, put ``ReleaseRequested`` (``cancelled``).
+
+    Returns:
+        ``{"request_id", "status": "CANCELLED", "links"}``.
+
+    Raises:
+        ReservationNotFound: unknown reservation.
+        ReservationClosed: already released.
+    """
+    ledger = ports.ledger
+    history = ledger.history(request_id)
+    if not history and ledger.get(request_id, REQUEST) is None:
+        raise ReservationNotFound(f"no reservation {request_id!r}")
+    seen = states(history)
+    if State.RELEASED in seen:
+        raise ReservationClosed(f"reservation {request_id} is already released")
+    if history and history[-1].state is State.AWAITING_APPROVAL:
+        token = _latest_token(ports, request_id)
+        if token:
+            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to reject
+                ports.tasks.fail(token, error="ApprovalRejected", cause=f"cancelled by {actor}")
+    if final_state(history) is None:
+        ledger.append(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"}, once=True)
+    ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
+    return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+
+
+def caller(event: Mapping[str, Any]) -> str:
+    """Who called the API (IAM auth: ``requestContext.identity.userArn``), for the ledger's actor."""
+    context = event.get("requestContext") or {}
+    identity = context.get("identity") or {}
+    return str(identity.get("userArn") or identity.get("caller") or identity.get("user") or "api")

@@ -1,0 +1,123 @@
+"""Step 3, ``choose_offering``: rank the stored offerings, decide, record, tell people.
+
+Records (once, so a retried step does not duplicate): ``FAILED`` for ``NO_OFFERING`` (reason with the
+nearest alternatives or the quota problem); otherwise ``PLANNED`` with the top offerings and the reason,
+followed by ``REJECTED`` when over budget. Posts the offerings table and the decision to Slack and puts
+``ReservationPlanned`` (and ``ReservationFailed`` for ``NO_OFFERING``).
+"""
+
+from __future__ import annotations
+
+from capacity import messages
+from capacity.contracts import ChooseInput, ChooseOutput
+from capacity.errors import ReservationCancelled
+from capacity.logic.common import load_request, post, states
+from capacity.models import (
+    ReservationFailedDetail,
+    ReservationPlannedDetail,
+    State,
+)
+from capacity.planner import Decision, decide
+from capacity.ports import Ports
+from capacity.ranking import rank
+
+
+def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
+    """Decide what to buy for ``step.request_id`` from every offering the searches stored.
+
+    Returns:
+        The decision, the reason, the chosen offering (small form) and the approval timeout (seconds).
+
+    Raises:
+        ReservationNotFound: the request is not recorded.
+        ReservationCancelled: the reservation was cancelled before the choice.
+    """
+    request = load_request(ports, step.request_id)
+    history = ports.ledger.history(request.id)
+    seen = states(history)
+    if State.CANCELLED in seen:
+        raise ReservationCancelled(f"reservation {request.id} was cancelled before an offering was chosen")
+
+    offerings = ports.offerings.list(request.id)
+    quota_errors = {s.region: s.quota_error for s in step.searches if s.quota_error}
+    plan = decide(request, offerings, quota_errors=quota_errors)
+    summary = plan.offering.summary() if plan.offering else None
+
+    if plan.decision is Decision.NO_OFFERING:
+        first = State.FAILED not in seen
+        if first:
+            ports.events.put(
+                "ReservationPlanned",
+                ReservationPlannedDetail(
+                    request_id=request.id,
+                    decision=plan.decision.value,
+                    reason=plan.reason,
+                    offering=None,
+                    offerings_considered=plan.considered,
+                ),
+            )
+            ports.events.put(
+                "ReservationFailed",
+                ReservationFailedDetail(request_id=request.id, error="OfferingNotFound", reason=plan.reason),
+            )
+        written = ports.ledger.append(
+            request.id,
+            State.FAILED,
+            actor=ports.actor,
+            detail={
+                "error": "OfferingNotFound",
+                "decision": plan.decision.value,
+                "reason": plan.reason,
+                "alternatives": [o.summary().model_dump(mode="json") for o in plan.alternatives],
+                "quota_errors": dict(plan.quota_errors),
+            },
+            once=True,
+        )
+        if written is not None:
+            post(ports, messages.offerings_table(request, plan, []))
+            post(ports, messages.decision(request, plan))
+    else:
+        first = State.PLANNED not in seen
+        if first:
+            ports.events.put(
+                "ReservationPlanned",
+                ReservationPlannedDetail(
+                    request_id=request.id,
+                    decision=plan.decision.value,
+                    reason=plan.reason,
+                    offering=summary,
+                    offerings_considered=plan.considered,
+                ),
+            )
+        written = ports.ledger.append(
+            request.id,
+            State.PLANNED,
+            actor=ports.actor,
+            detail={
+                "decision": plan.decision.value,
+                "reason": plan.reason,
+                "offering": summary.model_dump(mode="json") if summary else None,
+                "top": [o.model_dump(mode="json") for o in plan.top],
+                "considered": plan.considered,
+                "quota_errors": dict(plan.quota_errors),
+            },
+            once=True,
+        )
+        if plan.decision is Decision.REJECTED:
+            ports.ledger.append(
+                request.id,
+                State.REJECTED,
+                actor=ports.actor,
+                detail={"error": "BudgetExceeded", "reason": plan.reason},
+                once=True,
+            )
+        if written is not None:
+            post(ports, messages.offerings_table(request, plan, rank(offerings, request.regions)))
+            post(ports, messages.decision(request, plan))
+
+    return ChooseOutput(
+        decision=plan.decision.value,
+        reason=plan.reason,
+        offering=summary,
+        approval_timeout_seconds=request.approval_timeout_hours * 3600,
+    )

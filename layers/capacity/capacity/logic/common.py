@@ -1,0 +1,88 @@
+"""Helpers shared by the workflow steps: loading what the ledger holds, recording once, notifying."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from capacity.adapters.slack import SlackMessage
+from capacity.errors import ReservationNotFound
+from capacity.ledger import PURCHASE
+from capacity.models import FINAL_STATES, LedgerEntry, ReservationRequest, State
+from capacity.ports import Ports
+from capacity.timeutil import parse_utc
+
+logger = logging.getLogger(__name__)
+
+
+def load_request(ports: Ports, request_id: str) -> ReservationRequest:
+    """The recorded request.
+
+    Raises:
+        ReservationNotFound: nothing is recorded for ``request_id``.
+    """
+    request = ports.ledger.get_request(request_id)
+    if request is None:
+        raise ReservationNotFound(f"no reservation {request_id!r} is recorded")
+    return request
+
+
+class Purchase:
+    """The ``PURCHASE`` ledger item: the training plan bought for a reservation."""
+
+    def __init__(self, item: Mapping[str, Any]) -> None:
+        self.training_plan_arn = str(item["training_plan_arn"])
+        self.training_plan_name = str(item["training_plan_name"])
+        self.region = str(item["region"])
+        self.start_time: datetime = parse_utc(str(item["start_time"]))
+        self.end_time: datetime = parse_utc(str(item["end_time"]))
+        self.upfront_fee_usd = Decimal(str(item["upfront_fee_usd"]))
+        self.instance_type = str(item.get("instance_type", ""))
+        self.instance_count = int(item.get("instance_count", 0))
+
+
+def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
+    """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought."""
+    item = ports.ledger.get(request_id, PURCHASE)
+    return Purchase(item) if item else None
+
+
+def require_purchase(ports: Ports, request_id: str) -> Purchase:
+    """The ``PURCHASE`` item.
+
+    Raises:
+        ReservationNotFound: no purchase is recorded for ``request_id``.
+    """
+    purchase = load_purchase(ports, request_id)
+    if purchase is None:
+        raise ReservationNotFound(f"no training plan purchase is recorded for {request_id!r}")
+    return purchase
+
+
+def states(history: list[LedgerEntry]) -> set[State]:
+    """The set of states a history has passed through."""
+    return {entry.state for entry in history}
+
+
+def final_state(history: list[LedgerEntry]) -> State | None:
+    """The latest final state (RELEASED, REJECTED, FAILED, CANCELLED) in ``history``, or None."""
+    for entry in reversed(history):
+        if entry.state in FINAL_STATES:
+            return entry.state
+    return None
+
+
+def first_entry(history: list[LedgerEntry], state: State) -> LedgerEntry | None:
+    """The first entry with ``state``, or None."""
+    return next((entry for entry in history if entry.state == state), None)
+
+
+def post(ports: Ports, message: SlackMessage) -> None:
+    """Post to Slack, best effort (a notification never fails a step)."""
+    try:
+        ports.slack.post(message)
+    except Exception as exc:  # a notification must never fail the workflow
+        logger.warning("Slack notification failed: %s", exc)

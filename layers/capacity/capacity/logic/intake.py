@@ -1,0 +1,40 @@
+"""Step 1, ``record_request``: validate the ``ReservationRequested`` event and record the request once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from capacity.contracts import RecordRequestOutput
+from capacity.errors import FieldError, InvalidRequest
+from capacity.models import ReservationRequestedDetail, parse_model, parse_request
+from capacity.ports import Ports
+
+
+def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutput:
+    """Validate the request in an EventBridge ``ReservationRequested`` event and record it.
+
+    Args:
+        event: the EventBridge event (``detail-type`` ReservationRequested, ``detail``
+            ``{"schema_version": 1, "request": {...}}``, ``id`` the event id).
+        ports: ledger.
+
+    Returns:
+        ``duplicate`` True when another delivery already recorded this ``request_id`` (the workflow
+        ends quietly); a retry of the same delivery (same event ``id``) is not a duplicate.
+
+    Raises:
+        InvalidRequest: the detail or the request is invalid (fields named ``request.<field>``).
+    """
+    if not isinstance(event, Mapping) or not isinstance(event.get("detail"), Mapping):
+        raise InvalidRequest([FieldError("detail", "the event has no detail object")])
+    detail = parse_model(ReservationRequestedDetail, event["detail"])
+    try:
+        request = parse_request(detail.request, now=ports.clock())
+    except InvalidRequest as exc:
+        raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
+    event_id = str(event.get("id") or "") or None
+    created = ports.ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    return RecordRequestOutput(
+        request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
+    )

@@ -1,0 +1,182 @@
+"""Step 4, ``notify``: approval requests, approval outcomes and failures.
+
+- ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
+  ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
+  ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).
+- ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
+- ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
+  ``ReservationFailed`` and, if a purchase was attempted, ``ReleaseRequested`` (reason ``failed``), posts.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from capacity import messages
+from capacity.contracts import NotifyInput, NotifyOutput, StepError
+from capacity.errors import FieldError, InvalidRequest
+from capacity.ledger import APPROVAL, PURCHASE_INTENT
+from capacity.logic.common import final_state, load_request, post, states
+from capacity.models import (
+    ApprovalRequestedDetail,
+    ReleaseRequestedDetail,
+    ReservationFailedDetail,
+    State,
+)
+from capacity.ports import Ports
+from capacity.timeutil import iso_ms
+
+_FRIENDLY_ERRORS = {
+    "States.Timeout": "a step took longer than its timeout",
+    "States.HeartbeatTimeout": "a step stopped reporting progress",
+    "States.TaskFailed": "a step failed",
+    "States.Runtime": "the workflow hit a runtime error",
+    "Lambda.Unknown": "a Lambda function failed without a reason (out of memory or time?)",
+    "ActivationTimeout": "the training plan did not become Active in time",
+    "PlanFailed": "the training plan failed",
+    "EndpointFailed": "the endpoint failed",
+    "ComponentFailed": "an inference component failed",
+    "OfferingExpired": "the offering expired before it could be bought",
+    "QuotaExceeded": "a service quota was exceeded",
+    "PurchaseFailed": "the purchase failed",
+    "BudgetExceeded": "the offering is over budget",
+    "LeftoverResources": "the release left resources behind",
+    "RetryableAwsError": "AWS kept failing after retries",
+    "ResourceBusy": "a resource stayed busy",
+    "ConfigurationError": "the deployment is misconfigured",
+}
+
+
+def readable_reason(error: StepError) -> str:
+    """A sentence from a Step Functions ``{"Error", "Cause"}`` (a Lambda cause is JSON: ``errorMessage``)."""
+    cause = (error.Cause or "").strip()
+    message = cause
+    if cause.startswith("{"):
+        try:
+            data = json.loads(cause)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            message = str(data.get("errorMessage") or data.get("Cause") or cause)
+    friendly = _FRIENDLY_ERRORS.get(error.Error)
+    if friendly and message:
+        return f"{friendly}: {message}"
+    return friendly or message or f"{error.Error} (no cause given)"
+
+
+def notify(step: NotifyInput, ports: Ports) -> NotifyOutput:
+    """Handle one notification.
+
+    Raises:
+        InvalidRequest: a field the kind needs is missing (``task_token``, ``plan``, ``error``).
+        ReservationNotFound: ``approval_request`` for an unknown request.
+    """
+    if step.kind == "approval_request":
+        return _approval_request(step, ports)
+    if step.kind == "approval_outcome":
+        return _approval_outcome(step, ports)
+    return _failure(step, ports)
+
+
+def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
+    if not step.task_token or step.plan is None:
+        raise InvalidRequest(
+            [
+                FieldError(f, "is required for kind approval_request")
+                for f in ("task_token", "plan")
+                if not getattr(step, f)
+            ]
+        )
+    request = load_request(ports, step.request_id)
+    ledger = ports.ledger
+    attributes = {
+        "task_token": step.task_token,
+        "plan": step.plan.model_dump(mode="json"),
+        "actor": ports.actor,
+    }
+    created, item = ledger.put_once(request.id, APPROVAL, attributes)
+    if not created and item.get("task_token") != step.task_token:
+        # A retried approval task has a new token: keep both, the newest wins (sorted after APPROVAL).
+        ledger.put_once(request.id, f"{APPROVAL}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}", attributes)
+    seen = states(ledger.history(request.id))
+    if State.AWAITING_APPROVAL not in seen:
+        ports.events.put(
+            "ApprovalRequested",
+            ApprovalRequestedDetail(
+                request_id=request.id,
+                offering=step.plan.offering,
+                approval_above_usd=request.approval_above_usd,
+                timeout_seconds=step.plan.approval_timeout_seconds,
+            ),
+        )
+    written = ledger.append(
+        request.id,
+        State.AWAITING_APPROVAL,
+        actor=ports.actor,
+        detail={
+            "reason": step.plan.reason,
+            "timeout_seconds": step.plan.approval_timeout_seconds,
+            "offering": step.plan.offering.model_dump(mode="json") if step.plan.offering else None,
+        },
+        once=True,
+    )
+    if written is not None or created:
+        post(
+            ports,
+            messages.approval_request(
+                request, step.plan.offering, step.plan.reason, step.plan.approval_timeout_seconds
+            ),
+        )
+    return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
+
+
+def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
+    ledger = ports.ledger
+    if step.approved:
+        return NotifyOutput(notified=True, state=_current(ports, step.request_id))
+    reason = step.reason or "the approval was rejected or timed out"
+    written = ledger.append(
+        step.request_id,
+        State.REJECTED,
+        actor=step.approver or ports.actor,
+        detail={"error": "ApprovalRejected", "reason": reason},
+        once=True,
+    )
+    if written is not None:
+        post(ports, messages.approval_outcome(step.request_id, approved=False, reason=reason))
+    return NotifyOutput(notified=True, state=State.REJECTED.value)
+
+
+def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
+    error = step.error or StepError(Error="States.TaskFailed", Cause=step.reason)
+    reason = readable_reason(error)
+    ledger = ports.ledger
+    history = ledger.history(step.request_id)
+    final = final_state(history)
+    if final is not None:
+        return NotifyOutput(notified=True, state=final.value)
+    attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    ports.events.put(
+        "ReservationFailed",
+        ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
+    )
+    if attempted:
+        ports.events.put(
+            "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
+        )
+    written = ledger.append(
+        step.request_id,
+        State.FAILED,
+        actor=ports.actor,
+        detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
+        once=True,
+    )
+    if written is not None:
+        post(ports, messages.failure(step.request_id, error=error.Error, reason=reason, releasing=attempted))
+    return NotifyOutput(notified=True, state=State.FAILED.value)
+
+
+def _current(ports: Ports, request_id: str) -> str | None:
+    state = ports.ledger.current_state(request_id)
+    return state.value if state else None

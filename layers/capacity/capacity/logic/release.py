@@ -1,0 +1,244 @@
+"""Step 9, ``release_capacity``: delete what the reservation created, verify, report the cost.
+
+Order (AWS_FACTS.md): inference components, then the endpoint (SageMaker refuses to delete an endpoint
+that still hosts components, or one that is ``Creating``/``Updating``), then the endpoint config (refused
+while an endpoint uses it). Each action is idempotent; the state machine loops on ``remaining`` /
+``next_wait_seconds`` and retries :class:`~capacity.errors.ResourceBusy`.
+
+Exactly one ``RELEASED`` entry even when two releases race: ``finish`` puts a conditional ``RELEASED``
+marker item first; only its writer records the state, puts ``ReservationReleased`` and posts the
+summary. A reservation that never bought anything has nothing to release: every action is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from decimal import Decimal
+
+from botocore.exceptions import ClientError
+
+from capacity import TAG_REQUEST_ID, messages
+from capacity.contracts import ReleaseInput, ReleaseOutput
+from capacity.errors import LeftoverResources, ResourceBusy
+from capacity.ledger import RELEASED_MARKER
+from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.models import CostSummary, LedgerEntry, ReservationReleasedDetail, State
+from capacity.naming import (
+    base_name,
+    endpoint_config_name,
+    endpoint_name,
+    inference_component_name,
+    release_schedule_name,
+)
+from capacity.ports import Ports, SageMakerPort
+from capacity.pricing import (
+    break_even_utilisation,
+    on_demand_equivalent,
+    on_demand_usd_per_hour,
+    saving_percent,
+    usd,
+)
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 30
+_BUSY_ENDPOINT = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+_HOURS = Decimal("0.01")
+
+
+def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
+    """Run one release action for ``step.request_id``.
+
+    Actions: ``begin`` (records ``RELEASING``; ``already_released`` if it was), ``delete_components``,
+    ``delete_endpoint``, ``delete_endpoint_config``, ``finish`` (verify, record ``RELEASED`` with the
+    cost summary, put ``ReservationReleased``, post the summary, delete the release schedule).
+
+    Raises:
+        ResourceBusy: the endpoint is ``Creating``/``Updating`` or still has components (retry).
+        LeftoverResources: ``finish`` found resources tagged with the reservation.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    ledger = ports.ledger
+    marker = ledger.get(step.request_id, RELEASED_MARKER)
+    if marker is not None:
+        summary = CostSummary.model_validate(marker["summary"]) if marker.get("summary") else None
+        return ReleaseOutput(done=True, already_released=True, summary=summary)
+    purchase = load_purchase(ports, step.request_id)
+    if purchase is None:
+        logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
+        return ReleaseOutput(done=True)
+
+    sagemaker = ports.sagemaker(purchase.region)
+    if step.action == "begin":
+        ledger.append(
+            step.request_id,
+            State.RELEASING,
+            actor=ports.actor,
+            detail={"reason": step.reason or "requested"},
+            once=True,
+        )
+        return ReleaseOutput(done=False)
+    if step.action == "finish":
+        return _finish(step, ports, sagemaker, purchase)
+    actions = {
+        "delete_components": _delete_components,
+        "delete_endpoint": _delete_endpoint,
+        "delete_endpoint_config": _delete_endpoint_config,
+    }
+    return actions[step.action](sagemaker, step.request_id)
+
+
+def _delete_endpoint_config(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+    if sagemaker.describe_endpoint(endpoint_name(request_id)) is not None:
+        raise ResourceBusy(f"endpoint {endpoint_name(request_id)} still exists; its config must wait")
+    sagemaker.delete_endpoint_config(endpoint_config_name(request_id))
+    return ReleaseOutput(done=True)
+
+
+def _delete_components(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+    components = sagemaker.list_inference_components(endpoint_name=endpoint_name(request_id))
+    for component in components:
+        if component.status == "Deleting":
+            continue
+        try:
+            sagemaker.delete_inference_component(component.name)
+        except ResourceBusy as exc:  # still Creating/Updating: counted as remaining, tried again next time
+            logger.info("inference component %s busy: %s", component.name, exc)
+    remaining = len(components)
+    return ReleaseOutput(
+        done=remaining == 0, remaining=remaining, next_wait_seconds=POLL_SECONDS if remaining else 0
+    )
+
+
+def _delete_endpoint(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+    name = endpoint_name(request_id)
+    components = sagemaker.list_inference_components(endpoint_name=name)
+    if components:
+        raise ResourceBusy(f"endpoint {name} still hosts {len(components)} inference component(s)")
+    info = sagemaker.describe_endpoint(name)
+    if info is None:
+        return ReleaseOutput(done=True)
+    if info.status in _BUSY_ENDPOINT:
+        raise ResourceBusy(f"endpoint {name} is {info.status}; SageMaker refuses to delete it now")
+    if info.status != "Deleting" and not sagemaker.delete_endpoint(name):
+        return ReleaseOutput(done=True)
+    return ReleaseOutput(done=False, remaining=1, next_wait_seconds=POLL_SECONDS)
+
+
+def leftovers(sagemaker: SageMakerPort, request_id: str, model_names: list[str]) -> list[str]:
+    """Names of endpoints, endpoint configs and inference components of the reservation still present.
+
+    A resource counts when it carries the tag ``capacity-orchestrator:request-id`` = ``request_id``,
+    or (when its tags cannot be read) when it has one of the reservation's deterministic names.
+    """
+    base = base_name(request_id)
+    endpoint, config = endpoint_name(request_id), endpoint_config_name(request_id)
+    expected = {endpoint, config, *(inference_component_name(request_id, m) for m in model_names)}
+
+    def ours(name: str, arn: str) -> bool:
+        tags = sagemaker.resource_tags(arn)
+        return tags.get(TAG_REQUEST_ID) == request_id if tags is not None else name in expected
+
+    def listings() -> Iterator[Callable[[], list[tuple[str, str]]]]:
+        yield lambda: [(c.name, c.arn) for c in sagemaker.list_inference_components(endpoint_name=endpoint)]
+        yield lambda: [(c.name, c.arn) for c in sagemaker.list_inference_components(name_contains=base)]
+        yield lambda: sagemaker.list_endpoint_names(base)
+        yield lambda: sagemaker.list_endpoint_config_names(base)
+
+    found: set[str] = set()
+    for listing in listings():
+        try:
+            found.update(name for name, arn in listing() if ours(name, arn))
+        except ClientError as exc:  # an unsupported listing must not hide the direct checks below
+            logger.warning("listing for leftovers failed: %s", exc)
+    if sagemaker.describe_endpoint(endpoint) is not None:
+        found.add(endpoint)
+    if sagemaker.describe_endpoint_config(config) is not None:
+        found.add(config)
+    return sorted(found)
+
+
+def cost_summary(
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
+) -> CostSummary:
+    """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
+
+    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING``
+    entry after it (else ``now``), clipped to the plan's start and end.
+    """
+    count = purchase.instance_count or 1
+    reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
+    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
+    served = Decimal(0)
+    if serving is not None:
+        releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
+        stop = min(releasing.at if releasing else now, purchase.end_time)
+        begin = max(serving.at, purchase.start_time)
+        served = max(Decimal(0), Decimal((stop - begin).total_seconds()) / 3600)
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    fee = purchase.upfront_fee_usd
+    eq_reserved = (
+        on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
+    )
+    eq_served = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
+    return CostSummary(
+        request_id=request_id,
+        training_plan_name=purchase.training_plan_name,
+        region=purchase.region,
+        instance_type=purchase.instance_type,
+        instance_count=count,
+        upfront_fee_usd=fee,
+        hours_reserved=reserved.quantize(_HOURS),
+        hours_served=served.quantize(_HOURS),
+        on_demand_usd_per_instance_hour=rate,
+        on_demand_equivalent_reserved_usd=eq_reserved,
+        on_demand_equivalent_served_usd=eq_served,
+        saving_usd=usd(eq_reserved - fee) if eq_reserved is not None else None,
+        saving_percent=saving_percent(fee, eq_reserved) if eq_reserved else None,
+        utilisation_percent=(served / reserved * 100).quantize(Decimal("0.1")) if reserved else Decimal(0),
+        break_even_utilisation_percent=(
+            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
+        ),
+        effective_usd_per_served_instance_hour=usd(fee / (served * count)) if served > 0 else None,
+    )
+
+
+def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase: Purchase) -> ReleaseOutput:
+    request = ports.ledger.get_request(step.request_id)
+    models = [m.name for m in request.models] if request else []
+    left = leftovers(sagemaker, step.request_id, models)
+    if left:
+        raise LeftoverResources(
+            f"release of {step.request_id} left resources tagged with it: {', '.join(left)}"
+        )
+    history = ports.ledger.history(step.request_id)
+    releasing = first_entry(history, State.RELEASING)
+    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
+    summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
+    created, item = ports.ledger.put_once(
+        step.request_id,
+        RELEASED_MARKER,
+        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
+    )
+    if not created:
+        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
+        return ReleaseOutput(done=True, already_released=True, summary=stored)
+    ports.events.put(
+        "ReservationReleased",
+        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
+        resources=[purchase.training_plan_arn],
+    )
+    ports.ledger.append(
+        step.request_id,
+        State.RELEASED,
+        actor=ports.actor,
+        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
+    )
+    try:  # released early (cancel, failure): the end-of-reservation schedule is no longer needed
+        ports.scheduler.delete(release_schedule_name(step.request_id))
+    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
+        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
+    post(ports, messages.released(summary, request_id=step.request_id, reason=reason))
+    return ReleaseOutput(done=True, summary=summary)

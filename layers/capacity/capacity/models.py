@@ -1,0 +1,641 @@
+"""Pydantic v2 models: the reservation request, offerings, ledger entries and event details.
+
+Wire conventions (every model, ``model_dump(mode="json")``): timestamps are ``YYYY-MM-DDTHH:MM:SSZ``
+strings (UTC), money is a decimal string in USD, hours are integers or decimal strings. Every event
+``detail`` carries ``schema_version`` (:data:`capacity.SCHEMA_VERSION`); a breaking change bumps it.
+
+:func:`parse_request` is the one door every request goes through (API, Slack, EventBridge): it raises
+:class:`~capacity.errors.InvalidRequest` whose errors name the field and what to fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from capacity.errors import FieldError, InvalidRequest
+from capacity.instances import INSTANCE_TYPES, fits, spec_for
+from capacity.pricing import KNOWN_REGIONS
+from capacity.timeutil import as_utc, iso_z
+
+# --------------------------------------------------------------------------------------------- types
+
+
+def _money_json(value: Decimal) -> str:
+    return f"{value:f}"
+
+
+UtcDatetime = Annotated[
+    AwareDatetime,
+    AfterValidator(as_utc),
+    PlainSerializer(iso_z, return_type=str, when_used="json"),
+]
+"""A tz-aware timestamp normalised to UTC; JSON form ``YYYY-MM-DDTHH:MM:SSZ``. Naive input is rejected."""
+
+Money = Annotated[Decimal, PlainSerializer(_money_json, return_type=str, when_used="json")]
+"""USD as :class:`~decimal.Decimal`; JSON form a plain decimal string (``"30000"``, ``"8523.65"``)."""
+
+ALLOWED_INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+"""Training plan instance counts (AWS_FACTS.md, SageMaker training plans)."""
+MIN_DURATION_HOURS = 24
+MAX_DURATION_HOURS = 4368  # 182 days, the longest training plan
+START_GRACE = timedelta(minutes=15)
+"""How far in the past ``earliest_start`` may be at intake (delivery delays, clock skew)."""
+
+_SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+_ARTIFACT_URL = re.compile(r"^(https|s3)://[^/]+/?.*$")
+
+
+def _problem(message: str) -> PydanticCustomError:
+    """A validation error whose message is shown to the user as is."""
+    return PydanticCustomError("invalid_value", message)
+
+
+# -------------------------------------------------------------------------------------------- request
+
+
+class CopyCounts(BaseModel):
+    """Copies of one model (inference component ``CopyCount``): start with ``initial``, scale in [min, max].
+
+    ``initial >= 1`` because ``CreateInferenceComponent`` needs ``CopyCount >= 1``; ``min`` may be 0
+    (scale to zero, reached by scaling, AWS_FACTS.md "Inference components").
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    initial: int = Field(ge=1, le=1000)
+    min: int = Field(ge=0, le=1000)
+    max: int = Field(ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if not self.min <= self.initial <= self.max:
+            raise _problem(
+                f"copies must satisfy min <= initial <= max, got min={self.min}, initial={self.initial}, "
+                f"max={self.max}: raise max or lower initial/min"
+            )
+        return self
+
+
+class ModelSpec(BaseModel):
+    """One model to serve as an inference component.
+
+    Either ``image`` (a container image URI, with an optional ``model_data_url`` S3/HTTPS artifact) or
+    ``model_name`` (an existing SageMaker model). Per copy it needs ``accelerators`` devices,
+    ``cpu_cores`` and ``memory_mb`` (``ComputeResourceRequirements`` of ``CreateInferenceComponent``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    image: str | None = Field(default=None, min_length=1, max_length=255)
+    model_data_url: str | None = Field(default=None, max_length=1024)
+    model_name: str | None = None
+    accelerators: int = Field(default=1, ge=0, le=64)
+    cpu_cores: float = Field(default=1.0, ge=0.25, le=512)
+    memory_mb: int = Field(default=1024, ge=128)
+    copies: CopyCounts = Field(default_factory=lambda: CopyCounts(initial=1, min=1, max=1))
+
+    @field_validator("name", "model_name")
+    @classmethod
+    def _sagemaker_name(cls, value: str | None) -> str | None:
+        if value is not None and not _SAGEMAKER_NAME.match(value):
+            raise _problem(
+                f"{value!r} breaks SageMaker's name rules: 1-63 letters, digits and hyphens, starting and "
+                "ending with a letter or digit (e.g. llama-eu)"
+            )
+        return value
+
+    @field_validator("model_data_url")
+    @classmethod
+    def _artifact_url(cls, value: str | None) -> str | None:
+        if value is not None and not _ARTIFACT_URL.match(value):
+            raise _problem(f"{value!r} is not an s3:// or https:// URL of the model artifact")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.image is None) == (self.model_name is None):
+            raise _problem(
+                "give either image (a container image URI, with model_data_url for the artifact) "
+                "or model_name (an existing SageMaker model), not both and not neither"
+            )
+        if self.model_name is not None and self.model_data_url is not None:
+            raise _problem("model_data_url goes with image; remove it when model_name is given")
+        return self
+
+
+class ReservationRequest(BaseModel):
+    """A request for GPU capacity and the models to serve on it (issue 3, "Request").
+
+    Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester``,
+    ``instance_type`` (``ml.*``, see :mod:`capacity.instances`), ``instance_count`` (1, 2, 4 ... 64),
+    ``earliest_start``/``latest_end`` (UTC window), ``duration_hours`` (whole days, 24..4368),
+    ``regions`` (preference order), ``max_upfront_fee_usd`` (USD, required), ``approval_above_usd``
+    (USD, optional), ``approval_timeout_hours`` (default 24), ``dry_run``, ``release_margin_minutes``
+    (release starts this long before the plan ends, default 60) and ``models`` (1..10).
+
+    Validate through :func:`parse_request`, which also checks that the window does not start in the past.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+    request_id: str | None = None
+    requester: str = Field(min_length=1, max_length=128)
+    instance_type: str
+    instance_count: int
+    earliest_start: UtcDatetime
+    latest_end: UtcDatetime
+    duration_hours: int
+    regions: list[str] = Field(min_length=1, max_length=10)
+    max_upfront_fee_usd: Money = Field(gt=0)
+    approval_above_usd: Money | None = Field(default=None, ge=0)
+    approval_timeout_hours: int = Field(default=24, ge=1, le=168)
+    dry_run: bool = False
+    release_margin_minutes: int = Field(default=60, ge=5, le=1440)
+    models: list[ModelSpec] = Field(min_length=1, max_length=10)
+
+    @field_validator("request_id")
+    @classmethod
+    def _request_id(cls, value: str | None) -> str | None:
+        if value is not None and not _REQUEST_ID.match(value):
+            raise _problem(
+                f"{value!r} is not a usable request id: 1-64 letters, digits, '.', '_', ':' or '-', "
+                "starting with a letter or digit (or leave it out to derive one from the content)"
+            )
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, value: str) -> str:
+        if value not in INSTANCE_TYPES:
+            raise _problem(
+                f"{value!r} is not an instance type training plans can reserve for endpoints: use one of "
+                + ", ".join(sorted(INSTANCE_TYPES))
+            )
+        return value
+
+    @field_validator("instance_count")
+    @classmethod
+    def _instance_count(cls, value: int) -> int:
+        if value not in ALLOWED_INSTANCE_COUNTS:
+            raise _problem(
+                f"count {value} is not allowed: training plans reserve "
+                + ", ".join(map(str, ALLOWED_INSTANCE_COUNTS))
+                + " instances"
+            )
+        return value
+
+    @field_validator("duration_hours")
+    @classmethod
+    def _duration(cls, value: int) -> int:
+        if value % 24 or not MIN_DURATION_HOURS <= value <= MAX_DURATION_HOURS:
+            raise _problem(
+                f"unsupported duration {value} h: training plans last whole days, use a multiple of 24 "
+                f"between {MIN_DURATION_HOURS} and {MAX_DURATION_HOURS} (182 days)"
+            )
+        return value
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: list[str]) -> list[str]:
+        unknown = [region for region in value if region not in KNOWN_REGIONS]
+        if unknown:
+            raise _problem(
+                f"unknown region(s) {', '.join(map(repr, unknown))}: use AWS region codes such as "
+                + ", ".join(sorted(KNOWN_REGIONS))
+            )
+        if len(set(value)) != len(value):
+            raise _problem("regions are listed more than once: list each region once, in preference order")
+        return value
+
+    @field_validator("earliest_start")
+    @classmethod
+    def _not_in_past(cls, value: datetime, info: ValidationInfo) -> datetime:
+        now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
+        if isinstance(now, datetime) and value < as_utc(now) - START_GRACE:
+            raise _problem(
+                f"start {iso_z(value)} is in the past (now {iso_z(now)}): choose a start time in the future"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        problems = self._cross_field_problems()
+        if problems:
+            raise PydanticCustomError(
+                "request_rules",
+                "{summary}",
+                {"summary": "; ".join(f"{f}: {m}" for f, m in problems), "problems": problems},
+            )
+        if self.request_id is None:
+            self.request_id = derive_request_id(self)
+        return self
+
+    def _cross_field_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        window_hours = (self.latest_end - self.earliest_start).total_seconds() / 3600
+        if window_hours < self.duration_hours:
+            problems.append(
+                (
+                    "latest_end",
+                    f"the window {iso_z(self.earliest_start)} to {iso_z(self.latest_end)} lasts "
+                    f"{window_hours:g} h, shorter than duration_hours {self.duration_hours}: move latest_end "
+                    f"to {iso_z(self.earliest_start + timedelta(hours=self.duration_hours))} or later",
+                )
+            )
+        if self.release_margin_minutes >= self.duration_hours * 60:
+            problems.append(
+                (
+                    "release_margin_minutes",
+                    f"{self.release_margin_minutes} minutes is not shorter than the reservation: use less "
+                    f"than {self.duration_hours * 60}",
+                )
+            )
+        if self.approval_above_usd is not None and self.approval_above_usd > self.max_upfront_fee_usd:
+            problems.append(
+                (
+                    "approval_above_usd",
+                    f"approval threshold {self.approval_above_usd:f} is above the budget "
+                    f"max_upfront_fee_usd {self.max_upfront_fee_usd:f}: it would never apply; lower it or "
+                    "leave it out",
+                )
+            )
+        names = [model.name for model in self.models]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            problems.append(("models", f"model names must be unique, repeated: {', '.join(duplicates)}"))
+        problems.extend(self._fit_problems())
+        return problems
+
+    def _fit_problems(self) -> list[tuple[str, str]]:
+        spec = spec_for(self.instance_type)
+        if spec is None:  # already reported by the field validator
+            return []
+        problems: list[tuple[str, str]] = []
+        for index, model in enumerate(self.models):
+            for attr, reason in fits(
+                spec, accelerators=model.accelerators, cpu_cores=model.cpu_cores, memory_mb=model.memory_mb
+            ):
+                problems.append(
+                    (
+                        f"models.{index}.{attr}",
+                        f"model {model.name!r} cannot fit on one {self.instance_type}: one copy {reason}; "
+                        "lower the requirement or pick a larger instance type",
+                    )
+                )
+        total_accelerators = sum(m.accelerators * m.copies.initial for m in self.models)
+        available = spec.accelerators * self.instance_count
+        if not problems and total_accelerators > available:
+            problems.append(
+                (
+                    "models",
+                    f"the initial copies need {total_accelerators} accelerator devices but "
+                    f"{self.instance_count} x {self.instance_type} have {available}: lower copies.initial "
+                    "or raise instance_count",
+                )
+            )
+        return problems
+
+    @property
+    def id(self) -> str:
+        """The request id (always set after validation)."""
+        if self.request_id is None:  # pragma: no cover - the validator always sets it
+            raise ValueError("request_id not derived")
+        return self.request_id
+
+    @property
+    def min_instance_count(self) -> int:
+        """``ManagedInstanceScaling.MinInstanceCount``: 0 when every model may scale to 0 copies, else 1."""
+        return 0 if all(model.copies.min == 0 for model in self.models) else 1
+
+
+def derive_request_id(request: ReservationRequest) -> str:
+    """``req-`` + 16 hex digits of the sha256 of the request's canonical JSON (without ``request_id``).
+
+    The same content gives the same id, so a resubmission without an id is deduplicated too.
+    """
+    payload = request.model_dump(mode="json", exclude={"request_id"})
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+_FRIENDLY = {
+    "missing": "is required",
+    "extra_forbidden": "is not a known field: remove it or fix its spelling",
+    "timezone_aware": "must include a time zone: give UTC like 2026-12-10T11:30:00Z (naive times rejected)",
+    "datetime_parsing": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
+    "datetime_from_date_parsing": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
+    "datetime_type": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
+    "decimal_parsing": 'must be an amount in US dollars, like "30000" or "12500.50"',
+    "decimal_type": 'must be an amount in US dollars, like "30000" or "12500.50"',
+}
+_MISSING_HINT = {
+    "max_upfront_fee_usd": 'is required: set the budget, the most to pay upfront in USD (e.g. "30000")',
+    "models": "is required: list at least one model to serve",
+    "regions": 'is required: list candidate regions in order of preference (e.g. ["us-east-1"])',
+}
+
+
+def field_errors(exc: ValidationError) -> list[FieldError]:
+    """Turn pydantic errors into :class:`FieldError` items that name the field and the fix."""
+    result: list[FieldError] = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        field = ".".join(loc) or "request"
+        ctx = error.get("ctx") or {}
+        if error["type"] == "request_rules" and isinstance(ctx.get("problems"), list):
+            prefix = f"{field}." if loc else ""
+            result.extend(FieldError(prefix + f, m) for f, m in ctx["problems"])
+            continue
+        if error["type"] == "missing":
+            message = _MISSING_HINT.get(field, _FRIENDLY["missing"])
+        else:
+            message = _bound_message(error["type"], ctx) or _FRIENDLY.get(error["type"], error["msg"])
+        result.append(FieldError(field, message))
+    return result
+
+
+def _bound_message(kind: str, ctx: Mapping[str, Any]) -> str | None:
+    """Limits phrased as the fix ("must be at least 1") rather than as pydantic's complaint."""
+    bounds = {
+        "greater_than_equal": ("ge", "must be at least {}"),
+        "greater_than": ("gt", "must be more than {}"),
+        "less_than_equal": ("le", "must be at most {}"),
+        "less_than": ("lt", "must be less than {}"),
+        "too_short": ("min_length", "needs at least {} item(s) (or characters)"),
+        "too_long": ("max_length", "allows at most {} item(s) (or characters)"),
+    }
+    if kind not in bounds or bounds[kind][0] not in ctx:
+        return None
+    key, template = bounds[kind]
+    return template.format(ctx[key])
+
+
+def parse_request(data: Mapping[str, Any], *, now: datetime | None) -> ReservationRequest:
+    """Validate a raw request (a JSON object) at a door.
+
+    Args:
+        data: the request as sent (strings for timestamps and money are fine).
+        now: the current UTC time; when given, ``earliest_start`` more than 15 minutes before it is
+            rejected. Pass None to re-read a request already accepted (e.g. from the ledger).
+
+    Raises:
+        InvalidRequest: every problem, each naming the field and what to fix.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidRequest([FieldError("request", "must be a JSON object")])
+    try:
+        return ReservationRequest.model_validate(dict(data), context={"now": now} if now else None)
+    except ValidationError as exc:
+        raise InvalidRequest(field_errors(exc)) from exc
+
+
+def parse_model[M: BaseModel](model: type[M], data: Any) -> M:
+    """Validate a handler input against ``model``.
+
+    Raises:
+        InvalidRequest: naming each bad field.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(field_errors(exc)) from exc
+
+
+# ------------------------------------------------------------------------------------------ offerings
+
+
+class OfferingSummary(BaseModel):
+    """The offering fields the workflow passes between steps (choose -> approval -> purchase)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    offering_id: str
+    region: str
+    availability_zone: str
+    instance_type: str
+    instance_count: int
+    start_time: UtcDatetime
+    end_time: UtcDatetime
+    duration_hours: int
+    upfront_fee_usd: Money
+
+
+class Offering(OfferingSummary):
+    """A training plan offering normalised for comparison (one per ``TrainingPlanOfferingId``).
+
+    Money in USD: ``upfront_fee_usd`` (AWS ``UpfrontFee``), ``usd_per_instance_hour`` (fee over
+    reserved instance-hours), ``on_demand_usd_per_hour`` (per instance, :mod:`capacity.pricing`),
+    ``on_demand_equivalent_usd`` (same instance-hours on demand), ``saving_percent`` and
+    ``break_even_utilisation`` (fraction of the time the capacity must be used to beat on-demand).
+    ``feasible`` says whether it satisfies the request (window, duration, count); if not,
+    ``infeasible_reason`` says why (it is then an *alternative* to show). ``searched_duration_hours``
+    and ``searched_count`` record the search that returned it.
+    """
+
+    currency: str = "USD"
+    usd_per_instance_hour: Money
+    on_demand_usd_per_hour: Money | None = None
+    on_demand_equivalent_usd: Money | None = None
+    saving_percent: Money | None = None
+    break_even_utilisation: Money | None = None
+    searched_duration_hours: int
+    searched_count: int
+    feasible: bool
+    infeasible_reason: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Sort key in OFFERINGS_TABLE: region, duration, count and id (unique per search)."""
+        return (
+            f"{self.region}#{self.searched_duration_hours:05d}#{self.searched_count:02d}#{self.offering_id}"
+        )
+
+    def summary(self) -> OfferingSummary:
+        """The small form passed through the state machine."""
+        return OfferingSummary.model_validate(self.model_dump())
+
+
+# ------------------------------------------------------------------------------------------- ledger
+
+
+class State(StrEnum):
+    """Reservation states recorded in the ledger (DESIGN.md section 4)."""
+
+    REQUESTED = "REQUESTED"
+    PLANNED = "PLANNED"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    PURCHASED = "PURCHASED"
+    SCHEDULED = "SCHEDULED"
+    ACTIVE = "ACTIVE"
+    DEPLOYING = "DEPLOYING"
+    READY = "READY"
+    RELEASING = "RELEASING"
+    RELEASED = "RELEASED"
+    REJECTED = "REJECTED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+FINAL_STATES = frozenset({State.RELEASED, State.REJECTED, State.FAILED, State.CANCELLED})
+"""States after which the reserve workflow must not buy or deploy anything."""
+
+
+class LedgerEntry(BaseModel):
+    """One state change of a reservation: an append-only ledger item ``sk = STATE#<time>#<seq>``.
+
+    ``at`` is UTC; ``actor`` the function or person; ``detail`` a small JSON map; ``money_usd`` set when
+    money moves (the purchase).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    request_id: str
+    sk: str
+    state: State
+    at: UtcDatetime
+    actor: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+    money_usd: Money | None = None
+
+
+# --------------------------------------------------------------------------------------- cost summary
+
+
+class CostSummary(BaseModel):
+    """What a reservation cost and what it would have cost on demand (recorded with ``RELEASED``).
+
+    Hours are decimal hours; ``hours_served`` runs from the endpoint's READY (or DEPLOYING) time to the
+    start of the release, within the plan. On-demand equivalents use :mod:`capacity.pricing` and the
+    instance count; ``saving_usd``/``saving_percent`` compare the upfront fee with the on-demand cost of
+    the reserved hours; ``utilisation_percent`` is served/reserved; ``break_even_utilisation_percent``
+    is the utilisation at which the reservation equals on-demand.
+    """
+
+    request_id: str
+    training_plan_name: str
+    region: str
+    instance_type: str
+    instance_count: int
+    upfront_fee_usd: Money
+    hours_reserved: Money
+    hours_served: Money
+    on_demand_usd_per_instance_hour: Money | None = None
+    on_demand_equivalent_reserved_usd: Money | None = None
+    on_demand_equivalent_served_usd: Money | None = None
+    saving_usd: Money | None = None
+    saving_percent: Money | None = None
+    utilisation_percent: Money
+    break_even_utilisation_percent: Money | None = None
+    effective_usd_per_served_instance_hour: Money | None = None
+
+
+# ------------------------------------------------------------------------------------- event details
+
+
+class _Detail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+
+
+class ReservationRequestedDetail(_Detail):
+    """``ReservationRequested``: ``request`` is the raw request (validated by ``record_request``)."""
+
+    request: dict[str, Any]
+
+
+class ReservationPlannedDetail(_Detail):
+    """``ReservationPlanned``: the decision (``PURCHASE``, ``APPROVAL_REQUIRED``...), why, and the pick."""
+
+    request_id: str
+    decision: str
+    reason: str
+    offering: OfferingSummary | None = None
+    offerings_considered: int = 0
+
+
+class ApprovalRequestedDetail(_Detail):
+    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``)."""
+
+    request_id: str
+    offering: OfferingSummary | None
+    approval_above_usd: Money | None
+    timeout_seconds: int
+
+
+class ReservationPurchasedDetail(_Detail):
+    """``ReservationPurchased``: the training plan bought (upfront fee in USD)."""
+
+    request_id: str
+    training_plan_arn: str
+    training_plan_name: str
+    region: str
+    start_time: UtcDatetime
+    end_time: UtcDatetime
+    upfront_fee_usd: Money
+
+
+class ReservationActiveDetail(_Detail):
+    """``ReservationActive``: the plan is ``Active``; endpoints can be created on it."""
+
+    request_id: str
+    training_plan_name: str
+    region: str
+    start_time: UtcDatetime | None
+    end_time: UtcDatetime | None
+
+
+class ReservationReadyDetail(_Detail):
+    """``ReservationReady``: the endpoint and every inference component are ``InService``."""
+
+    request_id: str
+    region: str
+    endpoint_name: str
+    inference_component_names: list[str]
+
+
+class ReleaseRequestedDetail(_Detail):
+    """``ReleaseRequested``: release the reservation (``reason``: reservation-end, cancelled, failed...)."""
+
+    request_id: str
+    reason: str
+
+
+class ReservationReleasedDetail(_Detail):
+    """``ReservationReleased``: everything was deleted; ``summary`` is the cost summary."""
+
+    request_id: str
+    reason: str | None = None
+    summary: CostSummary | None = None
+
+
+class ReservationFailedDetail(_Detail):
+    """``ReservationFailed``: ``error`` is the error name, ``reason`` a sentence a person can act on."""
+
+    request_id: str
+    error: str
+    reason: str

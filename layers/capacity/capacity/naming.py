@@ -1,0 +1,74 @@
+"""Deterministic AWS resource names derived from the request id.
+
+Deterministic names are what make retries safe: ``CreateTrainingPlan`` takes no client token, so the plan
+name *is* the idempotency key (a second create answers ``ResourceInUse``), and endpoint, endpoint config,
+inference component and schedule names let a retry find what an earlier attempt created.
+
+SageMaker name rules (botocore model): ``TrainingPlanName`` ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}``;
+``EndpointName``/``EndpointConfigName`` ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`` (max 63);
+``InferenceComponentName`` ``[a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])?`` (max 63). Scheduler ``Name``
+``[0-9a-zA-Z-_.]+`` (max 64). Every name here stays within 63 characters; a long request id is cut and
+suffixed with a short hash of the full id so two ids never collide on the cut.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_NAME = 63
+PREFIX = "co-"
+VARIANT_NAME = "main"
+"""The endpoint's single production variant (inference components name it in ``VariantName``)."""
+
+_BASE_MAX = 44  # leaves room for "-config" and "-<model name>" suffixes within 63 characters
+
+
+def _digest(text: str, length: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def sanitize(text: str) -> str:
+    """Lowercase ``text`` and keep ``[a-z0-9]`` runs joined by single hyphens (no leading/trailing ``-``)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _fit(text: str, limit: int, *, key: str) -> str:
+    """``text`` if within ``limit``, else its head plus ``-`` and a hash of ``key`` (total = ``limit``)."""
+    if len(text) <= limit:
+        return text
+    suffix = _digest(key)
+    head = text[: limit - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}"
+
+
+def base_name(request_id: str) -> str:
+    """``co-<sanitized request id>``, at most 47 characters: the stem of every other name."""
+    cleaned = sanitize(request_id) or _digest(request_id)
+    return PREFIX + _fit(cleaned, _BASE_MAX, key=request_id)
+
+
+def training_plan_name(request_id: str) -> str:
+    """The ``TrainingPlanName`` bought for ``request_id`` (max 63 characters)."""
+    return base_name(request_id)
+
+
+def endpoint_name(request_id: str) -> str:
+    """The SageMaker endpoint of the reservation (``co-<id>``)."""
+    return base_name(request_id)
+
+
+def endpoint_config_name(request_id: str) -> str:
+    """The endpoint config of the reservation (``co-<id>-config``)."""
+    return f"{base_name(request_id)}-config"
+
+
+def inference_component_name(request_id: str, model_name: str) -> str:
+    """The inference component hosting ``model_name`` (``co-<id>-<model name>``, max 63 characters)."""
+    full = f"{base_name(request_id)}-{sanitize(model_name) or _digest(model_name)}"
+    return _fit(full, MAX_NAME, key=f"{request_id}/{model_name}")
+
+
+def release_schedule_name(request_id: str) -> str:
+    """The one-time EventBridge Scheduler schedule that releases the reservation."""
+    return f"{base_name(request_id)}-release"

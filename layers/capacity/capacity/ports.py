@@ -1,0 +1,227 @@
+"""Ports: what the workflow logic needs from the outside world, and the container handlers build.
+
+Logic functions (:mod:`capacity.logic`) take a :class:`Ports` and never create AWS clients themselves.
+Handlers build ``Ports(Settings.from_env())``: each adapter is created on first use from the settings
+(so a function only needs the environment variables of the adapters it really uses). Tests pass fakes
+for any port through the constructor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from capacity.adapters import clients
+from capacity.adapters.dynamodb import OfferingStore
+from capacity.adapters.events import EventPublisher
+from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
+from capacity.adapters.scheduler import ReleaseScheduler
+from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.stepfunctions import TaskTokens
+from capacity.ledger import Ledger
+from capacity.settings import Settings
+from capacity.timeutil import utcnow
+
+
+class SageMakerPort(Protocol):
+    """The SageMaker operations the logic uses (:class:`~capacity.adapters.sagemaker.SageMakerAdapter`)."""
+
+    region: str
+
+    def search_training_plan_offerings(
+        self,
+        *,
+        instance_type: str,
+        instance_count: int,
+        start_after: datetime,
+        end_before: datetime,
+        duration_hours: int,
+    ) -> list[dict[str, Any]]: ...
+
+    def create_training_plan(
+        self, *, name: str, offering_id: str, tags: Sequence[Mapping[str, str]]
+    ) -> str: ...
+
+    def describe_training_plan(self, name: str) -> TrainingPlan | None: ...
+
+    def find_training_plan(self, name: str) -> TrainingPlan | None: ...
+
+    def create_endpoint_config(
+        self,
+        *,
+        name: str,
+        variant: Mapping[str, Any],
+        execution_role_arn: str,
+        tags: Sequence[Mapping[str, str]],
+    ) -> bool: ...
+
+    def describe_endpoint_config(self, name: str) -> dict[str, Any] | None: ...
+
+    def delete_endpoint_config(self, name: str) -> bool: ...
+
+    def create_endpoint(self, *, name: str, config_name: str, tags: Sequence[Mapping[str, str]]) -> bool: ...
+
+    def describe_endpoint(self, name: str) -> EndpointInfo | None: ...
+
+    def delete_endpoint(self, name: str) -> bool: ...
+
+    def list_endpoint_names(self, name_contains: str) -> list[tuple[str, str]]: ...
+
+    def list_endpoint_config_names(self, name_contains: str) -> list[tuple[str, str]]: ...
+
+    def create_inference_component(
+        self,
+        *,
+        name: str,
+        endpoint_name: str,
+        variant_name: str,
+        specification: Mapping[str, Any],
+        copy_count: int,
+        tags: Sequence[Mapping[str, str]],
+    ) -> bool: ...
+
+    def describe_inference_component(self, name: str) -> ComponentInfo | None: ...
+
+    def list_inference_components(
+        self, *, endpoint_name: str | None = None, name_contains: str | None = None
+    ) -> list[ComponentInfo]: ...
+
+    def delete_inference_component(self, name: str) -> bool: ...
+
+    def resource_tags(self, arn: str) -> dict[str, str] | None: ...
+
+
+class EventsPort(Protocol):
+    """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
+
+    def put(self, detail_type: str, detail: BaseModel, *, resources: Sequence[str] = ()) -> str: ...
+
+
+class SchedulerPort(Protocol):
+    """Release schedules (see :class:`~capacity.adapters.scheduler.ReleaseScheduler`)."""
+
+    def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool: ...
+
+    def delete(self, name: str) -> bool: ...
+
+
+class TaskTokensPort(Protocol):
+    """Answers waiting Step Functions tasks (see :class:`~capacity.adapters.stepfunctions.TaskTokens`)."""
+
+    def succeed(self, token: str, output: Mapping[str, Any]) -> None: ...
+
+    def fail(self, token: str, *, error: str, cause: str) -> None: ...
+
+
+class NotifierPort(Protocol):
+    """Posts Slack messages (see :class:`~capacity.adapters.slack.SlackNotifier`)."""
+
+    def post(self, message: SlackMessage) -> bool: ...
+
+
+class Ports:
+    """Every collaborator of the logic, built lazily from :class:`~capacity.settings.Settings`.
+
+    Args:
+        settings: the function's settings.
+        ledger, offerings, events, scheduler, tasks, slack: ready-made ports (tests); default: built
+            from the settings on first use (a missing variable raises ``ConfigurationError`` then).
+        sagemaker: region -> SageMaker port; default :class:`SageMakerAdapter` with the cached client.
+        clock: the current UTC time.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        ledger: Ledger | None = None,
+        offerings: OfferingStore | None = None,
+        events: EventsPort | None = None,
+        scheduler: SchedulerPort | None = None,
+        tasks: TaskTokensPort | None = None,
+        slack: NotifierPort | None = None,
+        sagemaker: Callable[[str], SageMakerPort] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._ledger = ledger
+        self._offerings = offerings
+        self._events = events
+        self._scheduler = scheduler
+        self._tasks = tasks
+        self._slack = slack
+        self._sagemaker_factory = sagemaker
+        self._sagemaker: dict[str, SageMakerPort] = {}
+
+    @property
+    def actor(self) -> str:
+        """Who acts, for the ledger: the Lambda function name."""
+        return self.settings.function_name
+
+    @property
+    def ledger(self) -> Ledger:
+        """The reservations ledger (env ``LEDGER_TABLE``)."""
+        if self._ledger is None:
+            self._ledger = Ledger(
+                self.settings.need("ledger_table"), clients.dynamodb(self.settings.region), clock=self.clock
+            )
+        return self._ledger
+
+    @property
+    def offerings(self) -> OfferingStore:
+        """The offerings store (env ``OFFERINGS_TABLE``)."""
+        if self._offerings is None:
+            self._offerings = OfferingStore(
+                self.settings.need("offerings_table"),
+                clients.dynamodb(self.settings.region),
+                ttl_days=self.settings.offerings_ttl_days,
+            )
+        return self._offerings
+
+    @property
+    def events(self) -> EventsPort:
+        """The application's event bus (env ``EVENT_BUS_NAME``)."""
+        if self._events is None:
+            self._events = EventPublisher(
+                self.settings.need("event_bus_name"), clients.events(self.settings.region)
+            )
+        return self._events
+
+    @property
+    def scheduler(self) -> SchedulerPort:
+        """Release schedules (envs ``SCHEDULE_GROUP``, ``RELEASE_TARGET_ARN``, ``SCHEDULER_ROLE_ARN``)."""
+        if self._scheduler is None:
+            self._scheduler = ReleaseScheduler(
+                clients.scheduler(self.settings.region),
+                group=self.settings.need("schedule_group"),
+                target_arn=self.settings.need("release_target_arn"),
+                role_arn=self.settings.need("scheduler_role_arn"),
+            )
+        return self._scheduler
+
+    @property
+    def tasks(self) -> TaskTokensPort:
+        """Step Functions task tokens."""
+        if self._tasks is None:
+            self._tasks = TaskTokens(clients.stepfunctions(self.settings.region))
+        return self._tasks
+
+    @property
+    def slack(self) -> NotifierPort:
+        """Slack (no-op when ``SLACK_CHANNEL_ID`` or ``SLACK_BOT_TOKEN_SECRET_ARN`` is missing)."""
+        if self._slack is None:
+            secret = self.settings.slack_token_secret_arn
+            provider = (lambda: token_from_secret(secret)) if secret else None
+            self._slack = SlackNotifier(self.settings.slack_channel_id, provider)
+        return self._slack
+
+    def sagemaker(self, region: str) -> SageMakerPort:
+        """The SageMaker port for ``region`` (one per region, reused)."""
+        if region not in self._sagemaker:
+            factory = self._sagemaker_factory
+            self._sagemaker[region] = factory(region) if factory else SageMakerAdapter(region)
+        return self._sagemaker[region]

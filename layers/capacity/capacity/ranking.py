@@ -1,0 +1,165 @@
+"""Normalise training plan offerings and rank them (pure functions, no I/O).
+
+Input: ``TrainingPlanOfferings[]`` items of ``SearchTrainingPlanOfferings`` as botocore parses them
+(``UpfrontFee`` a string, ``ReservedCapacityOfferings[]`` with ``InstanceType``, ``InstanceCount``,
+``AvailabilityZone``, ``StartTime``, ``EndTime``: AWS SageMaker API reference and the installed botocore
+model). Output: :class:`~capacity.models.Offering` objects with USD figures and a feasibility verdict.
+
+Ranking (issue 3): feasible for the window and count first, then lowest upfront fee, then earliest start,
+then the request's region preference (then the offering id, so the order is total and repeatable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from capacity.models import Offering, ReservationRequest
+from capacity.pricing import (
+    break_even_utilisation,
+    on_demand_equivalent,
+    on_demand_usd_per_hour,
+    saving_percent,
+    usd_per_instance_hour,
+)
+from capacity.timeutil import as_utc, iso_z
+
+
+def _segments(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        seg
+        for seg in raw.get("ReservedCapacityOfferings") or []
+        if isinstance(seg.get("StartTime"), datetime) and isinstance(seg.get("EndTime"), datetime)
+    ]
+
+
+def normalise_offering(
+    raw: Mapping[str, Any],
+    *,
+    region: str,
+    request: ReservationRequest,
+    searched_duration_hours: int,
+    searched_count: int,
+) -> Offering | None:
+    """One AWS offering as an :class:`Offering`, or None when it cannot be compared.
+
+    Skipped (None): a currency other than USD, an unparsable ``UpfrontFee``, or no reserved capacity
+    segment with start and end times. With several segments (AWS returns up to 5), start is the earliest,
+    end the latest, zones are joined with ``,`` and the instance count is their sum when they cover the
+    same period (split across zones) or the smallest count when they follow each other.
+    """
+    if (raw.get("CurrencyCode") or "USD") != "USD":
+        return None
+    try:
+        fee = Decimal(str(raw.get("UpfrontFee", "")).replace(",", ""))
+    except InvalidOperation:
+        return None
+    segments = _segments(raw)
+    if not segments or not fee.is_finite():
+        return None
+    start = min(as_utc(seg["StartTime"]) for seg in segments)
+    end = max(as_utc(seg["EndTime"]) for seg in segments)
+    same_period = len({(seg["StartTime"], seg["EndTime"]) for seg in segments}) == 1
+    counts = [int(seg.get("InstanceCount", 0)) for seg in segments]
+    count = sum(counts) if same_period else min(counts)
+    instance_type = str(segments[0].get("InstanceType", request.instance_type))
+    zones = sorted({str(seg["AvailabilityZone"]) for seg in segments if seg.get("AvailabilityZone")})
+    duration_hours = int(raw.get("DurationHours") or round((end - start).total_seconds() / 3600))
+    hours = Decimal(duration_hours) + Decimal(int(raw.get("DurationMinutes") or 0)) / 60
+    if count <= 0 or hours <= 0:
+        return None
+
+    rate = on_demand_usd_per_hour(region, instance_type)
+    equivalent = on_demand_equivalent(rate, instance_count=count, hours=hours) if rate is not None else None
+    reasons = _infeasible_reasons(
+        request, instance_type=instance_type, count=count, duration_hours=duration_hours, start=start, end=end
+    )
+    return Offering(
+        offering_id=str(raw["TrainingPlanOfferingId"]),
+        region=region,
+        availability_zone=",".join(zones) or region,
+        instance_type=instance_type,
+        instance_count=count,
+        start_time=start,
+        end_time=end,
+        duration_hours=duration_hours,
+        upfront_fee_usd=fee,
+        usd_per_instance_hour=usd_per_instance_hour(fee, instance_count=count, hours=hours),
+        on_demand_usd_per_hour=rate,
+        on_demand_equivalent_usd=equivalent,
+        saving_percent=saving_percent(fee, equivalent) if equivalent else None,
+        break_even_utilisation=break_even_utilisation(fee, equivalent) if equivalent else None,
+        searched_duration_hours=searched_duration_hours,
+        searched_count=searched_count,
+        feasible=not reasons,
+        infeasible_reason="; ".join(reasons) or None,
+    )
+
+
+def _infeasible_reasons(
+    request: ReservationRequest,
+    *,
+    instance_type: str,
+    count: int,
+    duration_hours: int,
+    start: datetime,
+    end: datetime,
+) -> list[str]:
+    reasons = []
+    if instance_type != request.instance_type:
+        reasons.append(f"instance type {instance_type} (requested {request.instance_type})")
+    if count < request.instance_count:
+        reasons.append(f"{count} instances (requested {request.instance_count})")
+    if duration_hours != request.duration_hours:
+        reasons.append(f"{duration_hours} h (requested {request.duration_hours} h)")
+    if start < request.earliest_start:
+        reasons.append(f"starts {iso_z(start)}, before the window opens {iso_z(request.earliest_start)}")
+    if end > request.latest_end:
+        reasons.append(f"ends {iso_z(end)}, after the window closes {iso_z(request.latest_end)}")
+    return reasons
+
+
+def _region_rank(regions: Sequence[str], region: str) -> int:
+    return regions.index(region) if region in regions else len(regions)
+
+
+def rank(offerings: Iterable[Offering], regions: Sequence[str]) -> list[Offering]:
+    """The feasible offerings, best first: lowest upfront fee, earliest start, preferred region, id."""
+    return sorted(
+        (o for o in offerings if o.feasible),
+        key=lambda o: (o.upfront_fee_usd, o.start_time, _region_rank(regions, o.region), o.offering_id),
+    )
+
+
+def alternatives(
+    offerings: Iterable[Offering], request: ReservationRequest, *, limit: int = 5
+) -> list[Offering]:
+    """The infeasible offerings nearest to the request (other durations, counts, windows), nearest first.
+
+    Nearness: duration difference, then instance-count difference, then upfront fee, start and region
+    preference. At most one alternative per (region, duration, count), so the list shows variety.
+    """
+    ordered = sorted(
+        (o for o in offerings if not o.feasible),
+        key=lambda o: (
+            abs(o.duration_hours - request.duration_hours),
+            abs(o.instance_count - request.instance_count),
+            o.upfront_fee_usd,
+            o.start_time,
+            _region_rank(request.regions, o.region),
+            o.offering_id,
+        ),
+    )
+    seen: set[tuple[str, int, int]] = set()
+    result: list[Offering] = []
+    for offering in ordered:
+        key = (offering.region, offering.duration_hours, offering.instance_count)
+        if key in seen:
+            continue
+        seen.add(key)
+        result.append(offering)
+        if len(result) >= limit:
+            break
+    return result

@@ -1,0 +1,114 @@
+"""Function settings: the environment parsed once per invocation into a frozen, typed object.
+
+Never read at import time and never cached across invocations: in the local cloud several functions share
+one process and each invocation runs with its own environment variables.
+
+Environment variables (set by ``template.yaml``):
+
+========================== ==========================================================================
+``LEDGER_TABLE``           DynamoDB reservations ledger (PK ``request_id``, SK ``sk``)
+``OFFERINGS_TABLE``        DynamoDB offerings (PK ``request_id``, SK ``offering_key``, TTL ``ttl``)
+``IDEMPOTENCY_TABLE``      Powertools idempotency table (PK ``id``)
+``EVENT_BUS_NAME``         the application's EventBridge bus
+``SCHEDULE_GROUP``         EventBridge Scheduler group for release schedules
+``RELEASE_TARGET_ARN``     ARN the release schedule targets (the event bus ARN)
+``SCHEDULER_ROLE_ARN``     role EventBridge Scheduler assumes to put the event
+``ENDPOINT_EXECUTION_ROLE_ARN`` SageMaker execution role of the endpoint config
+``SLACK_CHANNEL_ID``       Slack channel for notifications (optional)
+``SLACK_BOT_TOKEN_SECRET_ARN`` Secrets Manager secret holding the bot token (optional)
+``OFFERINGS_TTL_DAYS``     days the offerings stay in OFFERINGS_TABLE (default 14)
+``AWS_REGION``             the function's region (set by Lambda)
+``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
+========================== ==========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+
+from capacity.errors import ConfigurationError
+
+_ENV_NAMES: dict[str, str] = {
+    "ledger_table": "LEDGER_TABLE",
+    "offerings_table": "OFFERINGS_TABLE",
+    "idempotency_table": "IDEMPOTENCY_TABLE",
+    "event_bus_name": "EVENT_BUS_NAME",
+    "schedule_group": "SCHEDULE_GROUP",
+    "release_target_arn": "RELEASE_TARGET_ARN",
+    "scheduler_role_arn": "SCHEDULER_ROLE_ARN",
+    "endpoint_execution_role_arn": "ENDPOINT_EXECUTION_ROLE_ARN",
+    "slack_channel_id": "SLACK_CHANNEL_ID",
+    "slack_token_secret_arn": "SLACK_BOT_TOKEN_SECRET_ARN",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The typed view of a function's environment. Empty string = not configured.
+
+    Use :meth:`from_env` with ``require=`` naming what the function cannot work without, and
+    :meth:`need` at the point of use for the rest, so a missing variable fails with its name.
+    """
+
+    region: str
+    function_name: str
+    ledger_table: str = ""
+    offerings_table: str = ""
+    idempotency_table: str = ""
+    event_bus_name: str = ""
+    schedule_group: str = ""
+    release_target_arn: str = ""
+    scheduler_role_arn: str = ""
+    endpoint_execution_role_arn: str = ""
+    slack_channel_id: str = ""
+    slack_token_secret_arn: str = ""
+    offerings_ttl_days: int = 14
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
+        """Parse ``env`` (default: ``os.environ``, read now).
+
+        Args:
+            env: the environment mapping.
+            require: attribute names (``"ledger_table"``...) that must be set.
+
+        Raises:
+            ConfigurationError: a required variable is missing or ``OFFERINGS_TTL_DAYS`` is not a
+                positive integer; the message names every missing variable.
+        """
+        source = os.environ if env is None else env
+        values = {attr: source.get(name, "").strip() for attr, name in _ENV_NAMES.items()}
+        region = (source.get("AWS_REGION") or source.get("AWS_DEFAULT_REGION") or "us-east-1").strip()
+        ttl_text = source.get("OFFERINGS_TTL_DAYS", "14").strip() or "14"
+        if not ttl_text.isdigit() or int(ttl_text) < 1:
+            raise ConfigurationError(f"OFFERINGS_TTL_DAYS must be a positive integer, got {ttl_text!r}")
+        settings = cls(
+            region=region,
+            function_name=source.get("AWS_LAMBDA_FUNCTION_NAME", "").strip() or "capacity-orchestrator",
+            offerings_ttl_days=int(ttl_text),
+            **values,
+        )
+        missing = [_ENV_NAMES[attr] for attr in require if not getattr(settings, attr)]
+        if missing:
+            raise ConfigurationError(f"missing environment variable(s): {', '.join(sorted(missing))}")
+        return settings
+
+    def need(self, attr: str) -> str:
+        """The value of setting ``attr``.
+
+        Raises:
+            ConfigurationError: it is not configured (the message names the environment variable).
+        """
+        if attr not in {f.name for f in fields(self)}:
+            raise ConfigurationError(f"unknown setting {attr!r}")
+        value = getattr(self, attr)
+        if not value:
+            raise ConfigurationError(f"missing environment variable: {_ENV_NAMES.get(attr, attr.upper())}")
+        return str(value)
+
+    @property
+    def slack_enabled(self) -> bool:
+        """True when both the Slack channel and the token secret are configured."""
+        return bool(self.slack_channel_id and self.slack_token_secret_arn)
