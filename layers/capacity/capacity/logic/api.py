@@ -17,11 +17,16 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from capacity.adapters import clients
 from capacity.errors import NotAwaitingApproval, ReservationClosed, ReservationNotFound
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, PURCHASE, REQUEST
 from capacity.logic.common import final_state, states
@@ -33,6 +38,7 @@ from capacity.models import (
     parse_request,
 )
 from capacity.ports import Ports
+from capacity.settings import Settings
 
 IDEMPOTENCY_TTL = timedelta(days=7)
 
@@ -44,6 +50,13 @@ def links(request_id: str) -> dict[str, str]:
         "approval": f"/reservations/{request_id}/approval",
         "cancel": f"/reservations/{request_id}",
     }
+
+
+def persistence_layer(settings: Settings) -> DynamoDBPersistenceLayer:
+    """Powertools idempotency store in env ``IDEMPOTENCY_TABLE`` (PK ``id``), with the cached client."""
+    return DynamoDBPersistenceLayer(
+        table_name=settings.need("idempotency_table"), boto3_client=clients.dynamodb(settings.region)
+    )
 
 
 def submit_reservation(

@@ -1,0 +1,32 @@
+"""Lambda ``notify``: approval requests (task token), approval outcomes and failures.
+
+In: ``{"kind": "approval_request", "request_id", "task_token", "plan"}`` |
+``{"kind": "approval_outcome", "request_id", "approved": false, "reason"}`` |
+``{"kind": "failure", "request_id", "error": {"Error", "Cause"}}``. Out: ``{"notified": true, "state"}``.
+Env: LEDGER_TABLE, EVENT_BUS_NAME, SLACK_* (optional).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from capacity.contracts import NotifyInput
+from capacity.logic.notify import notify
+from capacity.models import parse_model
+from capacity.ports import Ports
+from capacity.settings import Settings
+
+logger = Logger()
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Parse the state input, run the step, return its JSON-safe output."""
+    step = parse_model(NotifyInput, event)
+    logger.set_correlation_id(step.request_id)
+    ports = Ports(Settings.from_env(require=("ledger_table", "event_bus_name")))
+    result = notify(step, ports).to_json()
+    logger.info("notify done", extra={"result": result})
+    return result
