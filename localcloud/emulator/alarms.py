@@ -1,0 +1,374 @@
+"""CloudWatch alarm evaluation: the alarms the application creates with ``PutMetricAlarm`` live in moto's
+backend (moto stores them but never evaluates them); this :class:`~localcloud.contracts.Ticker` evaluates
+them against the datapoints in moto's backend, writes the new state into moto, and puts the
+``CloudWatch Alarm State Change`` event AWS sends (source ``aws.cloudwatch``; detail ``alarmName``,
+``state``, ``previousState``, ``configuration.metrics``: "Alarm events and EventBridge", CloudWatch user
+guide).
+
+Evaluation follows "Evaluating an alarm" of the CloudWatch user guide, simplified:
+
+* at each period boundary (multiples of ``Period`` since the epoch) the alarm looks at the last
+  ``EvaluationPeriods`` complete periods and computes ``Statistic`` (Sum, Average, Minimum, Maximum,
+  SampleCount) over the datapoints of each;
+* ``ALARM`` when at least ``DatapointsToAlarm`` (default ``EvaluationPeriods``) of them breach the
+  threshold (``GreaterThanOrEqualToThreshold``, ``GreaterThanThreshold``, ``LessThanThreshold``,
+  ``LessThanOrEqualToThreshold``), else ``OK``;
+* ``TreatMissingData``: ``missing`` (default) evaluates the periods that have data and goes
+  ``INSUFFICIENT_DATA`` when none has; ``notBreaching``/``breaching`` count empty periods as good/bad;
+  ``ignore`` keeps the state when no period has data;
+* a new alarm starts in ``INSUFFICIENT_DATA`` (moto says ``OK``; the evaluator corrects it silently, as
+  AWS sends no state-change event for creation).
+
+Not evaluated (left as moto stores them): composite alarms, metric-math expressions, percentile
+(``ExtendedStatistic``) and anomaly-detection alarms.
+
+Idle cost: :meth:`AlarmEvaluator.next_due` returns only instants at which some alarm's state would change:
+an alarm's result can only change at a boundary where a period holding data enters or leaves its window,
+so the evaluator checks those boundaries (and the next one) and returns the first that changes a state, or
+None. Weeks without datapoints cost no steps. The work is background: it does not keep a run going.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from localcloud.contracts import Due
+from localcloud.emulator import cloudwatch
+from localcloud.emulator.cloudwatch import Datapoint, MetricIndex
+from localcloud.emulator.common import Context, as_utc, iso_millis
+
+STATISTICS = frozenset({"Sum", "Average", "Minimum", "Maximum", "SampleCount"})
+_COMPARISONS: dict[str, tuple[Callable[[float, float], bool], str]] = {
+    "GreaterThanOrEqualToThreshold": (
+        lambda value, threshold: value >= threshold,
+        "greater than or equal to",
+    ),
+    "GreaterThanThreshold": (lambda value, threshold: value > threshold, "greater than"),
+    "LessThanThreshold": (lambda value, threshold: value < threshold, "less than"),
+    "LessThanOrEqualToThreshold": (lambda value, threshold: value <= threshold, "less than or equal to"),
+}
+_INITIAL_REASON = "Unchecked: Initial alarm creation"
+
+
+@dataclass(frozen=True)
+class AlarmSpec:
+    """What an evaluable alarm watches and how it decides."""
+
+    name: str
+    namespace: str
+    metric_name: str
+    dimensions: dict[str, str]
+    statistic: str
+    period: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    threshold: float
+    comparison: str
+    treat_missing: str
+    metric_id: str
+
+    def breaches(self, value: float) -> bool:
+        """True if ``value`` crosses the threshold."""
+        return _COMPARISONS[self.comparison][0](value, self.threshold)
+
+
+def spec_of(alarm: Any) -> AlarmSpec | None:
+    """The evaluable description of a moto ``Alarm``, or None if the emulator does not evaluate it."""
+    if getattr(alarm, "rule", None) is not None or alarm.extended_statistic:
+        return None
+    if alarm.comparison_operator not in _COMPARISONS:
+        return None
+    queries = list(alarm.metric_data_queries or [])
+    if queries:
+        stats = [query for query in queries if query.metric_stat is not None]
+        if len(stats) != 1 or any(query.expression for query in queries):
+            return None
+        stat = stats[0].metric_stat
+        namespace, metric_name = stat.metric.namespace, stat.metric.metric_name
+        dimensions = {dimension.name: dimension.value for dimension in stat.metric.dimensions}
+        statistic, period, metric_id = stat.stat, int(float(stat.period)), stats[0].id or "m1"
+    else:
+        namespace, metric_name = alarm.namespace, alarm.metric_name
+        dimensions = {dimension.name: dimension.value for dimension in alarm.dimensions}
+        statistic, period, metric_id = alarm.statistic, int(float(alarm.period or 60)), "m1"
+    if statistic not in STATISTICS or not namespace or not metric_name or period <= 0:
+        return None
+    evaluation_periods = int(alarm.evaluation_periods or 1)
+    return AlarmSpec(
+        name=alarm.name,
+        namespace=namespace,
+        metric_name=metric_name,
+        dimensions=dimensions,
+        statistic=statistic,
+        period=period,
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=int(alarm.datapoints_to_alarm or evaluation_periods),
+        threshold=float(alarm.threshold),
+        comparison=alarm.comparison_operator,
+        treat_missing=alarm.treat_missing_data or "missing",
+        metric_id=metric_id,
+    )
+
+
+def statistic(points: list[Datapoint], name: str) -> float:
+    """One CloudWatch statistic over datapoints (at least one)."""
+    samples = sum(point.sample_count for point in points)
+    total = sum(point.total for point in points)
+    values: dict[str, Callable[[], float]] = {
+        "Sum": lambda: total,
+        "SampleCount": lambda: samples,
+        "Average": lambda: total / samples if samples else 0.0,
+        "Minimum": lambda: min(point.minimum for point in points),
+        "Maximum": lambda: max(point.maximum for point in points),
+    }
+    return values[name]()
+
+
+def _at(point: Datapoint) -> datetime:
+    return point.at
+
+
+def _boundary(moment: datetime, period: int) -> datetime:
+    """The last period boundary at or before ``moment``."""
+    seconds = math.floor(moment.timestamp())
+    return datetime.fromtimestamp(seconds - seconds % period, UTC)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of evaluating an alarm at a boundary.
+
+    ``state`` is None when nothing decides (``ignore`` with no data): the state stays. ``periods`` holds
+    (period start, value or None, sample count) oldest first.
+    """
+
+    state: str | None
+    periods: list[tuple[datetime, float | None, float]]
+    reason: str
+    reason_data: str
+
+    def present(self) -> list[float]:
+        """The values of the periods that had data, oldest first."""
+        return [value for _start, value, _count in self.periods if value is not None]
+
+
+def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> Evaluation:
+    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring)."""
+    period = timedelta(seconds=spec.period)
+    periods: list[tuple[datetime, float | None, float]] = []
+    for back in range(spec.evaluation_periods, 0, -1):
+        start = at - back * period
+        inside = points[bisect_left(points, start, key=_at) : bisect_left(points, start + period, key=_at)]
+        value = statistic(inside, spec.statistic) if inside else None
+        periods.append((start, value, sum(point.sample_count for point in inside)))
+    present = [value for _start, value, _count in periods if value is not None]
+    missing = spec.treat_missing
+    if missing == "breaching":
+        flags = [value is None or spec.breaches(value) for _start, value, _count in periods]
+    elif missing == "notBreaching":
+        flags = [value is not None and spec.breaches(value) for _start, value, _count in periods]
+    else:
+        flags = [spec.breaches(value) for value in present]
+    if not present and missing in ("missing", "ignore"):
+        state = None if missing == "ignore" else "INSUFFICIENT_DATA"
+        reason = f"Insufficient Data: {spec.evaluation_periods} datapoints were unknown."
+    else:
+        breaching = sum(flags)
+        words = _COMPARISONS[spec.comparison][1]
+        shown = ", ".join(
+            f"{value} ({start.strftime('%d/%m/%y %H:%M:%S')})"
+            for start, value, _count in reversed(periods)
+            if value is not None
+        )
+        if breaching >= spec.datapoints_to_alarm:
+            state = "ALARM"
+            reason = (
+                f"Threshold Crossed: {breaching} out of the last {spec.evaluation_periods} datapoints [{shown}] "
+                f"was {words} the threshold ({spec.threshold}) (minimum {spec.datapoints_to_alarm} datapoint"
+                f"{'s' if spec.datapoints_to_alarm != 1 else ''} for OK -> ALARM transition)."
+            )
+        else:
+            state = "OK"
+            reason = (
+                f"Threshold Crossed: {len(present)} datapoint{'s' if len(present) != 1 else ''} [{shown}] "
+                f"was not {words} the threshold ({spec.threshold}) (minimum 1 datapoint for ALARM -> OK "
+                "transition)."
+            )
+    reason_data = json.dumps(
+        {
+            "version": "1.0",
+            "queryDate": iso_millis(at),
+            "startDate": iso_millis(periods[0][0]),
+            "statistic": spec.statistic,
+            "period": spec.period,
+            "recentDatapoints": list(reversed(present)),
+            "threshold": spec.threshold,
+            "evaluatedDatapoints": [
+                {"timestamp": iso_millis(start), "sampleCount": count, "value": value}
+                for start, value, count in reversed(periods)
+                if value is not None
+            ],
+        },
+        separators=(",", ":"),
+    )
+    return Evaluation(state, periods, reason, reason_data)
+
+
+def candidate_boundaries(
+    spec: AlarmSpec, points: list[Datapoint], after: datetime, until: datetime | None
+) -> list[datetime]:
+    """Boundaries in ``(after, until]`` where the result can differ from the one before: where a period
+    holding data enters or leaves the window, plus the first boundary after ``after``."""
+    period = timedelta(seconds=spec.period)
+    first = _boundary(after, spec.period) + period
+    found = {first}
+    span = spec.evaluation_periods * period
+    for start in {_boundary(point.at, spec.period) for point in points}:
+        found.add(start + period)
+        found.add(start + period + span)
+    return sorted(moment for moment in found if moment > after and (until is None or moment <= until))
+
+
+@dataclass
+class _Seen:
+    """What the evaluator remembers about one moto alarm object."""
+
+    identity: int
+    evaluated_until: datetime
+
+
+class AlarmEvaluator:
+    """The CloudWatch alarm :class:`~localcloud.contracts.Ticker` (background work)."""
+
+    def __init__(self, ctx: Context, index: MetricIndex | None = None) -> None:
+        self.ctx = ctx
+        self.index = index or MetricIndex()
+        self._seen: dict[tuple[str, str], _Seen] = {}
+
+    def _alarms(self, now: datetime) -> list[tuple[str, Any, Any, AlarmSpec]]:
+        """(region, backend, alarm, spec) of every evaluable alarm; new alarms are set to
+        ``INSUFFICIENT_DATA`` and remembered."""
+        found = []
+        for region, backend in cloudwatch.backends(self.ctx.account_id):
+            for alarm in list(backend.alarms.values()):
+                spec = spec_of(alarm)
+                if spec is None:
+                    continue
+                key = (region, alarm.name)
+                seen = self._seen.get(key)
+                if seen is None or seen.identity != id(alarm):
+                    if (
+                        alarm.state_value == "OK"
+                        and alarm.state_reason == _INITIAL_REASON
+                        and not alarm.history
+                    ):
+                        alarm.state_value = "INSUFFICIENT_DATA"
+                    created = as_utc(alarm.configuration_updated_timestamp)
+                    self._seen[key] = _Seen(id(alarm), min(created, now))
+                found.append((region, backend, alarm, spec))
+        return found
+
+    def points(self, backend: Any, spec: AlarmSpec) -> list[Datapoint]:
+        """The datapoints of the alarm's metric."""
+        return self.index.series(backend, spec.namespace, spec.metric_name, spec.dimensions)
+
+    def next_due(self, now: datetime) -> Due | None:
+        """The first boundary after ``now`` at which some alarm changes state, or None (background)."""
+        with self.ctx.lock:
+            earliest: datetime | None = None
+            for region, backend, alarm, spec in self._alarms(now):
+                points = self.points(backend, spec)
+                after = self._seen[(region, alarm.name)].evaluated_until
+                state = alarm.state_value
+                for moment in candidate_boundaries(spec, points, after, earliest):
+                    result = evaluate(spec, points, moment).state
+                    if result is not None and result != state:
+                        earliest = moment if earliest is None else min(earliest, moment)
+                        break
+        if earliest is None:
+            return None
+        return Due(max(earliest, now + timedelta(microseconds=1)), foreground=False)
+
+    def advance(self, now: datetime) -> None:
+        """Evaluate every alarm at each boundary up to ``now`` where it can change; update moto; send the
+        state-change events (outside the lock: delivery may call back into the emulator)."""
+        events: list[tuple[str, dict[str, Any], str, str]] = []
+        with self.ctx.lock:
+            for region, backend, alarm, spec in self._alarms(now):
+                seen = self._seen[(region, alarm.name)]
+                points = self.points(backend, spec)
+                for moment in candidate_boundaries(spec, points, seen.evaluated_until, now):
+                    result = evaluate(spec, points, moment)
+                    if result.state is None or result.state == alarm.state_value:
+                        continue
+                    previous = {
+                        "value": alarm.state_value,
+                        "reason": alarm.state_reason,
+                        "timestamp": iso_millis(alarm.state_updated_timestamp),
+                    }
+                    if alarm.state_reason_data and alarm.state_reason_data != "{}":
+                        previous["reasonData"] = alarm.state_reason_data
+                    alarm.update_state(result.reason, result.reason_data, result.state)
+                    alarm.state_updated_timestamp = moment.replace(tzinfo=None)
+                    detail = {
+                        "alarmName": alarm.name,
+                        "state": {
+                            "value": result.state,
+                            "reason": result.reason,
+                            "reasonData": result.reason_data,
+                            "timestamp": iso_millis(moment),
+                        },
+                        "previousState": previous,
+                        "configuration": self._configuration(alarm, spec),
+                    }
+                    events.append((alarm.alarm_arn, detail, region, result.state))
+                seen.evaluated_until = max(seen.evaluated_until, now)
+        for arn, detail, region, _state in events:
+            self.ctx.events.put_aws_event(
+                source="aws.cloudwatch",
+                detail_type="CloudWatch Alarm State Change",
+                detail=detail,
+                resources=[arn],
+                region=region,
+            )
+
+    @staticmethod
+    def _configuration(alarm: Any, spec: AlarmSpec) -> dict[str, Any]:
+        configuration: dict[str, Any] = {
+            "metrics": [
+                {
+                    "id": spec.metric_id,
+                    "metricStat": {
+                        "metric": {
+                            "dimensions": dict(spec.dimensions),
+                            "name": spec.metric_name,
+                            "namespace": spec.namespace,
+                        },
+                        "period": spec.period,
+                        "stat": spec.statistic,
+                    },
+                    "returnData": True,
+                }
+            ]
+        }
+        if alarm.description:
+            configuration["description"] = alarm.description
+        return configuration
+
+    def current(
+        self, region: str, alarm_name: str, now: datetime
+    ) -> tuple[Any, AlarmSpec, Evaluation] | None:
+        """A moto alarm, its spec and its evaluation at the last boundary before ``now`` (for Application
+        Auto Scaling, which acts on the alarm's metric value)."""
+        backend = cloudwatch.backend(self.ctx.account_id, region)
+        alarm = backend.alarms.get(alarm_name)
+        spec = spec_of(alarm) if alarm is not None else None
+        if alarm is None or spec is None:
+            return None
+        return alarm, spec, evaluate(spec, self.points(backend, spec), _boundary(now, spec.period))

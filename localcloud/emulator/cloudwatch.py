@@ -1,0 +1,106 @@
+"""Access to moto's CloudWatch backend: where emulated metrics are written and alarms are read.
+
+moto runs in the same process (the runtime starts ``mock_aws``); its CloudWatch backend for an account and
+region is ``moto.cloudwatch.models.cloudwatch_backends[account][region]``. The backend is looked up on each
+use, never cached, because ``mock_aws`` resets (replaces) backends when it starts. moto stores metric
+timestamps as naive UTC datetimes; this module converts at the boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from moto.cloudwatch.models import cloudwatch_backends
+
+from localcloud.emulator.common import as_utc
+
+SAGEMAKER_NAMESPACE = "AWS/SageMaker"
+
+
+def backend(account_id: str, region: str) -> Any:
+    """moto's CloudWatch backend of (account, region), created on first use."""
+    return cloudwatch_backends[account_id][region]
+
+
+def backends(account_id: str) -> Iterator[tuple[str, Any]]:
+    """Every CloudWatch backend moto has created for the account: (region, backend)."""
+    yield from list(cloudwatch_backends[account_id].items())
+
+
+def put_metric(
+    account_id: str,
+    region: str,
+    *,
+    namespace: str,
+    name: str,
+    dimensions: dict[str, str],
+    value: float,
+    at: datetime,
+    unit: str | None = None,
+) -> None:
+    """Write one datapoint, as ``PutMetricData`` would (moto's own ``put_metric_data``)."""
+    datum: dict[str, Any] = {
+        "MetricName": name,
+        "Value": value,
+        "Dimensions": [{"Name": key, "Value": item} for key, item in dimensions.items()],
+        "Timestamp": as_utc(at).replace(tzinfo=None),
+    }
+    if unit is not None:
+        datum["Unit"] = unit
+    backend(account_id, region).put_metric_data(namespace, [datum])
+
+
+@dataclass(frozen=True)
+class Datapoint:
+    """One stored value (``sample_count`` 1) or statistic set of a metric, timestamp tz-aware UTC."""
+
+    at: datetime
+    total: float
+    minimum: float
+    maximum: float
+    sample_count: float
+
+
+class MetricIndex:
+    """The datapoints of moto's backend grouped by (namespace, name, dimensions), rebuilt only when the
+    backend's list grows or is replaced (``metric_data`` is append-only between resets)."""
+
+    def __init__(self) -> None:
+        self._source_id: int | None = None
+        self._seen = 0
+        self._series: dict[tuple[str, str, frozenset[tuple[str, str]]], list[Datapoint]] = {}
+
+    def series(
+        self, cw_backend: Any, namespace: str, name: str, dimensions: dict[str, str]
+    ) -> list[Datapoint]:
+        """The datapoints of exactly this metric (same dimension set), oldest first (units are ignored)."""
+        self._refresh(cw_backend)
+        return self._series.get((namespace, name, frozenset(dimensions.items())), [])
+
+    def _refresh(self, cw_backend: Any) -> None:
+        data: list[Any] = cw_backend.metric_data
+        if id(data) != self._source_id or len(data) < self._seen:
+            self._source_id = id(data)
+            self._seen = 0
+            self._series = {}
+        touched = set()
+        for datum in data[self._seen :]:
+            key = (
+                datum.namespace,
+                datum.name,
+                frozenset((dimension.name, dimension.value) for dimension in datum.dimensions),
+            )
+            if hasattr(datum, "value"):
+                point = Datapoint(as_utc(datum.timestamp), datum.value, datum.value, datum.value, 1.0)
+            else:
+                point = Datapoint(
+                    as_utc(datum.timestamp), datum.sum, datum.min, datum.max, datum.sample_count
+                )
+            self._series.setdefault(key, []).append(point)
+            touched.add(key)
+        for key in touched:
+            self._series[key].sort(key=lambda point: point.at)
+        self._seen = len(data)

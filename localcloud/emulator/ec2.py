@@ -1,0 +1,401 @@
+"""EC2 Capacity Blocks for ML: ``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``,
+``DescribeCapacityReservations`` (EC2 API reference; "Capacity Blocks for ML" in the EC2 user guide), and
+the EventBridge events a block sends as it starts and ends.
+
+Rules enforced (EC2 error codes, HTTP 400):
+
+* ``InstanceType`` and ``InstanceCount`` are required (``MissingParameter``); the type must be one sold as
+  capacity blocks (p5, p5e, p5en, p4d, p4de, trn1, trn2, p6-b200; ``InvalidParameterValue``); 1 to 64
+  instances (``InvalidParameterValue``).
+* ``CapacityDurationHours``: 24-hour steps up to 14 days (336 h), then 7-day steps up to 182 days
+  (4368 h); anything else answers ``InvalidParameterValue``.
+* Blocks start and end at 11:30 UTC and start at most 8 weeks ahead.
+* An offering id is valid for ``MarketConfig.offering_ttl`` after the search, once, while its capacity is
+  free (else ``InvalidParameterValue``).
+* ``DryRun`` answers ``DryRunOperation``.
+
+Reservation lifecycle (virtual time): ``payment-pending`` for ``Timings.block_payment_pending``,
+``scheduled`` until the start, ``active`` until the end, ``expired`` after. ``AvailableInstanceCount`` is 0
+except while ``active`` (before the start it reads 0: that is not a failure). Events (source ``aws.ec2``,
+detail ``capacity-reservation-id`` and ``end-date``, the reservation ARN in ``resources``):
+``Capacity Block Delivered`` at the start, ``Capacity Block Expiration Warning`` 40 minutes before the end.
+
+Faults: ``insufficient_capacity`` empties ``DescribeCapacityBlockOfferings`` and makes
+``PurchaseCapacityBlock`` answer ``InsufficientInstanceCapacity`` (HTTP 500, nothing bought); ``stuck``
+leaves a purchased reservation ``payment-pending`` forever (and sends no events).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from localcloud.contracts import AwsError, Due
+from localcloud.emulator.common import (
+    Context,
+    Handler,
+    Params,
+    Response,
+    Timeline,
+    dict_to_tags,
+    iso_z,
+    paginate,
+    utcnow,
+)
+from localcloud.emulator.instances import availability_zone_id, spec_for
+from localcloud.emulator.market import Offering
+from localcloud.emulator.regions import require_known_region
+from localcloud.emulator.shapes import check_enum
+from localcloud.faults import FaultKind
+
+MAX_INSTANCES = 64
+EXPIRY_WARNING = timedelta(minutes=40)
+DELIVERED = "Capacity Block Delivered"
+EXPIRATION_WARNING = "Capacity Block Expiration Warning"
+
+
+def valid_duration(hours: int) -> bool:
+    """True for the capacity-block durations EC2 sells: 1-14 days by day, then by week to 182 days."""
+    if hours <= 0 or hours % 24:
+        return False
+    days = hours // 24
+    return days <= 14 or (days <= 182 and days % 7 == 0)
+
+
+def invalid(message: str) -> AwsError:
+    """EC2's ``InvalidParameterValue``."""
+    return AwsError("InvalidParameterValue", message)
+
+
+@dataclass
+class Reservation:
+    """A capacity reservation created by ``PurchaseCapacityBlock``."""
+
+    reservation_id: str
+    block_id: str
+    arn: str
+    region: str
+    offering: Offering
+    platform: str
+    created: datetime
+    timeline: Timeline
+    tags: dict[str, str] = field(default_factory=dict)
+    block_tags: dict[str, str] = field(default_factory=dict)
+    sent: set[str] = field(default_factory=set)
+
+    def state(self, now: datetime) -> str:
+        """``payment-pending``, ``scheduled``, ``active`` or ``expired`` at ``now``."""
+        return self.timeline.at(now)
+
+    def events(self) -> list[tuple[datetime, str]]:
+        """The events this block sends, and when (none for a reservation stuck in payment)."""
+        if self.timeline.phases[-1][1] == "payment-pending":
+            return []
+        return [(self.offering.start, DELIVERED), (self.offering.end - EXPIRY_WARNING, EXPIRATION_WARNING)]
+
+
+class CapacityBlocks:
+    """The capacity-block operations, the reservations bought, and the :class:`~localcloud.contracts.Ticker`
+    that sends their EventBridge events (foreground work: a block start keeps a run going)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.reservations: dict[str, Reservation] = {}
+        self._pages: dict[str, list[Offering]] = {}
+
+    def operations(self) -> dict[str, Handler]:
+        """Operation name -> handler."""
+        return {
+            "DescribeCapacityBlockOfferings": self.describe_offerings,
+            "PurchaseCapacityBlock": self.purchase,
+            "DescribeCapacityReservations": self.describe_reservations,
+        }
+
+    @staticmethod
+    def _dry_run(params: Params) -> None:
+        if params.get("DryRun"):
+            raise AwsError("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
+
+    def describe_offerings(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``DescribeCapacityBlockOfferings``: every (start day, zone) that fits, earliest first, paginated
+        with ``MaxResults``/``NextToken``."""
+        require_known_region(region)
+        self._dry_run(params)
+        token = params.get("NextToken")
+        if token:
+            remaining = self._pages.pop(token, None)
+            if remaining is None:
+                raise invalid(f"The token '{token}' is invalid.")
+            return self._page(remaining, params)
+        instance_type = params.get("InstanceType")
+        count = params.get("InstanceCount")
+        if instance_type is None:
+            raise AwsError("MissingParameter", "The request must contain the parameter InstanceType.")
+        if count is None:
+            raise AwsError("MissingParameter", "The request must contain the parameter InstanceCount.")
+        spec = spec_for(instance_type)
+        if spec is None or instance_type.startswith("ml.") or not spec.capacity_block:
+            raise invalid(f"The instance type '{instance_type}' is not supported for Capacity Blocks.")
+        if not 1 <= count <= MAX_INSTANCES:
+            raise invalid(
+                f"{count} is an invalid value for InstanceCount. InstanceCount must be between 1 and "
+                f"{MAX_INSTANCES}."
+            )
+        hours = int(params["CapacityDurationHours"])
+        if not valid_duration(hours):
+            raise invalid(
+                f"The requested capacity duration of {hours} hours is not supported. Capacity Block durations "
+                "are 24-hour increments up to 14 days (336 hours), then 7-day increments up to 182 days "
+                "(4368 hours)."
+            )
+        if FaultKind.INSUFFICIENT_CAPACITY in faults or region not in self.ctx.market.regions():
+            return {"CapacityBlockOfferings": []}
+        now = utcnow()
+        market = self.ctx.market
+        offerings = [
+            market.issue(
+                prefix="cb-",
+                id_length=17,
+                market="ec2",
+                region=region,
+                instance_type=instance_type,
+                count=count,
+                zone=zone,
+                start=start,
+                days=hours // 24,
+                hourly_usd=market.capacity_block_usd_per_hour(region, instance_type, start),
+                now=now,
+            )
+            for start, zone in market.slots(
+                "ec2",
+                region,
+                instance_type,
+                count,
+                hours // 24,
+                params.get("StartDateRange") or now,
+                params.get("EndDateRange"),
+                now,
+            )
+        ]
+        return self._page(offerings, params)
+
+    def _page(self, offerings: list[Offering], params: Params) -> Response:
+        limit = int(params.get("MaxResults") or len(offerings) or 1)
+        page, rest = offerings[:limit], offerings[limit:]
+        response: Response = {"CapacityBlockOfferings": [self._offering_shape(item) for item in page]}
+        if rest:
+            token = f"cbo-page-{self.ctx.new_id('page')}"
+            self._pages[token] = rest
+            response["NextToken"] = token
+        return response
+
+    @staticmethod
+    def _offering_shape(offering: Offering) -> dict[str, Any]:
+        return {
+            "CapacityBlockOfferingId": offering.offering_id,
+            "InstanceType": offering.instance_type,
+            "AvailabilityZone": offering.zone,
+            "InstanceCount": offering.count,
+            "StartDate": offering.start,
+            "EndDate": offering.end,
+            "CapacityBlockDurationHours": offering.hours,
+            "CapacityBlockDurationMinutes": 0,
+            "UpfrontFee": f"{offering.fee_usd:.2f}",
+            "CurrencyCode": "USD",
+            "Tenancy": "default",
+        }
+
+    def purchase(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``PurchaseCapacityBlock``: creates the capacity reservation (tags from ``TagSpecifications`` of
+        resource type ``capacity-reservation``; ``capacity-block`` tags go to the block)."""
+        require_known_region(region)
+        self._dry_run(params)
+        check_enum(
+            "ec2", "CapacityReservationInstancePlatform", params["InstancePlatform"], "InstancePlatform"
+        )
+        now = utcnow()
+        offering_id = params["CapacityBlockOfferingId"]
+        offering = self.ctx.market.offering(offering_id)
+        if offering is None or offering.market != "ec2" or not self.ctx.market.usable(offering, region, now):
+            raise invalid(
+                f"The Capacity Block offering ID '{offering_id}' is not valid: it has expired or is no longer "
+                "available. Describe Capacity Block offerings again."
+            )
+        if FaultKind.INSUFFICIENT_CAPACITY in faults:
+            raise AwsError(
+                "InsufficientInstanceCapacity",
+                "There is not enough capacity to fulfill your Capacity Block purchase request.",
+                500,
+            )
+        self.ctx.market.take(offering)
+        offering.used = True
+        tags: dict[str, str] = {}
+        block_tags: dict[str, str] = {}
+        for spec in params.get("TagSpecifications") or []:
+            target = {"capacity-reservation": tags, "capacity-block": block_tags}.get(
+                spec.get("ResourceType", "")
+            )
+            if target is None:
+                raise invalid(
+                    f"'{spec.get('ResourceType')}' is not a valid taggable resource type for this operation."
+                )
+            target.update({tag["Key"]: tag.get("Value", "") for tag in spec.get("Tags") or []})
+        reservation_id = f"cr-{self.ctx.new_id('capacity-reservation')}"
+        timings = self.ctx.market.config.timings
+        timeline = Timeline([(now, "payment-pending")])
+        if FaultKind.STUCK not in faults:
+            timeline.add(now + timings.block_payment_pending, "scheduled")
+            timeline.add(offering.start, "active")
+            timeline.add(offering.end, "expired")
+        reservation = Reservation(
+            reservation_id=reservation_id,
+            block_id=f"cbr-{self.ctx.new_id('capacity-block')}",
+            arn=f"arn:aws:ec2:{region}:{self.ctx.account_id}:capacity-reservation/{reservation_id}",
+            region=region,
+            offering=offering,
+            platform=params["InstancePlatform"],
+            created=now,
+            timeline=timeline,
+            tags=tags,
+            block_tags=block_tags,
+        )
+        self.reservations[reservation_id] = reservation
+        return {
+            "CapacityReservation": self._reservation_shape(reservation, now),
+            "CapacityBlocks": [self._block_shape(reservation, now)],
+        }
+
+    def _reservation_shape(self, reservation: Reservation, now: datetime) -> dict[str, Any]:
+        offering = reservation.offering
+        state = reservation.state(now)
+        shaped: dict[str, Any] = {
+            "CapacityReservationId": reservation.reservation_id,
+            "OwnerId": self.ctx.account_id,
+            "CapacityReservationArn": reservation.arn,
+            "AvailabilityZoneId": availability_zone_id(offering.zone),
+            "InstanceType": offering.instance_type,
+            "InstancePlatform": reservation.platform,
+            "AvailabilityZone": offering.zone,
+            "Tenancy": "default",
+            "TotalInstanceCount": offering.count,
+            "AvailableInstanceCount": offering.count if state == "active" else 0,
+            "EbsOptimized": True,
+            "EphemeralStorage": False,
+            "State": state,
+            "StartDate": offering.start,
+            "EndDate": offering.end,
+            "EndDateType": "limited",
+            "InstanceMatchCriteria": "targeted",
+            "CreateDate": reservation.created,
+            "Tags": dict_to_tags(reservation.tags),
+            "ReservationType": "capacity-block",
+            "CapacityBlockId": reservation.block_id,
+        }
+        return shaped
+
+    @staticmethod
+    def _block_shape(reservation: Reservation, now: datetime) -> dict[str, Any]:
+        offering = reservation.offering
+        return {
+            "CapacityBlockId": reservation.block_id,
+            "AvailabilityZone": offering.zone,
+            "AvailabilityZoneId": availability_zone_id(offering.zone),
+            "CapacityReservationIds": [reservation.reservation_id],
+            "StartDate": offering.start,
+            "EndDate": offering.end,
+            "CreateDate": reservation.created,
+            "State": reservation.state(now),
+            "Tags": dict_to_tags(reservation.block_tags),
+        }
+
+    def describe_reservations(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``DescribeCapacityReservations`` by ids and ``Filters`` (``tag:<key>``, ``tag-key``, ``state``,
+        ``instance-type``, ``availability-zone``, ``reservation-type``, ``instance-platform``, ``tenancy``,
+        ``owner-id``; ``*``/``?`` wildcards), paginated. Raises ``InvalidCapacityReservationId.NotFound`` and
+        ``InvalidParameterValue`` (unknown filter)."""
+        del faults
+        self._dry_run(params)
+        now = utcnow()
+        found = [item for item in self.reservations.values() if item.region == region]
+        ids = params.get("CapacityReservationIds") or []
+        for wanted in ids:
+            if not any(item.reservation_id == wanted for item in found):
+                raise AwsError(
+                    "InvalidCapacityReservationId.NotFound",
+                    f"The capacity reservation ID '{wanted}' does not exist.",
+                )
+        if ids:
+            found = [item for item in found if item.reservation_id in ids]
+        for spec in params.get("Filters") or []:
+            found = [
+                item for item in found if self._matches(item, spec["Name"], spec.get("Values") or [], now)
+            ]
+        page, token = paginate(found, params, default_max=1000)
+        response: Response = {"CapacityReservations": [self._reservation_shape(item, now) for item in page]}
+        if token:
+            response["NextToken"] = token
+        return response
+
+    def _matches(self, item: Reservation, name: str, values: list[str], now: datetime) -> bool:
+        offering = item.offering
+        if name.startswith("tag:"):
+            actual = item.tags.get(name[4:])
+            return actual is not None and any(fnmatch.fnmatchcase(actual, value) for value in values)
+        if name == "tag-key":
+            return any(fnmatch.fnmatchcase(key, value) for key in item.tags for value in values)
+        fields = {
+            "state": item.state(now),
+            "instance-type": offering.instance_type,
+            "availability-zone": offering.zone,
+            "reservation-type": "capacity-block",
+            "instance-platform": item.platform,
+            "tenancy": "default",
+            "owner-id": self.ctx.account_id,
+        }
+        if name not in fields:
+            raise invalid(f"The filter '{name}' is invalid")
+        return any(fnmatch.fnmatchcase(fields[name], value) for value in values)
+
+    # -- Ticker -------------------------------------------------------------------------------------
+
+    def next_due(self, now: datetime) -> Due | None:
+        """The next block start or expiry warning not yet sent (foreground)."""
+        with self.ctx.lock:
+            pending = [
+                at
+                for item in self.reservations.values()
+                for at, kind in item.events()
+                if kind not in item.sent
+            ]
+        if not pending:
+            return None
+        return Due(max(min(pending), now + timedelta(microseconds=1)), foreground=True)
+
+    def advance(self, now: datetime) -> None:
+        """Send every block event due at or before ``now`` (outside the lock: delivery may call back)."""
+        with self.ctx.lock:
+            due = sorted(
+                (
+                    (at, kind, item)
+                    for item in self.reservations.values()
+                    for at, kind in item.events()
+                    if kind not in item.sent and at <= now
+                ),
+                key=lambda entry: entry[0],
+            )
+            for _at, kind, item in due:
+                item.sent.add(kind)
+        for _at, kind, item in due:
+            self.ctx.events.put_aws_event(
+                source="aws.ec2",
+                detail_type=kind,
+                detail={"capacity-reservation-id": item.reservation_id, "end-date": iso_z(item.offering.end)},
+                resources=[item.arn],
+                region=item.region,
+            )
+
+    def billable(self) -> list[Reservation]:
+        """Every reservation bought (paid upfront; they cannot be cancelled)."""
+        return list(self.reservations.values())

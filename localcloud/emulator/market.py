@@ -1,0 +1,437 @@
+"""A seeded, deterministic capacity market for SageMaker training plans and EC2 Capacity Blocks.
+
+Model
+-----
+Reserved capacity is sold in *pools*: one pool per (market, region, instance type, availability zone, day),
+where a day runs from 11:30 UTC to 11:30 UTC the next day (capacity blocks start and end at 11:30 UTC;
+the emulator uses the same boundary for training plans). The markets are separate: EC2 Capacity Blocks
+(``ec2``) and one SageMaker market per training-plan target resource (``sagemaker:endpoint``,
+``sagemaker:training-job``...), so a plan bought for ``endpoint`` never consumes or serves training
+capacity.
+
+Each pool holds a number of instances drawn deterministically from the seed (0 with a per-(region, type)
+probability, otherwise 8, 16, 32 or 64), unless :class:`MarketConfig` sets it. An offering of ``count``
+instances for ``days`` days starting on day ``d`` in zone ``z`` exists when every pool ``(z, d..d+days-1)``
+still holds ``count`` instances; a purchase takes them out of every one of those pools.
+
+Prices (USD) are anchored on public figures: on-demand from :mod:`localcloud.emulator.instances`
+(p5.48xlarge in us-east-1: $55.04/h), capacity blocks at $34.608/h for p5.48xlarge in us-east-1 (the same
+ratio, 0.6288, for other types) with +-3% day-to-day demand, training plans 70-75% below on-demand. Every
+region applies its price factor. Everything is a pure function of the seed and of the purchases made, so
+two emulators with the same seed offer the same things.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from localcloud.emulator.instances import (
+    AVAILABILITY_ZONES,
+    REGION_PRICE_FACTORS,
+    InstanceSpec,
+    spec_for,
+)
+
+BLOCK_BOUNDARY = time(11, 30, tzinfo=UTC)
+"""Capacity blocks (and the emulator's training plans) start and end at 11:30 UTC."""
+
+CAPACITY_BLOCK_RATIO = Decimal("34.608") / Decimal("55.04")
+"""Capacity block price / on-demand price: the seed's p5.48xlarge us-east-1 figures."""
+
+# Probability that a (zone, day) pool of a (region, type) holds nothing. Documented defaults: p5.48xlarge
+# is scarce in Europe and absent in ap-northeast-1, so "no offering" and "try another region" are testable.
+_SCARCITY: dict[tuple[str, str], float] = {
+    ("ap-northeast-1", "p5.48xlarge"): 1.0,
+    ("eu-central-1", "p5.48xlarge"): 0.6,
+    ("eu-west-1", "p5.48xlarge"): 0.4,
+    ("us-east-2", "p5.48xlarge"): 0.3,
+}
+_DEFAULT_SCARCITY = 0.15
+_POOL_SIZES = (8, 16, 32, 64)
+
+
+class Timings(BaseModel):
+    """How long AWS's transitional states last in the emulator (virtual time).
+
+    Defaults follow what AWS documents or users report, shortened where AWS gives a range: endpoints
+    take minutes to reach ``InService`` (4), a training plan's payment is processed in minutes (5).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plan_pending: timedelta = timedelta(minutes=5)
+    block_payment_pending: timedelta = timedelta(minutes=5)
+    endpoint_create: timedelta = timedelta(minutes=4)
+    endpoint_update: timedelta = timedelta(minutes=4)
+    endpoint_delete: timedelta = timedelta(minutes=2)
+    component_create: timedelta = timedelta(minutes=3)
+    component_scale_out: timedelta = timedelta(minutes=2)
+    component_scale_in: timedelta = timedelta(minutes=1)
+    component_delete: timedelta = timedelta(minutes=1)
+    autoscaling_reaction: timedelta = timedelta(seconds=60)
+    """Delay between an alarm entering ALARM and Application Auto Scaling acting on it (and between two
+    actions while it stays there): CloudWatch invokes scaling actions once a minute."""
+
+
+class MarketConfig(BaseModel):
+    """Knobs of the emulated market, for tests and demos. Every field has a realistic default.
+
+    Keys of the per-(region, type) tables are ``"<region>/<instance type>"``, with ``*`` allowed on either
+    side (``"*/ml.p5.48xlarge"``, ``"us-east-1/*"``, ``"*"``); the most specific key wins. Instance types are
+    written as the API names them: ``ml.p5.48xlarge`` for training plans and endpoints, ``p5.48xlarge``
+    for capacity blocks.
+
+    Attributes:
+        capacity: instances held by every (zone, day) pool of the matching (region, type), overriding the
+            seeded draw (``{"*": 0}``: no capacity anywhere).
+        no_capacity_probability: probability that a (zone, day) pool is empty, overriding the defaults
+            (p5.48xlarge scarce in eu-central-1/eu-west-1/us-east-2, absent in ap-northeast-1; 0.15 else).
+        training_plan_quotas: the account's training-plan instance quota per (region, type): a search or
+            purchase beyond it answers ``ResourceLimitExceeded``. Default ``default_training_plan_quota``.
+        endpoint_quotas: the account's on-demand endpoint instance quota per (region, type)
+            (``ResourceLimitExceeded`` from ``CreateEndpoint``/``UpdateEndpoint``).
+        min_instance_count_zero_rejected_regions: regions whose ``CreateEndpointConfig`` rejects
+            ``ManagedInstanceScaling.MinInstanceCount = 0`` (``ValidationException``).
+        offering_ttl: how long an offering id stays valid after the search that returned it.
+        max_lead: how far ahead reserved capacity can start (8 weeks).
+        timings: durations of transitional states.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    capacity: dict[str, int] = Field(default_factory=dict)
+    no_capacity_probability: dict[str, float] = Field(default_factory=dict)
+    training_plan_quotas: dict[str, int] = Field(default_factory=dict)
+    default_training_plan_quota: int = 32
+    endpoint_quotas: dict[str, int] = Field(default_factory=dict)
+    default_endpoint_quota: int = 16
+    min_instance_count_zero_rejected_regions: frozenset[str] = frozenset({"ap-northeast-1"})
+    offering_ttl: timedelta = timedelta(minutes=30)
+    max_lead: timedelta = timedelta(weeks=8)
+    timings: Timings = Field(default_factory=Timings)
+
+
+def _lookup[T](table: dict[str, T], region: str, instance_type: str) -> T | None:
+    for key in (f"{region}/{instance_type}", f"*/{instance_type}", f"{region}/*", "*"):
+        if key in table:
+            return table[key]
+    return None
+
+
+def next_boundary(moment: datetime) -> datetime:
+    """The first 11:30 UTC at or after ``moment`` (UTC)."""
+    candidate = datetime.combine(moment.astimezone(UTC).date(), BLOCK_BOUNDARY)
+    return candidate if candidate >= moment else candidate + timedelta(days=1)
+
+
+def money(value: Decimal) -> Decimal:
+    """A USD amount rounded to cents."""
+    return value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+
+@dataclass
+class Offering:
+    """One offering a search returned; its id is valid until ``expires_at`` and until it is bought.
+
+    ``market`` is ``ec2`` or ``sagemaker:<target resource>``; ``fee_usd`` the upfront fee for all
+    instances and hours; ``hourly_usd`` the price per instance-hour.
+    """
+
+    offering_id: str
+    market: str
+    region: str
+    instance_type: str
+    count: int
+    zone: str
+    start: datetime
+    end: datetime
+    fee_usd: Decimal
+    hourly_usd: Decimal
+    issued_at: datetime
+    expires_at: datetime
+    requested_start_after: datetime | None = None
+    requested_end_before: datetime | None = None
+    used: bool = False
+
+    @property
+    def hours(self) -> int:
+        """Whole hours from start to end."""
+        return int((self.end - self.start).total_seconds() // 3600)
+
+    @property
+    def days(self) -> int:
+        """Whole days from start to end."""
+        return self.hours // 24
+
+
+@dataclass
+class Market:
+    """The capacity market: pools, prices, offerings and what purchases took. Not thread-safe on its own
+    (the :class:`~localcloud.emulator.Emulator` serialises calls)."""
+
+    seed: int
+    config: MarketConfig = field(default_factory=MarketConfig)
+    _consumed: dict[tuple[str, str, str, str, date], int] = field(default_factory=dict)
+    _base: dict[tuple[str, str, str, str, date], int] = field(default_factory=dict)
+    _offerings: dict[str, Offering] = field(default_factory=dict)
+    _issued: int = 0
+
+    # -- deterministic draws ------------------------------------------------------------------------
+
+    def unit(self, *parts: object) -> float:
+        """A number in [0, 1) that depends only on the seed and ``parts``."""
+        text = "|".join([str(self.seed), *map(str, parts)])
+        return int(hashlib.sha256(text.encode()).hexdigest()[:13], 16) / float(16**13)
+
+    def token(self, *parts: object, length: int = 40) -> str:
+        """A lowercase hex string that depends only on the seed and ``parts``."""
+        text = "|".join([str(self.seed), *map(str, parts)])
+        return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+    # -- regions, types, prices ---------------------------------------------------------------------
+
+    @staticmethod
+    def regions() -> list[str]:
+        """The regions where the market sells capacity."""
+        return list(REGION_PRICE_FACTORS)
+
+    @staticmethod
+    def zones(region: str) -> tuple[str, ...]:
+        """The availability zones of a market region (empty for other regions)."""
+        return AVAILABILITY_ZONES.get(region, ())
+
+    def on_demand_usd_per_hour(self, region: str, instance_type: str) -> Decimal:
+        """The on-demand price of one instance-hour, USD (``ml.`` and EC2 names are both accepted).
+
+        Raises:
+            ValueError: a region outside the market or an instance type the emulator does not know.
+        """
+        spec = self._spec(region, instance_type)
+        factor = Decimal(str(REGION_PRICE_FACTORS[region]))
+        return (Decimal(str(spec.on_demand_usd_per_hour)) * factor).quantize(Decimal("0.0001"))
+
+    def capacity_block_usd_per_hour(self, region: str, instance_type: str, start: datetime) -> Decimal:
+        """The capacity-block price of one instance-hour for a block starting at ``start``, USD.
+
+        $34.608/h for p5.48xlarge in us-east-1 (the seed's figure) times a +-3% demand factor per day.
+        """
+        demand = Decimal("0.97") + Decimal("0.06") * Decimal(
+            str(round(self.unit("cb-price", region, instance_type, start.date()), 6))
+        )
+        hourly = self.on_demand_usd_per_hour(region, instance_type) * CAPACITY_BLOCK_RATIO * demand
+        return hourly.quantize(Decimal("0.0001"))
+
+    def training_plan_usd_per_hour(self, region: str, instance_type: str, start: datetime) -> Decimal:
+        """The training-plan price of one instance-hour for a plan starting at ``start``, USD: 70-75%
+        below on-demand (the saving drawn per region, type and day)."""
+        discount = Decimal("0.70") + Decimal("0.05") * Decimal(
+            str(round(self.unit("tp-price", region, instance_type, start.date()), 6))
+        )
+        hourly = self.on_demand_usd_per_hour(region, instance_type) * (1 - discount)
+        return hourly.quantize(Decimal("0.0001"))
+
+    @staticmethod
+    def _spec(region: str, instance_type: str) -> InstanceSpec:
+        spec = spec_for(instance_type)
+        if region not in REGION_PRICE_FACTORS:
+            raise ValueError(
+                f"region {region!r} is not in the emulated market: {sorted(REGION_PRICE_FACTORS)}"
+            )
+        if spec is None:
+            raise ValueError(f"instance type {instance_type!r} is not known to the emulated market")
+        return spec
+
+    # -- quotas ---------------------------------------------------------------------------------
+
+    def training_plan_quota(self, region: str, instance_type: str) -> int:
+        """The account's training-plan quota for (region, type), instances."""
+        found = _lookup(self.config.training_plan_quotas, region, instance_type)
+        return self.config.default_training_plan_quota if found is None else found
+
+    def endpoint_quota(self, region: str, instance_type: str) -> int:
+        """The account's on-demand endpoint quota for (region, type), instances."""
+        found = _lookup(self.config.endpoint_quotas, region, instance_type)
+        return self.config.default_endpoint_quota if found is None else found
+
+    # -- pools -------------------------------------------------------------------------------------
+
+    def pool_size(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:
+        """The instances a (zone, day) pool held before any purchase."""
+        key = (market, region, instance_type, zone, day)
+        cached = self._base.get(key)
+        if cached is not None:
+            return cached
+        size = self._draw_pool_size(market, region, instance_type, zone, day)
+        self._base[key] = size
+        return size
+
+    def _draw_pool_size(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:
+        explicit = _lookup(self.config.capacity, region, instance_type)
+        if explicit is not None:
+            return explicit
+        spec = spec_for(instance_type)
+        if spec is None or (spec.regions is not None and region not in spec.regions):
+            return 0
+        scarcity = _lookup(self.config.no_capacity_probability, region, instance_type)
+        if scarcity is None:
+            scarcity = _SCARCITY.get((region, spec.name), _DEFAULT_SCARCITY)
+        if self.unit("empty", market, region, instance_type, zone, day) < scarcity:
+            return 0
+        pick = self.unit("size", market, region, instance_type, zone, day)
+        return _POOL_SIZES[int(pick * len(_POOL_SIZES))]
+
+    def available(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:
+        """The instances a (zone, day) pool still holds."""
+        taken = self._consumed.get((market, region, instance_type, zone, day), 0)
+        return self.pool_size(market, region, instance_type, zone, day) - taken
+
+    def fits(
+        self, market: str, region: str, instance_type: str, zone: str, start: datetime, days: int, count: int
+    ) -> bool:
+        """True if ``count`` instances are free in ``zone`` for every day of ``[start, start + days)``."""
+        first = start.date()
+        return all(
+            self.available(market, region, instance_type, zone, first + timedelta(days=offset)) >= count
+            for offset in range(days)
+        )
+
+    def take(self, offering: Offering) -> None:
+        """Remove an offering's instances from its pools (a purchase)."""
+        self._adjust(offering, offering.count)
+
+    def give_back(self, offering: Offering) -> None:
+        """Return an offering's instances to its pools (a purchase that failed)."""
+        self._adjust(offering, -offering.count)
+
+    def _adjust(self, offering: Offering, delta: int) -> None:
+        first = offering.start.date()
+        for offset in range(offering.days):
+            key = (
+                offering.market,
+                offering.region,
+                offering.instance_type,
+                offering.zone,
+                first + timedelta(days=offset),
+            )
+            self._consumed[key] = self._consumed.get(key, 0) + delta
+
+    def slots(
+        self,
+        market: str,
+        region: str,
+        instance_type: str,
+        count: int,
+        days: int,
+        earliest_start: datetime,
+        latest_end: datetime | None,
+        now: datetime,
+    ) -> list[tuple[datetime, str]]:
+        """Every (start, zone) where ``count`` instances are free for ``days`` days, earliest first.
+
+        Starts are 11:30 UTC boundaries at least one hour after ``now``, no earlier than
+        ``earliest_start``, no later than ``now + max_lead``, and ending no later than ``latest_end``.
+        """
+        if days <= 0 or count <= 0:
+            return []
+        start = next_boundary(max(earliest_start, now + timedelta(hours=1)))
+        last_start = now + self.config.max_lead
+        found: list[tuple[datetime, str]] = []
+        while start <= last_start:
+            end = start + timedelta(days=days)
+            if latest_end is not None and end > latest_end:
+                break
+            found.extend(
+                (start, zone)
+                for zone in self.zones(region)
+                if self.fits(market, region, instance_type, zone, start, days, count)
+            )
+            start += timedelta(days=1)
+        return found
+
+    # -- offerings ------------------------------------------------------------------------------
+
+    def issue(
+        self,
+        *,
+        prefix: str,
+        id_length: int,
+        market: str,
+        region: str,
+        instance_type: str,
+        count: int,
+        zone: str,
+        start: datetime,
+        days: int,
+        hourly_usd: Decimal,
+        now: datetime,
+        requested_start_after: datetime | None = None,
+        requested_end_before: datetime | None = None,
+    ) -> Offering:
+        """Register a new offering (valid for ``offering_ttl``) and return it."""
+        self._issued += 1
+        offering_id = prefix + self.token(
+            "offering",
+            self._issued,
+            market,
+            region,
+            instance_type,
+            count,
+            zone,
+            start.isoformat(),
+            days,
+            length=id_length,
+        )
+        end = start + timedelta(days=days)
+        offering = Offering(
+            offering_id=offering_id,
+            market=market,
+            region=region,
+            instance_type=instance_type,
+            count=count,
+            zone=zone,
+            start=start,
+            end=end,
+            fee_usd=money(hourly_usd * count * days * 24),
+            hourly_usd=hourly_usd,
+            issued_at=now,
+            expires_at=now + self.config.offering_ttl,
+            requested_start_after=requested_start_after,
+            requested_end_before=requested_end_before,
+        )
+        self._offerings[offering_id] = offering
+        return offering
+
+    def offering(self, offering_id: str) -> Offering | None:
+        """A previously issued offering, whatever its state."""
+        return self._offerings.get(offering_id)
+
+    def usable(self, offering: Offering, region: str, now: datetime) -> bool:
+        """True if ``offering`` can still be bought in ``region`` at ``now``: not expired, not bought, and
+        its capacity still free."""
+        return (
+            offering.region == region
+            and not offering.used
+            and now <= offering.expires_at
+            and offering.start > now
+            and self.fits(
+                offering.market,
+                offering.region,
+                offering.instance_type,
+                offering.zone,
+                offering.start,
+                offering.days,
+                offering.count,
+            )
+        )
+
+    def latest_offering(self, prefix: str) -> Offering | None:
+        """The most recently issued offering whose id starts with ``prefix`` (for sample requests)."""
+        for offering in reversed(self._offerings.values()):
+            if offering.offering_id.startswith(prefix):
+                return offering
+        return None

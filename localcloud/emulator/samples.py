@@ -1,0 +1,226 @@
+"""Sample requests for every emulated operation, for the shape-walk test.
+
+Each sample is a valid request (botocore's parameter validation accepts it) that refers to what the
+emulator holds at the time it is asked: the latest offering a search returned, the sample plan, endpoint
+and component. Called in :data:`LIFECYCLE_ORDER`, with virtual time moved forward where AWS would make a
+caller wait (plan start, endpoint and component creation, deletions), every call succeeds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from localcloud.emulator.common import utcnow
+
+if TYPE_CHECKING:
+    from localcloud.emulator import Emulator
+
+PLAN = "sample-plan"
+MODEL = "sample-model"
+CONFIG = "sample-config"
+ENDPOINT = "sample-endpoint"
+COMPONENT = "sample-ic"
+VARIANT = "AllTraffic"
+INSTANCE_TYPE = "ml.p5.48xlarge"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.4.0"
+RESOURCE_ID = f"inference-component/{COMPONENT}"
+DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+POLICY = "sample-invocations-per-copy"
+
+LIFECYCLE_ORDER: list[tuple[str, str]] = [
+    ("sagemaker", "SearchTrainingPlanOfferings"),
+    ("sagemaker", "CreateTrainingPlan"),
+    ("sagemaker", "DescribeTrainingPlan"),
+    ("sagemaker", "ListTrainingPlans"),
+    ("sagemaker", "CreateModel"),
+    ("sagemaker", "DescribeModel"),
+    ("sagemaker", "CreateEndpointConfig"),
+    ("sagemaker", "DescribeEndpointConfig"),
+    ("sagemaker", "ListEndpointConfigs"),
+    ("sagemaker", "CreateEndpoint"),
+    ("sagemaker", "DescribeEndpoint"),
+    ("sagemaker", "ListEndpoints"),
+    ("sagemaker", "CreateInferenceComponent"),
+    ("sagemaker", "DescribeInferenceComponent"),
+    ("sagemaker", "ListInferenceComponents"),
+    ("sagemaker", "UpdateInferenceComponentRuntimeConfig"),
+    ("sagemaker", "ListTags"),
+    ("sagemaker-runtime", "InvokeEndpoint"),
+    ("application-auto-scaling", "RegisterScalableTarget"),
+    ("application-auto-scaling", "DescribeScalableTargets"),
+    ("application-auto-scaling", "PutScalingPolicy"),
+    ("application-auto-scaling", "DescribeScalingPolicies"),
+    ("application-auto-scaling", "DescribeScalingActivities"),
+    ("application-auto-scaling", "DeleteScalingPolicy"),
+    ("application-auto-scaling", "DeregisterScalableTarget"),
+    ("ec2", "DescribeCapacityBlockOfferings"),
+    ("ec2", "PurchaseCapacityBlock"),
+    ("ec2", "DescribeCapacityReservations"),
+    ("sagemaker", "UpdateEndpoint"),
+    ("sagemaker", "DeleteInferenceComponent"),
+    ("sagemaker", "DeleteEndpoint"),
+    ("sagemaker", "DeleteEndpointConfig"),
+    ("sagemaker", "DeleteModel"),
+]
+"""Every emulated operation, in an order in which the samples build on one another."""
+
+
+def _plan_arn(emulator: Emulator) -> str:
+    plan = emulator.training_plans.get("us-east-1", PLAN)
+    return plan.arn if plan else f"arn:aws:sagemaker:us-east-1:{emulator.ctx.account_id}:training-plan/{PLAN}"
+
+
+def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str, Any]:
+    """A valid request for ``operation`` (region us-east-1) built from the emulator's current state.
+
+    Raises:
+        KeyError: an operation without a sample.
+    """
+    now = utcnow()
+    latest_plan_offering = emulator.market.latest_offering("tpo-")
+    latest_block_offering = emulator.market.latest_offering("cb-")
+    reservations = list(emulator.capacity_blocks.reservations)
+    aas = {"ServiceNamespace": "sagemaker", "ResourceId": RESOURCE_ID, "ScalableDimension": DIMENSION}
+    samples: dict[tuple[str, str], dict[str, Any]] = {
+        ("sagemaker", "SearchTrainingPlanOfferings"): {
+            "InstanceType": INSTANCE_TYPE,
+            "InstanceCount": 1,
+            "StartTimeAfter": now,
+            "DurationHours": 24,
+            "TargetResources": ["endpoint"],
+        },
+        ("sagemaker", "CreateTrainingPlan"): {
+            "TrainingPlanName": PLAN,
+            "TrainingPlanOfferingId": latest_plan_offering.offering_id
+            if latest_plan_offering
+            else "tpo-none",
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "sample"}],
+        },
+        ("sagemaker", "DescribeTrainingPlan"): {"TrainingPlanName": PLAN},
+        ("sagemaker", "ListTrainingPlans"): {
+            "Filters": [{"Name": "Status", "Value": "Active"}],
+            "MaxResults": 10,
+        },
+        ("sagemaker", "CreateModel"): {
+            "ModelName": MODEL,
+            "PrimaryContainer": {"Image": IMAGE, "ModelDataUrl": "s3://models/sample/model.tar.gz"},
+            "ExecutionRoleArn": ROLE,
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "sample"}],
+        },
+        ("sagemaker", "DescribeModel"): {"ModelName": MODEL},
+        ("sagemaker", "CreateEndpointConfig"): {
+            "EndpointConfigName": CONFIG,
+            "ExecutionRoleArn": ROLE,
+            "ProductionVariants": [
+                {
+                    "VariantName": VARIANT,
+                    "InstanceType": INSTANCE_TYPE,
+                    "InitialInstanceCount": 1,
+                    "CapacityReservationConfig": {
+                        "MlReservationArn": _plan_arn(emulator),
+                        "CapacityReservationPreference": "capacity-reservations-only",
+                    },
+                    "ManagedInstanceScaling": {
+                        "Status": "ENABLED",
+                        "MinInstanceCount": 0,
+                        "MaxInstanceCount": 1,
+                    },
+                    "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+                }
+            ],
+        },
+        ("sagemaker", "DescribeEndpointConfig"): {"EndpointConfigName": CONFIG},
+        ("sagemaker", "ListEndpointConfigs"): {"NameContains": "sample", "SortBy": "Name"},
+        ("sagemaker", "CreateEndpoint"): {
+            "EndpointName": ENDPOINT,
+            "EndpointConfigName": CONFIG,
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "sample"}],
+        },
+        ("sagemaker", "DescribeEndpoint"): {"EndpointName": ENDPOINT},
+        ("sagemaker", "ListEndpoints"): {"StatusEquals": "InService"},
+        ("sagemaker", "CreateInferenceComponent"): {
+            "InferenceComponentName": COMPONENT,
+            "EndpointName": ENDPOINT,
+            "VariantName": VARIANT,
+            "Specification": {
+                "Container": {"Image": IMAGE, "ArtifactUrl": "s3://models/sample/model.tar.gz"},
+                "StartupParameters": {
+                    "ModelDataDownloadTimeoutInSeconds": 300,
+                    "ContainerStartupHealthCheckTimeoutInSeconds": 600,
+                },
+                "ComputeResourceRequirements": {
+                    "NumberOfAcceleratorDevicesRequired": 2,
+                    "NumberOfCpuCoresRequired": 8,
+                    "MinMemoryRequiredInMb": 65536,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 1},
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "sample"}],
+        },
+        ("sagemaker", "DescribeInferenceComponent"): {"InferenceComponentName": COMPONENT},
+        ("sagemaker", "ListInferenceComponents"): {"EndpointNameEquals": ENDPOINT},
+        ("sagemaker", "UpdateInferenceComponentRuntimeConfig"): {
+            "InferenceComponentName": COMPONENT,
+            "DesiredRuntimeConfig": {"CopyCount": 2},
+        },
+        ("sagemaker", "ListTags"): {
+            "ResourceArn": f"arn:aws:sagemaker:us-east-1:{emulator.ctx.account_id}:endpoint/{ENDPOINT}"
+        },
+        ("sagemaker-runtime", "InvokeEndpoint"): {
+            "EndpointName": ENDPOINT,
+            "InferenceComponentName": COMPONENT,
+            "Body": b'{"inputs": "Hello"}',
+            "ContentType": "application/json",
+        },
+        ("application-auto-scaling", "RegisterScalableTarget"): {**aas, "MinCapacity": 0, "MaxCapacity": 4},
+        ("application-auto-scaling", "DescribeScalableTargets"): {
+            "ServiceNamespace": "sagemaker",
+            "ResourceIds": [RESOURCE_ID],
+        },
+        ("application-auto-scaling", "PutScalingPolicy"): {
+            **aas,
+            "PolicyName": POLICY,
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingScalingPolicyConfiguration": {
+                "TargetValue": 10.0,
+                "PredefinedMetricSpecification": {
+                    "PredefinedMetricType": "SageMakerInferenceComponentInvocationsPerCopy"
+                },
+                "ScaleInCooldown": 300,
+                "ScaleOutCooldown": 300,
+            },
+        },
+        ("application-auto-scaling", "DescribeScalingPolicies"): {"ServiceNamespace": "sagemaker"},
+        ("application-auto-scaling", "DescribeScalingActivities"): {
+            "ServiceNamespace": "sagemaker",
+            "ResourceId": RESOURCE_ID,
+        },
+        ("application-auto-scaling", "DeleteScalingPolicy"): {**aas, "PolicyName": POLICY},
+        ("application-auto-scaling", "DeregisterScalableTarget"): aas,
+        ("ec2", "DescribeCapacityBlockOfferings"): {
+            "InstanceType": "p5.48xlarge",
+            "InstanceCount": 1,
+            "CapacityDurationHours": 24,
+            "MaxResults": 5,
+        },
+        ("ec2", "PurchaseCapacityBlock"): {
+            "CapacityBlockOfferingId": (
+                latest_block_offering.offering_id if latest_block_offering else "cb-0000000000000000"
+            ),
+            "InstancePlatform": "Linux/UNIX",
+            "TagSpecifications": [
+                {"ResourceType": "capacity-reservation", "Tags": [{"Key": "request-id", "Value": "sample"}]}
+            ],
+        },
+        ("ec2", "DescribeCapacityReservations"): {
+            "CapacityReservationIds": reservations[-1:],
+            "Filters": [{"Name": "tag:request-id", "Values": ["sample"]}],
+        },
+        ("sagemaker", "UpdateEndpoint"): {"EndpointName": ENDPOINT, "EndpointConfigName": CONFIG},
+        ("sagemaker", "DeleteInferenceComponent"): {"InferenceComponentName": COMPONENT},
+        ("sagemaker", "DeleteEndpoint"): {"EndpointName": ENDPOINT},
+        ("sagemaker", "DeleteEndpointConfig"): {"EndpointConfigName": CONFIG},
+        ("sagemaker", "DeleteModel"): {"ModelName": MODEL},
+    }
+    return samples[(service, operation)]
