@@ -208,9 +208,6 @@ class LocalCloud:
             env={key: os.environ.get(key) for key in [*_FAKE_ENV, "AWS_DEFAULT_REGION", "AWS_REGION"]},
             threads={t.ident for t in threading.enumerate() if t.ident is not None},
         )
-        os.environ.update(_FAKE_ENV)
-        os.environ["AWS_DEFAULT_REGION"] = self.region
-        os.environ["AWS_REGION"] = self.region
         started: list[Callable[[], None]] = []
         try:
             self.clock.start()
@@ -218,6 +215,10 @@ class LocalCloud:
             self._mock = mock_aws(config=cast(Any, _MOTO_CONFIG))
             self._mock.start()
             started.append(self._mock.stop)
+            # After moto's start, which sets its own fake keys (and puts the originals back on stop).
+            os.environ.update(_FAKE_ENV)
+            os.environ["AWS_DEFAULT_REGION"] = self.region
+            os.environ["AWS_REGION"] = self.region
             self.delivery.install()
             started.append(self.delivery.uninstall)
             patches.install(self.clock, self.dispatcher, outbox=self.outbox)
@@ -266,7 +267,7 @@ class LocalCloud:
     # ------------------------------------------------------------------------------------------ clients
 
     def client(self, service: str, region: str | None = None) -> Any:
-        """A boto3 client into this cloud (standard retry mode, as the application configures).
+        """A boto3 client into this cloud (standard retry mode with 5 retries, as the application configures).
 
         Raises:
             RuntimeError: the cloud is not running.
@@ -437,8 +438,9 @@ class LocalCloud:
                     events = history["events"]
                     summaries.append(
                         ExecutionSummary(
-                            name=described["name"],
-                            arn=described["executionArn"],
+                            # moto names an execution started without ``name`` "None"; AWS uses a UUID.
+                            name=str(item.get("name") or item["executionArn"].rsplit(":", 1)[-1]),
+                            arn=str(item["executionArn"]),
                             state_machine=machine["name"],
                             status=described["status"],
                             start=described["startDate"].astimezone(UTC),
