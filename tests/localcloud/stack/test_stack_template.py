@@ -57,6 +57,7 @@ def test_every_function_of_the_template_has_a_spec(stack: Stack) -> None:
         "ApiFunction",
         "DatetimeFunction",
         "FlakyFunction",
+        "NotifyFunction",
         "RecorderFunction",
         "StepOneFunction",
         "StepTwoFunction",
