@@ -31,7 +31,6 @@ import itertools
 import json
 import re
 import threading
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ from datetime import datetime
 from io import BytesIO
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
+from xml.sax.saxutils import escape
 
 import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -158,10 +158,6 @@ _SERVER_ERROR_DEFAULT = (
 
 _CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/([a-z0-9-]+)/")
 _HOST_REGION = re.compile(r"\.([a-z]{2}(?:-gov)?-[a-z]+-\d)\.amazonaws\.com")
-
-# moto warns when an error code is not modelled by the service (ThrottlingException for SageMaker...);
-# the codes are AWS's own, so the warning is noise here.
-warnings.filterwarnings("ignore", message=r"Exception\(AwsError\)")
 
 
 class _RawBody(BytesIO):
@@ -412,9 +408,8 @@ class Dispatcher:
 
     def _route(self, service: str, operation: str, request: AWSPreparedRequest) -> str:
         if service == "lambda" and operation in ("Invoke", "InvokeAsync") and self.lambdas is not None:
-            name = _function_name_from_path(urlsplit(request.url).path)
-            if name is not None and self.lambdas.knows(name):
-                return "lambda"
+            # Every function lives in the runtime (none is created in moto): unknown names get Lambda's 404.
+            return "lambda"
         if self.emulator is not None and self.emulator.handles(service, operation):
             return "emulator"
         return "moto"
@@ -486,7 +481,7 @@ class Dispatcher:
                             url_params[label] = unquote(by_group[group])
         request_dict: Any = {
             "body": body,
-            "headers": Headers(list(request.headers.items())),
+            "headers": Headers([(key, _text(value)) for key, value in request.headers.items()]),
             "method": request.method,
             "url_params": url_params,
             "url_path": split.path,
@@ -507,26 +502,32 @@ class Dispatcher:
     def _error_response(
         self, record: CallRecord, request: AWSPreparedRequest, error: AwsError
     ) -> AWSResponse:
+        """An AWS error response in the service's protocol (the shapes botocore's parsers read)."""
         record.error_code = error.code
-        response = self._serialize(record, request, error)
-        record.status = response.status_code
-        return response
+        record.status = error.status
+        model = _MODELS.service(record.service)
+        request_id = self._new_request_id()
+        headers, body = _error_wire(model, error, request_id)
+        headers["x-amzn-RequestId"] = request_id
+        return AWSResponse(request.url, error.status, headers, _RawBody(body))  # type: ignore[arg-type]
 
-    def _serialize(self, record: CallRecord, request: AWSPreparedRequest, result: Any) -> AWSResponse:
+    def _new_request_id(self) -> str:
+        return f"00000000-0000-4000-8000-{next(self._request_ids):012d}"
+
+    def _serialize(
+        self, record: CallRecord, request: AWSPreparedRequest, result: dict[str, Any]
+    ) -> AWSResponse:
         model = _MODELS.service(record.service)
         serializer_class = get_serializer_class(model.service_name, model.resolved_protocol)
         serialized = serializer_class(_MODELS.moto_operation(record.service, record.operation)).serialize(
             result
         )
-        status = int(serialized["status_code"])
-        if isinstance(result, AwsError):
-            status = result.status
+        status = _modelled_status(record, result, int(serialized["status_code"]))
         body = serialized["body"]
         if isinstance(body, str):
             body = body.encode("utf-8")
         headers = {str(k): str(v) for k, v in serialized["headers"].items()}
-        request_id = f"00000000-0000-4000-8000-{next(self._request_ids):012d}"
-        headers.setdefault("x-amzn-RequestId", request_id)
+        headers.setdefault("x-amzn-RequestId", self._new_request_id())
         return AWSResponse(request.url, status, headers, _RawBody(body))  # type: ignore[arg-type]
 
     @staticmethod
@@ -548,6 +549,44 @@ class Dispatcher:
         return parsed
 
 
+def _error_wire(model: ServiceModel, error: AwsError, request_id: str) -> tuple[dict[str, str], bytes]:
+    """Headers and body of an error response, per protocol (as botocore.parsers reads them)."""
+    protocol = model.resolved_protocol
+    code, message = escape(error.code), escape(error.message)
+    if protocol in ("json", "rest-json"):
+        headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": error.code}
+        if "awsQueryCompatible" in model.metadata:
+            fault = "Receiver" if error.status >= 500 else "Sender"
+            headers["x-amzn-query-error"] = f"{error.code};{fault}"
+        return headers, json.dumps({"__type": error.code, "message": error.message}).encode("utf-8")
+    if protocol == "ec2":
+        body = (
+            f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            f"<RequestID>{request_id}</RequestID></Response>"
+        )
+    elif protocol == "query":
+        fault = "Receiver" if error.status >= 500 else "Sender"
+        body = (
+            f"<ErrorResponse><Error><Type>{fault}</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+            f"<RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+    else:
+        body = f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>{request_id}</RequestId>"
+        body += "</Error>"
+    return {"Content-Type": "text/xml"}, ('<?xml version="1.0" encoding="UTF-8"?>' + body).encode("utf-8")
+
+
+def _modelled_status(record: CallRecord, result: dict[str, Any], default: int) -> int:
+    """The HTTP status carried by an output member bound to the status code (Invoke's ``StatusCode``)."""
+    output = _MODELS.service(record.service).operation_model(record.operation).output_shape
+    if output is None:
+        return default
+    for name, member in output.members.items():
+        if member.serialization.get("location") == "statusCode" and isinstance(result.get(name), int):
+            return int(result[name])
+    return default
+
+
 def _invoke_output(result: InvokeResult, log_type: Any) -> dict[str, Any]:
     """``lambda:Invoke``'s output members (``StatusCode``, ``FunctionError``, ``LogResult``, ``Payload``)."""
     output: dict[str, Any] = {"StatusCode": result.status_code, "Payload": result.payload}
@@ -558,12 +597,6 @@ def _invoke_output(result: InvokeResult, log_type: Any) -> dict[str, Any]:
     if log_type == "Tail" and result.status_code == 200:
         output["LogResult"] = result.log_tail_base64
     return output
-
-
-def _function_name_from_path(path: str) -> str | None:
-    # /2015-03-31/functions/{FunctionName}/invocations and /2014-11-13/functions/{FunctionName}/invoke-async/
-    match = re.search(r"/functions/([^/]+)/(?:invocations|invoke-async)", path)
-    return unquote(match.group(1)) if match else None
 
 
 def _region_of(request: AWSPreparedRequest) -> str:
@@ -591,6 +624,10 @@ def _body_bytes(request: AWSPreparedRequest) -> bytes:
     if hasattr(body, "seek"):
         body.seek(0)
     return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 def _as_bytes(value: Any) -> bytes:

@@ -6,6 +6,8 @@
 - moto's Step Functions interpreter waits on the virtual clock (:mod:`localcloud.stepfunctions`);
 - botocore's retry back-off (``time.sleep`` in ``botocore.endpoint``), waiters (``botocore.waiter``) and
   the adaptive-mode token bucket (``botocore.retries.bucket``) sleep on the virtual clock;
+- the standard retry mode's jitter (``botocore.retries.standard.ExponentialBackoff``, for clients
+  created from now on) draws from a seeded generator, so back-off delays are reproducible;
 - optionally, Slack's HTTP layer answers from the outbox (:meth:`Outbox.install`).
 
 ``uninstall()`` reverts all of it, in reverse order.
@@ -14,9 +16,12 @@
 from __future__ import annotations
 
 import importlib
+import random
 import time
 from types import ModuleType
 from typing import Any
+
+from botocore.retries.standard import ExponentialBackoff
 
 from localcloud import stepfunctions
 from localcloud.clock import VirtualClock
@@ -44,11 +49,20 @@ class _ClockTime(ModuleType):
 _BOTOCORE_TIME_MODULES = ("botocore.endpoint", "botocore.waiter", "botocore.retries.bucket")
 
 _installed: list[tuple[str, Any]] = []
+_saved_backoff_defaults: list[Any] = []
 _saved_time: list[tuple[ModuleType, Any]] = []
 
 
-def install(clock: VirtualClock, dispatcher: Dispatcher, *, outbox: Outbox | None = None) -> None:
+def install(
+    clock: VirtualClock, dispatcher: Dispatcher, *, outbox: Outbox | None = None, seed: int = 0
+) -> None:
     """Install the runtime's patches (see the module docstring).
+
+    Args:
+        clock: the started virtual clock.
+        dispatcher: the request dispatcher to put in front of moto.
+        outbox: the Slack outbox to install, if any.
+        seed: seeds botocore's retry jitter.
 
     Raises:
         RuntimeError: already installed (call :func:`uninstall` first).
@@ -65,6 +79,12 @@ def install(clock: VirtualClock, dispatcher: Dispatcher, *, outbox: Outbox | Non
         _saved_time.append((module, module.time))
         module.time = shim  # type: ignore[attr-defined]
     _installed.append(("botocore-time", None))
+    defaults = ExponentialBackoff.__init__.__defaults__ or ()
+    _saved_backoff_defaults.append(defaults)
+    jitter = random.Random(seed)
+    # The defaults are max_backoff, random, service_name and throttling_detector, in that order.
+    ExponentialBackoff.__init__.__defaults__ = (defaults[0], jitter.random, *defaults[2:])
+    _installed.append(("backoff", None))
     if outbox is not None:
         outbox.install()
         _installed.append(("outbox", outbox))
@@ -82,6 +102,8 @@ def uninstall() -> None:
             while _saved_time:
                 module, original = _saved_time.pop()
                 module.time = original  # type: ignore[attr-defined]
+        elif kind == "backoff":
+            ExponentialBackoff.__init__.__defaults__ = _saved_backoff_defaults.pop()
         elif kind == "outbox":
             target.uninstall()
 

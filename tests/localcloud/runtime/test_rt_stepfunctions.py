@@ -7,7 +7,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from conftest import START, Harness
+from tests.localcloud.runtime.rt_support import START, Harness
 
 THIRTY_DAYS = 30 * 86_400
 
