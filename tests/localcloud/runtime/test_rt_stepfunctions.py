@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from localcloud.faults import FaultKind, FaultRule
 from tests.localcloud.runtime.rt_support import START, Harness
 
 THIRTY_DAYS = 30 * 86_400
@@ -316,3 +317,83 @@ def test_execution_history_counts_transitions_independent_of_wait_length(harness
 
     # Then the histories have the same length
     assert run(1, "short") == run(60, "long")
+
+
+def test_heartbeat_timeout_is_virtual(harness: Harness) -> None:
+    # Given a callback task expecting a heartbeat every 60 s (that never comes)
+    definition = {
+        "StartAt": "Approve",
+        "States": {
+            "Approve": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                "Parameters": {"FunctionName": harness.arn("hello"), "Payload": {"token.$": "$$.Task.Token"}},
+                "TimeoutSeconds": 3600,
+                "HeartbeatSeconds": 60,
+                "End": True,
+            }
+        },
+    }
+    execution = _start(harness, definition, {})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then it timed out one virtual minute in, not at the task's one-hour timeout. (AWS names the error
+    # States.HeartbeatTimeout; moto 5.2.5's interpreter reports every task timeout as States.Timeout.)
+    described = _describe(harness, execution)
+    assert described["status"] == "FAILED"
+    assert described["error"] == "States.Timeout"
+    assert described["stopDate"] == START + timedelta(seconds=60)
+
+
+def test_execution_timeout_seconds_is_virtual(harness: Harness) -> None:
+    # Given a machine with TimeoutSeconds 1 h that waits 2 days
+    definition = {
+        "TimeoutSeconds": 3600,
+        "StartAt": "Wait",
+        "States": {"Wait": {"Type": "Wait", "Seconds": 2 * 86400, "End": True}},
+    }
+    execution = _start(harness, definition, {})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then the execution timed out after one virtual hour (moto records no stopDate for it: use the history)
+    assert _describe(harness, execution)["status"] == "TIMED_OUT"
+    timed_out = [e["timestamp"] for e in harness.history(execution) if e["type"] == "ExecutionTimedOut"]
+    assert timed_out == [START + timedelta(hours=1)]
+
+
+def test_task_timeout_seconds_fails_a_slow_lambda_with_states_timeout(harness: Harness) -> None:
+    # Given a Lambda task (TimeoutSeconds 20) whose AWS call answers after 25 virtual seconds
+    harness.emulator.plans["p1"] = {"TrainingPlanName": "p1", "Status": "Active", "StartTime": START}
+    harness.faults.add(
+        FaultRule(
+            service="sagemaker", operation="DescribeTrainingPlan", kind=FaultKind.LATENCY, latency_seconds=25
+        )
+    )
+    definition = {
+        "StartAt": "Describe",
+        "States": {
+            "Describe": {
+                "Type": "Task",
+                "Resource": harness.arn("aws_caller"),
+                "TimeoutSeconds": 20,
+                "Catch": [{"ErrorEquals": ["States.Timeout"], "ResultPath": "$.error", "Next": "Late"}],
+                "End": True,
+            },
+            "Late": {"Type": "Pass", "End": True},
+        },
+    }
+    execution = _start(harness, definition, {"plan": "p1"})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then the task timed out at +20 s and the Catch ran
+    described = _describe(harness, execution)
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"])["error"]["Error"] == "States.Timeout"
+    timed_out = [e for e in harness.history(execution) if e["type"] == "LambdaFunctionTimedOut"]
+    assert [e["timestamp"] for e in timed_out] == [START + timedelta(seconds=20)]
