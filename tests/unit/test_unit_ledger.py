@@ -1,0 +1,128 @@
+"""The ledger is append-only, conditional and ordered (moto DynamoDB)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from capacity.adapters import clients
+from capacity.ledger import PURCHASE_INTENT, REQUEST, Ledger
+from capacity.models import State, parse_request
+
+from tests.unit.conftest import REGION
+from tests.unit.unit_fakes import NOW, Clock, request_body
+
+
+class RecordingClient:
+    """Wraps a DynamoDB client and records the operations called."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.operations: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.operations.append(name)
+        return getattr(self._client, name)
+
+
+def raw_items() -> list[dict[str, Any]]:
+    return boto3.client("dynamodb", region_name=REGION).scan(TableName="ledger")["Items"]
+
+
+def test_state_changes_are_new_items_in_order_even_within_one_millisecond(aws: None) -> None:
+    # Given a clock that stands still (as the local cloud's does while code runs)
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    # When three states are appended at the same instant
+    for state in (State.REQUESTED, State.PLANNED, State.PURCHASED):
+        ledger.append("r1", state, actor="test")
+    # Then three items exist, ordered by a sequence number after the timestamp
+    history = ledger.history("r1")
+    assert [e.state for e in history] == [State.REQUESTED, State.PLANNED, State.PURCHASED]
+    assert [e.sk for e in history] == [
+        "STATE#2026-12-01T09:00:00.000Z#0000",
+        "STATE#2026-12-01T09:00:00.000Z#0001",
+        "STATE#2026-12-01T09:00:00.000Z#0002",
+    ]
+    assert ledger.current_state("r1") is State.PURCHASED
+
+
+def test_nothing_is_ever_updated_or_deleted(aws: None) -> None:
+    # Given a ledger whose client records every call
+    recorder = RecordingClient(clients.dynamodb(REGION))
+    clock = Clock()
+    ledger = Ledger("ledger", recorder, clock=clock)  # type: ignore[arg-type]
+    request = parse_request(request_body(), now=NOW)
+    # When a request and states are recorded, twice, with retries
+    ledger.record_request(request, actor="a", write_id="evt-1")
+    ledger.record_request(request, actor="a", write_id="evt-2")
+    ledger.append(request.id, State.PLANNED, actor="a", once=True)
+    clock.advance(seconds=1)
+    ledger.append(request.id, State.PLANNED, actor="a", once=True)
+    ledger.put_once(request.id, PURCHASE_INTENT, {"x": 1})
+    ledger.put_once(request.id, PURCHASE_INTENT, {"x": 2})
+    # Then only puts, gets and queries were used, and the first values stand
+    assert set(recorder.operations) <= {"put_item", "get_item", "query"}
+    intent = ledger.get(request.id, PURCHASE_INTENT)
+    assert intent is not None
+    assert intent["x"] == 1
+    assert [e.state for e in ledger.history(request.id)] == [State.REQUESTED, State.PLANNED]
+
+
+def test_put_once_reports_a_conflict_with_the_existing_item(aws: None) -> None:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    created, first = ledger.put_once("r1", "PURCHASE_INTENT", {"offering_id": "a"})
+    again, existing = ledger.put_once("r1", "PURCHASE_INTENT", {"offering_id": "b"})
+    assert created
+    assert not again
+    assert existing["offering_id"] == "a"
+    assert existing["write_id"] == first["write_id"]
+
+
+def test_a_retried_write_that_had_committed_counts_as_the_creator(aws: None) -> None:
+    # Given a put that committed but whose answer was lost (botocore retries it with the same write id)
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.put_once("r1", "REQUEST", {"request": {}}, write_id="evt-7")
+    # When the same logical write is retried
+    created, _ = ledger.put_once("r1", "REQUEST", {"request": {}}, write_id="evt-7")
+    # Then it is recognised as its own write, not as a duplicate
+    assert created
+
+
+def test_record_request_dedupes_other_deliveries_but_not_retries(aws: None) -> None:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    request = parse_request(request_body(), now=NOW)
+    assert ledger.record_request(request, actor="a", write_id="event-1")
+    assert ledger.record_request(request, actor="a", write_id="event-1")  # the same delivery, retried
+    assert not ledger.record_request(request, actor="a", write_id="event-2")  # another delivery
+    assert [e.state for e in ledger.history(request.id)] == [State.REQUESTED]
+    stored = ledger.get_request(request.id)
+    assert stored == request
+
+
+def test_money_and_details_round_trip_json_safe(aws: None) -> None:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    entry = ledger.append(
+        "r1",
+        State.PURCHASED,
+        actor="purchase",
+        detail={"cpu": 0.25, "count": 2, "nested": {"ok": True}},
+        money_usd=Decimal("8523.654"),
+    )
+    assert entry is not None
+    (item,) = raw_items()
+    assert item["money_usd"] == {"S": "8523.65"}
+    (read,) = ledger.history("r1")
+    assert read.money_usd == Decimal("8523.65")
+    assert read.detail == {"cpu": 0.25, "count": 2, "nested": {"ok": True}}
+    assert isinstance(read.detail["count"], int)
+
+
+def test_request_item_holds_the_validated_request(aws: None) -> None:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    request = parse_request(request_body(), now=NOW)
+    ledger.record_request(request, actor="record_request")
+    item = ledger.get(request.id, REQUEST)
+    assert item is not None
+    assert item["request"]["earliest_start"] == "2026-12-08T11:30:00Z"
+    assert item["request"]["models"][0]["cpu_cores"] == 16

@@ -1,0 +1,178 @@
+"""Exactly-once purchase with a fake SageMaker port; the release schedule created with it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from capacity.contracts import PurchaseInput
+from capacity.errors import BudgetExceeded, OfferingExpired, ReservationCancelled
+from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.logic.purchase import purchase_capacity
+from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
+from capacity.ranking import normalise_offering
+
+from tests.unit.conftest import Harness
+from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
+
+PLAN_NAME = "co-demo-1"
+
+
+def record(h: Harness, **overrides: Any) -> ReservationRequest:
+    request = parse_request(request_body(**overrides), now=NOW)
+    h.ledger.record_request(request, actor="test")
+    return request
+
+
+def chosen(request: ReservationRequest, offering_id: str = "tpo-1", fee: str = "8000") -> OfferingSummary:
+    raw = raw_offering(offering_id, fee=fee)
+    offering = normalise_offering(
+        raw, region="us-east-1", request=request, searched_duration_hours=72, searched_count=2
+    )
+    assert offering is not None
+    return offering.summary()
+
+
+def creates(h: Harness) -> list[dict[str, Any]]:
+    return h.world.names("CreateTrainingPlan")
+
+
+def test_first_purchase_buys_once_records_money_and_schedules_the_release(harness: Harness) -> None:
+    # Given a recorded request and an offering found by the search
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    # When the purchase step runs
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    # Then one plan was bought, with the deterministic name and the request-id tag
+    assert [c["name"] for c in creates(harness)] == [PLAN_NAME]
+    arn = out.training_plan_arn
+    assert harness.world.tags[arn] == {"capacity-orchestrator:request-id": "demo-1"}
+    assert out.to_json() == {
+        "training_plan_arn": arn,
+        "training_plan_name": PLAN_NAME,
+        "region": "us-east-1",
+        "start_time": "2026-12-09T11:30:00Z",
+        "end_time": "2026-12-12T11:30:00Z",
+        "upfront_fee_usd": "8000",
+    }
+    # And PURCHASED carries the money; the release is scheduled 60 minutes before the end
+    (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
+    assert str(purchased.money_usd) == "8000.00"
+    schedule = harness.scheduler.schedules["co-demo-1-release"]
+    assert schedule["at"] == datetime(2026, 12, 12, 10, 30, tzinfo=UTC)
+    assert schedule["reason"] == "reservation-end"
+    assert harness.events.types() == ["ReservationPurchased"]
+    assert any("Purchased training plan co-demo-1" in t for t in harness.slack.texts())
+
+
+def test_running_the_step_again_buys_nothing_more(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    step = PurchaseInput(request_id=request.id, offering=chosen(request))
+    first = purchase_capacity(step, harness.ports)
+    second = purchase_capacity(step, harness.ports)
+    assert second == first
+    assert len(creates(harness)) == 1
+    assert [e.state for e in harness.ledger.history(request.id)].count(State.PURCHASED) == 1
+    assert len(harness.scheduler.schedules) == 1
+
+
+def test_existing_intent_means_look_up_and_adopt_before_buying(harness: Harness) -> None:
+    # Given an earlier attempt recorded the intent and bought the plan, then crashed before recording it
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    harness.ledger.put_once(
+        request.id, PURCHASE_INTENT, {"region": "us-east-1", "training_plan_name": PLAN_NAME}
+    )
+    harness.world.client("us-east-1").create_training_plan(name=PLAN_NAME, offering_id="tpo-1", tags=[])
+    harness.world.calls.clear()
+    # When the step is retried
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    # Then the plan was looked up and adopted: no CreateTrainingPlan call
+    assert creates(harness) == []
+    assert harness.world.names("DescribeTrainingPlan")[0]["name"] == PLAN_NAME
+    assert out.training_plan_name == PLAN_NAME
+    assert harness.ledger.get(request.id, PURCHASE) is not None
+
+
+def test_resource_in_use_is_adopted(harness: Harness) -> None:
+    # Given the plan exists already (a crash after commit) but no intent was recorded by this attempt
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    harness.world.client("us-east-1").create_training_plan(name=PLAN_NAME, offering_id="tpo-1", tags=[])
+    harness.world.calls.clear()
+    # When the purchase runs, CreateTrainingPlan answers ResourceInUse
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    # Then the existing plan is adopted and recorded once
+    assert len(creates(harness)) == 1
+    assert out.training_plan_arn.endswith(f"training-plan/{PLAN_NAME}")
+    assert [e.state for e in harness.ledger.history(request.id)].count(State.PURCHASED) == 1
+
+
+def test_expired_offering_triggers_one_fresh_search_and_one_purchase(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings(
+        "us-east-1",
+        raw_offering("tpo-stale", fee="8000"),
+        raw_offering("tpo-fresh", fee="8100", start=WINDOW_START + timedelta(days=2)),
+    )
+    harness.world.expired_ids.add("tpo-stale")
+    out = purchase_capacity(
+        PurchaseInput(request_id=request.id, offering=chosen(request, "tpo-stale")), harness.ports
+    )
+    assert [c["offering_id"] for c in creates(harness)] == ["tpo-stale", "tpo-fresh"]
+    assert len(harness.world.names("SearchTrainingPlanOfferings")) == 1
+    assert out.upfront_fee_usd == 8100
+    purchase = harness.ledger.get(request.id, PURCHASE)
+    assert purchase is not None
+    assert purchase["re_searched"] is True
+
+
+def test_expired_offering_with_nothing_within_budget_fails_clearly(harness: Harness) -> None:
+    request = record(harness, max_upfront_fee_usd="9000")
+    harness.world.add_offerings(
+        "us-east-1", raw_offering("tpo-stale", fee="8000"), raw_offering("tpo-dear", fee="9500")
+    )
+    harness.world.expired_ids.add("tpo-stale")
+    with pytest.raises(
+        OfferingExpired, match=r"found no 2 x ml\.p5\.48xlarge offering for 72 h within the budget"
+    ):
+        purchase_capacity(
+            PurchaseInput(request_id=request.id, offering=chosen(request, "tpo-stale")), harness.ports
+        )
+    assert [c["offering_id"] for c in creates(harness)] == ["tpo-stale"]
+    assert harness.ledger.get(request.id, PURCHASE) is None
+
+
+def test_re_searched_offering_above_the_approved_fee_is_not_bought(harness: Harness) -> None:
+    # Given an approval threshold of $5,000 and an approved offering of $8,000 that expired
+    request = record(harness, approval_above_usd="5000")
+    harness.world.add_offerings(
+        "us-east-1", raw_offering("tpo-stale", fee="8000"), raw_offering("tpo-x", fee="8500")
+    )
+    harness.world.expired_ids.add("tpo-stale")
+    # When the purchase re-searches: the best fresh offering costs more than what was approved
+    with pytest.raises(OfferingExpired):
+        purchase_capacity(
+            PurchaseInput(request_id=request.id, offering=chosen(request, "tpo-stale")), harness.ports
+        )
+    # Then nothing more was bought
+    assert len(creates(harness)) == 1
+
+
+def test_over_budget_is_never_bought(harness: Harness) -> None:
+    request = record(harness, max_upfront_fee_usd="5000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    with pytest.raises(BudgetExceeded, match="above the budget"):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert creates(harness) == []
+    assert harness.ledger.get(request.id, PURCHASE_INTENT) is None
+
+
+def test_cancelled_reservation_is_not_bought(harness: Harness) -> None:
+    request = record(harness)
+    harness.ledger.append(request.id, State.CANCELLED, actor="api")
+    with pytest.raises(ReservationCancelled):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert creates(harness) == []

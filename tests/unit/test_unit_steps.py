@@ -1,0 +1,423 @@
+"""Workflow steps with fakes: search, choose, activation, endpoint and inference components, notify."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from capacity.contracts import (
+    ActivationInput,
+    ChooseInput,
+    ComponentsInput,
+    EndpointInput,
+    NotifyInput,
+    PurchaseInput,
+    SearchInput,
+    SearchOutput,
+    StepError,
+)
+from capacity.errors import (
+    ActivationTimeout,
+    ComponentFailed,
+    EndpointFailed,
+    PlanFailed,
+    ReservationCancelled,
+    ResourceBusy,
+)
+from capacity.ledger import APPROVAL
+from capacity.logic.activation import wait_for_activation
+from capacity.logic.choose import choose_offering
+from capacity.logic.deploy import create_endpoint, create_inference_components
+from capacity.logic.notify import notify, readable_reason
+from capacity.logic.purchase import purchase_capacity
+from capacity.logic.search import search_offerings
+from capacity.models import ReservationRequest, State, parse_request
+
+from tests.unit.conftest import Harness
+from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
+
+
+def record(h: Harness, **overrides: Any) -> ReservationRequest:
+    request = parse_request(request_body(**overrides), now=NOW)
+    h.ledger.record_request(request, actor="test")
+    return request
+
+
+def states(h: Harness, request_id: str = "demo-1") -> list[State]:
+    return [e.state for e in h.ledger.history(request_id)]
+
+
+def search_all(h: Harness, request: ReservationRequest) -> list[SearchOutput]:
+    return [search_offerings(SearchInput(request_id=request.id, region=r), h.ports) for r in request.regions]
+
+
+def bought(h: Harness, **overrides: Any) -> ReservationRequest:
+    """A request whose plan was bought (fee $8,000, 2026-12-09 11:30 to 12-12 11:30)."""
+    request = record(h, **overrides)
+    h.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    search_all(h, request)
+    plan = choose_offering(ChooseInput(request_id=request.id), h.ports)
+    assert plan.offering is not None
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), h.ports)
+    return request
+
+
+# ----------------------------------------------------------------------------------------- search
+
+
+def test_search_covers_requested_and_neighbouring_durations_and_stores_offerings(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-72", fee="8000"))
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-48", fee="5000", hours=48), duration=48)
+    out = search_offerings(SearchInput(request_id=request.id, region="us-east-1"), harness.ports)
+    assert out.to_json() == {"region": "us-east-1", "count": 2, "feasible": 1, "quota_error": None}
+    searched = [(c["duration"], c["count"]) for c in harness.world.names("SearchTrainingPlanOfferings")]
+    assert searched == [(72, 2), (48, 2), (96, 2)]
+    assert {o.offering_id for o in harness.ports.offerings.list(request.id)} == {"tpo-72", "tpo-48"}
+
+
+def test_nothing_feasible_also_searches_half_the_count(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings(
+        "us-west-2", raw_offering("tpo-1x", fee="4000", count=1, zone="us-west-2b"), count=1
+    )
+    out = search_offerings(SearchInput(request_id=request.id, region="us-west-2"), harness.ports)
+    assert out.feasible == 0
+    assert out.count == 1
+    assert (72, 1) in [
+        (c["duration"], c["count"]) for c in harness.world.names("SearchTrainingPlanOfferings")
+    ]
+
+
+def test_quota_error_is_reported_not_raised(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.quota_regions.add("us-west-2")
+    out = search_offerings(SearchInput(request_id=request.id, region="us-west-2"), harness.ports)
+    assert out.quota_error is not None
+    assert "ResourceLimitExceeded" in out.quota_error
+    assert out.count == 0
+
+
+# ----------------------------------------------------------------------------------------- choose
+
+
+def test_choose_purchase_records_planned_posts_table_and_event(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings(
+        "us-east-1", raw_offering("tpo-1", fee="8000"), raw_offering("tpo-2", fee="9000")
+    )
+    searches = search_all(harness, request)
+    out = choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
+    assert out.decision == "PURCHASE"
+    assert out.approval_timeout_seconds == 86400
+    assert out.to_json()["offering"] == {
+        "offering_id": "tpo-1",
+        "region": "us-east-1",
+        "availability_zone": "us-east-1a",
+        "instance_type": "ml.p5.48xlarge",
+        "instance_count": 2,
+        "start_time": "2026-12-09T11:30:00Z",
+        "end_time": "2026-12-12T11:30:00Z",
+        "duration_hours": 72,
+        "upfront_fee_usd": "8000",
+    }
+    assert states(harness) == [State.REQUESTED, State.PLANNED]
+    planned = harness.ledger.history(request.id)[-1]
+    assert [o["offering_id"] for o in planned.detail["top"]] == ["tpo-1", "tpo-2"]
+    table, decision = harness.slack.texts()
+    assert "Upfront fee" in table
+    assert "$8,000.00" in table
+    assert "On-demand eq." in table
+    assert decision.startswith("*Decision for demo-1: PURCHASE*")
+    assert harness.events.types() == ["ReservationPlanned"]
+
+
+def test_choose_is_idempotent_on_retry(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    search_all(harness, request)
+    first = choose_offering(ChooseInput(request_id=request.id), harness.ports)
+    second = choose_offering(ChooseInput(request_id=request.id), harness.ports)
+    assert first == second
+    assert states(harness) == [State.REQUESTED, State.PLANNED]
+    assert len(harness.slack.messages) == 2
+
+
+def test_no_offering_records_failed_with_alternatives(harness: Harness) -> None:
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-48", fee="5000", hours=48), duration=48)
+    searches = search_all(harness, request)
+    out = choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
+    assert out.decision == "NO_OFFERING"
+    assert out.offering is None
+    failed = harness.ledger.history(request.id)[-1]
+    assert failed.state is State.FAILED
+    assert failed.detail["alternatives"][0]["offering_id"] == "tpo-48"
+    assert "Nearest alternatives" in failed.detail["reason"]
+    assert harness.events.types() == ["ReservationPlanned", "ReservationFailed"]
+
+
+def test_quota_only_says_quota(harness: Harness) -> None:
+    request = record(harness, regions=["us-west-2"])
+    harness.world.quota_regions.add("us-west-2")
+    searches = search_all(harness, request)
+    out = choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
+    assert out.decision == "NO_OFFERING"
+    assert "Quota exceeded in us-west-2" in out.reason
+
+
+def test_over_budget_records_planned_then_rejected(harness: Harness) -> None:
+    request = record(harness, max_upfront_fee_usd="7000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    out = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    assert out.decision == "REJECTED"
+    assert states(harness) == [State.REQUESTED, State.PLANNED, State.REJECTED]
+
+
+def test_dry_run_records_planned_only(harness: Harness) -> None:
+    request = record(harness, dry_run=True)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    out = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    assert out.decision == "DRY_RUN"
+    assert states(harness) == [State.REQUESTED, State.PLANNED]
+
+
+def test_choose_output_stays_small_with_500_offerings(harness: Harness) -> None:
+    import json
+
+    request = record(harness)
+    items = [
+        raw_offering(f"tpo-{i:03d}", fee=str(8000 + i), start=WINDOW_START + timedelta(hours=i % 72))
+        for i in range(500)
+    ]
+    harness.world.add_offerings("us-east-1", *items)
+    searches = search_all(harness, request)
+    out = choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
+    encoded = json.dumps(out.to_json())
+    assert searches[0].count == 500
+    assert len(encoded) < 2_000
+    assert len(json.dumps([s.to_json() for s in searches])) < 1_000
+
+
+# ------------------------------------------------------------------------------------- activation
+
+
+def test_activation_polls_with_growing_waits_and_records_scheduled_once(harness: Harness) -> None:
+    request = bought(harness)
+    sm = harness.world.client("us-east-1")
+    sm.set_plan_status("co-demo-1", "Scheduled")
+    step = ActivationInput(
+        request_id=request.id, region="us-east-1", training_plan_name="co-demo-1", attempt=0
+    )
+    waits = []
+    for attempt in (0, 1, 5):
+        out = wait_for_activation(step.model_copy(update={"attempt": attempt}), harness.ports)
+        waits.append((out.status, out.attempt, out.next_wait_seconds))
+    assert waits == [("Scheduled", 1, 60), ("Scheduled", 2, 120), ("Scheduled", 6, 900)]
+    assert states(harness).count(State.SCHEDULED) == 1
+
+
+def test_activation_records_active_and_puts_the_event(harness: Harness) -> None:
+    request = bought(harness)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
+    harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    out = wait_for_activation(step, harness.ports)
+    assert out.status == "Active"
+    assert states(harness)[-2:] == [State.SCHEDULED, State.ACTIVE]
+    assert harness.ledger.history(request.id)[-2].detail["observed"] is False
+    assert "ReservationActive" in harness.events.types()
+
+
+def test_failed_plan_raises_plan_failed(harness: Harness) -> None:
+    request = bought(harness)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Failed", "payment declined")
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    with pytest.raises(PlanFailed, match="co-demo-1 is Failed: payment declined"):
+        wait_for_activation(step, harness.ports)
+
+
+def test_activation_deadline_is_start_plus_two_hours(harness: Harness) -> None:
+    request = bought(harness)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")
+    harness.clock.now = WINDOW_START + timedelta(days=1, hours=2, minutes=1)
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    with pytest.raises(ActivationTimeout, match="more than 2 hours after its start"):
+        wait_for_activation(step, harness.ports)
+
+
+# ------------------------------------------------------------------------------- endpoint and ICs
+
+
+def test_endpoint_config_targets_the_plan_without_model_name(harness: Harness) -> None:
+    request = bought(harness)
+    out = create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    assert out.to_json() == {
+        "endpoint_name": "co-demo-1",
+        "status": "Creating",
+        "next_wait_seconds": 30,
+        "attempt": 1,
+    }
+    (config,) = harness.world.names("CreateEndpointConfig")
+    variant = config["variant"]
+    assert "ModelName" not in variant
+    assert variant["CapacityReservationConfig"]["MlReservationArn"].endswith("training-plan/co-demo-1")
+    assert variant["ManagedInstanceScaling"] == {
+        "Status": "ENABLED",
+        "MinInstanceCount": 1,
+        "MaxInstanceCount": 2,
+    }
+    assert config["role"] == "arn:aws:iam::123456789012:role/sagemaker-endpoint"
+    assert states(harness)[-1] is State.DEPLOYING
+    # a retry adopts what exists
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    assert len(harness.world.names("CreateEndpoint")) == 1
+
+
+def test_endpoint_status_backs_off_and_fails_with_the_reason(harness: Harness) -> None:
+    request = bought(harness)
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    out = create_endpoint(EndpointInput(request_id=request.id, action="status", attempt=4), harness.ports)
+    assert (out.status, out.next_wait_seconds, out.attempt) == ("Creating", 300, 5)
+    harness.world.client("us-east-1").set_endpoint_status("co-demo-1", "Failed", "capacity not available")
+    with pytest.raises(EndpointFailed, match="capacity not available"):
+        create_endpoint(EndpointInput(request_id=request.id, action="status"), harness.ports)
+
+
+def test_endpoint_creating_past_the_deadline_fails(harness: Harness) -> None:
+    request = bought(harness)
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    harness.clock.advance(minutes=91)
+    with pytest.raises(EndpointFailed, match="90 minutes"):
+        create_endpoint(EndpointInput(request_id=request.id, action="status"), harness.ports)
+
+
+def test_components_wait_for_the_endpoint_then_become_ready(harness: Harness) -> None:
+    request = bought(harness)
+    sm = harness.world.client("us-east-1")
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    with pytest.raises(ResourceBusy):
+        create_inference_components(ComponentsInput(request_id=request.id, action="create"), harness.ports)
+    sm.set_endpoint_status("co-demo-1", "InService")
+    out = create_inference_components(ComponentsInput(request_id=request.id, action="create"), harness.ports)
+    assert out.component_names == ["co-demo-1-llama-eu", "co-demo-1-llama-us"]
+    assert harness.world.component_specs["co-demo-1-llama-eu"] == {
+        "ComputeResourceRequirements": {
+            "MinMemoryRequiredInMb": 262144,
+            "NumberOfCpuCoresRequired": 16.0,
+            "NumberOfAcceleratorDevicesRequired": 4.0,
+        },
+        "Container": {
+            "Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.29.0-lmi11.0.0-cu124",
+            "ArtifactUrl": "s3://models/llama-eu/model.tar.gz",
+        },
+    }
+    assert harness.world.component_specs["co-demo-1-llama-us"]["ModelName"] == "llama-us-v3"
+    assert [c["copy_count"] for c in harness.world.names("CreateInferenceComponent")] == [1, 1]
+    status = create_inference_components(
+        ComponentsInput(request_id=request.id, action="status"), harness.ports
+    )
+    assert status.status == "Creating"
+    for name in out.component_names:
+        sm.set_component_status(name, "InService")
+    ready = create_inference_components(
+        ComponentsInput(request_id=request.id, action="status"), harness.ports
+    )
+    assert ready.status == "InService"
+    assert states(harness)[-1] is State.READY
+    detail_type, detail = harness.events.puts[-1]
+    assert detail_type == "ReservationReady"
+    assert detail["inference_component_names"] == out.component_names
+    assert "is READY" in harness.slack.texts()[-1]
+
+
+def test_failed_component_raises_with_its_reason(harness: Harness) -> None:
+    request = bought(harness)
+    sm = harness.world.client("us-east-1")
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    sm.set_endpoint_status("co-demo-1", "InService")
+    create_inference_components(ComponentsInput(request_id=request.id, action="create"), harness.ports)
+    sm.set_component_status("co-demo-1-llama-us", "Failed", "image not found")
+    with pytest.raises(ComponentFailed, match="co-demo-1-llama-us failed: image not found"):
+        create_inference_components(ComponentsInput(request_id=request.id, action="status"), harness.ports)
+
+
+def test_no_deployment_once_release_started(harness: Harness) -> None:
+    request = bought(harness)
+    harness.ledger.append(request.id, State.RELEASING, actor="release")
+    with pytest.raises(ReservationCancelled):
+        create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    assert harness.world.names("CreateEndpointConfig") == []
+
+
+# ----------------------------------------------------------------------------------------- notify
+
+
+def test_approval_request_stores_the_token_and_posts_buttons(harness: Harness) -> None:
+    request = record(harness, approval_above_usd="5000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    plan = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    assert plan.decision == "APPROVAL_REQUIRED"
+    out = notify(
+        NotifyInput(kind="approval_request", request_id=request.id, task_token="tok-1", plan=plan),
+        harness.ports,
+    )
+    assert out.to_json() == {"notified": True, "state": "AWAITING_APPROVAL"}
+    item = harness.ledger.get(request.id, APPROVAL)
+    assert item is not None
+    assert item["task_token"] == "tok-1"
+    message = harness.slack.messages[-1]
+    buttons = [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["approve_reservation", "reject_reservation"]
+    assert "ApprovalRequested" in harness.events.types()
+
+
+def test_rejected_approval_records_rejected(harness: Harness) -> None:
+    request = record(harness)
+    out = notify(
+        NotifyInput(kind="approval_outcome", request_id=request.id, approved=False, reason="too expensive"),
+        harness.ports,
+    )
+    assert out.state == "REJECTED"
+    assert harness.ledger.history(request.id)[-1].detail["reason"] == "too expensive"
+
+
+def test_failure_records_failed_and_requests_release_when_something_was_bought(harness: Harness) -> None:
+    request = bought(harness)
+    cause = '{"errorMessage": "training plan co-demo-1 is Failed", "errorType": "PlanFailed"}'
+    out = notify(
+        NotifyInput(kind="failure", request_id=request.id, error=StepError(Error="PlanFailed", Cause=cause)),
+        harness.ports,
+    )
+    assert out.state == "FAILED"
+    failed = harness.ledger.history(request.id)[-1]
+    assert failed.detail["reason"] == "the training plan failed: training plan co-demo-1 is Failed"
+    assert harness.events.types()[-2:] == ["ReservationFailed", "ReleaseRequested"]
+    assert "FAILED" in harness.slack.texts()[-1]
+
+
+def test_failure_after_a_final_state_records_nothing(harness: Harness) -> None:
+    request = record(harness)
+    harness.ledger.append(request.id, State.REJECTED, actor="test")
+    out = notify(
+        NotifyInput(kind="failure", request_id=request.id, error=StepError(Error="X")), harness.ports
+    )
+    assert out.state == "REJECTED"
+    assert states(harness) == [State.REQUESTED, State.REJECTED]
+    assert harness.events.puts == []
+
+
+def test_readable_reason_handles_plain_and_lambda_causes() -> None:
+    assert (
+        readable_reason(StepError(Error="States.Timeout", Cause=None))
+        == "a step took longer than its timeout"
+    )
+    assert readable_reason(StepError(Error="Custom", Cause="plain words")) == "plain words"
+    assert readable_reason(StepError(Error="Custom", Cause="{not json")) == "{not json"
