@@ -53,6 +53,8 @@ from localcloud.faults import FaultKind
 MAX_INSTANCES = 64
 EXPIRY_WARNING = timedelta(minutes=40)
 DELIVERED = "Capacity Block Delivered"
+_FILTERS = frozenset({"tag-key", "state", "instance-type", "availability-zone", "reservation-type",
+                      "instance-platform", "tenancy", "owner-id"})
 EXPIRATION_WARNING = "Capacity Block Expiration Warning"
 
 
@@ -329,6 +331,8 @@ class CapacityBlocks:
         if ids:
             found = [item for item in found if item.reservation_id in ids]
         for spec in params.get("Filters") or []:
+            if not spec["Name"].startswith("tag:") and spec["Name"] not in _FILTERS:
+                raise invalid(f"The filter '{spec['Name']}' is invalid")
             found = [
                 item for item in found if self._matches(item, spec["Name"], spec.get("Values") or [], now)
             ]
@@ -354,8 +358,6 @@ class CapacityBlocks:
             "tenancy": "default",
             "owner-id": self.ctx.account_id,
         }
-        if name not in fields:
-            raise invalid(f"The filter '{name}' is invalid")
         return any(fnmatch.fnmatchcase(fields[name], value) for value in values)
 
     # -- Ticker -------------------------------------------------------------------------------------

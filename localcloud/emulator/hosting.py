@@ -322,11 +322,14 @@ def pack(
         (instances used, copies placed per component).
     """
     capacity = [float(spec.accelerators), float(spec.vcpus), float(spec.memory_gib * 1024)]
+    # Round-robin over components, so that when room runs out every component keeps its first copies
+    # (SageMaker does not evict one model's running copy to start another's); then largest first.
+    rounds = max((count for _name, _requirements, count in demands), default=0)
     copies = [
         (name, requirements)
+        for index in range(rounds)
         for name, requirements, count in demands
-        for _ in range(max(0, count))
-        if requirements.fits(list(capacity))
+        if index < count and requirements.fits(list(capacity))
     ]
     copies.sort(key=lambda item: (item[1].accelerators, item[1].memory_mib, item[1].cpus), reverse=True)
     free: list[list[float]] = []
@@ -489,7 +492,8 @@ class Hosting:
                 continue
             for variant in endpoint.config(now).variants:
                 if plan_arn_of(variant) == plan_arn:
-                    total += self._uncapped_instances(region, endpoint, variant, now, desired=False)
+                    # An endpoint holds the instances it is provisioning too (desired, not only current).
+                    total += self._uncapped_instances(region, endpoint, variant, now, desired=True)
         return total
 
     def plan_usage(self, plan_arn: str, now: datetime) -> int:

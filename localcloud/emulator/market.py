@@ -9,8 +9,8 @@ the emulator uses the same boundary for training plans). The markets are separat
 ``sagemaker:training-job``...), so a plan bought for ``endpoint`` never consumes or serves training
 capacity.
 
-Each pool holds a number of instances drawn deterministically from the seed (0 with a per-(region, type)
-probability, otherwise 8, 16, 32 or 64), unless :class:`MarketConfig` sets it. An offering of ``count``
+Each pool holds a number of instances drawn deterministically from the seed, week by week (0 with a
+per-(region, type) probability, otherwise 8, 16, 32 or 64), unless :class:`MarketConfig` sets it. An offering of ``count``
 instances for ``days`` days starting on day ``d`` in zone ``z`` exists when every pool ``(z, d..d+days-1)``
 still holds ``count`` instances; a purchase takes them out of every one of those pools.
 
@@ -280,9 +280,12 @@ class Market:
         scarcity = _lookup(self.config.no_capacity_probability, region, instance_type)
         if scarcity is None:
             scarcity = _SCARCITY.get((region, spec.name), _DEFAULT_SCARCITY)
-        if self.unit("empty", market, region, instance_type, zone, day) < scarcity:
+        # Capacity comes and goes by the week (a zone's fleet for a type is busy or free for days on end),
+        # so multi-week reservations exist as they do on AWS, if rarely.
+        week = day.toordinal() // 7
+        if self.unit("empty", market, region, instance_type, zone, week) < scarcity:
             return 0
-        pick = self.unit("size", market, region, instance_type, zone, day)
+        pick = self.unit("size", market, region, instance_type, zone, week)
         return _POOL_SIZES[int(pick * len(_POOL_SIZES))]
 
     def available(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:

@@ -53,15 +53,10 @@ def operation_model(service: str, operation: str) -> OperationModel:
 
 
 def output_shape(service: str, operation: str) -> StructureShape:
-    """The output shape of an operation (an empty structure for operations without output).
-
-    Raises:
-        ValueError: the operation has no output shape.
-    """
+    """The output shape of an operation; an empty structure for operations without output (``Delete*``:
+    their response must be ``{}``)."""
     found = operation_model(service, operation).output_shape
-    if found is None:
-        raise ValueError(f"{service}.{operation} has no output shape")
-    return found
+    return found if found is not None else StructureShape("Empty", {"type": "structure", "members": {}})
 
 
 def shape(service: str, name: str) -> Shape:
