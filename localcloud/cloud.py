@@ -160,6 +160,7 @@ class LocalCloud:
             touch=self.clock.touch,
             now=self.clock.now,
             seed=seed,
+            label=self._short,
         )
         self.emulator: Any = self._make_emulator()
         self.dispatcher = Dispatcher(

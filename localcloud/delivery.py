@@ -232,7 +232,8 @@ class EventDelivery:
 
     ``lambdas`` invokes functions; ``timeline`` records every event put and each delivery; ``touch`` is
     called on each delivery so the virtual clock sees activity; ``seed`` makes event ids and execution
-    names deterministic. Use :meth:`install` / :meth:`uninstall` around a run (moto must be active).
+    names deterministic; ``label`` shortens resource names in timeline texts (drops the stack prefix).
+    Use :meth:`install` / :meth:`uninstall` around a run (moto must be active).
     """
 
     def __init__(
@@ -245,8 +246,10 @@ class EventDelivery:
         touch: Callable[[], None] | None = None,
         now: Callable[[], datetime] | None = None,
         seed: int = 7,
+        label: Callable[[str], str] | None = None,
     ) -> None:
         self.account_id = account_id
+        self.label = label or (lambda name: name)
         self.region = region
         self.lambdas = lambdas
         self.timeline = timeline
@@ -387,7 +390,7 @@ class EventDelivery:
         ]
         summary = _summary(event["detail"])
         if self.timeline is not None:
-            names = ", ".join(rule.name for rule in matched) or "no rule matched"
+            names = ", ".join(self.label(rule.name) for rule in matched) or "no rule matched"
             self.timeline.add(
                 Kind.EVENT,
                 f"{event['detail-type']} ({event['source']}) on {bus_name}{summary} -> {names}",
@@ -417,7 +420,7 @@ class EventDelivery:
             payload, error = "", f"input transformation failed: {exc}"
         if error is None:
             try:
-                self.send(arn, payload, origin=f"rule {rule_name}")
+                self.send(arn, payload, origin=f"rule {self.label(rule_name)}")
             except TargetError as exc:
                 error = str(exc)
         record = Delivery(
@@ -481,7 +484,7 @@ class EventDelivery:
             raise TargetError(f"StartExecution on {arn} failed: {exc}") from exc
         execution_arn = str(getattr(execution, "execution_arn", arn))
         if self.timeline is not None:
-            machine = arn.rsplit(":", 1)[-1]
+            machine = self.label(arn.rsplit(":", 1)[-1])
             self.timeline.add(
                 Kind.EXECUTION,
                 f"{machine}: execution {name[:8]} started by {origin}",

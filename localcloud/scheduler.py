@@ -582,8 +582,8 @@ class SchedulerTicker:
         if self.timeline is not None:
             self.timeline.add(
                 Kind.SCHEDULE,
-                f"schedule {group}/{schedule.name} ({schedule.schedule_expression}) fired "
-                f"-> {_describe(arn)}",
+                f"schedule {group}/{self.delivery.label(schedule.name)} ({schedule.schedule_expression}) "
+                f"fired -> {_describe(arn, self.delivery.label)}",
                 at=at,
                 schedule=f"{group}/{schedule.name}",
                 target=arn,
@@ -628,10 +628,11 @@ class SchedulerTicker:
             resources=[rule.arn],
         )
         if self.timeline is not None:
-            targets = ", ".join(_describe(str(t.get("Arn", ""))) for t in rule.targets) or "no target"
+            label = self.delivery.label
+            targets = ", ".join(_describe(str(t.get("Arn", "")), label) for t in rule.targets) or "no target"
             self.timeline.add(
                 Kind.SCHEDULE,
-                f"rule {rule.name} ({rule.scheduled_expression}) fired -> {targets}",
+                f"rule {label(rule.name)} ({rule.scheduled_expression}) fired -> {targets}",
                 at=at,
                 rule=rule.name,
             )
@@ -645,13 +646,13 @@ class SchedulerTicker:
             self.timeline.add(Kind.NOTE, text)
 
 
-def _describe(arn: str) -> str:
+def _describe(arn: str, label: Callable[[str], str]) -> str:
     """A target ARN as a short phrase (``function X``, ``state machine Y``, ``bus Z``)."""
     parts = arn.split(":")
     if len(parts) >= 7 and parts[2] == "lambda":
-        return f"function {parts[6]}"
+        return f"function {label(parts[6])}"
     if len(parts) >= 7 and parts[2] == "states":
-        return f"state machine {parts[6]}"
+        return f"state machine {label(parts[6])}"
     if len(parts) >= 6 and parts[2] == "events":
         return f"bus {parts[5].split('/', 1)[-1]}"
     return arn

@@ -318,8 +318,7 @@ def test_the_timeline_tells_the_story_in_order(cloud: LocalCloud) -> None:
     assert kinds[:6] == ["api", "event", "execution", "lambda", "api", "lambda"]
     assert story[0] == ("api", "POST /items")
     assert (
-        story[1][1]
-        == "PipelineRequested (test.app) on fixture-bus -> fixture-PipelineStateMachinePipelineRequested"
+        story[1][1] == "PipelineRequested (test.app) on fixture-bus -> PipelineStateMachinePipelineRequested"
     )
     assert story[3] == ("lambda", "ApiFunction -> ok")
     assert story[-1][1].endswith("SUCCEEDED after 3 state transitions")

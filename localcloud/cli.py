@@ -1,0 +1,448 @@
+"""``python -m localcloud``: run a sample event through the local cloud, or serve the API on 127.0.0.1.
+
+``run EVENT_FILE`` stands the template up, delivers the event, runs the simulation until nothing is left
+to do, and prints what a person watching would have seen: the timeline with simulated timestamps (API
+calls, events, executions, Lambda invocations, schedules, faults and every Slack message in full), the
+executions, and the billable resources left. The event kind is detected:
+
+- an API Gateway REST proxy event (``httpMethod``, ``path``) -> the matching ``Api`` route;
+- an EventBridge event (``detail-type``, ``source``, ``detail``) -> put on the stack's bus (``aws.*``
+  sources on the default bus, as AWS does), or ``PutEvents`` entries (``Source``/``DetailType``/``Detail``,
+  one, a list, or ``{"Entries": [...]}``);
+- a Scheduler ``CreateSchedule`` request (``ScheduleExpression``, ``Target``) -> created, then fired;
+- anything else with ``--function NAME`` -> that function, invoked directly.
+
+Virtual time starts at ``--start``, else at the event's own time (``requestContext.requestTimeEpoch`` or
+``time``), else at :data:`localcloud.cloud.DEFAULT_START`.
+
+Exit status: 0 when every execution succeeded (or is still waiting, e.g. for an approval) and no API
+answer was a 5xx; 1 when an execution failed, an API answer was a 5xx or the run got stuck; 2 when the
+template or the event cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from localcloud.clock import ClockStuckError
+from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud, render_blocks
+from localcloud.faults import FaultInjector
+from localcloud.http_api import LocalApiServer, describe_routes, response_summary
+from localcloud.template import TemplateError
+from localcloud.timeline import Kind, TimelineEntry
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """The command line, the event or the template cannot be used (message for the user)."""
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m localcloud`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m localcloud",
+        description="Run the SAM application in one process, on a virtual clock, with no AWS account.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--template", type=Path, default=Path("template.yaml"), help="SAM template")
+        sub.add_argument("--stack-name", default="capacity-orchestrator")
+        sub.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+        sub.add_argument("--faults", type=Path, help="JSON list of fault rules (see docs/localcloud.md)")
+        sub.add_argument("--seed", type=int, default=7, help="seeds ids and the capacity market")
+        sub.add_argument("--start", help="virtual start time, ISO 8601 (default: the event's time)")
+        sub.add_argument(
+            "--parameter",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="template parameter override",
+        )
+        sub.add_argument("--verbose", action="store_true", help="also print Lambda logs and every AWS call")
+
+    run = commands.add_parser("run", help="deliver a sample event, run to quiescence, print what happened")
+    run.add_argument("event_file", type=Path)
+    common(run)
+    run.add_argument("--function", help="invoke this function (logical id or name) with the event")
+    run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
+    run.add_argument("--max-wall-seconds", type=float, default=120.0)
+    run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
+
+    serve = commands.add_parser("serve", help="serve the template's Api events on 127.0.0.1")
+    common(serve)
+    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--speed", type=float, default=1.0, help="virtual seconds per real second")
+    return parser
+
+
+def _parameters(pairs: list[str]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--parameter {pair!r}: expected KEY=VALUE")
+        overrides[key] = value
+    return overrides
+
+
+def _parse_start(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"--start {text!r}: not an ISO 8601 date-time") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _faults(path: Path | None, seed: int) -> FaultInjector | None:
+    source = path or (Path(os.environ["LOCALCLOUD_FAULTS"]) if os.environ.get("LOCALCLOUD_FAULTS") else None)
+    if source is None:
+        return None
+    try:
+        return FaultInjector.from_file(source, seed=seed)
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"faults: {exc}") from exc
+
+
+# -------------------------------------------------------------------------------------------- the event
+
+
+def load_event(path: Path) -> Any:
+    """Read a JSON event file.
+
+    Raises:
+        UsageError: unreadable or not JSON.
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON: {exc}") from exc
+
+
+def event_kind(event: Any) -> str:
+    """``api``, ``eventbridge``, ``put_events``, ``schedule`` or ``unknown``."""
+    if isinstance(event, dict):
+        if "httpMethod" in event and ("path" in event or "resource" in event):
+            return "api"
+        if {"detail-type", "source", "detail"} <= event.keys():
+            return "eventbridge"
+        if "Entries" in event or {"Source", "DetailType", "Detail"} <= event.keys():
+            return "put_events"
+        if {"ScheduleExpression", "Target"} <= event.keys():
+            return "schedule"
+    if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
+        return "put_events"
+    return "unknown"
+
+
+def event_time(event: Any) -> datetime | None:
+    """The instant an event says it happened (API ``requestTimeEpoch``, EventBridge ``time``), if any."""
+    if not isinstance(event, dict):
+        return None
+    epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
+    if isinstance(epoch, (int, float)):
+        return datetime.fromtimestamp(epoch / 1000, UTC)
+    text = event.get("time")
+    if isinstance(text, str):
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return None
+
+
+def default_bus(cloud: LocalCloud) -> str:
+    """The stack's event bus when it has exactly one, else ``default``."""
+    buses = [
+        cloud.stack.physical_id(r.logical_id) for r in cloud.stack.resources_of_type("AWS::Events::EventBus")
+    ]
+    return buses[0] if len(buses) == 1 else "default"
+
+
+def deliver(
+    cloud: LocalCloud, event: Any, kind: str, *, bus: str | None, function: str | None
+) -> dict[str, Any]:
+    """Hand the event to the cloud; returns a small description (for the report).
+
+    Raises:
+        UsageError: the event kind is unknown and no ``--function`` was given, or the function is unknown.
+    """
+    if function is not None:
+        try:
+            spec = cloud.stack.function(function)
+        except KeyError as exc:
+            known = ", ".join(s.logical_id for s in cloud.stack.functions)
+            raise UsageError(f"--function {function!r}: no such function (known: {known})") from exc
+        result = cloud.lambdas.invoke(spec.arn, json.dumps(event).encode())
+        return {
+            "function": spec.logical_id,
+            "error": result.function_error,
+            "payload": result.payload.decode(),
+        }
+    if kind == "api":
+        return {"api": cloud.api_request(event)}
+    if kind == "eventbridge":
+        if str(event["source"]).startswith("aws."):
+            cloud.delivery.put_aws_event(
+                source=event["source"],
+                detail_type=event["detail-type"],
+                detail=event["detail"],
+                resources=list(event.get("resources") or []),
+                region=str(event.get("region") or cloud.region),
+            )
+            return {"bus": "default"}
+        target = bus or default_bus(cloud)
+        entry = {
+            "EventBusName": target,
+            "Source": event["source"],
+            "DetailType": event["detail-type"],
+            "Detail": json.dumps(event["detail"]),
+            "Resources": list(event.get("resources") or []),
+        }
+        return {"bus": target, "event_ids": cloud.put_events([entry])}
+    if kind == "put_events":
+        entries = event["Entries"] if isinstance(event, dict) and "Entries" in event else event
+        entries = entries if isinstance(entries, list) else [entries]
+        target = bus or default_bus(cloud)
+        prepared = [
+            {**entry, "EventBusName": entry.get("EventBusName", target)}
+            | ({"Detail": json.dumps(entry["Detail"])} if isinstance(entry.get("Detail"), dict) else {})
+            for entry in entries
+        ]
+        return {"event_ids": cloud.put_events(prepared)}
+    if kind == "schedule":
+        request = {"Name": "localcloud-run", "FlexibleTimeWindow": {"Mode": "OFF"}, **event}
+        cloud.client("scheduler").create_schedule(**request)
+        return {"schedule": request["Name"]}
+    raise UsageError(
+        "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
+        "CreateSchedule request; pass --function NAME to invoke a function with it"
+    )
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"
+
+
+def format_executions(executions: list[ExecutionSummary], stack_name: str) -> str:
+    """A table of executions (state machine, name, status, start, stop, transitions, error)."""
+    if not executions:
+        return "  (none)"
+    rows = [("STATE MACHINE", "EXECUTION", "STATUS", "START", "STOP", "TRANSITIONS", "ERROR")]
+    for e in executions:
+        machine = e.state_machine.removeprefix(f"{stack_name}-")
+        error = f"{e.error}: {e.cause}"[:80] if e.error else ""
+        rows.append(
+            (machine, e.name[:12], e.status, _when(e.start), _when(e.stop), str(e.transitions), error)
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    )
+
+
+def format_billable(resources: list[Any]) -> str:
+    """One line per billable resource left, or ``none``."""
+    if not resources:
+        return "  none"
+    lines = []
+    for resource in resources:
+        if is_dataclass(resource) and not isinstance(resource, type):
+            fields = asdict(resource)
+        elif hasattr(resource, "_asdict"):
+            fields = resource._asdict()
+        else:
+            fields = {"resource": str(resource)}
+        lines.append("  " + "  ".join(f"{k}={v}" for k, v in fields.items()))
+    return "\n".join(lines)
+
+
+def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
+    """The timeline; with ``verbose``, each Lambda invocation's log under its line."""
+    lines: list[str] = []
+    for entry in entries:
+        lines.append(entry.render())
+        if verbose and entry.kind == Kind.LAMBDA and entry.detail.get("log"):
+            lines.extend(" " * 33 + "| " + line for line in str(entry.detail["log"]).splitlines())
+    return "\n".join(lines)
+
+
+def report(
+    cloud: LocalCloud, delivered: dict[str, Any], *, verbose: bool, stuck: str | None
+) -> tuple[str, bool]:
+    """The text printed after a run and whether the run failed."""
+    executions = cloud.executions()
+    entries = cloud.timeline.entries()
+    if verbose:
+        entries = sorted(
+            entries
+            + [
+                TimelineEntry(
+                    c.at,
+                    "aws",
+                    f"{c.service} {c.operation} -> {c.route} {c.status or ''}"
+                    f"{' ' + c.error_code if c.error_code else ''}"
+                    f"{' faults ' + ','.join(k.value for k in c.faults) if c.faults else ''}",
+                    {},
+                    -1,
+                )
+                for c in list(cloud.dispatcher.calls)
+            ],
+            key=lambda e: e.at,
+        )
+    billable = cloud.billable_resources()
+    sections = [
+        f"== Timeline ({_when(cloud.clock.now())} at the end)",
+        format_timeline(entries, verbose=verbose),
+    ]
+    sections += ["", "== Executions", format_executions(executions, cloud.stack.stack_name)]
+    sections += ["", "== Billable resources left", format_billable(billable)]
+    messages = list(cloud.outbox.messages)
+    sections += ["", f"== Slack messages ({len(messages)})"]
+    for message in messages:
+        body = render_blocks(message.blocks) or message.text
+        sections.append(f"-- {_when(message.at)} {message.kind} {message.channel or ''}".rstrip())
+        sections.extend("   " + line for line in body.splitlines())
+    problems: list[str] = []
+    failed = [e for e in executions if e.failed]
+    problems += [
+        f"execution {e.name} of {e.state_machine} {e.status}: {e.error} {e.cause or ''}".strip()
+        for e in failed
+    ]
+    api = delivered.get("api")
+    if isinstance(api, dict) and int(api.get("statusCode", 200)) >= 500:
+        problems.append(f"the API answered {response_summary(api)}")
+    if delivered.get("error"):
+        problems.append(f"the function failed: {delivered.get('payload')}")
+    if stuck:
+        problems.append(stuck)
+    waiting = [e for e in executions if e.status == "RUNNING"]
+    sections += ["", "== Result"]
+    if waiting:
+        sections.append(f"  {len(waiting)} execution(s) still running (waiting for a callback or a timer)")
+    sections.append("  ok" if not problems else "\n".join(f"  FAILED: {p}" for p in problems))
+    return "\n".join(sections), bool(problems)
+
+
+# -------------------------------------------------------------------------------------------- commands
+
+
+def command_run(args: argparse.Namespace) -> int:
+    """``run``: deliver the event, run to quiescence, print the report."""
+    event = load_event(args.event_file)
+    kind = event_kind(event)
+    if kind == "unknown" and args.function is None:
+        deliver(None, event, kind, bus=None, function=None)  # type: ignore[arg-type]  # raises UsageError
+    start = _parse_start(args.start) if args.start else event_time(event) or DEFAULT_START
+    cloud = LocalCloud(
+        args.template,
+        start=start,
+        seed=args.seed,
+        faults=_faults(args.faults, args.seed),
+        parameter_overrides=_parameters(args.parameter),
+        stack_name=args.stack_name,
+        region=args.region,
+    )
+    header = (
+        f"== Local cloud: stack {args.stack_name} from {args.template}, region {args.region}, "
+        f"seed {args.seed}, "
+        f"virtual start {_when(start)}"
+    )
+    print(header)
+    for warning in cloud.stack.warnings:
+        print(f"   note: {warning}")
+    began = time.monotonic()
+    stuck: str | None = None
+    with cloud:
+        delivered = deliver(cloud, event, kind, bus=args.bus, function=args.function)
+        try:
+            cloud.run_until_idle(max_wall_seconds=args.max_wall_seconds)
+        except ClockStuckError as exc:
+            stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
+        text, failed = report(cloud, delivered, verbose=args.verbose, stuck=stuck)
+    print(text)
+    print(f"   ({time.monotonic() - began:.1f} s of wall time)")
+    return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+def command_serve(args: argparse.Namespace) -> int:
+    """``serve``: the template's API on 127.0.0.1 with the clock running at ``--speed``; Ctrl-C stops."""
+    if args.speed <= 0:
+        raise UsageError("--speed must be positive")
+    start = _parse_start(args.start) if args.start else datetime.now(UTC).replace(microsecond=0)
+    cloud = LocalCloud(
+        args.template,
+        start=start,
+        seed=args.seed,
+        faults=_faults(args.faults, args.seed),
+        parameter_overrides=_parameters(args.parameter),
+        stack_name=args.stack_name,
+        region=args.region,
+    )
+    if not cloud.stack.api_routes:
+        raise UsageError(f"{args.template}: no Api events to serve")
+    with cloud:
+        server = LocalApiServer(
+            port=args.port,
+            routes=cloud.stack.api_routes,
+            serve=cloud.api_request,
+            account_id=cloud.account_id,
+            now=cloud.now,
+            log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
+        )
+        cloud.clock.ignore_thread(server.start())
+        print(
+            f"== Serving {args.template} on http://127.0.0.1:{args.port} "
+            f"(virtual time x{args.speed:g}); Ctrl-C stops"
+        )
+        print(describe_routes(cloud.stack.api_routes, args.port), flush=True)
+        shown: set[tuple[datetime, str, str]] = set()
+        tick = 0.2
+        try:
+            while True:
+                cloud.run(until=cloud.now() + timedelta(seconds=tick * args.speed), max_wall_seconds=600)
+                for entry in cloud.timeline.entries():
+                    key = (entry.at, entry.kind, entry.text)
+                    if key not in shown:
+                        shown.add(key)
+                        print(entry.render(), flush=True)
+                time.sleep(tick)
+        except KeyboardInterrupt:
+            print("\n== Stopped", flush=True)
+        finally:
+            server.stop()
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    # moto's ASL interpreter logs every failed state at ERROR with its whole parse tree; the timeline
+    # already says what failed, in one line.
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    try:
+        if args.command == "run":
+            return command_run(args)
+        return command_serve(args)
+    except (UsageError, TemplateError) as exc:
+        print(f"localcloud: {exc}", file=sys.stderr)
+        return EXIT_USAGE
