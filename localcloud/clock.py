@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 import sys
 import threading
 import time
@@ -111,9 +112,19 @@ class _Waiter:
 
 @dataclass(order=True)
 class _Timer:
+    """A wake-up; timers due at the same instant fire in the order of their threads' names, then of
+    registration (thread names such as ``Thread-12`` or ``lambda-event-fn-3`` follow creation order, which
+    is reproducible; the registration order of concurrent threads is not)."""
+
     at_ns: int
+    thread_key: str
     seq: int
     waiter: _Waiter = field(compare=False)
+
+
+def _thread_key(name: str) -> str:
+    # Zero-pad numbers so that Thread-9 sorts before Thread-10.
+    return re.sub(r"\d+", lambda match: match.group().zfill(12), name)
 
 
 def _to_ns(at: datetime) -> int:
@@ -157,7 +168,6 @@ class VirtualClock:
         self._travel: Any = None
         self._traveller: Any = None
         self._started = False
-        self._stopped = False
         self._hooks_lock = threading.Lock()
         self._park_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._confirmed: tuple[int, tuple[tuple[int, int, int], ...]] | None = None
@@ -182,20 +192,22 @@ class VirtualClock:
         self._owner = me
         self._ignored = {t.ident for t in threading.enumerate() if t.ident is not None and t.ident != me}
         self._started = True
-        self._stopped = False
 
     def stop(self) -> None:
-        """End time travel and release every parked thread (their waits return as if timed out)."""
+        """End time travel. Threads parked in the clock are abandoned: they never resume.
+
+        Waking them would let a finished simulation's executions run on in real time, against whatever
+        cloud the process starts next (moto's mock is process-global). Later calls to :meth:`sleep` and
+        :meth:`wait_event` behave like ``time.sleep`` and ``threading.Event.wait``.
+        """
         if not self._started:
             return
         with self._cv:
-            self._stopped = True
-            self._cv.notify_all()
+            self._started = False
         if self._travel is not None:
             self._travel.stop()
         self._travel = None
         self._traveller = None
-        self._started = False
 
     @property
     def started(self) -> bool:
@@ -219,17 +231,19 @@ class VirtualClock:
         if seconds <= 0:
             self.touch()
             return
+        if not self._started:
+            time.sleep(seconds)
+            return
         self.sleep_until(_from_ns(self._now_ns + round(seconds * 1_000_000) * 1_000))
 
     def sleep_until(self, at: datetime) -> None:
         """Block the calling thread until the virtual instant ``at`` (tz-aware); returns at once if past."""
         at_ns = _to_ns(at)
-        if not self._started or self._stopped:
-            if not self._started:
-                # Not travelling: behave like a plain sleep in real time.
-                remaining = (at_ns - time.time_ns()) / _NS_PER_SECOND
-                if remaining > 0:
-                    time.sleep(remaining)
+        if not self._started:
+            # Not travelling: a plain sleep in real time.
+            remaining = (at_ns - time.time_ns()) / _NS_PER_SECOND
+            if remaining > 0:
+                time.sleep(remaining)
             return
         if at_ns <= self._now_ns:
             self.touch()
@@ -251,9 +265,9 @@ class VirtualClock:
         """
         if event.is_set():
             return True
-        if not self._started or self._stopped:
+        if not self._started:
             # threading.Event.wait itself: ``event`` may be a clock-aware subclass that calls back here.
-            return threading.Event.wait(event, timeout_seconds if not self._started else 0)
+            return threading.Event.wait(event, timeout_seconds)
         at_ns = None if timeout_seconds is None else self._now_ns + round(timeout_seconds * 1_000_000) * 1_000
         if at_ns is not None and at_ns <= self._now_ns:
             return event.is_set()
@@ -451,12 +465,12 @@ class VirtualClock:
                     description=description,
                 )
                 if at_ns is not None:
-                    heapq.heappush(self._timers, _Timer(at_ns, waiter.seq, waiter))
+                    heapq.heappush(self._timers, _Timer(at_ns, _thread_key(me.name), waiter.seq, waiter))
                 self._parked[waiter.thread_ident] = waiter
                 self._activity += 1
                 self._cv.notify_all()
                 try:
-                    while not self._stopped and not waiter.runnable():
+                    while not waiter.runnable():
                         self._cv.wait()
                 finally:
                     waiter.done = True

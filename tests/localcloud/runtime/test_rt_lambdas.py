@@ -221,3 +221,17 @@ def test_a_handler_running_past_its_timeout_is_reported_timed_out(harness: Harne
     assert error["errorType"] == "Sandbox.Timedout"
     assert "Task timed out after 30.00 seconds" in error["errorMessage"]
     assert harness.clock.now() == START + timedelta(seconds=45)
+
+
+def test_a_nested_synchronous_invocation_keeps_each_functions_environment_and_log(harness: Harness) -> None:
+    result = harness.lambdas.invoke("rt-chain", b'{"target": "rt-hello"}')
+
+    body = json.loads(result.payload)
+    assert body["inner"]["greeting"] == "hello inner"
+    assert body["inner"]["stage"] == "stage-of-hello"
+    assert body["stage_after"] == "stage-of-chain"
+    assert "outer before" in result.log
+    assert "outer after" in result.log
+    inner = next(r for r in harness.lambdas.records if r.function == "rt-hello")
+    assert "outer" not in inner.log
+    assert "STAGE" not in os.environ
