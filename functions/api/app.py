@@ -35,6 +35,7 @@ from capacity.settings import Settings
 
 logger = Logger()
 app = APIGatewayRestResolver()
+CONFLICTS: list[type[Exception]] = [NotAwaitingApproval, ReservationClosed, IdempotencyAlreadyInProgressError]
 
 
 def _ports() -> Ports:
@@ -104,7 +105,7 @@ def not_found(exc: ReservationNotFound) -> Response[str]:
     return _json(404, {"message": str(exc)})
 
 
-@app.exception_handler([NotAwaitingApproval, ReservationClosed, IdempotencyAlreadyInProgressError])  # type: ignore[untyped-decorator]
+@app.exception_handler(CONFLICTS)  # type: ignore[untyped-decorator]
 def conflict(exc: Exception) -> Response[str]:
     """409: the reservation is not in a state that allows this (or the same POST is in flight)."""
     return _json(409, {"message": str(exc) or type(exc).__name__})

@@ -1,0 +1,78 @@
+"""Loading ``functions/<name>/app.py`` handlers the way the local cloud does, and a Lambda context."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_handler(name: str) -> ModuleType:
+    """Import ``functions/<name>/app.py`` under a unique module name (every handler file is ``app.py``)."""
+    path = ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"unit_fn_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class LambdaContext:
+    """The attributes Powertools reads from the Lambda context."""
+
+    function_name: str = "unit-tests"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:unit-tests"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "req-0001"
+    log_group_name: str = "/aws/lambda/unit-tests"
+    log_stream_name: str = "2026/12/01/[$LATEST]abc"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+def invoke(module: ModuleType, event: Any) -> Any:
+    """Call the handler with the event round-tripped through JSON, and check the result the same way.
+
+    The result must serialise with plain ``json.dumps`` (no ``default``), as the Lambda runtime does.
+    """
+    payload = json.loads(json.dumps(event))
+    result = module.lambda_handler(payload, LambdaContext())
+    assert json.loads(json.dumps(result)) == result
+    return result
+
+
+def bus_queue(bus_name: str, region: str = "us-east-1") -> str:
+    """An SQS queue receiving every event of ``bus_name`` (to count what the application put)."""
+    sqs = boto3.client("sqs", region_name=region)
+    events = boto3.client("events", region_name=region)
+    url = sqs.create_queue(QueueName="bus-tap")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(
+        Name="tap", EventBusName=bus_name, EventPattern=json.dumps({"source": ["capacity.orchestrator"]})
+    )
+    events.put_targets(Rule="tap", EventBusName=bus_name, Targets=[{"Id": "q", "Arn": arn}])
+    return str(url)
+
+
+def drain(url: str, region: str = "us-east-1") -> list[dict[str, Any]]:
+    """Every event delivered to the tap queue so far (EventBridge envelopes)."""
+    sqs = boto3.client("sqs", region_name=region)
+    found: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not messages:
+            return found
+        for message in messages:
+            found.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])

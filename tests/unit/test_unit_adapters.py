@@ -1,0 +1,440 @@
+"""Adapters: exact AWS requests (botocore Stubber) and the translation of AWS errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+import time_machine
+from botocore.stub import ANY, Stubber
+from capacity.adapters.events import EventPublisher
+from capacity.adapters.sagemaker import SageMakerAdapter, tags_for
+from capacity.adapters.scheduler import ReleaseScheduler
+from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.stepfunctions import TaskTokens
+from capacity.errors import (
+    NotAwaitingApproval,
+    OfferingExpired,
+    PurchaseFailed,
+    QuotaExceeded,
+    ResourceBusy,
+    RetryableAwsError,
+    TrainingPlanNameInUse,
+)
+from capacity.logic.deploy import component_specification, production_variant
+from capacity.models import ReservationReleasedDetail, parse_request
+from moto import mock_aws
+from slack_sdk.errors import SlackApiError
+
+from tests.unit.unit_fakes import NOW, request_body
+
+PLAN_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-demo-1"
+ROLE = "arn:aws:iam::123456789012:role/sagemaker-endpoint"
+
+
+@pytest.fixture
+def sagemaker(env: dict[str, str]) -> Iterator[tuple[SageMakerAdapter, Stubber]]:
+    client = boto3.client("sagemaker", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        yield SageMakerAdapter("us-east-1", client), stubber
+        stubber.assert_no_pending_responses()
+
+
+def test_create_endpoint_config_request_is_exactly_what_aws_facts_require(
+    sagemaker: tuple[SageMakerAdapter, Stubber],
+) -> None:
+    adapter, stubber = sagemaker
+    request = parse_request(request_body(), now=NOW)
+    stubber.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint-config/co-demo-1-config"},
+        {
+            "EndpointConfigName": "co-demo-1-config",
+            "ExecutionRoleArn": ROLE,
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "demo-1"}],
+            "ProductionVariants": [
+                {
+                    "VariantName": "main",
+                    "InstanceType": "ml.p5.48xlarge",
+                    "InitialInstanceCount": 2,
+                    "CapacityReservationConfig": {
+                        "MlReservationArn": PLAN_ARN,
+                        "CapacityReservationPreference": "capacity-reservations-only",
+                    },
+                    "ManagedInstanceScaling": {
+                        "Status": "ENABLED",
+                        "MinInstanceCount": 1,
+                        "MaxInstanceCount": 2,
+                    },
+                    "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+                }
+            ],
+        },
+    )
+    created = adapter.create_endpoint_config(
+        name="co-demo-1-config",
+        variant=production_variant(request, PLAN_ARN),
+        execution_role_arn=ROLE,
+        tags=tags_for("demo-1"),
+    )
+    assert created
+
+
+def test_create_inference_component_request_shapes(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    request = parse_request(request_body(), now=NOW)
+    image_model, named_model = request.models
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:inference-component/x"
+    stubber.add_response(
+        "create_inference_component",
+        {"InferenceComponentArn": arn},
+        {
+            "InferenceComponentName": "co-demo-1-llama-eu",
+            "EndpointName": "co-demo-1",
+            "VariantName": "main",
+            "Specification": {
+                "Container": {"Image": image_model.image, "ArtifactUrl": "s3://models/llama-eu/model.tar.gz"},
+                "ComputeResourceRequirements": {
+                    "NumberOfAcceleratorDevicesRequired": 4.0,
+                    "NumberOfCpuCoresRequired": 16.0,
+                    "MinMemoryRequiredInMb": 262144,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 1},
+            "Tags": [{"Key": "capacity-orchestrator:request-id", "Value": "demo-1"}],
+        },
+    )
+    stubber.add_response(
+        "create_inference_component",
+        {"InferenceComponentArn": arn},
+        {
+            "InferenceComponentName": "co-demo-1-llama-us",
+            "EndpointName": "co-demo-1",
+            "VariantName": "main",
+            "Specification": {
+                "ModelName": "llama-us-v3",
+                "ComputeResourceRequirements": {
+                    "NumberOfAcceleratorDevicesRequired": 4.0,
+                    "NumberOfCpuCoresRequired": 16.0,
+                    "MinMemoryRequiredInMb": 262144,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 1},
+            "Tags": ANY,
+        },
+    )
+    for model, name in ((image_model, "co-demo-1-llama-eu"), (named_model, "co-demo-1-llama-us")):
+        assert adapter.create_inference_component(
+            name=name,
+            endpoint_name="co-demo-1",
+            variant_name="main",
+            specification=component_specification(model),
+            copy_count=0,  # never 0 at creation: the adapter sends at least 1
+            tags=tags_for("demo-1"),
+        )
+
+
+def test_search_sends_endpoint_target_and_window(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    start, end = datetime(2026, 12, 8, 11, 30, tzinfo=UTC), datetime(2026, 12, 14, 11, 30, tzinfo=UTC)
+    stubber.add_response(
+        "search_training_plan_offerings",
+        {
+            "TrainingPlanOfferings": [
+                {"TrainingPlanOfferingId": "tpo-1", "TargetResources": ["endpoint"], "UpfrontFee": "8000"}
+            ]
+        },
+        {
+            "TargetResources": ["endpoint"],
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 2,
+            "StartTimeAfter": start,
+            "EndTimeBefore": end,
+            "DurationHours": 72,
+        },
+    )
+    found = adapter.search_training_plan_offerings(
+        instance_type="ml.p5.48xlarge", instance_count=2, start_after=start, end_before=end, duration_hours=72
+    )
+    assert found[0]["UpfrontFee"] == "8000"
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "expected"),
+    [
+        ("ResourceInUse", "Training plan co-demo-1 already exists", TrainingPlanNameInUse),
+        ("ValidationException", "The training plan offering tpo-1 has expired", OfferingExpired),
+        ("ResourceNotFound", "Offering tpo-1 not found", OfferingExpired),
+        ("ResourceLimitExceeded", "limit of 1 plans", QuotaExceeded),
+        ("ValidationException", "Payment method declined", PurchaseFailed),
+        ("ThrottlingException", "Rate exceeded", RetryableAwsError),
+    ],
+)
+def test_create_training_plan_errors_become_domain_errors(
+    sagemaker: tuple[SageMakerAdapter, Stubber], code: str, message: str, expected: type[Exception]
+) -> None:
+    adapter, stubber = sagemaker
+    status = 400
+    stubber.add_client_error(
+        "create_training_plan", service_error_code=code, service_message=message, http_status_code=status
+    )
+    with pytest.raises(expected):
+        adapter.create_training_plan(name="co-demo-1", offering_id="tpo-1", tags=tags_for("demo-1"))
+
+
+def test_search_quota_is_a_quota_error(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    stubber.add_client_error("search_training_plan_offerings", "ResourceLimitExceeded", "quota is 1")
+    with pytest.raises(QuotaExceeded, match="quota is 1"):
+        adapter.search_training_plan_offerings(
+            instance_type="ml.p5.48xlarge",
+            instance_count=64,
+            start_after=NOW,
+            end_before=NOW,
+            duration_hours=24,
+        )
+
+
+def test_server_errors_are_retryable(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    stubber.add_client_error("describe_endpoint", "InternalFailure", "oops", http_status_code=500)
+    with pytest.raises(RetryableAwsError, match="InternalFailure"):
+        adapter.describe_endpoint("co-demo-1")
+
+
+def test_not_found_and_already_exists_are_answers_not_errors(
+    sagemaker: tuple[SageMakerAdapter, Stubber],
+) -> None:
+    adapter, stubber = sagemaker
+    stubber.add_client_error(
+        "describe_endpoint", "ValidationException", 'Could not find endpoint "co-demo-1".'
+    )
+    stubber.add_client_error("describe_training_plan", "ResourceNotFound", "Training plan not found")
+    stubber.add_client_error(
+        "create_endpoint", "ValidationException", "Cannot create already existing endpoint"
+    )
+    stubber.add_client_error(
+        "delete_endpoint_config", "ValidationException", "Could not find endpoint configuration"
+    )
+    stubber.add_client_error(
+        "describe_inference_component", "ValidationException", "Could not find inference component"
+    )
+    assert adapter.describe_endpoint("co-demo-1") is None
+    assert adapter.describe_training_plan("co-demo-1") is None
+    assert adapter.create_endpoint(name="co-demo-1", config_name="co-demo-1-config", tags=[]) is False
+    assert adapter.delete_endpoint_config("co-demo-1-config") is False
+    assert adapter.describe_inference_component("x") is None
+
+
+def test_delete_while_creating_is_busy(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    stubber.add_client_error(
+        "delete_endpoint", "ValidationException", "Cannot update in-progress endpoint co-demo-1"
+    )
+    with pytest.raises(ResourceBusy):
+        adapter.delete_endpoint("co-demo-1")
+
+
+def test_describe_training_plan_reads_times_and_fee(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    stubber.add_response(
+        "describe_training_plan",
+        {
+            "TrainingPlanArn": PLAN_ARN,
+            "TrainingPlanName": "co-demo-1",
+            "Status": "Scheduled",
+            "StartTime": datetime(2026, 12, 9, 11, 30, tzinfo=UTC),
+            "EndTime": datetime(2026, 12, 12, 11, 30, tzinfo=UTC),
+            "UpfrontFee": "8000.50",
+            "ReservedCapacitySummaries": [
+                {
+                    "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/rc-1",
+                    "InstanceType": "ml.p5.48xlarge",
+                    "TotalInstanceCount": 2,
+                    "Status": "Scheduled",
+                }
+            ],
+        },
+        {"TrainingPlanName": "co-demo-1"},
+    )
+    plan = adapter.describe_training_plan("co-demo-1")
+    assert plan is not None
+    assert (plan.status, str(plan.upfront_fee_usd), plan.instance_type) == (
+        "Scheduled",
+        "8000.50",
+        "ml.p5.48xlarge",
+    )
+    assert plan.start_time == datetime(2026, 12, 9, 11, 30, tzinfo=UTC)
+
+
+def test_list_training_plans_pages_until_found(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
+    adapter, stubber = sagemaker
+    other = {
+        "TrainingPlanArn": PLAN_ARN.replace("co-demo-1", "other"),
+        "TrainingPlanName": "other",
+        "Status": "Active",
+    }
+    mine = {"TrainingPlanArn": PLAN_ARN, "TrainingPlanName": "co-demo-1", "Status": "Pending"}
+    stubber.add_response(
+        "list_training_plans", {"TrainingPlanSummaries": [other], "NextToken": "t2"}, {"MaxResults": 100}
+    )
+    stubber.add_response(
+        "list_training_plans", {"TrainingPlanSummaries": [mine]}, {"MaxResults": 100, "NextToken": "t2"}
+    )
+    found = adapter.find_training_plan("co-demo-1")
+    assert found is not None
+    assert found.arn == PLAN_ARN
+
+
+# ------------------------------------------------------------------------------- other adapters
+
+
+def test_release_schedule_request_and_retry(env: dict[str, str]) -> None:
+    client = boto3.client("scheduler", region_name="us-east-1")
+    scheduler = ReleaseScheduler(
+        client,
+        group="capacity-orchestrator",
+        target_arn=env["RELEASE_TARGET_ARN"],
+        role_arn=env["SCHEDULER_ROLE_ARN"],
+    )
+    expected = {
+        "Name": "co-demo-1-release",
+        "GroupName": "capacity-orchestrator",
+        "ScheduleExpression": "at(2026-12-12T10:30:00)",
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "Description": "Release reservation demo-1 (reservation-end)",
+        "Target": {
+            "Arn": env["RELEASE_TARGET_ARN"],
+            "RoleArn": env["SCHEDULER_ROLE_ARN"],
+            "Input": '{"schema_version":1,"request_id":"demo-1","reason":"reservation-end"}',
+            "EventBridgeParameters": {"DetailType": "ReleaseRequested", "Source": "capacity.orchestrator"},
+        },
+    }
+    with Stubber(client) as stubber, time_machine.travel(NOW, tick=False):
+        stubber.add_response(
+            "create_schedule",
+            {"ScheduleArn": "arn:aws:scheduler:us-east-1:123456789012:schedule/x/y"},
+            expected,
+        )
+        stubber.add_client_error("create_schedule", "ConflictException", "Schedule already exists", 409)
+        at = datetime(2026, 12, 12, 10, 30, tzinfo=UTC)
+        assert scheduler.schedule_release(
+            name="co-demo-1-release", at=at, request_id="demo-1", reason="reservation-end"
+        )
+        assert not scheduler.schedule_release(
+            name="co-demo-1-release", at=at, request_id="demo-1", reason="reservation-end"
+        )
+
+
+def test_release_schedule_in_the_past_moves_to_a_minute_from_now(env: dict[str, str]) -> None:
+    client = boto3.client("scheduler", region_name="us-east-1")
+    scheduler = ReleaseScheduler(
+        client, group="g", target_arn=env["RELEASE_TARGET_ARN"], role_arn=env["SCHEDULER_ROLE_ARN"]
+    )
+    sent: dict[str, Any] = {}
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        sent.update(params)
+
+    client.meta.events.register("provide-client-params.scheduler.CreateSchedule", capture)
+    with Stubber(client) as stubber:
+        stubber.add_response("create_schedule", {"ScheduleArn": "arn:aws:scheduler:us-east-1:1:schedule/g/x"})
+        scheduler.schedule_release(
+            name="x", at=datetime(2000, 1, 1, tzinfo=UTC), request_id="r", reason="test"
+        )
+    expression = sent["ScheduleExpression"]
+    assert expression > f"at({datetime.now(UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def test_put_events_partial_failure_is_retryable(env: dict[str, str]) -> None:
+    client = boto3.client("events", region_name="us-east-1")
+    publisher = EventPublisher("capacity-orchestrator", client)
+    detail = ReservationReleasedDetail(request_id="demo-1")
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "put_events",
+            {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]},
+            {
+                "Entries": [
+                    {
+                        "Source": "capacity.orchestrator",
+                        "DetailType": "ReservationReleased",
+                        "Detail": '{"schema_version":1,"request_id":"demo-1","reason":null,"summary":null}',
+                        "EventBusName": "capacity-orchestrator",
+                        "Resources": [],
+                    }
+                ]
+            },
+        )
+        stubber.add_response(
+            "put_events",
+            {
+                "FailedEntryCount": 1,
+                "Entries": [{"ErrorCode": "ThrottlingException", "ErrorMessage": "slow down"}],
+            },
+        )
+        assert publisher.put("ReservationReleased", detail) == "e-1"
+        with pytest.raises(RetryableAwsError, match="ThrottlingException"):
+            publisher.put("ReservationReleased", detail)
+
+
+def test_used_task_token_means_not_awaiting_approval(env: dict[str, str]) -> None:
+    client = boto3.client("stepfunctions", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        stubber.add_response("send_task_success", {}, {"taskToken": "tok", "output": '{"approved": true}'})
+        stubber.add_client_error("send_task_failure", "TaskTimedOut", "Task Timed Out")
+        tasks = TaskTokens(client)
+        tasks.succeed("tok", {"approved": True})
+        with pytest.raises(NotAwaitingApproval, match="TaskTimedOut"):
+            tasks.fail("tok", error="ApprovalRejected", cause="no")
+
+
+class FakeWebClient:
+    def __init__(self, token: str, fail: bool = False) -> None:
+        self.token = token
+        self.fail = fail
+        self.posts: list[dict[str, Any]] = []
+
+    def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:  # noqa: N802 - slack_sdk's name
+        if self.fail:
+            raise SlackApiError("channel_not_found", {"ok": False, "error": "channel_not_found"})  # type: ignore[no-untyped-call]
+        self.posts.append(kwargs)
+        return {"ok": True}
+
+
+def test_slack_posts_with_the_token_from_the_provider() -> None:
+    made: list[FakeWebClient] = []
+
+    def factory(token: str) -> Any:
+        made.append(FakeWebClient(token))
+        return made[-1]
+
+    notifier = SlackNotifier("C123", lambda: "xoxb-1", client_factory=factory)
+    assert notifier.post(SlackMessage("hello", [{"type": "section"}]))
+    assert made[0].token == "xoxb-1"
+    assert made[0].posts == [
+        {"channel": "C123", "text": "hello", "blocks": [{"type": "section"}], "unfurl_links": False}
+    ]
+
+
+def test_slack_is_a_no_op_without_configuration_and_never_raises() -> None:
+    assert not SlackNotifier("", None).post(SlackMessage("x"))
+    failing = SlackNotifier("C1", lambda: "t", client_factory=lambda token: FakeWebClient(token, fail=True))  # type: ignore[arg-type,return-value]
+    assert not failing.post(SlackMessage("x"))
+
+
+def test_token_from_secrets_manager_plain_or_json(env: dict[str, str]) -> None:
+    with mock_aws():
+        secrets = boto3.client("secretsmanager", region_name="us-east-1")
+        plain = secrets.create_secret(Name="plain", SecretString="xoxb-plain")["ARN"]
+        as_json = secrets.create_secret(Name="json", SecretString='{"bot_token": "xoxb-json"}')["ARN"]
+        empty = secrets.create_secret(Name="empty", SecretString='{"other": 1}')["ARN"]
+        assert token_from_secret(plain) == "xoxb-plain"
+        assert token_from_secret(as_json) == "xoxb-json"
+        with pytest.raises(ValueError, match="no Slack bot token"):
+            token_from_secret(empty)

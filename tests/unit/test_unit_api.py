@@ -1,0 +1,177 @@
+"""The REST API handler: validation, idempotent submission, reading, approval and cancellation."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import time_machine
+from capacity.adapters import clients
+from capacity.ledger import APPROVAL, Ledger
+from capacity.models import State, parse_request
+
+from tests.unit.conftest import REGION
+from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
+from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
+
+
+@pytest.fixture
+def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, FakeTasks]]:
+    """The api handler, a tap on the bus, and a fake Step Functions task-token port."""
+    tasks = FakeTasks()
+    monkeypatch.setattr("capacity.ports.TaskTokens", lambda client: tasks)
+    with time_machine.travel(NOW, tick=False):
+        yield load_handler("api"), bus_queue("capacity-orchestrator"), tasks
+
+
+def proxy(method: str, path: str, body: Any = None, *, base64_body: bool = False) -> dict[str, Any]:
+    """An API Gateway REST proxy event (as ``sam local generate-event apigateway aws-proxy`` shapes it)."""
+    text = None if body is None else body if isinstance(body, str) else json.dumps(body)
+    encoded = base64_body and text is not None
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Content-Type": "application/json"},
+        "multiValueHeaders": {"Content-Type": ["application/json"]},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": f"/prod{path}",
+            "stage": "prod",
+            "requestId": "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+            "identity": {"userArn": "arn:aws:iam::123456789012:user/alice", "sourceIp": "127.0.0.1"},
+        },
+        "body": base64.b64encode(text.encode()).decode() if encoded and text else text,
+        "isBase64Encoded": encoded,
+    }
+
+
+def call(handler: Any, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+    response = invoke(handler, proxy(method, path, body, **kwargs))
+    return response["statusCode"], json.loads(response["body"])
+
+
+def test_post_valid_request_is_accepted_and_put_on_the_bus(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    status, body = call(handler, "POST", "/reservations", request_body())
+    assert status == 202
+    assert body == {
+        "request_id": "demo-1",
+        "status": "REQUESTED",
+        "links": {
+            "self": "/reservations/demo-1",
+            "approval": "/reservations/demo-1/approval",
+            "cancel": "/reservations/demo-1",
+        },
+    }
+    (event,) = drain(tap)
+    assert event["detail-type"] == "ReservationRequested"
+    assert event["detail"]["schema_version"] == 1
+    assert event["detail"]["request"]["max_upfront_fee_usd"] == "30000"
+
+
+def test_same_request_id_twice_gives_the_same_answer_and_one_event(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    first = call(handler, "POST", "/reservations", request_body())
+    second = call(handler, "POST", "/reservations", request_body(), base64_body=True)
+    assert first == second
+    assert len(drain(tap)) == 1
+
+
+def test_invalid_request_is_400_naming_the_field(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    status, body = call(handler, "POST", "/reservations", request_body(duration_hours=36, instance_count=3))
+    assert status == 400
+    fields = {error["field"]: error["message"] for error in body["errors"]}
+    assert set(fields) == {"duration_hours", "instance_count"}
+    assert "multiple of 24" in fields["duration_hours"]
+    assert drain(tap) == []
+
+
+def test_malformed_json_is_400_on_the_body(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, _ = api
+    status, body = call(handler, "POST", "/reservations", "{not json")
+    assert status == 400
+    assert body["errors"][0]["field"] == "body"
+
+
+def test_money_in_json_numbers_is_read_exactly(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    text = json.dumps(request_body(max_upfront_fee_usd="__FEE__")).replace('"__FEE__"', "30000.10")
+    status, _ = call(handler, "POST", "/reservations", text)
+    assert status == 202
+    (event,) = drain(tap)
+    assert event["detail"]["request"]["max_upfront_fee_usd"] == "30000.10"
+
+
+def test_get_unknown_is_404_and_known_shows_history(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, _ = api
+    assert call(handler, "GET", "/reservations/nope")[0] == 404
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    status, body = call(handler, "GET", "/reservations/demo-1")
+    assert status == 200
+    assert body["state"] == "REQUESTED"
+    assert body["request"]["instance_type"] == "ml.p5.48xlarge"
+    assert body["request"]["models"] == ["llama-eu", "llama-us"]
+    assert body["history"][0]["at"] == "2026-12-01T09:00:00Z"
+    assert body["purchase"] is None
+
+
+def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, tasks = api
+    Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).record_request(
+        parse_request(request_body(), now=NOW), actor="t"
+    )
+    status, body = call(
+        handler, "POST", "/reservations/demo-1/approval", {"approved": True, "approver": "bob"}
+    )
+    assert status == 409
+    assert "not awaiting approval" in body["message"]
+    assert tasks.calls == []
+
+
+def test_approval_sends_the_stored_token(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, tasks = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
+    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    status, body = call(
+        handler,
+        "POST",
+        "/reservations/demo-1/approval",
+        {"approved": False, "approver": "bob", "reason": "too dear"},
+    )
+    assert (status, body["status"]) == (200, "REJECTED")
+    assert tasks.calls == [
+        ("failure", "token-1", {"error": "ApprovalRejected", "cause": "rejected by bob: too dear"})
+    ]
+
+
+def test_approval_body_is_validated(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, _ = api
+    status, body = call(handler, "POST", "/reservations/demo-1/approval", {"approved": "maybe"})
+    assert status == 400
+    assert {e["field"] for e in body["errors"]} == {"approved", "approver"}
+
+
+def test_delete_cancels_and_requests_release(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    status, body = call(handler, "DELETE", "/reservations/demo-1")
+    assert (status, body["status"]) == (202, "CANCELLED")
+    cancelled = ledger.history("demo-1")[-1]
+    assert (cancelled.state, cancelled.actor) == (State.CANCELLED, "arn:aws:iam::123456789012:user/alice")
+    (event,) = drain(tap)
+    assert (event["detail-type"], event["detail"]["reason"]) == ("ReleaseRequested", "cancelled")
+    assert call(handler, "DELETE", "/reservations/unknown")[0] == 404
