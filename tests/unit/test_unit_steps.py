@@ -421,3 +421,31 @@ def test_readable_reason_handles_plain_and_lambda_causes() -> None:
     )
     assert readable_reason(StepError(Error="Custom", Cause="plain words")) == "plain words"
     assert readable_reason(StepError(Error="Custom", Cause="{not json")) == "{not json"
+
+
+def test_approval_timeout_reason_is_readable(harness: Harness) -> None:
+    request = record(harness)
+    out = notify(
+        NotifyInput(kind="approval_outcome", request_id=request.id, approved=False, reason="States.Timeout"),
+        harness.ports,
+    )
+    assert out.state == "REJECTED"
+    assert (
+        harness.ledger.history(request.id)[-1].detail["reason"]
+        == "no approval arrived within the approval timeout"
+    )
+    assert "Nothing was bought" in harness.slack.texts()[-1]
+
+
+def test_failed_release_is_reported_without_requesting_another_release(harness: Harness) -> None:
+    request = bought(harness)
+    error = StepError(Error="LeftoverResources", Cause="co-demo-1-config")
+    out = notify(
+        NotifyInput(kind="failure", phase="release", request_id=request.id, error=error), harness.ports
+    )
+    assert out.state == "FAILED"
+    assert "ReleaseRequested" not in harness.events.types()
+    assert (
+        harness.ledger.history(request.id)[-1].detail["reason"]
+        == "the release left resources behind: co-demo-1-config"
+    )

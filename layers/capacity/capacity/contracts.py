@@ -84,7 +84,8 @@ class StepError(_In):
 
 class NotifyInput(_In):
     """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
-    ``reason``) or ``failure`` (``error``)."""
+    ``reason``, optional ``error``) or ``failure`` (``error``; ``phase`` ``release`` when the release
+    workflow itself failed, so no new release is requested)."""
 
     kind: Literal["approval_request", "approval_outcome", "failure"]
     request_id: str
@@ -94,6 +95,7 @@ class NotifyInput(_In):
     reason: str | None = None
     approver: str | None = None
     error: StepError | None = None
+    phase: Literal["reserve", "release"] | None = None
 
 
 class NotifyOutput(_Out):

@@ -5,7 +5,8 @@
   ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
 - ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
-  ``ReservationFailed`` and, if a purchase was attempted, ``ReleaseRequested`` (reason ``failed``), posts.
+  ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
+  ``ReleaseRequested`` (reason ``failed``), posts.
 """
 
 from __future__ import annotations
@@ -131,11 +132,24 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
 
 
+_OUTCOMES = {
+    "States.Timeout": "no approval arrived within the approval timeout",
+    "ApprovalRejected": "a person rejected the purchase",
+}
+
+
+def outcome_reason(step: NotifyInput) -> str:
+    """Why the purchase was not approved, for a person (the ASL passes the error name as ``reason``)."""
+    reason = _OUTCOMES.get(step.reason or "", step.reason or "the approval was rejected or timed out")
+    cause = step.error.Cause if step.error and step.error.Cause else None
+    return f"{reason} ({cause})" if cause else reason
+
+
 def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
     ledger = ports.ledger
     if step.approved:
         return NotifyOutput(notified=True, state=_current(ports, step.request_id))
-    reason = step.reason or "the approval was rejected or timed out"
+    reason = outcome_reason(step)
     written = ledger.append(
         step.request_id,
         State.REJECTED,
@@ -156,7 +170,9 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     final = final_state(history)
     if final is not None:
         return NotifyOutput(notified=True, state=final.value)
-    attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    # A failed reserve workflow releases what it may have created; a failed release is not re-requested
+    # (it would fail the same way): it is reported for a person to look at.
+    attempted = step.phase != "release" and ledger.get(step.request_id, PURCHASE_INTENT) is not None
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
