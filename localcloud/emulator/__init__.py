@@ -13,23 +13,36 @@ See ``docs/localcloud-emulator.md`` for what each API does, how faithfully, and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from localcloud.contracts import EventSink, Ticker
 from localcloud.emulator.alarms import AlarmEvaluator
 from localcloud.emulator.autoscaling import AutoScaling
-from localcloud.emulator.common import Context, Handler, utcnow
+from localcloud.emulator.common import Context, Handler, as_utc, utcnow
 from localcloud.emulator.ec2 import CapacityBlocks
 from localcloud.emulator.hosting import Hosting
 from localcloud.emulator.market import Market, MarketConfig, Timings
 from localcloud.emulator.samples import LIFECYCLE_ORDER, sample_request
 from localcloud.emulator.training_plans import TrainingPlans
-from localcloud.faults import FaultKind
+from localcloud.faults import EMULATOR_KINDS, FaultKind, FaultRule
 
 __all__ = ["BillableResource", "Emulator", "MarketConfig", "Timings"]
 
 _ALIASES = {"application-autoscaling": "application-auto-scaling"}
+
+
+def _utc(value: Any) -> Any:
+    """``value`` with every ``datetime`` made tz-aware UTC (wire parsers give naive UTC values)."""
+    if isinstance(value, datetime):
+        return as_utc(value)
+    if isinstance(value, dict):
+        return {key: _utc(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_utc(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ class Emulator:
         self.capacity_blocks = CapacityBlocks(self.ctx)
         self.alarms = AlarmEvaluator(self.ctx)
         self.autoscaling = AutoScaling(self.ctx, self.hosting, self.alarms)
+        self.alarms.on_alarm = self.autoscaling.alarm_fired
         self._handlers: dict[tuple[str, str], Handler] = {}
         for service, table in (
             ("sagemaker", self.training_plans.operations()),
@@ -109,7 +123,7 @@ class Emulator:
         params: dict[str, Any],
         *,
         region: str,
-        faults: frozenset[FaultKind] = frozenset(),
+        faults: Iterable[FaultKind | FaultRule] = frozenset(),
     ) -> dict[str, Any]:
         """Answer one request.
 
@@ -118,8 +132,9 @@ class Emulator:
             operation: API operation name (``CreateTrainingPlan``).
             params: the request parameters as the caller passed them (validated by botocore).
             region: the client's region.
-            faults: behavioural faults drawn for this call (``insufficient_capacity``, ``stuck``); what
-                each does per operation is in ``docs/localcloud-emulator.md``.
+            faults: behavioural faults drawn for this call (``insufficient_capacity``, ``stuck``), as
+                :class:`FaultKind` values or the :class:`FaultRule` objects that fired (other kinds are
+                ignored); what each does per operation is in ``docs/localcloud-emulator.md``.
 
         Returns:
             The response as a plain dict (tz-aware ``datetime`` timestamps, ``str`` fees, ``bytes``
@@ -130,8 +145,9 @@ class Emulator:
             KeyError: an operation the emulator does not handle (check :meth:`handles` first).
         """
         handler = self._handlers[(self._service(service), operation)]
+        kinds = frozenset(item if isinstance(item, FaultKind) else item.kind for item in faults)
         with self.ctx.lock:
-            return handler(params, region, frozenset(faults))
+            return handler(_utc(params), region, kinds & EMULATOR_KINDS)
 
     @property
     def tickers(self) -> list[Ticker]:

@@ -189,7 +189,8 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> Evaluati
         if breaching >= spec.datapoints_to_alarm:
             state = "ALARM"
             reason = (
-                f"Threshold Crossed: {breaching} out of the last {spec.evaluation_periods} datapoints [{shown}] "
+                f"Threshold Crossed: {breaching} out of the last {spec.evaluation_periods} datapoints "
+                f"[{shown}] "
                 f"was {words} the threshold ({spec.threshold}) (minimum {spec.datapoints_to_alarm} datapoint"
                 f"{'s' if spec.datapoints_to_alarm != 1 else ''} for OK -> ALARM transition)."
             )
@@ -250,6 +251,10 @@ class AlarmEvaluator:
         self.ctx = ctx
         self.index = index or MetricIndex()
         self._seen: dict[tuple[str, str], _Seen] = {}
+        self.on_alarm: Callable[[str, Any, datetime], None] | None = None
+        """Called (region, moto alarm, instant) when an alarm with actions enabled enters ``ALARM``:
+        CloudWatch invokes the alarm's actions on the state change (Application Auto Scaling policies among
+        them)."""
 
     def _alarms(self, now: datetime) -> list[tuple[str, Any, Any, AlarmSpec]]:
         """(region, backend, alarm, spec) of every evaluable alarm; new alarms are set to
@@ -328,6 +333,8 @@ class AlarmEvaluator:
                         "configuration": self._configuration(alarm, spec),
                     }
                     events.append((alarm.alarm_arn, detail, region, result.state))
+                    if result.state == "ALARM" and alarm.actions_enabled and self.on_alarm is not None:
+                        self.on_alarm(region, alarm, moment)
                 seen.evaluated_until = max(seen.evaluated_until, now)
         for arn, detail, region, _state in events:
             self.ctx.events.put_aws_event(

@@ -81,6 +81,19 @@ TargetKey = tuple[str, str, str, str]
 """(region, service namespace, resource id, scalable dimension)."""
 
 
+def _aggregate(config: dict[str, Any], values: list[float], threshold: float) -> float:
+    """The metric value a step policy acts on: the alarm's datapoints aggregated by
+    ``MetricAggregationType`` (Average by default); the threshold itself when there is none."""
+    if not values:
+        return threshold
+    aggregation = config.get("MetricAggregationType", "Average")
+    if aggregation == "Minimum":
+        return min(values)
+    if aggregation == "Maximum":
+        return max(values)
+    return sum(values) / len(values)
+
+
 def not_found(message: str) -> AwsError:
     """Application Auto Scaling's ``ObjectNotFoundException``."""
     return AwsError("ObjectNotFoundException", message)
@@ -163,7 +176,8 @@ class AutoScaling:
     def _check_namespace(namespace: str) -> None:
         if namespace != "sagemaker":
             raise validation(
-                f"Unsupported service namespace {namespace}: the local cloud emulates Application Auto Scaling "
+                f"Unsupported service namespace {namespace}: the local cloud emulates Application Auto "
+                "Scaling "
                 "for the sagemaker namespace only."
             )
 
@@ -566,38 +580,34 @@ class AutoScaling:
         if target is None or current is None or found is None:
             return None
         _alarm, spec, evaluation = found
-        values = evaluation.present()
-        config = policy.configuration
         if policy.policy_type == "StepScaling":
-            aggregation = config.get("MetricAggregationType", "Average")
-            if not values:
-                value = spec.threshold
-            elif aggregation == "Minimum":
-                value = min(values)
-            elif aggregation == "Maximum":
-                value = max(values)
-            else:
-                value = sum(values) / len(values)
-            new = self._step(config, current, value - spec.threshold)
-            if new is None:
-                return None
+            new = self._step(
+                policy.configuration,
+                current,
+                _aggregate(policy.configuration, evaluation.present(), spec.threshold) - spec.threshold,
+            )
         else:
-            value = values[-1] if values else 0.0
-            wanted = math.ceil(current * value / float(config["TargetValue"]) - 1e-9)
-            if alarm_name == policy.high_alarm:
-                if wanted <= current:
-                    return None
-                new = wanted
-            else:
-                if config.get("DisableScaleIn") or wanted >= current:
-                    return None
-                new = wanted
+            new = self._tracked(policy, alarm_name, current, evaluation.present())
+        if new is None:
+            return None
         new = max(target.min_capacity, min(target.max_capacity, new))
-        if new > current and target.suspended.get("DynamicScalingOutSuspended"):
+        suspended = target.suspended.get(
+            "DynamicScalingOutSuspended" if new > current else "DynamicScalingInSuspended"
+        )
+        return None if new == current or suspended else (current, new)
+
+    @staticmethod
+    def _tracked(policy: Policy, alarm_name: str, current: int, values: list[float]) -> int | None:
+        """Target tracking: ``ceil(current * metric / target)``, out on the high alarm, in on the low one
+        (a missing metric counts as 0, so an idle resource scales in)."""
+        config = policy.configuration
+        value = values[-1] if values else 0.0
+        wanted = math.ceil(current * value / float(config["TargetValue"]) - 1e-9)
+        if alarm_name == policy.high_alarm:
+            return wanted if wanted > current else None
+        if config.get("DisableScaleIn") or wanted >= current:
             return None
-        if new < current and target.suspended.get("DynamicScalingInSuspended"):
-            return None
-        return None if new == current else (current, new)
+        return wanted
 
     @staticmethod
     def _step(config: dict[str, Any], current: int, delta: float) -> int | None:
@@ -655,6 +665,7 @@ class AutoScaling:
                 proposal = self._proposal(policy, alarm.name, now)
                 if proposal is None:
                     continue
+                # While the alarm stays in ALARM, CloudWatch invokes the action again once a minute.
                 moments = [as_utc(alarm.state_updated_timestamp) + reaction]
                 if policy.last_action is not None:
                     moments.append(policy.last_action + reaction)
@@ -663,6 +674,29 @@ class AutoScaling:
                     moments.append(ready)
                 found.append((max(moments), policy, alarm.name))
         return found
+
+    def alarm_fired(self, region: str, alarm: Any, moment: datetime) -> None:
+        """An alarm entered ``ALARM`` at ``moment``: run the policies among its actions now (CloudWatch
+        invokes actions on the state change), unless a cooldown holds them back (the ticker retries then)."""
+        for policy in list(self.policies.values()):
+            if policy.key[0] != region or policy.arn not in (alarm.alarm_actions or []):
+                continue
+            proposal = self._proposal(policy, alarm.name, moment)
+            if proposal is None:
+                continue
+            ready = self._ready_at(policy, proposal[1] > proposal[0])
+            if ready is None or ready <= moment:
+                self._apply(policy, alarm.name, proposal, moment)
+
+    def _apply(self, policy: Policy, alarm_name: str, proposal: tuple[int, int], now: datetime) -> None:
+        current, new = proposal
+        cause = f"monitor alarm {alarm_name} in state ALARM triggered policy {policy.name}"
+        self._set_capacity(policy.key, new, now, cause)
+        policy.last_action = now
+        if new > current:
+            policy.last_scale_out = now
+        else:
+            policy.last_scale_in = now
 
     def next_due(self, now: datetime) -> Due | None:
         """The next instant a policy would change a capacity, or None (background)."""
@@ -682,20 +716,8 @@ class AutoScaling:
                 if moment > now:
                     continue
                 proposal = self._proposal(policy, alarm_name, now)
-                if proposal is None:
-                    continue
-                current, new = proposal
-                self._set_capacity(
-                    policy.key,
-                    new,
-                    now,
-                    f"monitor alarm {alarm_name} in state ALARM triggered policy {policy.name}",
-                )
-                policy.last_action = now
-                if new > current:
-                    policy.last_scale_out = now
-                else:
-                    policy.last_scale_in = now
+                if proposal is not None:
+                    self._apply(policy, alarm_name, proposal, now)
 
     def billable(self) -> list[tuple[str, str, str, str]]:
         """(kind, name, ARN, region) of every scalable target and policy."""

@@ -119,7 +119,7 @@ def paginate(
     params: Params,
     *,
     default_max: int = 100,
-    token_key: str = "NextToken",
+    next_key: str = "NextToken",
     max_key: str = "MaxResults",
 ) -> tuple[list[Any], str | None]:
     """One page of ``items`` and the token of the next page (an index, opaque to callers).
@@ -127,7 +127,7 @@ def paginate(
     Raises:
         AwsError: ``ValidationException`` for a token this emulator did not issue.
     """
-    token = params.get(token_key)
+    token = params.get(next_key)
     start = 0
     if token:
         if not token.startswith("page-") or not token[5:].isdigit():

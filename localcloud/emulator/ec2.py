@@ -53,8 +53,18 @@ from localcloud.faults import FaultKind
 MAX_INSTANCES = 64
 EXPIRY_WARNING = timedelta(minutes=40)
 DELIVERED = "Capacity Block Delivered"
-_FILTERS = frozenset({"tag-key", "state", "instance-type", "availability-zone", "reservation-type",
-                      "instance-platform", "tenancy", "owner-id"})
+_FILTERS = frozenset(
+    {
+        "tag-key",
+        "state",
+        "instance-type",
+        "availability-zone",
+        "reservation-type",
+        "instance-platform",
+        "tenancy",
+        "owner-id",
+    }
+)
 EXPIRATION_WARNING = "Capacity Block Expiration Warning"
 
 
@@ -148,7 +158,8 @@ class CapacityBlocks:
         hours = int(params["CapacityDurationHours"])
         if not valid_duration(hours):
             raise invalid(
-                f"The requested capacity duration of {hours} hours is not supported. Capacity Block durations "
+                f"The requested capacity duration of {hours} hours is not supported. Capacity Block "
+                "durations "
                 "are 24-hour increments up to 14 days (336 hours), then 7-day increments up to 182 days "
                 "(4368 hours)."
             )
@@ -174,11 +185,11 @@ class CapacityBlocks:
                 "ec2",
                 region,
                 instance_type,
-                count,
-                hours // 24,
-                params.get("StartDateRange") or now,
-                params.get("EndDateRange"),
-                now,
+                count=count,
+                days=hours // 24,
+                earliest_start=params.get("StartDateRange") or now,
+                latest_end=params.get("EndDateRange"),
+                now=now,
             )
         ]
         return self._page(offerings, params)
@@ -222,7 +233,8 @@ class CapacityBlocks:
         offering = self.ctx.market.offering(offering_id)
         if offering is None or offering.market != "ec2" or not self.ctx.market.usable(offering, region, now):
             raise invalid(
-                f"The Capacity Block offering ID '{offering_id}' is not valid: it has expired or is no longer "
+                f"The Capacity Block offering ID '{offering_id}' is not valid: it has expired or is no "
+                "longer "
                 "available. Describe Capacity Block offerings again."
             )
         if FaultKind.INSUFFICIENT_CAPACITY in faults:

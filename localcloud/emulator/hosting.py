@@ -606,20 +606,26 @@ class Hosting:
                 raise validation(f"Production variant {variant['VariantName']} needs an InstanceType.")
         initial = int(variant.get("InitialInstanceCount") or 1)
         if mis_enabled(variant):
-            scaling = variant["ManagedInstanceScaling"]
-            low = scaling.get("MinInstanceCount")
-            high = scaling.get("MaxInstanceCount")
-            if low == 0 and region in self.ctx.market.config.min_instance_count_zero_rejected_regions:
-                raise validation(
-                    f"ManagedInstanceScaling.MinInstanceCount 0 is not supported in region {region} for "
-                    f"production variant {variant['VariantName']}. Set MinInstanceCount to 1 or more."
-                )
-            if low is not None and high is not None and low > high:
-                raise validation("ManagedInstanceScaling.MinInstanceCount must not exceed MaxInstanceCount.")
-            if high is not None and initial > high:
-                raise validation(
-                    "InitialInstanceCount must not exceed ManagedInstanceScaling.MaxInstanceCount."
-                )
+            self._check_scaling(variant, initial, region)
+        self._check_plan(variant, instance_type, initial, region)
+
+    def _check_scaling(self, variant: dict[str, Any], initial: int, region: str) -> None:
+        scaling = variant["ManagedInstanceScaling"]
+        low = scaling.get("MinInstanceCount")
+        high = scaling.get("MaxInstanceCount")
+        if low == 0 and region in self.ctx.market.config.min_instance_count_zero_rejected_regions:
+            raise validation(
+                f"ManagedInstanceScaling.MinInstanceCount 0 is not supported in region {region} for "
+                f"production variant {variant['VariantName']}. Set MinInstanceCount to 1 or more."
+            )
+        if low is not None and high is not None and low > high:
+            raise validation("ManagedInstanceScaling.MinInstanceCount must not exceed MaxInstanceCount.")
+        if high is not None and initial > high:
+            raise validation("InitialInstanceCount must not exceed ManagedInstanceScaling.MaxInstanceCount.")
+
+    def _check_plan(
+        self, variant: dict[str, Any], instance_type: str | None, initial: int, region: str
+    ) -> None:
         plan_arn = plan_arn_of(variant)
         if plan_arn is None:
             return
@@ -628,8 +634,8 @@ class Hosting:
             raise validation(f'Could not find training plan "{plan_arn}".')
         if plan.target != "endpoint":
             raise validation(
-                f"Training plan {plan.name} was bought for target resource {plan.target}; an endpoint can use "
-                "only a training plan whose target resource is endpoint."
+                f"Training plan {plan.name} was bought for target resource {plan.target}; an endpoint "
+                "can use only a training plan whose target resource is endpoint."
             )
         if instance_type != plan.instance_type:
             raise validation(
@@ -646,9 +652,7 @@ class Hosting:
         """``DescribeEndpointConfig``. Raises ``ValidationException`` for an unknown config."""
         del faults
         config = self._config(region, params["EndpointConfigName"])
-        shaped: Response = conform(
-            config.request, output_shape("sagemaker", "DescribeEndpointConfig")
-        )
+        shaped: Response = conform(config.request, output_shape("sagemaker", "DescribeEndpointConfig"))
         shaped.update({"EndpointConfigArn": config.arn, "CreationTime": config.created})
         return shaped
 
@@ -662,7 +666,8 @@ class Hosting:
             if endpoint_region == region and endpoint.uses_config(config.name, now):
                 raise validation(
                     f'Cannot delete endpoint configuration "{config.name}": it is in use by endpoint '
-                    f'"{endpoint.name}" ({endpoint.status(now)}). Delete the endpoint, or update it to another '
+                    f'"{endpoint.name}" ({endpoint.status(now)}). Delete the endpoint, or update it to '
+                    "another "
                     "configuration, first."
                 )
         del self.configs[(region, config.name)]
@@ -715,8 +720,10 @@ class Hosting:
                 status = plan.status(now)
                 if status != "Active":
                     raise validation(
-                        f"Training plan {plan.name} is {status}: an endpoint can use a training plan only while "
-                        f"it is Active (from {plan.offering.start.isoformat()} to {plan.offering.end.isoformat()})."
+                        f"Training plan {plan.name} is {status}: an endpoint can use a training plan "
+                        "only while "
+                        f"it is Active (from {plan.offering.start.isoformat()} to "
+                        f"{plan.offering.end.isoformat()})."
                     )
                 available = plan.total - self._plan_demand(plan_arn, now, exclude=endpoint_arn)
                 if initial > available:
@@ -1035,7 +1042,8 @@ class Hosting:
         if variant_name is None:
             if len(variants) != 1:
                 raise validation(
-                    f"VariantName is required: endpoint {endpoint.name} has {len(variants)} production variants."
+                    f"VariantName is required: endpoint {endpoint.name} has {len(variants)} production "
+                    "variants."
                 )
             return variants[0]
         variant = endpoint.config(now).variant(variant_name)
@@ -1129,7 +1137,10 @@ class Hosting:
         else:
             change = CopyChange(now, copies, now + delay, fails=FaultKind.INSUFFICIENT_CAPACITY in faults)
             if change.fails:
-                component.failure_reason = "Unable to place the requested copies: insufficient capacity (InsufficientInstanceCapacity)."
+                component.failure_reason = (
+                    "Unable to place the requested copies: insufficient capacity "
+                    "(InsufficientInstanceCapacity)."
+                )
         component.changes.append(change)
 
     def update_component_runtime(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
@@ -1223,9 +1234,10 @@ class Hosting:
     # -- runtime ----------------------------------------------------------------------------------
 
     def invoke_endpoint(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """SageMaker Runtime ``InvokeEndpoint``: a canned JSON reply, counted in CloudWatch (``AWS/SageMaker``
-        ``Invocations`` per endpoint+variant and per component, ``InvocationsPerCopy``,
-        ``InvocationsPerInstance``); with no capacity, ``ValidationError`` and ``NoCapacityInvocationFailures``.
+        """SageMaker Runtime ``InvokeEndpoint``: a canned JSON reply, counted in CloudWatch
+        (``AWS/SageMaker`` ``Invocations`` per endpoint+variant and per component, ``InvocationsPerCopy``,
+        ``InvocationsPerInstance``); with no capacity, ``ValidationError`` and a
+        ``NoCapacityInvocationFailures`` datapoint.
 
         Raises:
             AwsError: ``ValidationError`` (unknown endpoint or component, endpoint not in service, no
@@ -1253,7 +1265,7 @@ class Hosting:
                     "inference components. Please include Inference Component Name header or consider using "
                     "SageMaker models.",
                 )
-            return self._reply(region, endpoint, variant, None, params, now)
+            return self._reply(region, endpoint, variant, None, params=params, now=now)
         component = self.components.get((region, component_name))
         if component is None or component.endpoint_name != name:
             raise AwsError(
@@ -1277,7 +1289,7 @@ class Hosting:
                 at=now,
             )
             raise AwsError("ValidationError", NO_CAPACITY_MESSAGE)
-        return self._reply(region, endpoint, variant, (component, copies), params, now)
+        return self._reply(region, endpoint, variant, (component, copies), params=params, now=now)
 
     def _reply(
         self,
@@ -1285,6 +1297,7 @@ class Hosting:
         endpoint: Endpoint,
         variant: dict[str, Any],
         component: tuple[Component, int] | None,
+        *,
         params: Params,
         now: datetime,
     ) -> Response:

@@ -10,9 +10,10 @@ the emulator uses the same boundary for training plans). The markets are separat
 capacity.
 
 Each pool holds a number of instances drawn deterministically from the seed, week by week (0 with a
-per-(region, type) probability, otherwise 8, 16, 32 or 64), unless :class:`MarketConfig` sets it. An offering of ``count``
-instances for ``days`` days starting on day ``d`` in zone ``z`` exists when every pool ``(z, d..d+days-1)``
-still holds ``count`` instances; a purchase takes them out of every one of those pools.
+per-(region, type) probability, otherwise 8, 16, 32 or 64), unless :class:`MarketConfig` sets it. An
+offering of ``count`` instances for ``days`` days starting on day ``d`` in zone ``z`` exists when every
+pool ``(z, d..d+days-1)`` still holds ``count`` instances; a purchase takes them out of every one of those
+pools.
 
 Prices (USD) are anchored on public figures: on-demand from :mod:`localcloud.emulator.instances`
 (p5.48xlarge in us-east-1: $55.04/h), capacity blocks at $34.608/h for p5.48xlarge in us-east-1 (the same
@@ -74,8 +75,8 @@ class Timings(BaseModel):
     component_scale_in: timedelta = timedelta(minutes=1)
     component_delete: timedelta = timedelta(minutes=1)
     autoscaling_reaction: timedelta = timedelta(seconds=60)
-    """Delay between an alarm entering ALARM and Application Auto Scaling acting on it (and between two
-    actions while it stays there): CloudWatch invokes scaling actions once a minute."""
+    """Interval between two actions of a policy while its alarm stays in ``ALARM`` (CloudWatch invokes
+    Auto Scaling actions on the state change, then once a minute while the state lasts)."""
 
 
 class MarketConfig(BaseModel):
@@ -294,7 +295,15 @@ class Market:
         return self.pool_size(market, region, instance_type, zone, day) - taken
 
     def fits(
-        self, market: str, region: str, instance_type: str, zone: str, start: datetime, days: int, count: int
+        self,
+        market: str,
+        region: str,
+        instance_type: str,
+        zone: str,
+        *,
+        start: datetime,
+        days: int,
+        count: int,
     ) -> bool:
         """True if ``count`` instances are free in ``zone`` for every day of ``[start, start + days)``."""
         first = start.date()
@@ -328,6 +337,7 @@ class Market:
         market: str,
         region: str,
         instance_type: str,
+        *,
         count: int,
         days: int,
         earliest_start: datetime,
@@ -351,7 +361,7 @@ class Market:
             found.extend(
                 (start, zone)
                 for zone in self.zones(region)
-                if self.fits(market, region, instance_type, zone, start, days, count)
+                if self.fits(market, region, instance_type, zone, start=start, days=days, count=count)
             )
             start += timedelta(days=1)
         return found
@@ -426,9 +436,9 @@ class Market:
                 offering.region,
                 offering.instance_type,
                 offering.zone,
-                offering.start,
-                offering.days,
-                offering.count,
+                start=offering.start,
+                days=offering.days,
+                count=offering.count,
             )
         )
 

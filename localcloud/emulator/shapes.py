@@ -95,21 +95,15 @@ def conform(value: Any, target: Shape) -> Any:
     Lists and maps are walked; scalars are returned unchanged. Used to echo stored request structures
     (``ProductionVariants``, ``Specification``...) in output shapes that have fewer members.
     """
-    if isinstance(target, StructureShape):
-        if not isinstance(value, dict):
-            return value
+    if isinstance(target, StructureShape) and isinstance(value, dict):
         return {
             key: conform(item, target.members[key])
             for key, item in value.items()
             if key in target.members and item is not None
         }
-    if isinstance(target, ListShape):
-        if not isinstance(value, list):
-            return value
+    if isinstance(target, ListShape) and isinstance(value, list):
         return [conform(item, target.member) for item in value]
-    if isinstance(target, MapShape):
-        if not isinstance(value, dict):
-            return value
+    if isinstance(target, MapShape) and isinstance(value, dict):
         return {key: conform(item, target.value) for key, item in value.items()}
     return value
 
@@ -133,38 +127,46 @@ def validate_output(value: Any, target: Shape, path: str = "$") -> list[str]:
     (``bool`` is not an integer, timestamps are tz-aware ``datetime``), and enum strings must be one of
     the model's values. String patterns and length limits are not checked.
     """
-    problems: list[str] = []
     if isinstance(target, StructureShape):
-        if not isinstance(value, dict):
-            return [f"{path}: expected a structure ({target.name}), got {type(value).__name__}"]
-        for key in value:
-            if key not in target.members:
-                problems.append(f"{path}.{key}: not a member of {target.name}")
-        for key in target.required_members:
-            if key not in value:
-                problems.append(f"{path}.{key}: required member of {target.name} is missing")
-        for key, item in value.items():
-            if key in target.members:
-                problems.extend(validate_output(item, target.members[key], f"{path}.{key}"))
-        return problems
+        return _validate_structure(value, target, path)
     if isinstance(target, ListShape):
         if not isinstance(value, list):
             return [f"{path}: expected a list ({target.name}), got {type(value).__name__}"]
-        for index, item in enumerate(value):
-            problems.extend(validate_output(item, target.member, f"{path}[{index}]"))
-        return problems
+        return [
+            problem
+            for index, item in enumerate(value)
+            for problem in validate_output(item, target.member, f"{path}[{index}]")
+        ]
     if isinstance(target, MapShape):
         if not isinstance(value, dict):
             return [f"{path}: expected a map ({target.name}), got {type(value).__name__}"]
+        problems = [f"{path}: map key {key!r} is not a string" for key in value if not isinstance(key, str)]
         for key, item in value.items():
-            if not isinstance(key, str):
-                problems.append(f"{path}: map key {key!r} is not a string")
             problems.extend(validate_output(item, target.value, f"{path}[{key!r}]"))
         return problems
+    return _validate_scalar(value, target, path)
+
+
+def _validate_structure(value: Any, target: StructureShape, path: str) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{path}: expected a structure ({target.name}), got {type(value).__name__}"]
+    problems = [f"{path}.{key}: not a member of {target.name}" for key in value if key not in target.members]
+    problems.extend(
+        f"{path}.{key}: required member of {target.name} is missing"
+        for key in target.required_members
+        if key not in value
+    )
+    for key, item in value.items():
+        if key in target.members:
+            problems.extend(validate_output(item, target.members[key], f"{path}.{key}"))
+    return problems
+
+
+def _validate_scalar(value: Any, target: Shape, path: str) -> list[str]:
     if target.type_name == "timestamp":
-        if not isinstance(value, datetime) or value.tzinfo is None:
-            return [f"{path}: expected a tz-aware datetime, got {value!r}"]
-        return []
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return []
+        return [f"{path}: expected a tz-aware datetime, got {value!r}"]
     expected = _SCALAR_TYPES.get(target.type_name)
     if expected is None:
         return [f"{path}: unsupported shape type {target.type_name}"]
@@ -172,5 +174,5 @@ def validate_output(value: Any, target: Shape, path: str = "$") -> list[str]:
         return [f"{path}: expected {target.type_name}, got {type(value).__name__} {value!r}"]
     enum = getattr(target, "enum", None)
     if enum and value not in enum:
-        problems.append(f"{path}: {value!r} is not one of the enum values of {target.name}")
-    return problems
+        return [f"{path}: {value!r} is not one of the enum values of {target.name}"]
+    return []

@@ -29,12 +29,18 @@ class RecordingSink:
 
     events: list[dict[str, Any]] = field(default_factory=list)
 
-    def put_aws_event(self, *, source: str, detail_type: str, detail: dict[str, Any], resources: list[str],
-                      region: str) -> None:
+    def put_aws_event(
+        self, *, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], region: str
+    ) -> None:
         """Record one event."""
         self.events.append(
-            {"source": source, "detail-type": detail_type, "detail": detail, "resources": resources,
-             "region": region}
+            {
+                "source": source,
+                "detail-type": detail_type,
+                "detail": detail,
+                "resources": resources,
+                "region": region,
+            }
         )
 
     def of_type(self, detail_type: str) -> list[dict[str, Any]]:
@@ -50,8 +56,9 @@ class Traveller(Protocol):
         ...
 
 
-def run_clock(emulator: Emulator, traveller: Traveller, now: datetime, until: datetime,
-              max_steps: int = 10_000) -> int:
+def run_clock(
+    emulator: Emulator, traveller: Traveller, now: datetime, until: datetime, max_steps: int = 10_000
+) -> int:
     """Step the virtual clock through every instant the emulator's tickers ask for, up to ``until``, then
     move to ``until``. What the runtime's clock does, minus everything that is not the emulator.
 
@@ -89,54 +96,108 @@ class Deployment:
     components: tuple[str, ...]
 
 
-def deploy_on_plan(emulator: Emulator, traveller: Traveller, *, region: str = "us-east-1",
-                   instance_type: str = "ml.p5.48xlarge", count: int = 1, days: int = 1,
-                   components: tuple[str, ...] = ("model-a",), accelerators: int = 1,
-                   min_instances: int = 1, max_instances: int | None = None, copies: int = 1,
-                   name: str = "demo") -> Deployment:
+def deploy_on_plan(
+    emulator: Emulator,
+    traveller: Traveller,
+    *,
+    region: str = "us-east-1",
+    instance_type: str = "ml.p5.48xlarge",
+    count: int = 1,
+    days: int = 1,
+    components: tuple[str, ...] = ("model-a",),
+    accelerators: int = 1,
+    min_instances: int = 1,
+    max_instances: int | None = None,
+    copies: int = 1,
+    name: str = "demo",
+) -> Deployment:
     """Search, buy a plan, wait for it to be ``Active``, create an endpoint on it with managed instance
     scaling, wait for ``InService``, create components with ``copies`` copies, wait for ``InService``.
 
     Raises:
         AssertionError: no offering was found.
     """
-    plans = emulator.call("sagemaker", "SearchTrainingPlanOfferings", {
-        "InstanceType": instance_type, "InstanceCount": count, "DurationHours": days * 24,
-        "TargetResources": ["endpoint"],
-    }, region=region)["TrainingPlanOfferings"]
-    assert plans, f"no {instance_type} offering in {region}"
+    plans = emulator.call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        {
+            "InstanceType": instance_type,
+            "InstanceCount": count,
+            "DurationHours": days * 24,
+            "TargetResources": ["endpoint"],
+        },
+        region=region,
+    )["TrainingPlanOfferings"]
+    if not plans:
+        raise AssertionError(f"no {instance_type} offering in {region}")
     offering = plans[0]
-    plan_arn = emulator.call("sagemaker", "CreateTrainingPlan", {
-        "TrainingPlanName": f"{name}-plan", "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"],
-    }, region=region)["TrainingPlanArn"]
+    plan_arn = emulator.call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        {
+            "TrainingPlanName": f"{name}-plan",
+            "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"],
+        },
+        region=region,
+    )["TrainingPlanArn"]
     start = offering["ReservedCapacityOfferings"][0]["StartTime"]
     end = offering["ReservedCapacityOfferings"][0]["EndTime"]
     traveller.move_to(start + timedelta(minutes=1))
-    emulator.call("sagemaker", "CreateEndpointConfig", {
-        "EndpointConfigName": f"{name}-config",
-        "ExecutionRoleArn": "arn:aws:iam::123456789012:role/SageMakerExecution",
-        "ProductionVariants": [{
-            "VariantName": "AllTraffic", "InstanceType": instance_type, "InitialInstanceCount": count,
-            "CapacityReservationConfig": {"MlReservationArn": plan_arn,
-                                          "CapacityReservationPreference": "capacity-reservations-only"},
-            "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": min_instances,
-                                       "MaxInstanceCount": max_instances or count},
-            "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
-        }],
-    }, region=region)
-    emulator.call("sagemaker", "CreateEndpoint", {"EndpointName": f"{name}-endpoint",
-                                                  "EndpointConfigName": f"{name}-config"}, region=region)
+    emulator.call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        {
+            "EndpointConfigName": f"{name}-config",
+            "ExecutionRoleArn": "arn:aws:iam::123456789012:role/SageMakerExecution",
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstanceType": instance_type,
+                    "InitialInstanceCount": count,
+                    "CapacityReservationConfig": {
+                        "MlReservationArn": plan_arn,
+                        "CapacityReservationPreference": "capacity-reservations-only",
+                    },
+                    "ManagedInstanceScaling": {
+                        "Status": "ENABLED",
+                        "MinInstanceCount": min_instances,
+                        "MaxInstanceCount": max_instances or count,
+                    },
+                    "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
+                }
+            ],
+        },
+        region=region,
+    )
+    emulator.call(
+        "sagemaker",
+        "CreateEndpoint",
+        {"EndpointName": f"{name}-endpoint", "EndpointConfigName": f"{name}-config"},
+        region=region,
+    )
     traveller.move_to(start + timedelta(minutes=6))
     for component in components:
-        emulator.call("sagemaker", "CreateInferenceComponent", {
-            "InferenceComponentName": component, "EndpointName": f"{name}-endpoint", "VariantName": "AllTraffic",
-            "Specification": {
-                "Container": {"Image": "example.com/llm:1", "ArtifactUrl": f"s3://models/{component}.tar.gz"},
-                "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": accelerators,
-                                                "MinMemoryRequiredInMb": 1024},
+        emulator.call(
+            "sagemaker",
+            "CreateInferenceComponent",
+            {
+                "InferenceComponentName": component,
+                "EndpointName": f"{name}-endpoint",
+                "VariantName": "AllTraffic",
+                "Specification": {
+                    "Container": {
+                        "Image": "example.com/llm:1",
+                        "ArtifactUrl": f"s3://models/{component}.tar.gz",
+                    },
+                    "ComputeResourceRequirements": {
+                        "NumberOfAcceleratorDevicesRequired": accelerators,
+                        "MinMemoryRequiredInMb": 1024,
+                    },
+                },
+                "RuntimeConfig": {"CopyCount": copies},
             },
-            "RuntimeConfig": {"CopyCount": copies},
-        }, region=region)
+            region=region,
+        )
     traveller.move_to(start + timedelta(minutes=10))
     return Deployment(plan_arn, start, end, f"{name}-config", f"{name}-endpoint", components)
 
@@ -146,6 +207,7 @@ def raises_aws(code: str, phrase: str | None = None) -> Iterator[pytest.Exceptio
     """Expect an :class:`AwsError` with ``code`` (and ``phrase`` in its message)."""
     with pytest.raises(AwsError) as info:
         yield info
-    assert info.value.code == code, f"expected {code}, got {info.value.code}: {info.value.message}"
-    if phrase is not None:
-        assert phrase in info.value.message, f"{phrase!r} not in {info.value.message!r}"
+    if info.value.code != code:
+        raise AssertionError(f"expected {code}, got {info.value.code}: {info.value.message}")
+    if phrase is not None and phrase not in info.value.message:
+        raise AssertionError(f"{phrase!r} not in {info.value.message!r}")

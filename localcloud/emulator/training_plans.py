@@ -63,7 +63,8 @@ def quota_error(quota_name: str, limit: int, used: int, delta: int) -> AwsError:
     return AwsError(
         "ResourceLimitExceeded",
         f"The account-level service limit '{quota_name}' is {limit} Instances, with current utilization of "
-        f"{used} Instances and a request delta of {delta} Instances. Please use AWS Service Quotas to request "
+        f"{used} Instances and a request delta of {delta} Instances. Please use AWS Service Quotas to "
+        "request "
         "an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request "
         "an increase for this quota.",
     )
@@ -186,7 +187,14 @@ class TrainingPlans:
             return {"TrainingPlanOfferings": []}
         market = f"sagemaker:{target}"
         slots = self.ctx.market.slots(
-            market, region, instance_type, count, hours // 24, start_after or now, end_before, now
+            market,
+            region,
+            instance_type,
+            count=count,
+            days=hours // 24,
+            earliest_start=start_after or now,
+            latest_end=end_before,
+            now=now,
         )
         chosen: list[tuple[datetime, str]] = []
         for start, zone in slots:

@@ -22,7 +22,7 @@ def aws() -> Iterator[None]:
 
 
 @pytest.fixture
-def clock() -> Iterator[time_machine.Coordinates]:
+def clock() -> Iterator[time_machine.Traveller]:
     """The virtual clock, frozen at START; tests move it with ``shift``/``move_to``."""
     with time_machine.travel(START, tick=False) as traveller:
         yield traveller
@@ -35,7 +35,7 @@ def sink() -> RecordingSink:
 
 
 @pytest.fixture
-def emulator(aws: None, clock: time_machine.Coordinates, sink: RecordingSink) -> Emulator:
+def emulator(aws: None, clock: time_machine.Traveller, sink: RecordingSink) -> Emulator:
     """An emulator with the default market (seed 7)."""
     return Emulator(events=sink)
 
@@ -44,8 +44,13 @@ def emulator(aws: None, clock: time_machine.Coordinates, sink: RecordingSink) ->
 def call(emulator: Emulator) -> Call:
     """``call(service, operation, region=..., faults=..., **params)`` on the emulator."""
 
-    def _call(service: str, operation: str, region: str = "us-east-1",
-              faults: frozenset[FaultKind] = frozenset(), **params: Any) -> dict[str, Any]:
+    def _call(
+        service: str,
+        operation: str,
+        region: str = "us-east-1",
+        faults: frozenset[FaultKind] = frozenset(),
+        **params: Any,
+    ) -> dict[str, Any]:
         return emulator.call(service, operation, params, region=region, faults=faults)
 
     return _call

@@ -20,12 +20,20 @@ def offerings(call: Call, **overrides: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("hours", [24, 48, 14 * 24, 21 * 24, 182 * 24])
-def test_durations_are_days_up_to_14_then_weeks_up_to_182(aws: None, clock: time_machine.Coordinates,
-                                                           hours: int) -> None:
+def test_durations_are_days_up_to_14_then_weeks_up_to_182(
+    aws: None, clock: time_machine.Traveller, hours: int
+) -> None:
     emulator = Emulator(events=RecordingSink(), market=MarketConfig(capacity={"*": 8}))
-    found = emulator.call("ec2", "DescribeCapacityBlockOfferings", {
-        "InstanceType": "p5.48xlarge", "InstanceCount": 2, "CapacityDurationHours": hours,
-    }, region="us-east-1")["CapacityBlockOfferings"]
+    found = emulator.call(
+        "ec2",
+        "DescribeCapacityBlockOfferings",
+        {
+            "InstanceType": "p5.48xlarge",
+            "InstanceCount": 2,
+            "CapacityDurationHours": hours,
+        },
+        region="us-east-1",
+    )["CapacityBlockOfferings"]
     assert found, hours
     assert {offering["CapacityBlockDurationHours"] for offering in found} == {hours}
 
@@ -83,12 +91,19 @@ def test_price_is_anchored_on_34_608_per_hour_for_p5_in_us_east_1(call: Call) ->
         assert abs(hourly - Decimal("34.608")) / Decimal("34.608") <= Decimal("0.03")
 
 
-def test_purchase_lifecycle_and_events(emulator: Emulator, call: Call, sink: RecordingSink,
-                                       clock: time_machine.Coordinates) -> None:
+def test_purchase_lifecycle_and_events(
+    emulator: Emulator, call: Call, sink: RecordingSink, clock: time_machine.Traveller
+) -> None:
     offering = offerings(call)["CapacityBlockOfferings"][0]
-    bought = call("ec2", "PurchaseCapacityBlock", CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
-                  InstancePlatform="Linux/UNIX", TagSpecifications=[
-                      {"ResourceType": "capacity-reservation", "Tags": [{"Key": "request-id", "Value": "r-42"}]}])
+    bought = call(
+        "ec2",
+        "PurchaseCapacityBlock",
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+        TagSpecifications=[
+            {"ResourceType": "capacity-reservation", "Tags": [{"Key": "request-id", "Value": "r-42"}]}
+        ],
+    )
     reservation = bought["CapacityReservation"]
     reservation_id = reservation["CapacityReservationId"]
     assert reservation["State"] == "payment-pending"
@@ -96,8 +111,9 @@ def test_purchase_lifecycle_and_events(emulator: Emulator, call: Call, sink: Rec
     assert (reservation["StartDate"], reservation["EndDate"]) == (offering["StartDate"], offering["EndDate"])
 
     def state() -> tuple[str, int]:
-        found = call("ec2", "DescribeCapacityReservations", Filters=[
-            {"Name": "tag:request-id", "Values": ["r-42"]}])["CapacityReservations"]
+        found = call(
+            "ec2", "DescribeCapacityReservations", Filters=[{"Name": "tag:request-id", "Values": ["r-42"]}]
+        )["CapacityReservations"]
         assert [item["CapacityReservationId"] for item in found] == [reservation_id]
         return found[0]["State"], found[0]["AvailableInstanceCount"]
 
@@ -106,31 +122,44 @@ def test_purchase_lifecycle_and_events(emulator: Emulator, call: Call, sink: Rec
     steps = run_clock(emulator, clock, START + timedelta(minutes=5), offering["EndDate"] + timedelta(hours=1))
     assert steps == 2  # the block's start and its expiry warning: nothing else was due
     assert state() == ("expired", 0)
-    delivered, warning = sink.of_type("Capacity Block Delivered"), sink.of_type("Capacity Block Expiration Warning")
+    delivered, warning = (
+        sink.of_type("Capacity Block Delivered"),
+        sink.of_type("Capacity Block Expiration Warning"),
+    )
     assert len(delivered) == len(warning) == 1
     assert delivered[0]["source"] == "aws.ec2"
-    assert delivered[0]["detail"] == {"capacity-reservation-id": reservation_id,
-                                      "end-date": offering["EndDate"].strftime("%Y-%m-%dT%H:%M:%SZ")}
+    assert delivered[0]["detail"] == {
+        "capacity-reservation-id": reservation_id,
+        "end-date": offering["EndDate"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     assert delivered[0]["resources"] == [reservation["CapacityReservationArn"]]
-    assert [event["detail-type"] for event in sink.events] == ["Capacity Block Delivered",
-                                                               "Capacity Block Expiration Warning"]
+    assert [event["detail-type"] for event in sink.events] == [
+        "Capacity Block Delivered",
+        "Capacity Block Expiration Warning",
+    ]
 
 
-def test_reservation_is_active_between_start_and_end(call: Call, clock: time_machine.Coordinates) -> None:
+def test_reservation_is_active_between_start_and_end(call: Call, clock: time_machine.Traveller) -> None:
     offering = offerings(call)["CapacityBlockOfferings"][0]
-    reservation_id = call("ec2", "PurchaseCapacityBlock", CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
-                          InstancePlatform="Linux/UNIX")["CapacityReservation"]["CapacityReservationId"]
+    reservation_id = call(
+        "ec2",
+        "PurchaseCapacityBlock",
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+    )["CapacityReservation"]["CapacityReservationId"]
     clock.move_to(offering["StartDate"])
     found = call("ec2", "DescribeCapacityReservations", CapacityReservationIds=[reservation_id])
     assert found["CapacityReservations"][0]["State"] == "active"
     assert found["CapacityReservations"][0]["AvailableInstanceCount"] == 2
 
 
-def test_an_expired_offering_cannot_be_bought(call: Call, clock: time_machine.Coordinates) -> None:
+def test_an_expired_offering_cannot_be_bought(call: Call, clock: time_machine.Traveller) -> None:
     offering_id = offerings(call)["CapacityBlockOfferings"][0]["CapacityBlockOfferingId"]
     clock.shift(timedelta(minutes=31))
     with raises_aws("InvalidParameterValue", "has expired or is no longer available"):
-        call("ec2", "PurchaseCapacityBlock", CapacityBlockOfferingId=offering_id, InstancePlatform="Linux/UNIX")
+        call(
+            "ec2", "PurchaseCapacityBlock", CapacityBlockOfferingId=offering_id, InstancePlatform="Linux/UNIX"
+        )
 
 
 def test_unknown_reservation_ids_and_filters(call: Call) -> None:

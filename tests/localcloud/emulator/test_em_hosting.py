@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import time_machine
-from moto.cloudwatch.models import cloudwatch_backends
+from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
 
 from localcloud.emulator import Emulator, MarketConfig
 from localcloud.emulator.testing import Call, Deployment, RecordingSink, deploy_on_plan, raises_aws
@@ -16,41 +16,86 @@ from localcloud.emulator.testing import Call, Deployment, RecordingSink, deploy_
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 
 
-def variant(plan_arn: str | None, *, instance_type: str = "ml.p5.48xlarge", count: int = 1, name: str = "AllTraffic",
-            **extra: Any) -> dict[str, Any]:
+def variant(
+    plan_arn: str | None,
+    *,
+    instance_type: str = "ml.p5.48xlarge",
+    count: int = 1,
+    name: str = "AllTraffic",
+    **extra: Any,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"VariantName": name, "InstanceType": instance_type, "InitialInstanceCount": count}
     if plan_arn:
-        spec["CapacityReservationConfig"] = {"MlReservationArn": plan_arn,
-                                             "CapacityReservationPreference": "capacity-reservations-only"}
+        spec["CapacityReservationConfig"] = {
+            "MlReservationArn": plan_arn,
+            "CapacityReservationPreference": "capacity-reservations-only",
+        }
     spec.update(extra)
     return spec
 
 
-def component(call: Call, name: str, endpoint: str, *, copies: int = 1, accelerators: float = 1,
-              memory: int = 1024) -> dict[str, Any]:
-    return call("sagemaker", "CreateInferenceComponent", InferenceComponentName=name, EndpointName=endpoint,
-                VariantName="AllTraffic", RuntimeConfig={"CopyCount": copies}, Specification={
-                    "Container": {"Image": "example.com/llm:1"},
-                    "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": accelerators,
-                                                    "MinMemoryRequiredInMb": memory}})
+def component(
+    call: Call, name: str, endpoint: str, *, copies: int = 1, accelerators: float = 1, memory: int = 1024
+) -> dict[str, Any]:
+    return call(
+        "sagemaker",
+        "CreateInferenceComponent",
+        InferenceComponentName=name,
+        EndpointName=endpoint,
+        VariantName="AllTraffic",
+        RuntimeConfig={"CopyCount": copies},
+        Specification={
+            "Container": {"Image": "example.com/llm:1"},
+            "ComputeResourceRequirements": {
+                "NumberOfAcceleratorDevicesRequired": accelerators,
+                "MinMemoryRequiredInMb": memory,
+            },
+        },
+    )
 
 
-def buy_plan(call: Call, clock: time_machine.Coordinates, *, count: int = 2, target: str = "endpoint",
-             name: str = "plan", activate: bool = True) -> str:
-    offering = call("sagemaker", "SearchTrainingPlanOfferings", InstanceType="ml.p5.48xlarge", InstanceCount=count,
-                    DurationHours=24, TargetResources=[target])["TrainingPlanOfferings"][0]
-    arn = str(call("sagemaker", "CreateTrainingPlan", TrainingPlanName=name,
-                   TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])["TrainingPlanArn"])
+def buy_plan(
+    call: Call,
+    clock: time_machine.Traveller,
+    *,
+    count: int = 2,
+    target: str = "endpoint",
+    name: str = "plan",
+    activate: bool = True,
+) -> str:
+    offering = call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        InstanceType="ml.p5.48xlarge",
+        InstanceCount=count,
+        DurationHours=24,
+        TargetResources=[target],
+    )["TrainingPlanOfferings"][0]
+    arn = str(
+        call(
+            "sagemaker",
+            "CreateTrainingPlan",
+            TrainingPlanName=name,
+            TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+        )["TrainingPlanArn"]
+    )
     if activate:
         clock.move_to(offering["ReservedCapacityOfferings"][0]["StartTime"] + timedelta(minutes=1))
     return arn
 
 
 @pytest.fixture
-def deployed(emulator: Emulator, clock: time_machine.Coordinates) -> Deployment:
+def deployed(emulator: Emulator, clock: time_machine.Traveller) -> Deployment:
     """2 x ml.p5.48xlarge plan, endpoint with managed instance scaling 0..2, two components of 4 GPUs."""
-    return deploy_on_plan(emulator, clock, count=2, components=("model-a", "model-b"), accelerators=4,
-                          min_instances=0, max_instances=2)
+    return deploy_on_plan(
+        emulator,
+        clock,
+        count=2,
+        components=("model-a", "model-b"),
+        accelerators=4,
+        min_instances=0,
+        max_instances=2,
+    )
 
 
 def status(call: Call, endpoint: str) -> str:
@@ -62,11 +107,17 @@ def copies(call: Call, name: str) -> tuple[int, int]:
     return runtime["DesiredCopyCount"], runtime["CurrentCopyCount"]
 
 
-def test_endpoint_lifecycle_creating_inservice_updating_deleting_gone(call: Call,
-                                                                      clock: time_machine.Coordinates) -> None:
+def test_endpoint_lifecycle_creating_inservice_updating_deleting_gone(
+    call: Call, clock: time_machine.Traveller
+) -> None:
     plan = buy_plan(call, clock)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan)],
+    )
     call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
     assert status(call, "ep") == "Creating"
     clock.shift(timedelta(minutes=3, seconds=59))
@@ -76,8 +127,13 @@ def test_endpoint_lifecycle_creating_inservice_updating_deleting_gone(call: Call
     assert described["EndpointStatus"] == "InService"
     assert described["ProductionVariants"][0]["CurrentInstanceCount"] == 1
     assert described["ProductionVariants"][0]["CapacityReservationConfig"]["UsedByCurrentEndpoint"] == 1
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c2", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan, count=2)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c2",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan, count=2)],
+    )
     call("sagemaker", "UpdateEndpoint", EndpointName="ep", EndpointConfigName="c2")
     described = call("sagemaker", "DescribeEndpoint", EndpointName="ep")
     assert described["EndpointStatus"] == "Updating"
@@ -92,10 +148,15 @@ def test_endpoint_lifecycle_creating_inservice_updating_deleting_gone(call: Call
         status(call, "ep")
 
 
-def test_no_update_or_delete_while_creating_or_updating(call: Call, clock: time_machine.Coordinates) -> None:
+def test_no_update_or_delete_while_creating_or_updating(call: Call, clock: time_machine.Traveller) -> None:
     plan = buy_plan(call, clock)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan)],
+    )
     call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
     with raises_aws("ValidationException", "Cannot update in-progress endpoint"):
         call("sagemaker", "UpdateEndpoint", EndpointName="ep", EndpointConfigName="c1")
@@ -107,8 +168,9 @@ def test_no_update_or_delete_while_creating_or_updating(call: Call, clock: time_
         call("sagemaker", "DeleteEndpoint", EndpointName="ep")
 
 
-def test_endpoint_delete_is_blocked_while_it_has_inference_components(call: Call, deployed: Deployment,
-                                                                      clock: time_machine.Coordinates) -> None:
+def test_endpoint_delete_is_blocked_while_it_has_inference_components(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
     with raises_aws("ValidationException", "still has 2 inference component(s) (model-a, model-b)"):
         call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint)
     for name in deployed.components:
@@ -116,18 +178,27 @@ def test_endpoint_delete_is_blocked_while_it_has_inference_components(call: Call
     with raises_aws("ValidationException", "inference component"):
         call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint)  # still Deleting
     clock.shift(timedelta(minutes=1))
-    assert call("sagemaker", "ListInferenceComponents", EndpointNameEquals=deployed.endpoint)[
-        "InferenceComponents"] == []
+    assert (
+        call("sagemaker", "ListInferenceComponents", EndpointNameEquals=deployed.endpoint)[
+            "InferenceComponents"
+        ]
+        == []
+    )
     assert call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint) == {}
 
 
 def test_config_delete_is_blocked_while_an_endpoint_uses_it_or_is_updated_to_it(
-    call: Call, deployed: Deployment, clock: time_machine.Coordinates
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
 ) -> None:
     with raises_aws("ValidationException", f'in use by endpoint "{deployed.endpoint}"'):
         call("sagemaker", "DeleteEndpointConfig", EndpointConfigName=deployed.config)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="next", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(deployed.plan_arn, count=2)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="next",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(deployed.plan_arn, count=2)],
+    )
     call("sagemaker", "UpdateEndpoint", EndpointName=deployed.endpoint, EndpointConfigName="next")
     with raises_aws("ValidationException", "(Updating)"):
         call("sagemaker", "DeleteEndpointConfig", EndpointConfigName="next")
@@ -140,43 +211,77 @@ def test_config_delete_is_blocked_while_an_endpoint_uses_it_or_is_updated_to_it(
     assert call("sagemaker", "DeleteEndpointConfig", EndpointConfigName="next") == {}
 
 
-def test_the_plan_must_be_active_to_create_an_endpoint(call: Call, clock: time_machine.Coordinates) -> None:
+def test_the_plan_must_be_active_to_create_an_endpoint(call: Call, clock: time_machine.Traveller) -> None:
     plan = buy_plan(call, clock, activate=False)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan)],
+    )
     with raises_aws("ValidationException", "Training plan plan is Pending"):
         call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
 
 
-def test_the_variant_instance_type_must_match_the_plan(call: Call, clock: time_machine.Coordinates) -> None:
+def test_the_variant_instance_type_must_match_the_plan(call: Call, clock: time_machine.Traveller) -> None:
     plan = buy_plan(call, clock)
     with raises_aws("ValidationException", "does not match the instance type ml.p5.48xlarge"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-             ProductionVariants=[variant(plan, instance_type="ml.p4d.24xlarge")])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c1",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[variant(plan, instance_type="ml.p4d.24xlarge")],
+        )
 
 
-def test_one_plan_per_endpoint(call: Call, clock: time_machine.Coordinates) -> None:
+def test_one_plan_per_endpoint(call: Call, clock: time_machine.Traveller) -> None:
     first = buy_plan(call, clock, name="one", count=1)
     second = buy_plan(call, clock, name="two", count=1)
     with raises_aws("ValidationException", "exactly one training plan"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-             ProductionVariants=[variant(first), variant(second, name="Other")])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c1",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[variant(first), variant(second, name="Other")],
+        )
 
 
-def test_a_plan_bought_for_training_cannot_host_an_endpoint(call: Call, clock: time_machine.Coordinates) -> None:
+def test_a_plan_bought_for_training_cannot_host_an_endpoint(
+    call: Call, clock: time_machine.Traveller
+) -> None:
     plan = buy_plan(call, clock, target="training-job")
     with raises_aws("ValidationException", "target resource training-job"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-             ProductionVariants=[variant(plan)])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c1",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[variant(plan)],
+        )
 
 
-def test_instances_cannot_exceed_what_the_plan_has_available(call: Call, clock: time_machine.Coordinates) -> None:
+def test_instances_cannot_exceed_what_the_plan_has_available(
+    call: Call, clock: time_machine.Traveller
+) -> None:
     plan = buy_plan(call, clock, count=2)
     with raises_aws("ValidationException", "exceeds the 2 instances of training plan"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="big", ExecutionRoleArn=ROLE,
-             ProductionVariants=[variant(plan, count=4)])
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c2", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan, count=2)])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="big",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[variant(plan, count=4)],
+        )
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c2",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan, count=2)],
+    )
     call("sagemaker", "CreateEndpoint", EndpointName="first", EndpointConfigName="c2")
     with raises_aws("ValidationException", "has 0 available"):
         call("sagemaker", "CreateEndpoint", EndpointName="second", EndpointConfigName="c2")
@@ -185,43 +290,83 @@ def test_instances_cannot_exceed_what_the_plan_has_available(call: Call, clock: 
 def test_min_instance_count_zero_is_rejected_only_in_configured_regions(call: Call) -> None:
     scaling = {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
     with raises_aws("ValidationException", "MinInstanceCount 0 is not supported in region ap-northeast-1"):
-        call("sagemaker", "CreateEndpointConfig", region="ap-northeast-1", EndpointConfigName="c1",
-             ExecutionRoleArn=ROLE, ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge",
-                                                                ManagedInstanceScaling=scaling)])
-    response = call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-                    ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge", ManagedInstanceScaling=scaling)])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            region="ap-northeast-1",
+            EndpointConfigName="c1",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[
+                variant(None, instance_type="ml.g6.12xlarge", ManagedInstanceScaling=scaling)
+            ],
+        )
+    response = call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge", ManagedInstanceScaling=scaling)],
+    )
     assert response["EndpointConfigArn"].endswith(":endpoint-config/c1")
 
 
 def test_a_config_for_inference_components_needs_an_execution_role(call: Call) -> None:
     with raises_aws("ValidationException", "ExecutionRoleArn is required"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1",
-             ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge")])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c1",
+            ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge")],
+        )
 
 
 def test_instance_types_outside_the_model_enum_are_rejected(call: Call) -> None:
     with raises_aws("ValidationException", "at 'productionVariants.1.member.instanceType' failed to satisfy"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-             ProductionVariants=[variant(None, instance_type="ml.x9.huge")])
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c1",
+            ExecutionRoleArn=ROLE,
+            ProductionVariants=[variant(None, instance_type="ml.x9.huge")],
+        )
 
 
 def test_names_are_unique(call: Call) -> None:
     call("sagemaker", "CreateModel", ModelName="m", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE)
     with raises_aws("ValidationException", "Cannot create already existing model"):
-        call("sagemaker", "CreateModel", ModelName="m", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c", ProductionVariants=[
-        variant(None, instance_type="ml.g6.12xlarge", ModelName="m")])
+        call(
+            "sagemaker", "CreateModel", ModelName="m", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE
+        )
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c",
+        ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge", ModelName="m")],
+    )
     with raises_aws("ValidationException", "Cannot create already existing endpoint configuration"):
-        call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c", ProductionVariants=[
-            variant(None, instance_type="ml.g6.12xlarge", ModelName="m")])
-    with raises_aws("ValidationException", 'Could not find model "arn:aws:sagemaker:us-east-1:123456789012:model/x"'):
+        call(
+            "sagemaker",
+            "CreateEndpointConfig",
+            EndpointConfigName="c",
+            ProductionVariants=[variant(None, instance_type="ml.g6.12xlarge", ModelName="m")],
+        )
+    with raises_aws(
+        "ValidationException", 'Could not find model "arn:aws:sagemaker:us-east-1:123456789012:model/x"'
+    ):
         call("sagemaker", "DescribeModel", ModelName="x")
 
 
-def test_inference_components_need_a_variant_without_model_name(call: Call, clock: time_machine.Coordinates) -> None:
+def test_inference_components_need_a_variant_without_model_name(
+    call: Call, clock: time_machine.Traveller
+) -> None:
     plan = buy_plan(call, clock)
     call("sagemaker", "CreateModel", ModelName="m", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ProductionVariants=[variant(plan, ModelName="m")])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ProductionVariants=[variant(plan, ModelName="m")],
+    )
     call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
     clock.shift(timedelta(minutes=5))
     with raises_aws("ValidationException", "Inference Components are not supported in this Endpoint"):
@@ -233,10 +378,15 @@ def test_copy_count_must_be_at_least_one_at_creation(call: Call, deployed: Deplo
         component(call, "zero", deployed.endpoint, copies=0)
 
 
-def test_components_need_an_endpoint_in_service(call: Call, clock: time_machine.Coordinates) -> None:
+def test_components_need_an_endpoint_in_service(call: Call, clock: time_machine.Traveller) -> None:
     plan = buy_plan(call, clock)
-    call("sagemaker", "CreateEndpointConfig", EndpointConfigName="c1", ExecutionRoleArn=ROLE,
-         ProductionVariants=[variant(plan)])
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan)],
+    )
     call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
     with raises_aws("ValidationException", 'Endpoint "ep" is Creating'):
         component(call, "ic", "ep")
@@ -247,14 +397,19 @@ def test_a_copy_must_fit_on_one_instance(call: Call, deployed: Deployment) -> No
         component(call, "huge", deployed.endpoint, accelerators=9)
 
 
-def test_current_copies_follow_desired_and_instances_follow_copies(call: Call, deployed: Deployment,
-                                                                   clock: time_machine.Coordinates) -> None:
+def test_current_copies_follow_desired_and_instances_follow_copies(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
     # Two components of 4 GPUs each fill one 8-GPU instance.
     assert copies(call, "model-a") == (1, 1)
     endpoint = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
     assert endpoint["ProductionVariants"][0]["CurrentInstanceCount"] == 1
-    call("sagemaker", "UpdateInferenceComponentRuntimeConfig", InferenceComponentName="model-a",
-         DesiredRuntimeConfig={"CopyCount": 3})
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 3},
+    )
     described = call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="model-a")
     assert described["InferenceComponentStatus"] == "Updating"
     assert copies(call, "model-a") == (3, 1)
@@ -264,19 +419,28 @@ def test_current_copies_follow_desired_and_instances_follow_copies(call: Call, d
     assert copies(call, "model-b") == (1, 1)
     endpoint = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
     assert endpoint["ProductionVariants"][0]["CurrentInstanceCount"] == 2
-    call("sagemaker", "UpdateInferenceComponentRuntimeConfig", InferenceComponentName="model-a",
-         DesiredRuntimeConfig={"CopyCount": 5})
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 5},
+    )
     clock.shift(timedelta(minutes=2))
     assert copies(call, "model-a") == (5, 3)  # no room on the plan's 2 instances for more
     plan = call("sagemaker", "DescribeTrainingPlan", TrainingPlanName=deployed.plan_arn)
     assert (plan["InUseInstanceCount"], plan["AvailableInstanceCount"]) == (2, 0)
 
 
-def test_scaling_every_component_to_zero_releases_the_instances(call: Call, deployed: Deployment,
-                                                                clock: time_machine.Coordinates) -> None:
+def test_scaling_every_component_to_zero_releases_the_instances(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
     for name in deployed.components:
-        call("sagemaker", "UpdateInferenceComponentRuntimeConfig", InferenceComponentName=name,
-             DesiredRuntimeConfig={"CopyCount": 0})
+        call(
+            "sagemaker",
+            "UpdateInferenceComponentRuntimeConfig",
+            InferenceComponentName=name,
+            DesiredRuntimeConfig={"CopyCount": 0},
+        )
     clock.shift(timedelta(minutes=1))
     assert copies(call, "model-a") == (0, 0)
     endpoint = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
@@ -286,14 +450,21 @@ def test_scaling_every_component_to_zero_releases_the_instances(call: Call, depl
 def metric_values(name: str, dimensions: dict[str, str]) -> list[float]:
     backend = cloudwatch_backends["123456789012"]["us-east-1"]
     return [
-        datum.value for datum in backend.metric_data
-        if datum.namespace == "AWS/SageMaker" and datum.name == name
+        datum.value
+        for datum in backend.metric_data
+        if isinstance(datum, MetricDatum)
+        and datum.namespace == "AWS/SageMaker"
+        and datum.name == name
         and {dimension.name: dimension.value for dimension in datum.dimensions} == dimensions
     ]
 
 
 def invoke(call: Call, endpoint: str, component_name: str | None = "model-a") -> dict[str, Any]:
-    params: dict[str, Any] = {"EndpointName": endpoint, "Body": b'{"inputs": "hi"}', "ContentType": "application/json"}
+    params: dict[str, Any] = {
+        "EndpointName": endpoint,
+        "Body": b'{"inputs": "hi"}',
+        "ContentType": "application/json",
+    }
     if component_name:
         params["InferenceComponentName"] = component_name
     return call("sagemaker-runtime", "InvokeEndpoint", **params)
@@ -305,14 +476,22 @@ def test_invocations_are_counted_in_cloudwatch(call: Call, deployed: Deployment)
     assert reply["InvokedProductionVariant"] == "AllTraffic"
     invoke(call, deployed.endpoint)
     assert metric_values("Invocations", {"InferenceComponentName": "model-a"}) == [1.0, 1.0]
-    assert metric_values("Invocations", {"EndpointName": deployed.endpoint, "VariantName": "AllTraffic"}) == [1.0, 1.0]
+    assert metric_values("Invocations", {"EndpointName": deployed.endpoint, "VariantName": "AllTraffic"}) == [
+        1.0,
+        1.0,
+    ]
     assert metric_values("InvocationsPerCopy", {"InferenceComponentName": "model-a"}) == [1.0, 1.0]
 
 
-def test_invoking_a_component_with_no_copies_fails_and_counts_no_capacity(call: Call, deployed: Deployment,
-                                                                          clock: time_machine.Coordinates) -> None:
-    call("sagemaker", "UpdateInferenceComponentRuntimeConfig", InferenceComponentName="model-a",
-         DesiredRuntimeConfig={"CopyCount": 0})
+def test_invoking_a_component_with_no_copies_fails_and_counts_no_capacity(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 0},
+    )
     invoke(call, deployed.endpoint)  # the copy is still there for the minute it takes to go
     clock.shift(timedelta(minutes=1))
     with raises_aws("ValidationError", "Inference Component has no capacity to process this request"):
@@ -320,8 +499,9 @@ def test_invoking_a_component_with_no_copies_fails_and_counts_no_capacity(call: 
     assert metric_values("NoCapacityInvocationFailures", {"InferenceComponentName": "model-a"}) == [1.0]
 
 
-def test_after_the_plan_expires_invocations_fail_for_lack_of_capacity(call: Call, deployed: Deployment,
-                                                                      clock: time_machine.Coordinates) -> None:
+def test_after_the_plan_expires_invocations_fail_for_lack_of_capacity(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
     clock.move_to(deployed.plan_end)
     with raises_aws("ValidationError", "no capacity"):
         invoke(call, deployed.endpoint)
@@ -336,25 +516,50 @@ def test_an_inference_component_endpoint_needs_the_component_name(call: Call, de
         invoke(call, "nope")
 
 
-def test_on_demand_endpoints_are_limited_by_the_endpoint_quota(aws: None, clock: time_machine.Coordinates) -> None:
+def test_on_demand_endpoints_are_limited_by_the_endpoint_quota(
+    aws: None, clock: time_machine.Traveller
+) -> None:
     emulator = Emulator(events=RecordingSink(), market=MarketConfig(endpoint_quotas={"*/ml.g6.12xlarge": 2}))
-    emulator.call("sagemaker", "CreateEndpointConfig", {
-        "EndpointConfigName": "c", "ExecutionRoleArn": ROLE,
-        "ProductionVariants": [variant(None, instance_type="ml.g6.12xlarge", count=3)],
-    }, region="us-east-1")
+    emulator.call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        {
+            "EndpointConfigName": "c",
+            "ExecutionRoleArn": ROLE,
+            "ProductionVariants": [variant(None, instance_type="ml.g6.12xlarge", count=3)],
+        },
+        region="us-east-1",
+    )
     with raises_aws("ResourceLimitExceeded", "'ml.g6.12xlarge for endpoint usage' is 2 Instances"):
-        emulator.call("sagemaker", "CreateEndpoint", {"EndpointName": "e", "EndpointConfigName": "c"},
-                      region="us-east-1")
+        emulator.call(
+            "sagemaker",
+            "CreateEndpoint",
+            {"EndpointName": "e", "EndpointConfigName": "c"},
+            region="us-east-1",
+        )
 
 
-def test_tags_are_listed_and_billable_resources_reported(emulator: Emulator, call: Call, deployed: Deployment) -> None:
+def test_tags_are_listed_and_billable_resources_reported(
+    emulator: Emulator, call: Call, deployed: Deployment
+) -> None:
     endpoint_arn = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)["EndpointArn"]
-    call("sagemaker", "CreateModel", ModelName="tagged", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE,
-         Tags=[{"Key": "request", "Value": "r-1"}])
+    call(
+        "sagemaker",
+        "CreateModel",
+        ModelName="tagged",
+        PrimaryContainer={"Image": "i"},
+        ExecutionRoleArn=ROLE,
+        Tags=[{"Key": "request", "Value": "r-1"}],
+    )
     assert call("sagemaker", "ListTags", ResourceArn="arn:aws:sagemaker:us-east-1:123456789012:model/tagged")[
-        "Tags"] == [{"Key": "request", "Value": "r-1"}]
+        "Tags"
+    ] == [{"Key": "request", "Value": "r-1"}]
     assert call("sagemaker", "ListTags", ResourceArn=endpoint_arn)["Tags"] == []
     kinds = sorted((item.resource_type, item.name) for item in emulator.billable_resources())
-    assert kinds == [("endpoint", deployed.endpoint), ("endpoint-config", deployed.config),
-                     ("inference-component", "model-a"), ("inference-component", "model-b")]
+    assert kinds == [
+        ("endpoint", deployed.endpoint),
+        ("endpoint-config", deployed.config),
+        ("inference-component", "model-a"),
+        ("inference-component", "model-b"),
+    ]
     assert emulator.billable_resources("us-west-2") == []

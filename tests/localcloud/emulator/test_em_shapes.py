@@ -23,12 +23,13 @@ _WAIT_BEFORE = {
 
 
 def test_every_operation_round_trips_through_the_botocore_model(
-    emulator: Emulator, clock: time_machine.Coordinates
+    emulator: Emulator, clock: time_machine.Traveller
 ) -> None:
     walked = []
     for service, operation in emulator.operations():
         request = emulator.sample_request(service, operation)
         model = operation_model(service, operation)
+        assert model.input_shape is not None
         validate_parameters(request, model.input_shape)  # raises ParamValidationError on a bad sample
         if operation == "CreateEndpointConfig":
             plan = emulator.training_plans.get("us-east-1", "sample-plan")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import time_machine
@@ -12,8 +13,8 @@ from localcloud.emulator import Emulator, MarketConfig
 from localcloud.emulator.testing import START, Call, RecordingSink, raises_aws
 
 
-def search(call: Call, **overrides: object) -> list[dict[str, object]]:
-    params: dict[str, object] = {
+def search(call: Call, **overrides: object) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {
         "InstanceType": "ml.p5.48xlarge",
         "InstanceCount": 2,
         "DurationHours": 72,
@@ -21,8 +22,9 @@ def search(call: Call, **overrides: object) -> list[dict[str, object]]:
     }
     params.update(overrides)
     region = str(params.pop("region", "us-east-1"))
-    offerings: list[dict[str, object]] = call("sagemaker", "SearchTrainingPlanOfferings", region=region,
-                                               **params)["TrainingPlanOfferings"]
+    offerings: list[dict[str, Any]] = call(
+        "sagemaker", "SearchTrainingPlanOfferings", region=region, **params
+    )["TrainingPlanOfferings"]
     return offerings
 
 
@@ -32,14 +34,14 @@ def test_search_returns_whole_day_offerings_starting_at_1130_utc(call: Call) -> 
     for offering in offerings:
         assert offering["DurationHours"] == 72
         assert offering["TargetResources"] == ["endpoint"]
-        capacity = offering["ReservedCapacityOfferings"][0]  # type: ignore[index]
+        capacity = offering["ReservedCapacityOfferings"][0]
         assert capacity["InstanceType"] == "ml.p5.48xlarge"
         assert capacity["InstanceCount"] == 2
         assert capacity["StartTime"].timetz() == time(11, 30, tzinfo=UTC)
         assert capacity["StartTime"] >= START + timedelta(days=7)
         assert capacity["EndTime"] - capacity["StartTime"] == timedelta(hours=72)
         assert isinstance(offering["UpfrontFee"], str)
-    starts = [offering["ReservedCapacityOfferings"][0]["StartTime"] for offering in offerings]  # type: ignore[index]
+    starts = [offering["ReservedCapacityOfferings"][0]["StartTime"] for offering in offerings]
     assert starts == sorted(starts)  # the first offering is the best match: the earliest
 
 
@@ -56,7 +58,9 @@ def test_instance_count_must_be_a_power_of_two_up_to_64(call: Call, count: int) 
 
 
 def test_g_type_instances_are_not_in_the_training_plan_enum(call: Call) -> None:
-    with raises_aws("ValidationException", "failed to satisfy constraint: Member must satisfy enum value set"):
+    with raises_aws(
+        "ValidationException", "failed to satisfy constraint: Member must satisfy enum value set"
+    ):
         search(call, InstanceType="ml.g6.12xlarge")
 
 
@@ -65,23 +69,47 @@ def test_a_count_above_the_quota_answers_resource_limit_exceeded(call: Call) -> 
         search(call, InstanceCount=64)
 
 
-def test_the_quota_counts_plans_already_bought(aws: None, clock: time_machine.Coordinates) -> None:
-    emulator = Emulator(events=RecordingSink(),
-                        market=MarketConfig(training_plan_quotas={"us-east-1/ml.p5.48xlarge": 4}))
-    offering = emulator.call("sagemaker", "SearchTrainingPlanOfferings", {
-        "InstanceType": "ml.p5.48xlarge", "InstanceCount": 4, "DurationHours": 24, "TargetResources": ["endpoint"],
-    }, region="us-east-1")["TrainingPlanOfferings"][0]
-    emulator.call("sagemaker", "CreateTrainingPlan", {
-        "TrainingPlanName": "first", "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"],
-    }, region="us-east-1")
-    with raises_aws("ResourceLimitExceeded", "current utilization of 4 Instances and a request delta of 1"):
-        emulator.call("sagemaker", "SearchTrainingPlanOfferings", {
-            "InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "DurationHours": 24,
+def test_the_quota_counts_plans_already_bought(aws: None, clock: time_machine.Traveller) -> None:
+    emulator = Emulator(
+        events=RecordingSink(), market=MarketConfig(training_plan_quotas={"us-east-1/ml.p5.48xlarge": 4})
+    )
+    offering = emulator.call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        {
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 4,
+            "DurationHours": 24,
             "TargetResources": ["endpoint"],
-        }, region="us-east-1")
+        },
+        region="us-east-1",
+    )["TrainingPlanOfferings"][0]
+    emulator.call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        {
+            "TrainingPlanName": "first",
+            "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"],
+        },
+        region="us-east-1",
+    )
+    with raises_aws("ResourceLimitExceeded", "current utilization of 4 Instances and a request delta of 1"):
+        emulator.call(
+            "sagemaker",
+            "SearchTrainingPlanOfferings",
+            {
+                "InstanceType": "ml.p5.48xlarge",
+                "InstanceCount": 1,
+                "DurationHours": 24,
+                "TargetResources": ["endpoint"],
+            },
+            region="us-east-1",
+        )
 
 
-def test_an_offering_id_expires_30_minutes_after_the_search(call: Call, clock: time_machine.Coordinates) -> None:
+def test_an_offering_id_expires_30_minutes_after_the_search(
+    call: Call, clock: time_machine.Traveller
+) -> None:
     offering_id = search(call)[0]["TrainingPlanOfferingId"]
     clock.shift(timedelta(minutes=31))
     with raises_aws("ValidationException", "has expired or is no longer available"):
@@ -97,16 +125,26 @@ def test_an_offering_can_be_bought_once(call: Call) -> None:
 
 def test_an_unknown_offering_id_is_rejected(call: Call) -> None:
     with raises_aws("ValidationException", "tpo-doesnotexist"):
-        call("sagemaker", "CreateTrainingPlan", TrainingPlanName="x", TrainingPlanOfferingId="tpo-doesnotexist")
+        call(
+            "sagemaker", "CreateTrainingPlan", TrainingPlanName="x", TrainingPlanOfferingId="tpo-doesnotexist"
+        )
 
 
 def test_a_plan_name_can_be_used_once(call: Call) -> None:
     first, second = search(call)[:2]
-    call("sagemaker", "CreateTrainingPlan", TrainingPlanName="req-123", TrainingPlanOfferingId=first[
-        "TrainingPlanOfferingId"])
+    call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        TrainingPlanName="req-123",
+        TrainingPlanOfferingId=first["TrainingPlanOfferingId"],
+    )
     with raises_aws("ResourceInUse", "training-plan/req-123 already exists"):
-        call("sagemaker", "CreateTrainingPlan", TrainingPlanName="req-123",
-             TrainingPlanOfferingId=second["TrainingPlanOfferingId"])
+        call(
+            "sagemaker",
+            "CreateTrainingPlan",
+            TrainingPlanName="req-123",
+            TrainingPlanOfferingId=second["TrainingPlanOfferingId"],
+        )
 
 
 def test_an_unknown_plan_answers_resource_not_found(call: Call) -> None:
@@ -114,26 +152,49 @@ def test_an_unknown_plan_answers_resource_not_found(call: Call) -> None:
         call("sagemaker", "DescribeTrainingPlan", TrainingPlanName="nope")
 
 
-def test_target_resources_are_separate_pools(aws: None, clock: time_machine.Coordinates) -> None:
+def test_target_resources_are_separate_pools(aws: None, clock: time_machine.Traveller) -> None:
     # Every pool holds exactly 2 instances: buying them for endpoints leaves training-job capacity intact.
     emulator = Emulator(events=RecordingSink(), market=MarketConfig(capacity={"*": 2}))
 
-    def offerings(target: str) -> list[dict[str, object]]:
-        found: list[dict[str, object]] = emulator.call("sagemaker", "SearchTrainingPlanOfferings", {
-            "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "DurationHours": 24,
-            "TargetResources": [target], "StartTimeAfter": START, "EndTimeBefore": START + timedelta(days=2),
-        }, region="us-east-1")["TrainingPlanOfferings"]
+    def offerings(target: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = emulator.call(
+            "sagemaker",
+            "SearchTrainingPlanOfferings",
+            {
+                "InstanceType": "ml.p5.48xlarge",
+                "InstanceCount": 2,
+                "DurationHours": 24,
+                "TargetResources": [target],
+                "StartTimeAfter": START,
+                "EndTimeBefore": START + timedelta(days=2),
+            },
+            region="us-east-1",
+        )["TrainingPlanOfferings"]
         return found
 
     first_day = offerings("endpoint")
     assert len(first_day) == 1
-    emulator.call("sagemaker", "CreateTrainingPlan", {
-        "TrainingPlanName": "ep", "TrainingPlanOfferingId": first_day[0]["TrainingPlanOfferingId"],
-    }, region="us-east-1")
+    emulator.call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        {
+            "TrainingPlanName": "ep",
+            "TrainingPlanOfferingId": first_day[0]["TrainingPlanOfferingId"],
+        },
+        region="us-east-1",
+    )
     # The 3 zones each hold 2 instances that day; one zone is now taken for endpoints.
-    assert emulator.market.available("sagemaker:endpoint", "us-east-1", "ml.p5.48xlarge", "us-east-1a",
-                                     first_day[0]["ReservedCapacityOfferings"][0]["StartTime"].date()) == 0  # type: ignore[index]
-    assert offerings("training-job")[0]["ReservedCapacityOfferings"][0]["AvailabilityZone"] == "us-east-1a"  # type: ignore[index]
+    assert (
+        emulator.market.available(
+            "sagemaker:endpoint",
+            "us-east-1",
+            "ml.p5.48xlarge",
+            "us-east-1a",
+            first_day[0]["ReservedCapacityOfferings"][0]["StartTime"].date(),
+        )
+        == 0
+    )
+    assert offerings("training-job")[0]["ReservedCapacityOfferings"][0]["AvailabilityZone"] == "us-east-1a"
 
 
 def test_a_search_names_one_target_resource(call: Call) -> None:
@@ -141,12 +202,16 @@ def test_a_search_names_one_target_resource(call: Call) -> None:
         search(call, TargetResources=["endpoint", "training-job"])
 
 
-def test_plan_lifecycle_pending_scheduled_active_expired(call: Call, clock: time_machine.Coordinates) -> None:
+def test_plan_lifecycle_pending_scheduled_active_expired(call: Call, clock: time_machine.Traveller) -> None:
     offering = search(call, DurationHours=24)[0]
-    arn = call("sagemaker", "CreateTrainingPlan", TrainingPlanName="life",
-               TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])["TrainingPlanArn"]
+    arn = call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        TrainingPlanName="life",
+        TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+    )["TrainingPlanArn"]
     assert arn == "arn:aws:sagemaker:us-east-1:123456789012:training-plan/life"
-    start = offering["ReservedCapacityOfferings"][0]["StartTime"]  # type: ignore[index]
+    start = offering["ReservedCapacityOfferings"][0]["StartTime"]
 
     def status() -> str:
         return str(call("sagemaker", "DescribeTrainingPlan", TrainingPlanName=arn)["Status"])
@@ -181,17 +246,23 @@ def test_unknown_region_and_regions_outside_the_market(call: Call) -> None:
 
 
 def test_p5_has_no_capacity_in_ap_northeast_1_so_alternatives_must_come_from_elsewhere(call: Call) -> None:
-    assert search(call, region="ap-northeast-1", StartTimeAfter=START,
-                  EndTimeBefore=START + timedelta(weeks=8)) == []
+    assert (
+        search(call, region="ap-northeast-1", StartTimeAfter=START, EndTimeBefore=START + timedelta(weeks=8))
+        == []
+    )
     assert search(call, region="us-west-2") != []
 
 
-def test_quota_does_not_count_expired_plans(call: Call, clock: time_machine.Coordinates) -> None:
+def test_quota_does_not_count_expired_plans(call: Call, clock: time_machine.Traveller) -> None:
     offering = search(call, InstanceCount=32, DurationHours=24)[0]
-    call("sagemaker", "CreateTrainingPlan", TrainingPlanName="big",
-         TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        TrainingPlanName="big",
+        TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+    )
     with raises_aws("ResourceLimitExceeded"):
         search(call, InstanceCount=1)
-    clock.move_to(offering["ReservedCapacityOfferings"][0]["EndTime"])  # type: ignore[index]
-    assert datetime.now(UTC) >= offering["ReservedCapacityOfferings"][0]["EndTime"]  # type: ignore[index]
+    clock.move_to(offering["ReservedCapacityOfferings"][0]["EndTime"])
+    assert datetime.now(UTC) >= offering["ReservedCapacityOfferings"][0]["EndTime"]
     assert search(call, InstanceCount=1) != []

@@ -1,0 +1,310 @@
+"""The behavioural faults the emulator applies: ``insufficient_capacity`` and ``stuck``, per operation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import time_machine
+
+from localcloud.emulator import Emulator
+from localcloud.emulator.testing import Call, deploy_on_plan, raises_aws
+from localcloud.faults import FaultKind
+
+NO_CAPACITY = frozenset({FaultKind.INSUFFICIENT_CAPACITY})
+STUCK = frozenset({FaultKind.STUCK})
+ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
+
+
+def plan_offering(call: Call) -> dict[str, Any]:
+    offering: dict[str, Any] = call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        InstanceType="ml.p5.48xlarge",
+        InstanceCount=1,
+        DurationHours=24,
+        TargetResources=["endpoint"],
+    )["TrainingPlanOfferings"][0]
+    return offering
+
+
+def test_insufficient_capacity_empties_searches(call: Call) -> None:
+    assert (
+        call(
+            "sagemaker",
+            "SearchTrainingPlanOfferings",
+            faults=NO_CAPACITY,
+            InstanceType="ml.p5.48xlarge",
+            InstanceCount=1,
+            DurationHours=24,
+            TargetResources=["endpoint"],
+        )["TrainingPlanOfferings"]
+        == []
+    )
+    assert (
+        call(
+            "ec2",
+            "DescribeCapacityBlockOfferings",
+            faults=NO_CAPACITY,
+            InstanceType="p5.48xlarge",
+            InstanceCount=1,
+            CapacityDurationHours=24,
+        )["CapacityBlockOfferings"]
+        == []
+    )
+
+
+def test_insufficient_capacity_makes_a_plan_fail_and_returns_its_capacity(
+    emulator: Emulator, call: Call, clock: time_machine.Traveller
+) -> None:
+    offering = plan_offering(call)
+    call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        faults=NO_CAPACITY,
+        TrainingPlanName="doomed",
+        TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+    )
+    assert call("sagemaker", "DescribeTrainingPlan", TrainingPlanName="doomed")["Status"] == "Pending"
+    clock.shift(timedelta(minutes=5))
+    plan = call("sagemaker", "DescribeTrainingPlan", TrainingPlanName="doomed")
+    assert plan["Status"] == "Failed"
+    assert "insufficient capacity" in plan["StatusMessage"]
+    assert plan["AvailableInstanceCount"] == 0
+    assert emulator.training_plans.utilization("us-east-1", "ml.p5.48xlarge", datetime.now(UTC)) == 0
+    reserved = offering["ReservedCapacityOfferings"][0]
+    pool = (
+        "sagemaker:endpoint",
+        "us-east-1",
+        "ml.p5.48xlarge",
+        reserved["AvailabilityZone"],
+        reserved["StartTime"].date(),
+    )
+    assert emulator.market.available(*pool) == emulator.market.pool_size(*pool)  # the instance went back
+
+
+def test_stuck_plan_stays_pending(call: Call, clock: time_machine.Traveller) -> None:
+    offering = plan_offering(call)
+    call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        faults=STUCK,
+        TrainingPlanName="stuck",
+        TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+    )
+    clock.shift(timedelta(days=10))
+    assert call("sagemaker", "DescribeTrainingPlan", TrainingPlanName="stuck")["Status"] == "Pending"
+
+
+def test_capacity_block_purchase_faults(
+    emulator: Emulator, call: Call, clock: time_machine.Traveller
+) -> None:
+    found = call(
+        "ec2",
+        "DescribeCapacityBlockOfferings",
+        InstanceType="p5.48xlarge",
+        InstanceCount=1,
+        CapacityDurationHours=24,
+    )["CapacityBlockOfferings"]
+    with raises_aws("InsufficientInstanceCapacity", "not enough capacity") as info:
+        call(
+            "ec2",
+            "PurchaseCapacityBlock",
+            faults=NO_CAPACITY,
+            InstancePlatform="Linux/UNIX",
+            CapacityBlockOfferingId=found[0]["CapacityBlockOfferingId"],
+        )
+    assert info.value.status == 500
+    assert call("ec2", "DescribeCapacityReservations")["CapacityReservations"] == []  # nothing bought
+    reservation = call(
+        "ec2",
+        "PurchaseCapacityBlock",
+        faults=STUCK,
+        InstancePlatform="Linux/UNIX",
+        CapacityBlockOfferingId=found[0]["CapacityBlockOfferingId"],
+    )["CapacityReservation"]
+    clock.move_to(found[0]["EndDate"] + timedelta(days=1))
+    assert (
+        call(
+            "ec2",
+            "DescribeCapacityReservations",
+            CapacityReservationIds=[reservation["CapacityReservationId"]],
+        )["CapacityReservations"][0]["State"]
+        == "payment-pending"
+    )
+    assert emulator.capacity_blocks.next_due(found[0]["EndDate"]) is None  # a stuck block sends no events
+
+
+def endpoint_on_plan(emulator: Emulator, call: Call, clock: time_machine.Traveller) -> str:
+    offering = plan_offering(call)
+    plan_arn = call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        TrainingPlanName="p",
+        TrainingPlanOfferingId=offering["TrainingPlanOfferingId"],
+    )["TrainingPlanArn"]
+    clock.move_to(offering["ReservedCapacityOfferings"][0]["StartTime"] + timedelta(minutes=1))
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "InstanceType": "ml.p5.48xlarge",
+                "InitialInstanceCount": 1,
+                "CapacityReservationConfig": {"MlReservationArn": plan_arn},
+            }
+        ],
+    )
+    return str(plan_arn)
+
+
+def test_create_endpoint_faults(emulator: Emulator, call: Call, clock: time_machine.Traveller) -> None:
+    endpoint_on_plan(emulator, call, clock)
+    call("sagemaker", "CreateEndpoint", faults=NO_CAPACITY, EndpointName="failing", EndpointConfigName="c")
+    clock.shift(timedelta(minutes=4))
+    failed = call("sagemaker", "DescribeEndpoint", EndpointName="failing")
+    assert failed["EndpointStatus"] == "Failed"
+    assert "InsufficientInstanceCapacity" in failed["FailureReason"]
+    call("sagemaker", "DeleteEndpoint", EndpointName="failing")  # a Failed endpoint can be deleted
+    clock.shift(timedelta(minutes=2))
+    call("sagemaker", "CreateEndpoint", faults=STUCK, EndpointName="stuck", EndpointConfigName="c")
+    clock.shift(timedelta(hours=6))
+    assert call("sagemaker", "DescribeEndpoint", EndpointName="stuck")["EndpointStatus"] == "Creating"
+
+
+def test_update_and_delete_endpoint_faults(
+    emulator: Emulator, call: Call, clock: time_machine.Traveller
+) -> None:
+    deployed = deploy_on_plan(emulator, clock, components=())
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="other",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "InstanceType": "ml.p5.48xlarge",
+                "InitialInstanceCount": 1,
+                "CapacityReservationConfig": {"MlReservationArn": deployed.plan_arn},
+            }
+        ],
+    )
+    call(
+        "sagemaker",
+        "UpdateEndpoint",
+        faults=NO_CAPACITY,
+        EndpointName=deployed.endpoint,
+        EndpointConfigName="other",
+    )
+    clock.shift(timedelta(minutes=4))
+    rolled_back = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
+    assert (rolled_back["EndpointStatus"], rolled_back["EndpointConfigName"]) == (
+        "InService",
+        deployed.config,
+    )
+    assert "InsufficientInstanceCapacity" in rolled_back["FailureReason"]
+    call(
+        "sagemaker",
+        "UpdateEndpoint",
+        faults=STUCK,
+        EndpointName=deployed.endpoint,
+        EndpointConfigName="other",
+    )
+    clock.shift(timedelta(days=1))
+    assert (
+        call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)["EndpointStatus"] == "Updating"
+    )
+
+
+def test_stuck_delete_keeps_deleting(emulator: Emulator, call: Call, clock: time_machine.Traveller) -> None:
+    deployed = deploy_on_plan(emulator, clock)
+    call("sagemaker", "DeleteInferenceComponent", faults=STUCK, InferenceComponentName="model-a")
+    clock.shift(timedelta(hours=1))
+    assert (
+        call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="model-a")[
+            "InferenceComponentStatus"
+        ]
+        == "Deleting"
+    )
+    with raises_aws("ValidationException", "still has 1 inference component"):
+        call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint)
+
+
+def test_stuck_endpoint_delete(emulator: Emulator, call: Call, clock: time_machine.Traveller) -> None:
+    deployed = deploy_on_plan(emulator, clock, components=())
+    call("sagemaker", "DeleteEndpoint", faults=STUCK, EndpointName=deployed.endpoint)
+    clock.shift(timedelta(days=1))
+    assert (
+        call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)["EndpointStatus"] == "Deleting"
+    )
+    assert [item.status for item in emulator.billable_resources() if item.resource_type == "endpoint"] == [
+        "Deleting"
+    ]
+
+
+def test_inference_component_faults(emulator: Emulator, call: Call, clock: time_machine.Traveller) -> None:
+    deployed = deploy_on_plan(emulator, clock, components=("model-a",))
+    spec = {
+        "Container": {"Image": "example.com/llm:1"},
+        "ComputeResourceRequirements": {
+            "NumberOfAcceleratorDevicesRequired": 1,
+            "MinMemoryRequiredInMb": 1024,
+        },
+    }
+    call(
+        "sagemaker",
+        "CreateInferenceComponent",
+        faults=NO_CAPACITY,
+        InferenceComponentName="failing",
+        EndpointName=deployed.endpoint,
+        Specification=spec,
+        RuntimeConfig={"CopyCount": 1},
+    )
+    call(
+        "sagemaker",
+        "CreateInferenceComponent",
+        faults=STUCK,
+        InferenceComponentName="stuck",
+        EndpointName=deployed.endpoint,
+        Specification=spec,
+        RuntimeConfig={"CopyCount": 1},
+    )
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        faults=STUCK,
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 3},
+    )
+    clock.shift(timedelta(hours=1))
+    failed = call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="failing")
+    assert failed["InferenceComponentStatus"] == "Failed"
+    assert "InsufficientInstanceCapacity" in failed["FailureReason"]
+    assert (
+        call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="stuck")[
+            "InferenceComponentStatus"
+        ]
+        == "Creating"
+    )
+    updating = call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="model-a")
+    assert updating["InferenceComponentStatus"] == "Updating"
+    assert updating["RuntimeConfig"] == {"DesiredCopyCount": 3, "CurrentCopyCount": 1}
+
+
+def test_insufficient_capacity_on_invoke(
+    emulator: Emulator, call: Call, clock: time_machine.Traveller
+) -> None:
+    deployed = deploy_on_plan(emulator, clock)
+    with raises_aws("ValidationError", "Inference Component has no capacity"):
+        call(
+            "sagemaker-runtime",
+            "InvokeEndpoint",
+            faults=NO_CAPACITY,
+            EndpointName=deployed.endpoint,
+            InferenceComponentName="model-a",
+            Body=b"{}",
+        )

@@ -1,0 +1,126 @@
+"""The capacity market: determinism, price anchors, finite capacity, and configuration."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import time_machine
+
+from localcloud.emulator import Emulator, MarketConfig
+from localcloud.emulator.instances import INSTANCE_SPECS
+from localcloud.emulator.shapes import enum_values
+from localcloud.emulator.testing import START, RecordingSink
+
+
+def search(emulator: Emulator, **overrides: Any) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {
+        "InstanceType": "ml.p5.48xlarge",
+        "InstanceCount": 2,
+        "DurationHours": 72,
+        "TargetResources": ["endpoint"],
+        "StartTimeAfter": START + timedelta(days=6),
+        "EndTimeBefore": START + timedelta(days=20),
+    }
+    region = overrides.pop("region", "us-east-1")
+    params.update(overrides)
+    found: list[dict[str, Any]] = emulator.call(
+        "sagemaker", "SearchTrainingPlanOfferings", params, region=region
+    )["TrainingPlanOfferings"]
+    return found
+
+
+def test_same_seed_same_offerings_other_seed_other_offerings(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    first, second = Emulator(events=RecordingSink()), Emulator(events=RecordingSink())
+    other = Emulator(seed=8, events=RecordingSink())
+    for region in ("us-east-1", "us-west-2", "eu-west-1"):
+        assert search(first, region=region) == search(second, region=region)
+    assert [item["UpfrontFee"] for item in search(first)] != [item["UpfrontFee"] for item in search(other)]
+
+
+def test_the_demo_request_finds_offerings(emulator: Emulator) -> None:
+    # 2 x ml.p5.48xlarge for 3 days starting about a week from now, us-east-1 or us-west-2.
+    assert search(emulator, region="us-east-1")
+    assert search(emulator, region="us-west-2")
+
+
+def test_on_demand_prices_are_anchored_and_spread_by_region(emulator: Emulator) -> None:
+    market = emulator.market
+    assert market.on_demand_usd_per_hour("us-east-1", "p5.48xlarge") == Decimal("55.0400")
+    assert market.on_demand_usd_per_hour("us-east-1", "ml.p5.48xlarge") == Decimal("55.0400")
+    prices = [market.on_demand_usd_per_hour(region, "ml.p5.48xlarge") for region in market.regions()]
+    assert min(prices) == Decimal("55.0400")
+    assert max(prices) / min(prices) < Decimal("1.08")
+    assert market.on_demand_usd_per_hour("eu-central-1", "ml.g6.12xlarge") > market.on_demand_usd_per_hour(
+        "us-east-1", "ml.g6.12xlarge"
+    )
+    with pytest.raises(ValueError, match="not known"):
+        market.on_demand_usd_per_hour("us-east-1", "ml.nope.large")
+    with pytest.raises(ValueError, match="not in the emulated market"):
+        market.on_demand_usd_per_hour("sa-east-1", "ml.p5.48xlarge")
+
+
+def test_capacity_blocks_cost_less_than_on_demand_and_more_than_plans(emulator: Emulator) -> None:
+    market = emulator.market
+    start = START + timedelta(days=7)
+    for instance_type in ("p5.48xlarge", "p4d.24xlarge", "trn1.32xlarge"):
+        on_demand = market.on_demand_usd_per_hour("us-west-2", instance_type)
+        block = market.capacity_block_usd_per_hour("us-west-2", instance_type, start)
+        plan = market.training_plan_usd_per_hour("us-west-2", f"ml.{instance_type}", start)
+        assert Decimal("0.35") <= 1 - block / on_demand <= Decimal("0.40")
+        assert Decimal("0.70") <= 1 - plan / on_demand <= Decimal("0.75")
+
+
+def test_training_plan_types_are_the_botocore_enum(emulator: Emulator) -> None:
+    enum = set(enum_values("sagemaker", "ReservedCapacityInstanceType"))
+    offered = {f"ml.{spec.name}" for spec in INSTANCE_SPECS.values() if spec.training_plan}
+    assert offered <= enum
+    assert "ml.g6.12xlarge" not in enum
+
+
+def test_zero_capacity_everywhere(aws: None, clock: time_machine.Traveller) -> None:
+    emulator = Emulator(events=RecordingSink(), market=MarketConfig(capacity={"*": 0}))
+    for region in emulator.market.regions():
+        assert search(emulator, region=region) == []
+    assert (
+        emulator.call(
+            "ec2",
+            "DescribeCapacityBlockOfferings",
+            {
+                "InstanceType": "p5.48xlarge",
+                "InstanceCount": 1,
+                "CapacityDurationHours": 24,
+            },
+            region="us-east-1",
+        )["CapacityBlockOfferings"]
+        == []
+    )
+
+
+def test_purchases_consume_capacity(aws: None, clock: time_machine.Traveller) -> None:
+    emulator = Emulator(events=RecordingSink(), market=MarketConfig(capacity={"us-east-1/ml.p5.48xlarge": 2}))
+    window = {"StartTimeAfter": START, "EndTimeBefore": START + timedelta(days=2), "DurationHours": 24}
+    for name in ("a", "b", "c"):  # three zones of 2 instances each on the first day
+        offering = search(emulator, **window)[0]
+        emulator.call(
+            "sagemaker",
+            "CreateTrainingPlan",
+            {
+                "TrainingPlanName": name,
+                "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"],
+            },
+            region="us-east-1",
+        )
+    assert search(emulator, **window) == []
+    assert search(emulator, **window, InstanceCount=1, region="us-west-2") != []
+
+
+def test_alternatives_exist_when_the_first_choice_has_none(emulator: Emulator) -> None:
+    # p5 has no plan capacity in ap-northeast-1, but other counts, durations and regions do.
+    assert search(emulator, region="ap-northeast-1") == []
+    assert search(emulator, region="ap-northeast-1", InstanceType="ml.p4d.24xlarge") != []
+    assert search(emulator, region="us-west-2", InstanceCount=1, DurationHours=48) != []
