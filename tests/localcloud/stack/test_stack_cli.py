@@ -1,0 +1,109 @@
+"""``python -m localcloud run``: event detection, the printed story, exit statuses."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from localcloud.cli import event_kind, event_time, main
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
+RETRY_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:fixture-RetryStateMachine"
+
+
+def write(tmp_path: Path, document: object, name: str = "event.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> int:
+    return main(["run", *args, "--template", str(TEMPLATE), "--stack-name", "fixture"])
+
+
+def test_event_kinds_are_detected() -> None:
+    assert event_kind({"httpMethod": "POST", "path": "/items"}) == "api"
+    assert event_kind({"source": "a", "detail-type": "b", "detail": {}}) == "eventbridge"
+    assert event_kind({"Source": "a", "DetailType": "b", "Detail": "{}"}) == "put_events"
+    assert event_kind({"Entries": []}) == "put_events"
+    assert event_kind({"ScheduleExpression": "at(2026-12-01T09:00:00)", "Target": {}}) == "schedule"
+    assert event_kind({"kind": "failure"}) == "unknown"
+
+
+def test_the_virtual_start_is_the_events_own_time() -> None:
+    assert event_time({"requestContext": {"requestTimeEpoch": 1795953600000}}) == datetime(
+        2026, 11, 29, 12, 0, tzinfo=UTC
+    )
+    assert event_time({"time": "2026-12-01T08:00:00Z"}) == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    assert event_time({"detail": {}}) is None
+
+
+def test_an_api_event_runs_to_completion_and_prints_the_story(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = {
+        "httpMethod": "POST",
+        "path": "/items",
+        "body": json.dumps({"n": 3}),
+        "requestContext": {"requestTimeEpoch": 1795953600000},
+    }
+
+    status = run(str(write(tmp_path, event)))
+    out = capsys.readouterr().out
+
+    assert status == 0
+    assert "virtual start 2026-11-29T12:00:00Z" in out
+    assert "2026-11-29T12:00:00Z  api        POST /items -> 202" in out
+    assert "2026-12-29T12:00:00Z  execution  PipelineStateMachine: execution" in out
+    assert "PipelineStateMachine  " in out.split("== Executions", 1)[1]
+    assert "SUCCEEDED" in out.split("== Executions", 1)[1]
+    assert "== Billable resources left\n  none" in out
+    assert out.rstrip().splitlines()[-2] == "  ok"
+
+
+def test_a_failed_execution_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schedule = {
+        "Name": "once",
+        "ScheduleExpression": "at(2026-12-01T09:00:00)",
+        "Target": {
+            "Arn": RETRY_MACHINE,
+            "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
+            "Input": json.dumps({"mode": "datetime"}),
+        },
+    }
+
+    status = run(str(write(tmp_path, schedule)), "--start", "2026-12-01T08:00:00Z")
+    out = capsys.readouterr().out
+
+    assert status == 1
+    assert "schedule default/once (at(2026-12-01T09:00:00)) fired -> state machine RetryStateMachine" in out
+    assert "DatetimeFunction -> failed: Runtime.MarshalError" in out
+    assert "FAILED: execution" in out
+    assert "MarshalFailed" in out
+
+
+def test_a_function_can_be_invoked_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = run(str(write(tmp_path, {"text": "hi there"})), "--function", "NotifyFunction")
+    out = capsys.readouterr().out
+
+    assert status == 0
+    assert "== Slack messages (1)" in out
+    assert "-- 2026-12-01T08:00:00Z chat.postMessage #capacity\n   FIXTURE\n   *hi there*" in out
+
+
+def test_usage_errors_exit_2_with_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(str(write(tmp_path, {"kind": "failure"}))) == 2
+    assert "pass --function NAME" in capsys.readouterr().err
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "Resources:\n  P:\n    Type: AWS::SSM::Parameter\n    Properties:\n      Type: String\n"
+        "      Value: !GetAtt Nope.Arn\n",
+        encoding="utf-8",
+    )
+    event = write(tmp_path, {"httpMethod": "GET", "path": "/"})
+    assert main(["run", str(event), "--template", str(broken)]) == 2
+    assert "Resources.P.Properties.Value" in capsys.readouterr().err
