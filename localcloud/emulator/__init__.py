@@ -151,9 +151,10 @@ class Emulator:
 
     @property
     def tickers(self) -> list[Ticker]:
-        """What changes by itself as virtual time passes: capacity-block events (foreground), CloudWatch
-        alarm evaluation and Application Auto Scaling actions (background), in that order."""
-        return [self.capacity_blocks, self.alarms, self.autoscaling]
+        """What changes by itself as virtual time passes: capacity-block events and SageMaker endpoint
+        state-change events (foreground), CloudWatch alarm evaluation and Application Auto Scaling actions
+        (background), in that order."""
+        return [self.capacity_blocks, self.hosting, self.alarms, self.autoscaling]
 
     def billable_resources(self, region: str | None = None) -> list[BillableResource]:
         """Live endpoints, endpoint configs, inference components, scalable targets and scaling policies

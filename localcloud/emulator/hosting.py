@@ -51,10 +51,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from localcloud.contracts import AwsError
+from localcloud.contracts import AwsError, Due
 from localcloud.emulator import cloudwatch
 from localcloud.emulator.common import (
     NEVER,
@@ -360,6 +360,7 @@ class Hosting:
         self.endpoints: dict[tuple[str, str], Endpoint] = {}
         self.components: dict[tuple[str, str], Component] = {}
         self.region_of: dict[str, str] = {}
+        self._outbox: list[tuple[datetime, str, Endpoint, str]] = []
         plans.usage = self.plan_usage
 
     def sagemaker_operations(self) -> dict[str, Handler]:
@@ -772,6 +773,9 @@ class Hosting:
             tags=tags_to_dict(params.get("Tags")),
         )
         self.region_of[arn] = region
+        endpoint = self.endpoints[(region, name)]
+        self._announce(region, endpoint, now, "CREATING")
+        self._announce_deployment(region, endpoint, endpoint.deployments[0])
         return {"EndpointArn": arn}
 
     @staticmethod
@@ -803,6 +807,8 @@ class Hosting:
         endpoint.deployments.append(
             self._deployment(config, now, self.ctx.market.config.timings.endpoint_update, faults)
         )
+        self._announce(region, endpoint, now, "UPDATING")
+        self._announce_deployment(region, endpoint, endpoint.deployments[-1])
         return {"EndpointArn": endpoint.arn}
 
     def delete_endpoint(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
@@ -826,7 +832,73 @@ class Hosting:
         endpoint.delete_completes = (
             NEVER if FaultKind.STUCK in faults else now + self.ctx.market.config.timings.endpoint_delete
         )
+        self._announce(region, endpoint, now, "DELETING")
         return {}
+
+    # -- endpoint state-change events (a Ticker) -----------------------------------------------------
+
+    def _announce(self, region: str, endpoint: Endpoint, at: datetime, status: str) -> None:
+        """Queue the ``SageMaker Endpoint State Change`` event AWS sends when the endpoint reaches ``status``
+        at ``at`` (nothing for a transition that never happens)."""
+        if at < NEVER:
+            self._outbox.append((at, region, endpoint, status))
+
+    def _announce_deployment(self, region: str, endpoint: Endpoint, deployment: Deployment) -> None:
+        first = deployment is endpoint.deployments[0]
+        # A failed update rolls back: the endpoint is in service again on its old configuration.
+        status = "FAILED" if first and not deployment.succeeds else "IN_SERVICE"
+        self._announce(region, endpoint, deployment.completes, status)
+
+    def next_due(self, now: datetime) -> Due | None:
+        """The next endpoint state-change event to send (foreground: it follows from a call just made)."""
+        with self.ctx.lock:
+            pending = [at for at, _region, _endpoint, _status in self._outbox]
+        if not pending:
+            return None
+        return Due(max(min(pending), now + timedelta(microseconds=1)), foreground=True)
+
+    def advance(self, now: datetime) -> None:
+        """Send every endpoint state-change event due at or before ``now`` (source ``aws.sagemaker``; detail
+        as in "Events that Amazon SageMaker AI sends to Amazon EventBridge")."""
+        with self.ctx.lock:
+            due = sorted((item for item in self._outbox if item[0] <= now), key=lambda item: item[0])
+            self._outbox = [item for item in self._outbox if item[0] > now]
+            events = [
+                (region, endpoint, self._event_detail(endpoint, at, status))
+                for at, region, endpoint, status in due
+            ]
+        for region, endpoint, detail in events:
+            self.ctx.events.put_aws_event(
+                source="aws.sagemaker",
+                detail_type="SageMaker Endpoint State Change",
+                detail=detail,
+                resources=[endpoint.arn],
+                region=region,
+            )
+
+    @staticmethod
+    def _event_detail(endpoint: Endpoint, at: datetime, status: str) -> dict[str, Any]:
+        config = endpoint.config(at)
+        detail: dict[str, Any] = {
+            "EndpointName": endpoint.name,
+            "EndpointArn": endpoint.arn,
+            "EndpointConfigName": config.name,
+            "ProductionVariants": [
+                {
+                    "DesiredWeight": float(variant.get("InitialVariantWeight", 1.0)),
+                    "DesiredInstanceCount": float(variant.get("InitialInstanceCount") or 1),
+                }
+                for variant in config.variants
+            ],
+            "EndpointStatus": status,
+            "CreationTime": endpoint.created.timestamp() * 1000,
+            "LastModifiedTime": at.timestamp() * 1000,
+            "Tags": dict(endpoint.tags),
+        }
+        reason = endpoint.failure_reason(at)
+        if status == "FAILED" and reason:
+            detail["FailureReason"] = reason
+        return detail
 
     def describe_endpoint(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
         """``DescribeEndpoint``: status, variants with instance counts and reservation use."""

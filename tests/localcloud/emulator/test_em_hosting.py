@@ -3,7 +3,7 @@ InvokeEndpoint, with AWS's error codes."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,7 +11,7 @@ import time_machine
 from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
 
 from localcloud.emulator import Emulator, MarketConfig
-from localcloud.emulator.testing import Call, Deployment, RecordingSink, deploy_on_plan, raises_aws
+from localcloud.emulator.testing import Call, Deployment, RecordingSink, deploy_on_plan, raises_aws, run_clock
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 
@@ -52,6 +52,10 @@ def component(
             },
         },
     )
+
+
+def clock_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def buy_plan(
@@ -563,3 +567,39 @@ def test_tags_are_listed_and_billable_resources_reported(
         ("inference-component", "model-b"),
     ]
     assert emulator.billable_resources("us-west-2") == []
+
+
+def test_endpoint_state_changes_are_sent_as_aws_events(
+    emulator: Emulator, call: Call, sink: RecordingSink, clock: time_machine.Traveller
+) -> None:
+    plan = buy_plan(call, clock)
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ExecutionRoleArn=ROLE,
+        ProductionVariants=[variant(plan)],
+    )
+    created = clock_now()
+    call(
+        "sagemaker",
+        "CreateEndpoint",
+        EndpointName="ep",
+        EndpointConfigName="c1",
+        Tags=[{"Key": "k", "Value": "v"}],
+    )
+    due = emulator.hosting.next_due(created)
+    assert due is not None
+    assert due.foreground
+    run_clock(emulator, clock, created, created + timedelta(minutes=10))
+    call("sagemaker", "DeleteEndpoint", EndpointName="ep")
+    run_clock(emulator, clock, clock_now(), clock_now() + timedelta(minutes=10))
+    events = sink.of_type("SageMaker Endpoint State Change")
+    assert [event["detail"]["EndpointStatus"] for event in events] == ["CREATING", "IN_SERVICE", "DELETING"]
+    in_service = events[1]
+    assert in_service["source"] == "aws.sagemaker"
+    assert in_service["resources"] == ["arn:aws:sagemaker:us-east-1:123456789012:endpoint/ep"]
+    assert in_service["detail"]["EndpointConfigName"] == "c1"
+    assert in_service["detail"]["Tags"] == {"k": "v"}
+    assert in_service["detail"]["LastModifiedTime"] == (created + timedelta(minutes=4)).timestamp() * 1000
+    assert in_service["detail"]["ProductionVariants"] == [{"DesiredWeight": 1.0, "DesiredInstanceCount": 1.0}]
