@@ -417,9 +417,13 @@ def command_serve(args: argparse.Namespace) -> int:
         print(describe_routes(cloud.stack.api_routes, args.port), flush=True)
         shown: set[tuple[datetime, str, str]] = set()
         tick = 0.2
+        real_start, virtual_start = time.monotonic(), cloud.now()
         try:
             while True:
-                cloud.run(until=cloud.now() + timedelta(seconds=tick * args.speed), max_wall_seconds=600)
+                # Virtual time follows real time (times --speed), however long each step took.
+                target = virtual_start + timedelta(seconds=(time.monotonic() - real_start) * args.speed)
+                if target > cloud.now():
+                    cloud.run(until=target, max_wall_seconds=600)
                 for entry in cloud.timeline.entries():
                     key = (entry.at, entry.kind, entry.text)
                     if key not in shown:

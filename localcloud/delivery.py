@@ -524,7 +524,11 @@ def _summary(detail: Any) -> str:
     if not isinstance(detail, dict) or not detail:
         return ""
     keys = [k for k in ("request_id", "status", "state", "reason", "alarmName") if k in detail]
-    parts = [f"{k}={detail[k]}" for k in keys[:3]]
+    parts = [f"{k}={_clip(str(detail[k]))}" for k in keys[:3]]
     if isinstance(detail.get("state"), dict) and "value" in detail["state"]:
         parts = [p for p in parts if not p.startswith("state=")] + [f"state={detail['state']['value']}"]
     return f" [{', '.join(parts)}]" if parts else ""
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
