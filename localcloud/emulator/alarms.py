@@ -236,12 +236,29 @@ def candidate_boundaries(
     return sorted(moment for moment in found if moment > after and (until is None or moment <= until))
 
 
+def _snapshot(alarm: Any) -> dict[str, Any]:
+    """An alarm's state as the ``state``/``previousState`` block of the event."""
+    block: dict[str, Any] = {
+        "value": alarm.state_value,
+        "reason": alarm.state_reason,
+        "timestamp": iso_millis(alarm.state_updated_timestamp),
+    }
+    if alarm.state_reason_data and alarm.state_reason_data != "{}":
+        block["reasonData"] = alarm.state_reason_data
+    return block
+
+
 @dataclass
 class _Seen:
     """What the evaluator remembers about one moto alarm object."""
 
     identity: int
     evaluated_until: datetime
+    state: str
+    """The state the evaluator last saw or set: a different state in moto was set by someone else
+    (``SetAlarmState``), and gets its event too."""
+    previous: dict[str, Any]
+    """The ``previousState`` block of the next event (value, reason, reasonData, timestamp)."""
 
 
 class AlarmEvaluator:
@@ -275,7 +292,7 @@ class AlarmEvaluator:
                     ):
                         alarm.state_value = "INSUFFICIENT_DATA"
                     created = as_utc(alarm.configuration_updated_timestamp)
-                    self._seen[key] = _Seen(id(alarm), min(created, now))
+                    self._seen[key] = _Seen(id(alarm), min(created, now), alarm.state_value, _snapshot(alarm))
                 found.append((region, backend, alarm, spec))
         return found
 
@@ -288,6 +305,9 @@ class AlarmEvaluator:
         with self.ctx.lock:
             earliest: datetime | None = None
             for region, backend, alarm, spec in self._alarms(now):
+                if alarm.state_value != self._seen[(region, alarm.name)].state:
+                    # Set from outside (SetAlarmState): its event is due now, and it follows from a call.
+                    return Due(now + timedelta(microseconds=1), foreground=True)
                 points = self.points(backend, spec)
                 after = self._seen[(region, alarm.name)].evaluated_until
                 state = alarm.state_value
@@ -303,40 +323,26 @@ class AlarmEvaluator:
     def advance(self, now: datetime) -> None:
         """Evaluate every alarm at each boundary up to ``now`` where it can change; update moto; send the
         state-change events (outside the lock: delivery may call back into the emulator)."""
-        events: list[tuple[str, dict[str, Any], str, str]] = []
+        events: list[tuple[str, dict[str, Any], str]] = []
         with self.ctx.lock:
             for region, backend, alarm, spec in self._alarms(now):
                 seen = self._seen[(region, alarm.name)]
+                if alarm.state_value != seen.state:
+                    events.append(self._event(region, alarm, spec, seen))
+                    if alarm.state_value == "ALARM" and alarm.actions_enabled and self.on_alarm is not None:
+                        self.on_alarm(region, alarm, as_utc(alarm.state_updated_timestamp))
                 points = self.points(backend, spec)
                 for moment in candidate_boundaries(spec, points, seen.evaluated_until, now):
                     result = evaluate(spec, points, moment)
                     if result.state is None or result.state == alarm.state_value:
                         continue
-                    previous = {
-                        "value": alarm.state_value,
-                        "reason": alarm.state_reason,
-                        "timestamp": iso_millis(alarm.state_updated_timestamp),
-                    }
-                    if alarm.state_reason_data and alarm.state_reason_data != "{}":
-                        previous["reasonData"] = alarm.state_reason_data
                     alarm.update_state(result.reason, result.reason_data, result.state)
                     alarm.state_updated_timestamp = moment.replace(tzinfo=None)
-                    detail = {
-                        "alarmName": alarm.name,
-                        "state": {
-                            "value": result.state,
-                            "reason": result.reason,
-                            "reasonData": result.reason_data,
-                            "timestamp": iso_millis(moment),
-                        },
-                        "previousState": previous,
-                        "configuration": self._configuration(alarm, spec),
-                    }
-                    events.append((alarm.alarm_arn, detail, region, result.state))
+                    events.append(self._event(region, alarm, spec, seen))
                     if result.state == "ALARM" and alarm.actions_enabled and self.on_alarm is not None:
                         self.on_alarm(region, alarm, moment)
                 seen.evaluated_until = max(seen.evaluated_until, now)
-        for arn, detail, region, _state in events:
+        for arn, detail, region in events:
             self.ctx.events.put_aws_event(
                 source="aws.cloudwatch",
                 detail_type="CloudWatch Alarm State Change",
@@ -344,6 +350,21 @@ class AlarmEvaluator:
                 resources=[arn],
                 region=region,
             )
+
+    def _event(
+        self, region: str, alarm: Any, spec: AlarmSpec, seen: _Seen
+    ) -> tuple[str, dict[str, Any], str]:
+        """The state-change event for the alarm's current state (previous state from ``seen``), and the
+        new state remembered in ``seen``."""
+        current = _snapshot(alarm)
+        detail = {
+            "alarmName": alarm.name,
+            "state": current,
+            "previousState": seen.previous,
+            "configuration": self._configuration(alarm, spec),
+        }
+        seen.state, seen.previous = alarm.state_value, current
+        return alarm.alarm_arn, detail, region
 
     @staticmethod
     def _configuration(alarm: Any, spec: AlarmSpec) -> dict[str, Any]:

@@ -1337,6 +1337,16 @@ class Hosting:
                     "inference components. Please include Inference Component Name header or consider using "
                     "SageMaker models.",
                 )
+            if (
+                self._instances(region, endpoint, variant, now) == 0
+                or FaultKind.INSUFFICIENT_CAPACITY in faults
+            ):
+                # A model variant with no instance (its training plan expired, or scaled to zero).
+                raise AwsError(
+                    "ValidationError",
+                    f"Endpoint {name} has no capacity to process this request: production variant "
+                    f"{variant['VariantName']} has no running instance.",
+                )
             return self._reply(region, endpoint, variant, None, params=params, now=now)
         component = self.components.get((region, component_name))
         if component is None or component.endpoint_name != name:

@@ -206,3 +206,26 @@ def test_statistics_per_period(statistic: str, expected: float) -> None:
         for second, value in ((1, 6.0), (20, 20.0), (40, 4.0))
     ]
     assert evaluate(spec, minute, START + timedelta(minutes=1)).present() == [expected]
+
+
+def test_set_alarm_state_sends_its_event_and_the_next_evaluation_corrects_it(
+    emulator: Emulator, clock: time_machine.Traveller, sink: RecordingSink
+) -> None:
+    put_no_capacity_alarm()
+    run_clock(emulator, clock, START, START + timedelta(minutes=5))
+    boto3.client("cloudwatch", region_name="us-east-1").set_alarm_state(
+        AlarmName="model-a-no-capacity", StateValue="ALARM", StateReason="testing the scale-out path"
+    )
+    due = emulator.alarms.next_due(START + timedelta(minutes=5))
+    assert due is not None
+    assert due.foreground  # it follows from a call: deliver it now
+    run_clock(emulator, clock, START + timedelta(minutes=5), START + timedelta(minutes=7))
+    events = sink.of_type("CloudWatch Alarm State Change")
+    assert [
+        (event["detail"]["previousState"]["value"], event["detail"]["state"]["value"]) for event in events
+    ] == [
+        ("INSUFFICIENT_DATA", "OK"),
+        ("OK", "ALARM"),
+        ("ALARM", "OK"),
+    ]
+    assert events[1]["detail"]["state"]["reason"] == "testing the scale-out path"

@@ -603,3 +603,22 @@ def test_endpoint_state_changes_are_sent_as_aws_events(
     assert in_service["detail"]["Tags"] == {"k": "v"}
     assert in_service["detail"]["LastModifiedTime"] == (created + timedelta(minutes=4)).timestamp() * 1000
     assert in_service["detail"]["ProductionVariants"] == [{"DesiredWeight": 1.0, "DesiredInstanceCount": 1.0}]
+
+
+def test_a_model_endpoint_on_an_expired_plan_has_no_capacity(
+    call: Call, clock: time_machine.Traveller
+) -> None:
+    plan = buy_plan(call, clock)
+    call("sagemaker", "CreateModel", ModelName="m", PrimaryContainer={"Image": "i"}, ExecutionRoleArn=ROLE)
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c1",
+        ProductionVariants=[variant(plan, ModelName="m")],
+    )
+    call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c1")
+    clock.shift(timedelta(minutes=5))
+    assert invoke(call, "ep", None)["InvokedProductionVariant"] == "AllTraffic"
+    clock.shift(timedelta(days=1))
+    with raises_aws("ValidationError", "has no capacity to process this request"):
+        invoke(call, "ep", None)
