@@ -167,7 +167,7 @@ class LocalCloud:
             clock=self.clock, lambdas=self.lambdas, emulator=self.emulator, faults=self.faults
         )
         self.scheduler = SchedulerTicker(
-            self.delivery, timeline=self.timeline, regions=[region], universal=self._universal_target
+            self.delivery, timeline=self.timeline, universal=self._universal_target
         )
         self._mock: Any = None
         self._saved = _Saved()

@@ -413,7 +413,7 @@ class SchedulerTicker:
 
     ``delivery`` sends payloads to targets (and rule targets with their input transformation);
     ``universal`` calls a universal-target API (``service``, ``Operation``, params) and is optional.
-    ``regions`` are scanned for schedules and rules (default: the delivery's region).
+    ``regions`` are scanned for schedules and rules (default: every region in use).
     """
 
     def __init__(
@@ -427,7 +427,7 @@ class SchedulerTicker:
         self.delivery = delivery
         self.timeline = timeline
         self.account_id = delivery.account_id
-        self.regions = regions or [delivery.region]
+        self.regions = regions
         self.universal = universal
         self._tracked: dict[str, _Tracked] = {}
         self._lock = threading.RLock()
@@ -464,6 +464,11 @@ class SchedulerTicker:
         with self._lock:
             return list(self._schedule_plans(now)) + list(self._rule_plans(now))
 
+    def _regions(self, account: Any) -> list[str]:
+        """The regions to scan: those given, else every region moto has a backend for (sorted)."""
+        present = sorted(dict.keys(account))
+        return [r for r in present if self.regions is None or r in self.regions]
+
     def _track(self, key: str, anchor: datetime, fingerprint: str) -> _Tracked:
         tracked = self._tracked.get(key)
         if tracked is None or tracked.fingerprint != fingerprint:
@@ -477,9 +482,7 @@ class SchedulerTicker:
         account = scheduler_backends.get(self.account_id)
         if account is None:
             return
-        for region in self.regions:
-            if region not in dict.keys(account):
-                continue
+        for region in self._regions(account):
             backend = account[region]
             for group in list(backend.schedule_groups.values()):
                 for schedule in list(group.schedules.values()):
@@ -540,9 +543,7 @@ class SchedulerTicker:
         account = events_backends.get(self.account_id)
         if account is None:
             return
-        for region in self.regions:
-            if region not in dict.keys(account):
-                continue
+        for region in self._regions(account):
             backend = account[region]
             bus = backend.event_buses.get("default")
             for rule in list(bus.rules.values()) if bus is not None else []:

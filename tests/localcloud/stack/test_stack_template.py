@@ -311,3 +311,93 @@ Resources:
 
     value = boto3.client("secretsmanager", region_name="us-east-1").get_secret_value(SecretId="s-SlackToken")
     assert json.loads(value["SecretString"]) == {"token": "xoxb-test"}
+
+
+@pytest.mark.usefixtures("aws")
+def test_stream_arn_and_dynamic_references_resolve_to_what_moto_holds(tmp_path: Path) -> None:
+    path = write_template(
+        tmp_path,
+        """
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      StreamSpecification: {StreamViewType: NEW_IMAGE}
+  Stream:
+    Type: AWS::SSM::Parameter
+    Properties:
+      Type: String
+      Value: !GetAtt Table.StreamArn
+  Token:
+    Type: AWS::SSM::Parameter
+    Properties:
+      Type: String
+      Value: "{{resolve:secretsmanager:slack:SecretString:token}} / {{resolve:ssm:/team/channel}}"
+""",
+    )
+    stack = Stack(
+        path,
+        stack_name="s",
+        region="us-east-1",
+        account_id="123456789012",
+        local_values={"SecretsManager": {"slack": {"token": "xoxb-1"}}, "SSM": {"/team/channel": "C123"}},
+    )
+    stack.deploy()
+
+    table = boto3.client("dynamodb", region_name="us-east-1").describe_table(TableName="s-Table")["Table"]
+    assert stack.resources["Stream"].properties["Value"] == table["LatestStreamArn"]
+    assert stack.resources["Token"].properties["Value"] == "xoxb-1 / C123"
+
+
+def test_a_serverless_api_with_a_local_openapi_file_and_unsupported_event_sources(tmp_path: Path) -> None:
+    (tmp_path / "fn").mkdir()
+    (tmp_path / "fn" / "app.py").write_text("def handler(event, context):\n    return {}\n", encoding="utf-8")
+    (tmp_path / "api.yaml").write_text(
+        """
+openapi: "3.0.1"
+info: {title: t, version: "1"}
+paths:
+  /things/{proxy+}:
+    x-amazon-apigateway-any-method:
+      x-amazon-apigateway-integration:
+        type: aws_proxy
+        httpMethod: POST
+        uri:
+          Fn::Sub: arn:aws:apigateway:${AWS::Region}:lambda:path/2015-03-31/functions/${Fn.Arn}/invocations
+""",
+        encoding="utf-8",
+    )
+    path = write_template(
+        tmp_path,
+        """
+Transform: AWS::Serverless-2016-10-31
+Resources:
+  Api:
+    Type: AWS::Serverless::Api
+    Properties:
+      StageName: v2
+      DefinitionUri: api.yaml
+  Queue:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: fn/
+      Handler: app.handler
+      Runtime: python3.13
+      Events:
+        FromQueue:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Queue.Arn
+""",
+    )
+    stack = Stack.load(path, stack_name="s")
+
+    (route,) = stack.api_routes
+    assert (route.method, route.path, route.function, route.stage) == ("ANY", "/things/{proxy+}", "Fn", "v2")
+    assert route.matches("PATCH", "/things/a/b") == {"proxy": "a/b"}
+    assert any("event source mappings" in warning for warning in stack.warnings)
