@@ -26,6 +26,9 @@ Idle cost: :meth:`AlarmEvaluator.next_due` returns only instants at which some a
 an alarm's result can only change at a boundary where a period holding data enters or leaves its window,
 so the evaluator checks those boundaries (and the next one) and returns the first that changes a state, or
 None. Weeks without datapoints cost no steps. The work is background: it does not keep a run going.
+
+A state set from outside (``SetAlarmState``) gets its event too (foreground work: it follows from a call),
+and the alarm's actions run; the next evaluation corrects it, as on AWS.
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ INSTANCE_SPECS: dict[str, InstanceSpec] = {
         # Reserved-capacity GPU and Trainium types (capacity blocks and training plans).
         InstanceSpec("p5.48xlarge", 8, 192, 2048, 55.04, capacity_block=True, training_plan=True),
         InstanceSpec("p5.4xlarge", 1, 16, 256, 6.88, capacity_block=True, training_plan=True),
-        InstanceSpec("p5e.48xlarge", 8, 192, 2048, 63.30, capacity_block=True, training_plan=True),
-        InstanceSpec("p5en.48xlarge", 8, 192, 2048, 66.46, capacity_block=True, training_plan=True),
+        InstanceSpec("p5e.48xlarge", 8, 192, 2048, 60.00, capacity_block=True, training_plan=True),
+        InstanceSpec("p5en.48xlarge", 8, 192, 2048, 63.30, capacity_block=True, training_plan=True),
         InstanceSpec("p4d.24xlarge", 8, 96, 1152, 21.96, capacity_block=True, training_plan=True),
         InstanceSpec("p4de.24xlarge", 8, 96, 1152, 27.45, capacity_block=True, training_plan=True),
         InstanceSpec("trn1.32xlarge", 16, 128, 512, 21.50, capacity_block=True, training_plan=True),
