@@ -90,7 +90,11 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
             post(
                 ports,
                 messages.plan_status(
-                    step.request_id, plan_name=plan.name, status="Active", start=window[0], end=window[1]
+                    step.request_id,
+                    plan_name=plan.name,
+                    status="Active (Scheduled -> Active)",
+                    start=window[0],
+                    end=window[1],
                 ),
             )
         return ActivationOutput(
