@@ -449,3 +449,12 @@ def test_failed_release_is_reported_without_requesting_another_release(harness: 
         harness.ledger.history(request.id)[-1].detail["reason"]
         == "the release left resources behind: co-demo-1-config"
     )
+
+
+def test_endpoint_deleted_by_a_release_is_a_cancellation_not_a_failure(harness: Harness) -> None:
+    request = bought(harness)
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    harness.ledger.append(request.id, State.RELEASING, actor="release")
+    del harness.world.endpoints["co-demo-1"]
+    with pytest.raises(ReservationCancelled, match="RELEASING"):
+        create_endpoint(EndpointInput(request_id=request.id, action="status"), harness.ports)

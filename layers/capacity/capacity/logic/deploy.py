@@ -137,6 +137,7 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
 
     info = sagemaker.describe_endpoint(name)
     if info is None:
+        _guard(ports, request.id)  # deleted by a release that started meanwhile: not a failure
         raise EndpointFailed(f"endpoint {name} does not exist in {purchase.region}")
     if info.status == "Failed":
         raise EndpointFailed(f"endpoint {name} failed: {info.failure_reason or 'no reason given'}")
@@ -194,6 +195,7 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
     infos = {name: sagemaker.describe_inference_component(name) for name in names}
     missing = [name for name, info in infos.items() if info is None]
     if missing:
+        _guard(ports, request.id)  # deleted by a release that started meanwhile: not a failure
         raise ComponentFailed(f"inference component(s) {', '.join(missing)} do not exist on {endpoint}")
     failed = [info for info in infos.values() if info is not None and info.status == "Failed"]
     if failed:
