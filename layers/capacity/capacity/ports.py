@@ -193,13 +193,14 @@ class Ports:
 
     @property
     def scheduler(self) -> SchedulerPort:
-        """Release schedules (envs ``SCHEDULE_GROUP``, ``RELEASE_TARGET_ARN``, ``SCHEDULER_ROLE_ARN``)."""
+        """Release schedules (env ``SCHEDULE_GROUP``; creating one also needs ``RELEASE_TARGET_ARN`` and
+        ``SCHEDULER_ROLE_ARN``, deleting one does not)."""
         if self._scheduler is None:
             self._scheduler = ReleaseScheduler(
                 clients.scheduler(self.settings.region),
                 group=self.settings.need("schedule_group"),
-                target_arn=self.settings.need("release_target_arn"),
-                role_arn=self.settings.need("scheduler_role_arn"),
+                target_arn=self.settings.release_target_arn,
+                role_arn=self.settings.scheduler_role_arn,
             )
         return self._scheduler
 

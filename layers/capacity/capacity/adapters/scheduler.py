@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from capacity import EVENT_SOURCE
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
+from capacity.errors import ConfigurationError
 from capacity.models import ReleaseRequestedDetail
 from capacity.timeutil import as_utc, utcnow
 
@@ -53,9 +54,12 @@ class ReleaseScheduler:
             True if created, False if a schedule with ``name`` already existed (a retry).
 
         Raises:
+            ConfigurationError: ``RELEASE_TARGET_ARN`` or ``SCHEDULER_ROLE_ARN`` is not configured.
             RetryableAwsError: throttling/5xx after retries.
             ClientError: any other rejection.
         """
+        if not self._target_arn or not self._role_arn:
+            raise ConfigurationError("release schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
         when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
         detail = ReleaseRequestedDetail(request_id=request_id, reason=reason)
         try:
