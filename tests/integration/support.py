@@ -1,0 +1,102 @@
+"""Helpers for whole-lifecycle tests on the local cloud: build requests, read the ledger and AWS state."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from localcloud.cloud import LocalCloud
+from localcloud.faults import FaultInjector
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+API_EVENT = ROOT / "events/api_post_reservation.json"
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+REGIONS = ("us-east-1", "us-west-2", "us-east-2", "eu-west-1")
+
+
+def base_request() -> dict[str, Any]:
+    """The demo's request body (2 x ml.p5.48xlarge, 72 h in the week after START, two models)."""
+    body: dict[str, Any] = json.loads(json.loads(API_EVENT.read_text())["body"])
+    return body
+
+
+def api_event(body: dict[str, Any], *, method: str = "POST", path: str = "/reservations") -> dict[str, Any]:
+    """An API Gateway REST proxy event like the demo's, with another body, method or path."""
+    event: dict[str, Any] = copy.deepcopy(json.loads(API_EVENT.read_text()))
+    resource = path
+    if path.startswith("/reservations/"):
+        parts = path.split("/")
+        event["pathParameters"] = {"request_id": parts[2]}
+        resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
+    event.update(httpMethod=method, path=path, resource=resource, body=json.dumps(body) if body else None)
+    event["requestContext"].update(httpMethod=method, resourcePath=resource, path="/v1" + path)
+    return event
+
+
+def make_cloud(*, faults: FaultInjector | None = None, market: Any = None, seed: int = 7) -> LocalCloud:
+    """A local cloud of the application's own template, Slack enabled, starting at START."""
+    return LocalCloud(
+        TEMPLATE,
+        start=START,
+        seed=seed,
+        faults=faults,
+        market=market,
+        parameter_overrides={"SlackChannelId": "C0TESTS"},
+    )
+
+
+def post_reservation(cloud: LocalCloud, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /reservations; returns the proxy response with ``body`` parsed."""
+    response = cloud.api_request(api_event(body))
+    response["json"] = json.loads(response["body"]) if response.get("body") else None
+    return response
+
+
+def ledger_items(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:
+    """Every ledger item of the request, in sort-key order, as plain values."""
+    table = cloud.stack.physical_id("LedgerTable")
+    client = cloud.client("dynamodb")
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "request_id = :r",
+        "ExpressionAttributeValues": {":r": {"S": request_id}},
+    }
+    while True:
+        page = client.query(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [{key: _plain(value) for key, value in item.items()} for item in items]
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    ((kind, raw),) = value.items()
+    if kind == "M":
+        return {k: _plain(v) for k, v in raw.items()}
+    if kind == "L":
+        return [_plain(v) for v in raw]
+    return raw
+
+
+def states(cloud: LocalCloud, request_id: str) -> list[str]:
+    """The ledger's state changes of the request, in order."""
+    return [item["state"] for item in ledger_items(cloud, request_id) if item["sk"].startswith("STATE#")]
+
+
+def training_plans(cloud: LocalCloud) -> list[dict[str, Any]]:
+    """Every training plan bought in any region (what money was spent on)."""
+    plans: list[dict[str, Any]] = []
+    for region in REGIONS:
+        plans.extend(cloud.client("sagemaker", region).list_training_plans()["TrainingPlanSummaries"])
+    return plans
+
+
+def slack_texts(cloud: LocalCloud) -> str:
+    """Every Slack message posted, as one text."""
+    return "\n".join(f"{m.text}\n{json.dumps(m.blocks)}" for m in cloud.outbox.messages)
