@@ -242,6 +242,18 @@ def test_failed_plan_raises_plan_failed(harness: Harness) -> None:
         wait_for_activation(step, harness.ports)
 
 
+def test_payment_still_pending_twelve_hours_after_purchase_fails_the_plan(harness: Harness) -> None:
+    request = bought(harness)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Pending")
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    assert wait_for_activation(step, harness.ports).status == "Pending"
+    harness.clock.now += timedelta(hours=12, minutes=1)
+    with pytest.raises(
+        PlanFailed, match="still Pending \\(payment\\).*more than 12 hours after its purchase"
+    ):
+        wait_for_activation(step, harness.ports)
+
+
 def test_activation_deadline_is_start_plus_two_hours(harness: Harness) -> None:
     request = bought(harness)
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")

@@ -1,8 +1,11 @@
 """Step 6, ``wait_for_activation``: one ``DescribeTrainingPlan`` poll.
 
-The state machine first ``Wait`` s until the plan's start time (so the cost does not grow with the lead
-time), then calls this step with growing intervals. Status (AWS_FACTS.md): ``Pending`` (payment) ->
-``Scheduled`` -> ``Active`` -> ``Expired``, or ``Failed``. The deadline is the start time plus 2 hours.
+The state machine calls this step right after the purchase until the payment is through (``Pending`` ->
+``Scheduled``: a failed payment is known in minutes, not at the start), then ``Wait`` s until the plan's
+start time (so the cost does not grow with the lead time) and calls it again with growing intervals.
+Status (AWS_FACTS.md): ``Pending`` (payment) -> ``Scheduled`` -> ``Active`` -> ``Expired``, or ``Failed``.
+Deadlines: the payment within 12 hours of the purchase (EC2 documents payment failures "after up to 12
+hours"; SageMaker documents none, so the same bound is used), activation within 2 hours of the start.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
 
 DEADLINE_AFTER_START = timedelta(hours=2)
+PAYMENT_DEADLINE = timedelta(hours=12)
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
@@ -32,6 +36,7 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
 
     Raises:
         PlanFailed: the plan is ``Failed`` or ``Expired`` (or cannot be found).
+        PlanFailed: still ``Pending`` (payment) 12 hours after the purchase.
         ActivationTimeout: not ``Active`` two hours after its start time.
         RetryableAwsError: throttling/5xx after retries.
     """
@@ -104,6 +109,14 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
         )
 
     now = ports.clock()
+    if plan.status == "Pending":
+        history = ports.ledger.history(step.request_id)
+        purchased = next((e.at for e in history if e.state == State.PURCHASED), None)
+        if purchased is not None and now > purchased + PAYMENT_DEADLINE:
+            raise PlanFailed(
+                f"training plan {plan.name} is still Pending (payment) at {iso_z(now)}, more than 12 hours "
+                f"after its purchase at {iso_z(purchased)}"
+            )
     if start is not None and now > start + DEADLINE_AFTER_START:
         raise ActivationTimeout(
             f"training plan {plan.name} is still {plan.status} at {iso_z(now)}, more than 2 hours after its "
