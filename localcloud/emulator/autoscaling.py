@@ -242,7 +242,7 @@ class AutoScaling:
         self.activities.append(
             Activity(
                 key,
-                self.ctx.uuid("activity"),
+                self.ctx.uuid("activity", *key),
                 f"Setting desired {noun} to {count}.",
                 cause,
                 now,
@@ -282,7 +282,7 @@ class AutoScaling:
                 key=key,
                 arn=(
                     f"arn:aws:application-autoscaling:{region}:{self.ctx.account_id}:scalable-target/"
-                    f"{self.ctx.new_id('scalable-target', length=36)}"
+                    f"{self.ctx.new_id('scalable-target', *key, length=36)}"
                 ),
                 min_capacity=new_low,
                 max_capacity=new_high,
@@ -401,8 +401,8 @@ class AutoScaling:
             arn=existing.arn
             if existing
             else (
-                f"arn:aws:autoscaling:{region}:{self.ctx.account_id}:scalingPolicy:{self.ctx.uuid('policy')}:"
-                f"resource/{key[1]}/{key[2]}:policyName/{name}"
+                f"arn:aws:autoscaling:{region}:{self.ctx.account_id}:scalingPolicy:"
+                f"{self.ctx.uuid('policy', *key, name)}:resource/{key[1]}/{key[2]}:policyName/{name}"
             ),
             key=key,
             policy_type=policy_type,
@@ -449,7 +449,7 @@ class AutoScaling:
         namespace, metric, dimensions, stat, period = self._metric_of(policy.configuration, policy.key)
         target_value = float(policy.configuration["TargetValue"])
         backend = cloudwatch.backend(self.ctx.account_id, policy.key[0])
-        suffix = self.ctx.uuid("alarm", policy.name)
+        suffix = self.ctx.uuid("alarm", *policy.key, policy.name)
         per_minute = max(1, 60 // period)
         specs = [("AlarmHigh", "GreaterThanThreshold", target_value, 3 * per_minute, "missing")]
         if not policy.configuration.get("DisableScaleIn"):

@@ -86,12 +86,13 @@ class Context:
     market: Market
     events: EventSink
     lock: threading.RLock = field(default_factory=threading.RLock)
-    _ids: int = 0
+    _ids: dict[tuple[object, ...], int] = field(default_factory=dict)
 
     def new_id(self, *parts: object, length: int = 17) -> str:
-        """A deterministic lowercase hex id (the seed and the call sequence decide it)."""
-        self._ids += 1
-        return self.market.token("id", self._ids, *parts, length=length)
+        """A deterministic lowercase hex id (the seed, ``parts`` and how often ``parts`` came decide it)."""
+        # Counted per ``parts``: concurrent calls about different things do not change each other's ids.
+        self._ids[parts] = self._ids.get(parts, 0) + 1
+        return self.market.token("id", self._ids[parts], *parts, length=length)
 
     def uuid(self, *parts: object) -> str:
         """A deterministic id in UUID format."""

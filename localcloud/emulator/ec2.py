@@ -256,7 +256,7 @@ class CapacityBlocks:
                     f"'{spec.get('ResourceType')}' is not a valid taggable resource type for this operation."
                 )
             target.update({tag["Key"]: tag.get("Value", "") for tag in spec.get("Tags") or []})
-        reservation_id = f"cr-{self.ctx.new_id('capacity-reservation')}"
+        reservation_id = f"cr-{self.ctx.new_id('capacity-reservation', offering_id)}"
         timings = self.ctx.market.config.timings
         timeline = Timeline([(now, "payment-pending")])
         if FaultKind.STUCK not in faults:
@@ -265,7 +265,7 @@ class CapacityBlocks:
             timeline.add(offering.end, "expired")
         reservation = Reservation(
             reservation_id=reservation_id,
-            block_id=f"cbr-{self.ctx.new_id('capacity-block')}",
+            block_id=f"cbr-{self.ctx.new_id('capacity-block', offering_id)}",
             arn=f"arn:aws:ec2:{region}:{self.ctx.account_id}:capacity-reservation/{reservation_id}",
             region=region,
             offering=offering,

@@ -180,7 +180,7 @@ class Market:
     _consumed: dict[tuple[str, str, str, str, date], int] = field(default_factory=dict)
     _base: dict[tuple[str, str, str, str, date], int] = field(default_factory=dict)
     _offerings: dict[str, Offering] = field(default_factory=dict)
-    _issued: int = 0
+    _issued: dict[tuple[object, ...], int] = field(default_factory=dict)
 
     # -- deterministic draws ------------------------------------------------------------------------
 
@@ -386,19 +386,11 @@ class Market:
         requested_end_before: datetime | None = None,
     ) -> Offering:
         """Register a new offering (valid for ``offering_ttl``) and return it."""
-        self._issued += 1
-        offering_id = prefix + self.token(
-            "offering",
-            self._issued,
-            market,
-            region,
-            instance_type,
-            count,
-            zone,
-            start.isoformat(),
-            days,
-            length=id_length,
-        )
+        # Ids depend on what is offered and how many times it was, not on the order of concurrent searches
+        # (the application searches regions in parallel): same seed, same calls, same ids.
+        key: tuple[object, ...] = (market, region, instance_type, count, zone, start.isoformat(), days)
+        self._issued[key] = self._issued.get(key, 0) + 1
+        offering_id = prefix + self.token("offering", *key, self._issued[key], length=id_length)
         end = start + timedelta(days=days)
         offering = Offering(
             offering_id=offering_id,
