@@ -46,12 +46,6 @@ _NS_PER_SECOND = 1_000_000_000
 _SAMPLE_GAPS = (0.001, 0.003)
 _BUSY_POLL = 0.0005
 
-# Innermost frames that mean "this thread waits for another one" (file name suffix, function names).
-_BLOCKING_FRAMES: tuple[tuple[str, frozenset[str]], ...] = (
-    ("threading.py", frozenset({"wait", "wait_for", "_wait_for_tstate_lock", "join", "acquire"})),
-    ("concurrent/futures/thread.py", frozenset({"_worker"})),
-    ("queue.py", frozenset({"get", "put"})),
-)
 
 RunReason = Literal["idle", "until", "stop_when"]
 
@@ -139,9 +133,28 @@ def _from_ns(ns: int) -> datetime:
 
 
 def _frame_is_blocking(frame: FrameType) -> bool:
+    """True if a thread whose innermost frame is ``frame`` waits for another thread, and still has to.
+
+    Recognized: ``threading.Condition.wait`` (under ``Event.wait``, ``Semaphore.acquire``, ``queue.Queue``)
+    whose waiter lock has not been released by a notify yet; ``Thread.join`` of a thread still alive; an
+    idle ``concurrent.futures`` worker (CPython 3.13 sources). Checking the waiter lock, not only the
+    frame, tells a thread that was notified but not yet scheduled (runnable) from one still waiting.
+    """
     filename = frame.f_code.co_filename.replace("\\", "/")
     name = frame.f_code.co_name
-    return any(filename.endswith(suffix) and name in names for suffix, names in _BLOCKING_FRAMES)
+    if filename.endswith("/threading.py"):
+        local = frame.f_locals
+        if name == "wait":
+            waiter = local.get("waiter")
+            return waiter is not None and local.get("gotit") is False and bool(waiter.locked())
+        if name == "join":
+            thread = local.get("self")
+            return isinstance(thread, threading.Thread) and thread.is_alive()
+        return False
+    if filename.endswith("/concurrent/futures/thread.py") and name == "_worker":
+        work_queue = frame.f_locals.get("work_queue")
+        return work_queue is not None and bool(work_queue.empty())
+    return False
 
 
 class VirtualClock:
@@ -490,6 +503,12 @@ class VirtualClock:
     def _snapshot(self) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
         """A signature of the simulation if every watched thread is blocked, else None."""
         frames = sys._current_frames()
+        for thread in threading.enumerate():
+            # A thread still starting (no Python frame yet) or already ending is about to change things.
+            if isinstance(thread, threading._DummyThread) or thread.ident in self._ignored:
+                continue
+            if thread.ident is None or (thread.ident not in frames and thread.is_alive()):
+                return None
         with self._cv:
             activity = self._activity
             signature: list[tuple[int, int, int]] = []
@@ -504,7 +523,7 @@ class VirtualClock:
                     continue
                 if not _frame_is_blocking(frame):
                     return None
-                signature.append((ident, id(frame.f_code), frame.f_lineno))
+                signature.append((ident, id(frame.f_code), frame.f_lasti))
         return activity, tuple(sorted(signature))
 
     def _await_quiescence(self, deadline: float) -> None:

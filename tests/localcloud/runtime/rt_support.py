@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +12,9 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from moto import mock_aws
 
+from localcloud import patches
 from localcloud.clock import VirtualClock
 from localcloud.contracts import AwsError
 from localcloud.dispatch import Dispatcher
@@ -143,3 +147,26 @@ class Harness:
             executionArn=execution_arn, maxResults=1000
         )["events"]
         return events
+
+
+@contextmanager
+def running_harness(*, seed: int = 7) -> Iterator[Harness]:
+    """Start moto, the clock, the runtime and the patches (what LocalCloud does, minus the template)."""
+    clock = VirtualClock(START)
+    base_env = dict.fromkeys(("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"), "testing")
+    lambdas = LambdaRuntime([function_spec(name) for name in FUNCTION_NAMES], clock, base_env, seed=seed)
+    emulator = FakeEmulator(clock)
+    faults = FaultInjector(seed=seed)
+    dispatcher = Dispatcher(clock=clock, lambdas=lambdas, emulator=emulator, faults=faults)
+    outbox = Outbox()
+    mock = mock_aws(config=MOTO_CONFIG)
+    mock.start()
+    clock.start()
+    patches.install(clock, dispatcher, outbox=outbox, seed=seed)
+    try:
+        yield Harness(clock, lambdas, dispatcher, emulator, faults, outbox)
+    finally:
+        patches.uninstall()
+        clock.stop()
+        lambdas.close()
+        mock.stop()
