@@ -294,3 +294,44 @@ def test_deleting_policies_and_targets_removes_their_alarms(
     )
     with raises_aws("ObjectNotFoundException", "policy name: per-copy"):
         call("application-auto-scaling", "DeleteScalingPolicy", **IC, PolicyName="per-copy")
+
+
+def test_variant_instance_count_is_a_scalable_dimension(call: Call, clock: time_machine.Traveller) -> None:
+    call(
+        "sagemaker",
+        "CreateModel",
+        ModelName="m",
+        PrimaryContainer={"Image": "i"},
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+    )
+    call(
+        "sagemaker",
+        "CreateEndpointConfig",
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "m",
+                "InstanceType": "ml.g6.12xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    call("sagemaker", "CreateEndpoint", EndpointName="ep", EndpointConfigName="c")
+    clock.shift(timedelta(minutes=5))
+    variant = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/ep/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+    }
+    call("application-auto-scaling", "RegisterScalableTarget", **variant, MinCapacity=2, MaxCapacity=4)
+    described = call("sagemaker", "DescribeEndpoint", EndpointName="ep")["ProductionVariants"][0]
+    assert (described["CurrentInstanceCount"], described["DesiredInstanceCount"]) == (2, 2)
+    with raises_aws("ValidationException", "expected endpoint/<name>/variant/<variant>"):
+        call(
+            "application-auto-scaling",
+            "RegisterScalableTarget",
+            **{**variant, "ResourceId": "endpoint/ep"},
+            MinCapacity=1,
+            MaxCapacity=2,
+        )

@@ -124,3 +124,17 @@ def test_alternatives_exist_when_the_first_choice_has_none(emulator: Emulator) -
     assert search(emulator, region="ap-northeast-1") == []
     assert search(emulator, region="ap-northeast-1", InstanceType="ml.p4d.24xlarge") != []
     assert search(emulator, region="us-west-2", InstanceCount=1, DurationHours=48) != []
+
+
+def test_ids_do_not_depend_on_the_order_of_concurrent_searches(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    forward, backward = Emulator(events=RecordingSink()), Emulator(events=RecordingSink())
+    regions = ["us-east-1", "us-west-2", "eu-west-1"]
+    found_forward = {region: search(forward, region=region) for region in regions}
+    found_backward = {region: search(backward, region=region) for region in reversed(regions)}
+    assert found_forward == found_backward
+    assert (
+        search(forward)[0]["TrainingPlanOfferingId"]
+        != found_forward["us-east-1"][0]["TrainingPlanOfferingId"]
+    )
