@@ -191,11 +191,11 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> Evaluati
         )
         if breaching >= spec.datapoints_to_alarm:
             state = "ALARM"
+            plural = "s" if spec.datapoints_to_alarm != 1 else ""
             reason = (
                 f"Threshold Crossed: {breaching} out of the last {spec.evaluation_periods} datapoints "
-                f"[{shown}] "
-                f"was {words} the threshold ({spec.threshold}) (minimum {spec.datapoints_to_alarm} datapoint"
-                f"{'s' if spec.datapoints_to_alarm != 1 else ''} for OK -> ALARM transition)."
+                f"[{shown}] was {words} the threshold ({spec.threshold}) "
+                f"(minimum {spec.datapoints_to_alarm} datapoint{plural} for OK -> ALARM transition)."
             )
         else:
             state = "OK"

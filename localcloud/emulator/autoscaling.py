@@ -177,8 +177,7 @@ class AutoScaling:
         if namespace != "sagemaker":
             raise validation(
                 f"Unsupported service namespace {namespace}: the local cloud emulates Application Auto "
-                "Scaling "
-                "for the sagemaker namespace only."
+                "Scaling for the sagemaker namespace only."
             )
 
     def _check_resource(self, region: str, resource_id: str, dimension: str) -> None:

@@ -159,9 +159,8 @@ class CapacityBlocks:
         if not valid_duration(hours):
             raise invalid(
                 f"The requested capacity duration of {hours} hours is not supported. Capacity Block "
-                "durations "
-                "are 24-hour increments up to 14 days (336 hours), then 7-day increments up to 182 days "
-                "(4368 hours)."
+                "durations are 24-hour increments up to 14 days (336 hours), then 7-day increments up to "
+                "182 days (4368 hours)."
             )
         if FaultKind.INSUFFICIENT_CAPACITY in faults or region not in self.ctx.market.regions():
             return {"CapacityBlockOfferings": []}
@@ -234,8 +233,7 @@ class CapacityBlocks:
         if offering is None or offering.market != "ec2" or not self.ctx.market.usable(offering, region, now):
             raise invalid(
                 f"The Capacity Block offering ID '{offering_id}' is not valid: it has expired or is no "
-                "longer "
-                "available. Describe Capacity Block offerings again."
+                "longer available. Describe Capacity Block offerings again."
             )
         if FaultKind.INSUFFICIENT_CAPACITY in faults:
             raise AwsError(

@@ -668,8 +668,7 @@ class Hosting:
                 raise validation(
                     f'Cannot delete endpoint configuration "{config.name}": it is in use by endpoint '
                     f'"{endpoint.name}" ({endpoint.status(now)}). Delete the endpoint, or update it to '
-                    "another "
-                    "configuration, first."
+                    "another configuration, first."
                 )
         del self.configs[(region, config.name)]
         return {}
@@ -722,8 +721,7 @@ class Hosting:
                 if status != "Active":
                     raise validation(
                         f"Training plan {plan.name} is {status}: an endpoint can use a training plan "
-                        "only while "
-                        f"it is Active (from {plan.offering.start.isoformat()} to "
+                        f"only while it is Active (from {plan.offering.start.isoformat()} to "
                         f"{plan.offering.end.isoformat()})."
                     )
                 available = plan.total - self._plan_demand(plan_arn, now, exclude=endpoint_arn)
