@@ -14,9 +14,12 @@ clock moves only when :meth:`VirtualClock.run` advances it, as a discrete-event 
   order, waiting for quiescence after each, so a run is reproducible.
 
 A thread is *blocked* when it is parked in one of the clock's own calls (and its wake-up has not come), or
-when its innermost Python frame is a blocking call of the standard library (``threading`` waits and
-joins, an idle ``concurrent.futures`` worker). A thread blocked on a plain C-level ``Lock.acquire`` looks
-busy, so the local cloud's own locks are built on ``threading.Condition``.
+when its innermost Python frame is a standard-library wait that nobody has ended yet: a
+``threading.Condition.wait`` (under ``Event.wait``, ``Semaphore.acquire``, ``queue.Queue``) whose waiter
+lock no notify has released, a ``Thread.join`` of a live thread, an idle ``concurrent.futures`` worker.
+A thread that is starting or ending (alive, but without a Python frame) keeps the simulation busy, and
+so does a thread blocked on a plain C-level ``Lock.acquire`` (it looks busy, conservatively): the local
+cloud's own locks are built on ``threading.Condition``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NS_PER_SECOND = 1_000_000_000
 
 # Real-time sampling used to decide quiescence (seconds of wall time).
-_SAMPLE_GAPS = (0.001, 0.003)
+_SAMPLE_GAPS = (0.0005, 0.0015)
 _BUSY_POLL = 0.0005
 
 
@@ -530,7 +533,9 @@ class VirtualClock:
         while True:
             first = self._snapshot()
             if first is not None:
-                if first == self._confirmed:
+                # Threads parked in the clock are known exactly; only frame-inferred waits need re-sampling.
+                if first == self._confirmed or all(seq_or_code == -1 for _, seq_or_code, _ in first[1]):
+                    self._confirmed = first
                     return
                 stable = True
                 for gap in _SAMPLE_GAPS:
