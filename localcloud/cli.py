@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from localcloud.clock import ClockStuckError
-from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud, render_blocks
+from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, describe_routes, response_summary
 from localcloud.template import TemplateError
@@ -276,10 +276,24 @@ def format_billable(resources: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _routine(entry: TimelineEntry) -> bool:
+    """Lines a person following the story can do without (shown with ``--verbose``): Lambda invocations
+    that succeeded, and CloudWatch alarm state changes that no rule of the stack listens to."""
+    if entry.kind == Kind.LAMBDA:
+        return entry.text.endswith("-> ok")
+    return (
+        entry.kind == Kind.EVENT
+        and "(aws.cloudwatch)" in entry.text
+        and entry.text.endswith("no rule matched")
+    )
+
+
 def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
-    """The timeline; with ``verbose``, each Lambda invocation's log under its line."""
+    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line."""
     lines: list[str] = []
     for entry in entries:
+        if not verbose and _routine(entry):
+            continue
         lines.append(entry.render())
         if verbose and entry.kind == Kind.LAMBDA and entry.detail.get("log"):
             lines.extend(" " * 33 + "| " + line for line in str(entry.detail["log"]).splitlines())
@@ -316,12 +330,8 @@ def report(
     ]
     sections += ["", "== Executions", format_executions(executions, cloud.stack.stack_name)]
     sections += ["", "== Billable resources left", format_billable(billable)]
-    messages = list(cloud.outbox.messages)
-    sections += ["", f"== Slack messages ({len(messages)})"]
-    for message in messages:
-        body = render_blocks(message.blocks) or message.text
-        sections.append(f"-- {_when(message.at)} {message.kind} {message.channel or ''}".rstrip())
-        sections.extend("   " + line for line in body.splitlines())
+    # Slack messages are already in the timeline, in full, where they were posted.
+    sections += ["", f"== Slack messages: {len(cloud.outbox.messages)} (in the timeline above)"]
     problems: list[str] = []
     failed = [e for e in executions if e.failed]
     problems += [
@@ -329,7 +339,7 @@ def report(
         for e in failed
     ]
     api = delivered.get("api")
-    if isinstance(api, dict) and int(api.get("statusCode", 200)) >= 500:
+    if isinstance(api, dict) and int(api.get("statusCode", 200)) >= 400:
         problems.append(f"the API answered {response_summary(api)}")
     if delivered.get("error"):
         problems.append(f"the function failed: {delivered.get('payload')}")

@@ -523,7 +523,8 @@ def _summary(detail: Any) -> str:
     """A short, one-line glimpse of an event's detail for the timeline."""
     if not isinstance(detail, dict) or not detail:
         return ""
-    keys = [k for k in ("request_id", "status", "state", "reason", "alarmName") if k in detail]
+    names = ("request_id", "EndpointName", "EndpointStatus", "status", "state", "reason", "alarmName")
+    keys = [k for k in names if k in detail]
     parts = [f"{k}={_clip(str(detail[k]))}" for k in keys[:3]]
     if isinstance(detail.get("state"), dict) and "value" in detail["state"]:
         parts = [p for p in parts if not p.startswith("state=")] + [f"state={detail['state']['value']}"]

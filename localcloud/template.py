@@ -500,12 +500,13 @@ class Stack:
             if not isinstance(spec, dict) or "Type" not in spec:
                 raise TemplateError(f"{where}: a parameter needs a Type")
             kind = str(spec["Type"])
+            # Like `sam deploy --parameter-overrides`: explicit overrides, then local_values.json, then Default.
             if name in overrides:
                 raw: Any = overrides[name]
-            elif "Default" in spec:
-                raw = spec["Default"]
             elif name in local_parameters:
                 raw = local_parameters[name]
+            elif "Default" in spec:
+                raw = spec["Default"]
             else:
                 raise TemplateError(f"{where}: no Default; give a value in parameter_overrides")
             if kind.startswith("AWS::SSM::Parameter::Value<"):

@@ -90,8 +90,9 @@ def test_a_function_can_be_invoked_directly(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
 
     assert status == 0
-    assert "== Slack messages (1)" in out
-    assert "-- 2026-12-01T08:00:00Z chat.postMessage #capacity\n   FIXTURE\n   *hi there*" in out
+    assert "== Slack messages: 1 (in the timeline above)" in out
+    assert "2026-12-01T08:00:00Z  slack      [chat.postMessage #capacity] FIXTURE\n" in out
+    assert "\n                                 *hi there*\n" in out
 
 
 def test_usage_errors_exit_2_with_a_clear_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
