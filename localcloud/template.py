@@ -500,7 +500,7 @@ class Stack:
             if not isinstance(spec, dict) or "Type" not in spec:
                 raise TemplateError(f"{where}: a parameter needs a Type")
             kind = str(spec["Type"])
-            # Like `sam deploy --parameter-overrides`: explicit overrides, then local_values.json, then Default.
+            # As with `sam deploy --parameter-overrides`: overrides, then local_values.json, then Default.
             if name in overrides:
                 raw: Any = overrides[name]
             elif name in local_parameters:

@@ -32,7 +32,7 @@ def _construct_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any
     return {suffix: loader.construct_mapping(node)}  # type: ignore[arg-type]
 
 
-_Loader.add_multi_constructor("!", _construct_tag)
+_Loader.add_multi_constructor("!", _construct_tag)  # type: ignore[no-untyped-call]
 
 
 def _template() -> dict[str, Any]:

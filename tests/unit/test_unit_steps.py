@@ -248,9 +248,7 @@ def test_payment_still_pending_twelve_hours_after_purchase_fails_the_plan(harnes
     step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
     assert wait_for_activation(step, harness.ports).status == "Pending"
     harness.clock.now += timedelta(hours=12, minutes=1)
-    with pytest.raises(
-        PlanFailed, match="still Pending \\(payment\\).*more than 12 hours after its purchase"
-    ):
+    with pytest.raises(PlanFailed, match=r"still Pending \(payment\).*more than 12 hours after its purchase"):
         wait_for_activation(step, harness.ports)
 
 
