@@ -250,7 +250,7 @@ def test_exempt_calls_get_no_faults(harness: Harness) -> None:
 
 
 def test_throttled_lambda_invoke_from_a_state_machine_is_caught_by_name(harness: Harness) -> None:
-    # Lambda's own throttling error reaches ASL as a task failure the machine can catch
+    # Lambda's own throttling error reaches ASL as Lambda.TooManyRequestsException, as on AWS
     harness.faults.add(FaultRule(service="lambda", operation="Invoke", kind=FaultKind.THROTTLE, times=1))
     definition: dict[str, Any] = {
         "StartAt": "T",
@@ -259,7 +259,13 @@ def test_throttled_lambda_invoke_from_a_state_machine_is_caught_by_name(harness:
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke",
                 "Parameters": {"FunctionName": harness.arn("hello"), "Payload": {}},
-                "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 2}],
+                "Retry": [
+                    {
+                        "ErrorEquals": ["Lambda.TooManyRequestsException"],
+                        "IntervalSeconds": 5,
+                        "MaxAttempts": 2,
+                    }
+                ],
                 "End": True,
             }
         },

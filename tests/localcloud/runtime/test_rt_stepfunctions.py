@@ -7,6 +7,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from localcloud.faults import FaultKind, FaultRule
 from tests.localcloud.runtime.rt_support import START, Harness
 
@@ -397,3 +399,65 @@ def test_task_timeout_seconds_fails_a_slow_lambda_with_states_timeout(harness: H
     assert json.loads(described["output"])["error"]["Error"] == "States.Timeout"
     timed_out = [e for e in harness.history(execution) if e["type"] == "LambdaFunctionTimedOut"]
     assert [e["timestamp"] for e in timed_out] == [START + timedelta(seconds=20)]
+
+
+def test_aws_sdk_integration_reaches_the_emulator(harness: Harness) -> None:
+    # Given an aws-sdk task calling SageMaker DescribeTrainingPlan (an emulated operation)
+    harness.emulator.plans["p1"] = {"TrainingPlanName": "p1", "Status": "Active", "StartTime": START}
+    definition = {
+        "StartAt": "Describe",
+        "States": {
+            "Describe": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:sagemaker:describeTrainingPlan",
+                "Parameters": {"TrainingPlanName.$": "$.plan"},
+                "ResultSelector": {"status.$": "$.Status"},
+                "End": True,
+            }
+        },
+    }
+    execution = _start(harness, definition, {"plan": "p1"})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then the interpreter's own client went through the dispatcher to the emulator
+    described = _describe(harness, execution)
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"]) == {"status": "Active"}
+    assert harness.emulator.calls[-1][:3] == ("sagemaker", "DescribeTrainingPlan", {"TrainingPlanName": "p1"})
+
+
+@pytest.mark.parametrize(
+    ("resource", "parameters"),
+    [
+        ("direct", None),
+        ("arn:aws:states:::lambda:invoke", {"Payload.$": "$"}),
+        (
+            "arn:aws:states:::lambda:invoke.waitForTaskToken",
+            {"Payload": {"failures": 1, "error": "FatalError"}},
+        ),
+    ],
+)
+def test_the_exception_class_name_is_the_error_for_every_lambda_resource_form(
+    harness: Harness, resource: str, parameters: dict[str, Any] | None
+) -> None:
+    # Given a task of each form whose function raises FatalError, with a Catch on that name
+    task: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": harness.arn("flaky") if resource == "direct" else resource,
+        "Catch": [{"ErrorEquals": ["FatalError"], "ResultPath": "$.error", "Next": "Caught"}],
+        "End": True,
+    }
+    if parameters is not None:
+        task["Parameters"] = {"FunctionName": harness.arn("flaky"), **parameters}
+    definition = {"StartAt": "T", "States": {"T": task, "Caught": {"Type": "Pass", "End": True}}}
+    execution = _start(harness, definition, {"failures": 1, "error": "FatalError"})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then the Catch matched the class name
+    described = _describe(harness, execution)
+    assert described["status"] == "SUCCEEDED"
+    assert json.loads(described["output"])["error"]["Error"] == "FatalError"
