@@ -14,6 +14,7 @@ invocation behaves like the AWS Lambda Python runtime (``awslambdaric``):
   invocation with ``Runtime.MarshalError`` and ``"Unable to marshal response: ..."``;
 - an exception becomes ``{"errorMessage", "errorType": <class name>, "requestId", "stackTrace"}`` with
   ``FunctionError: Unhandled``, which is what Step Functions matches ``Retry``/``Catch`` against;
+- ``sys.exit`` in a handler is ``Runtime.ExitError``;
 - a handler that ran longer (in virtual time) than its timeout is reported as ``Sandbox.Timedout`` (its
   side effects already happened: a thread cannot be killed);
 - synchronous payloads are limited to 6 MB, asynchronous ones to 1 MB (``RequestTooLargeException``);
@@ -660,6 +661,11 @@ class LambdaRuntime:
             error_type = type(exc).__name__
             self._log_error(str(exc), error_type, trace)
             return _error_payload(str(exc), error_type, trace, request_id), error_type
+        except SystemExit as exc:
+            # The runtime process exits; Lambda reports it as Runtime.ExitError.
+            status = exc.code if isinstance(exc.code, int) else 1
+            message = f"RequestId: {request_id} Error: Runtime exited with error: exit status {status}"
+            return _error_payload(message, "Runtime.ExitError", [], request_id), "Runtime.ExitError"
 
     def _log_error(self, message: str, error_type: str, trace: list[str]) -> None:
         # The runtime logs "[ERROR] <type>: <message>" and the traceback, as awslambdaric's text format does.

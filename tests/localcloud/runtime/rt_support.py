@@ -28,7 +28,16 @@ REGION = "us-east-1"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/states-role"
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-FUNCTION_NAMES = ("hello", "returns_datetime", "flaky", "context_echo", "aws_caller", "printer", "chain")
+FUNCTION_NAMES = (
+    "hello",
+    "returns_datetime",
+    "flaky",
+    "context_echo",
+    "aws_caller",
+    "printer",
+    "chain",
+    "exits",
+)
 
 
 def function_spec(

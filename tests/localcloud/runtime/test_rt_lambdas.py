@@ -235,3 +235,12 @@ def test_a_nested_synchronous_invocation_keeps_each_functions_environment_and_lo
     inner = next(r for r in harness.lambdas.records if r.function == "rt-hello")
     assert "outer" not in inner.log
     assert "STAGE" not in os.environ
+
+
+def test_sys_exit_in_a_handler_is_a_runtime_exit_error(harness: Harness) -> None:
+    result = harness.lambdas.invoke("rt-exits", b'{"status": 3}')
+
+    error = json.loads(result.payload)
+    assert result.function_error == "Unhandled"
+    assert error["errorType"] == "Runtime.ExitError"
+    assert error["errorMessage"].endswith("Runtime exited with error: exit status 3")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -89,3 +90,11 @@ def test_uninstall_puts_slack_sdk_back() -> None:
 
     assert patched is not original
     assert WebClient._perform_urllib_http_request_internal is original
+
+
+def test_the_suite_cannot_open_a_non_loopback_connection() -> None:
+    # pytest-socket (pyproject addopts) guards every test: only 127.0.0.1/localhost/::1 are allowed.
+    from pytest_socket import SocketConnectBlockedError
+
+    with pytest.raises(SocketConnectBlockedError), pytest.warns(UserWarning, match="192.0.2.1"):
+        socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1, never routable
