@@ -339,10 +339,15 @@ class Dispatcher:
     ) -> Any:
         route = self._route(service, operation, request)
         listeners = self._listeners.get((service, operation), [])
-        injecting = self.faults is not None and not getattr(self._local, "exempt", False)
+        injecting = _has_rules(self.faults) and not getattr(self._local, "exempt", False)
         params: dict[str, Any] = {}
-        if route != "moto" or listeners or injecting:
+        if route != "moto":
             params = self._parse(service, operation, request)
+        elif listeners or injecting:
+            try:
+                params = self._parse(service, operation, request)
+            except Exception:  # a request moto parses its own way (S3 streaming bodies...) still goes there
+                params = {}
         record = CallRecord(self.clock.now(), service, operation, _region_of(request), route, params)
         with self._lock:
             self.calls.append(record)
@@ -624,6 +629,14 @@ def _body_bytes(request: AWSPreparedRequest) -> bytes:
     if hasattr(body, "seek"):
         body.seek(0)
     return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def _has_rules(faults: FaultInjector | None) -> bool:
+    """True if ``faults`` may fire (skip parsing and drawing when no rule is configured)."""
+    if faults is None:
+        return False
+    rules = getattr(faults, "_rules", None)  # FaultInjector keeps its rules private; None: assume some
+    return rules is None or bool(rules)
 
 
 def _text(value: str | bytes) -> str:
