@@ -276,6 +276,9 @@ class VirtualClock:
     def wait_event(self, event: threading.Event, timeout_seconds: float | None) -> bool:
         """Block until ``event`` is set (or pulsed: ``set(); clear()``) or ``timeout_seconds`` (virtual) pass.
 
+        In the driving thread this runs the simulation meanwhile; if the simulation goes idle before the
+        event comes (nothing left that could set it), it returns False rather than wait forever.
+
         Returns:
             True if the event was set or pulsed, False on timeout (like ``threading.Event.wait``).
         """
