@@ -249,7 +249,7 @@ class LocalCloud:
         except Exception:  # a broken backend must not prevent the teardown
             self._final_executions = []
         self._abort_running_executions()
-        self.clock.stop()  # parked threads wake up as if their waits timed out
+        self.clock.stop()  # parked threads are abandoned, so no execution outlives this cloud
         self._join_threads(timeout_seconds=2.0)
         patches.uninstall()
         self.delivery.uninstall()

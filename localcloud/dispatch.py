@@ -633,10 +633,7 @@ def _body_bytes(request: AWSPreparedRequest) -> bytes:
 
 def _has_rules(faults: FaultInjector | None) -> bool:
     """True if ``faults`` may fire (skip parsing and drawing when no rule is configured)."""
-    if faults is None:
-        return False
-    rules = getattr(faults, "_rules", None)  # FaultInjector keeps its rules private; None: assume some
-    return rules is None or bool(rules)
+    return faults is not None and bool(faults.rules)
 
 
 def _text(value: str | bytes) -> str:

@@ -93,6 +93,12 @@ class FaultInjector:
         self._lock = threading.Lock()
         self.fired: list[FiredFault] = []
 
+    @property
+    def rules(self) -> tuple[FaultRule, ...]:
+        """The rules in force, in the order they were added."""
+        with self._lock:
+            return tuple(self._rules)
+
     def add(self, rule: FaultRule) -> None:
         """Add a rule; it applies to every later call."""
         with self._lock:
