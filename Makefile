@@ -17,6 +17,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)"; exit 1; }
+	@echo ">> Creating $(VENV) with $(PY313) and installing the pinned dependencies (first run only: a few minutes)"
 	@test -x $(BIN)/python || $(PY313) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -24,6 +25,7 @@ $(VENV)/.installed: pyproject.toml
 
 sam: $(SAM_VENV)/.installed
 $(SAM_VENV)/.installed:
+	@echo ">> Installing AWS SAM CLI $(SAM_CLI_VERSION) into $(SAM_VENV) (first run only)"
 	@test -x $(SAM_VENV)/bin/python || $(PY313) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
 	@touch $@
@@ -44,9 +46,12 @@ typecheck: venv
 	$(BIN)/mypy
 
 template: venv sam
+	@echo ">> cfn-lint, sam validate --lint, sam build"
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --template template.yaml --region $(AWS_DEFAULT_REGION)
-	$(SAM) build --template template.yaml --build-dir .aws-sam/build --cached --cache-dir .aws-sam/cache >/dev/null
+	$(SAM) build --template template.yaml --build-dir .aws-sam/build --cached --cache-dir .aws-sam/cache \
+		> .aws-sam-build.log 2>&1 || { cat .aws-sam-build.log; exit 1; }
+	@echo ">> sam build: ok (log in .aws-sam-build.log)"
 
 unit: venv
 	$(BIN)/pytest
