@@ -74,8 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--verbose", action="store_true", help="also print Lambda logs and every AWS call")
 
-    run = commands.add_parser("run", help="deliver a sample event, run to quiescence, print what happened")
-    run.add_argument("event_file", type=Path)
+    run = commands.add_parser(
+        "run",
+        help="deliver sample events in order, run to quiescence, print what happened",
+        description="Deliver each EVENT_FILE in order to one local cloud. After each but the last, the "
+        "simulation runs for --gap of virtual time (default: until idle); after the last, until idle.",
+    )
+    run.add_argument("event_file", type=Path, nargs="+")
+    run.add_argument(
+        "--gap",
+        type=_parse_duration,
+        help="virtual time between events, e.g. 30m, 2h, 1d (default: run until idle before the next)",
+    )
     common(run)
     run.add_argument("--function", help="invoke this function (logical id or name) with the event")
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
@@ -97,6 +107,17 @@ def _parameters(pairs: list[str]) -> dict[str, str]:
             raise UsageError(f"--parameter {pair!r}: expected KEY=VALUE")
         overrides[key] = value
     return overrides
+
+
+def _parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``2h`` or ``1d`` as a timedelta (argparse type)."""
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a whole number and a unit s, m, h or d (e.g. 2h)"
+        )
+    return timedelta(**{units[unit]: int(number)})
 
 
 def _parse_start(text: str) -> datetime:
@@ -301,7 +322,7 @@ def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
 
 
 def report(
-    cloud: LocalCloud, delivered: dict[str, Any], *, verbose: bool, stuck: str | None
+    cloud: LocalCloud, deliveries: list[dict[str, Any]], *, verbose: bool, stuck: str | None
 ) -> tuple[str, bool]:
     """The text printed after a run and whether the run failed."""
     executions = cloud.executions()
@@ -338,11 +359,12 @@ def report(
         f"execution {e.name} of {e.state_machine} {e.status}: {e.error} {e.cause or ''}".strip()
         for e in failed
     ]
-    api = delivered.get("api")
-    if isinstance(api, dict) and int(api.get("statusCode", 200)) >= 400:
-        problems.append(f"the API answered {response_summary(api)}")
-    if delivered.get("error"):
-        problems.append(f"the function failed: {delivered.get('payload')}")
+    for delivered in deliveries:
+        api = delivered.get("api")
+        if isinstance(api, dict) and int(api.get("statusCode", 200)) >= 400:
+            problems.append(f"the API answered {response_summary(api)}")
+        if delivered.get("error"):
+            problems.append(f"the function failed: {delivered.get('payload')}")
     if stuck:
         problems.append(stuck)
     waiting = [e for e in executions if e.status == "RUNNING"]
@@ -357,12 +379,13 @@ def report(
 
 
 def command_run(args: argparse.Namespace) -> int:
-    """``run``: deliver the event, run to quiescence, print the report."""
-    event = load_event(args.event_file)
-    kind = event_kind(event)
-    if kind == "unknown" and args.function is None:
-        deliver(None, event, kind, bus=None, function=None)  # type: ignore[arg-type]  # raises UsageError
-    start = _parse_start(args.start) if args.start else event_time(event) or DEFAULT_START
+    """``run``: deliver the events in order, run to quiescence, print the report."""
+    events = [load_event(path) for path in args.event_file]
+    kinds = [event_kind(event) for event in events]
+    for event, kind in zip(events, kinds, strict=True):
+        if kind == "unknown" and args.function is None:
+            deliver(None, event, kind, bus=None, function=None)  # type: ignore[arg-type]  # raises UsageError
+    start = _parse_start(args.start) if args.start else event_time(events[0]) or DEFAULT_START
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -382,13 +405,20 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"   note: {warning}")
     began = time.monotonic()
     stuck: str | None = None
+    deliveries: list[dict[str, Any]] = []
     with cloud:
-        delivered = deliver(cloud, event, kind, bus=args.bus, function=args.function)
-        try:
-            cloud.run_until_idle(max_wall_seconds=args.max_wall_seconds)
-        except ClockStuckError as exc:
-            stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
-        text, failed = report(cloud, delivered, verbose=args.verbose, stuck=stuck)
+        for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
+            deliveries.append(deliver(cloud, event, kind, bus=args.bus, function=args.function))
+            last = position == len(events) - 1
+            try:
+                if last or args.gap is None:
+                    cloud.run_until_idle(max_wall_seconds=args.max_wall_seconds)
+                else:
+                    cloud.run(until=cloud.now() + args.gap, max_wall_seconds=args.max_wall_seconds)
+            except ClockStuckError as exc:
+                stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
+                break
+        text, failed = report(cloud, deliveries, verbose=args.verbose, stuck=stuck)
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK

@@ -16,7 +16,6 @@ The server thread is ignored by the virtual clock; each request is served on its
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import uuid
 from collections.abc import Callable
@@ -205,5 +204,6 @@ def describe_routes(routes: list[ApiRoute], port: int) -> str:
 def response_summary(response: dict[str, Any]) -> str:
     """``202 {"request_id": ...}`` for logs."""
     body = response.get("body") or ""
-    text = body if len(body) < 200 else body[:197] + "..."
-    return f"{response.get('statusCode')} {json.dumps(text)[1:-1]}"
+    text = " ".join(body.split())  # one line, as it arrived
+    text = text if len(text) < 200 else text[:197] + "..."
+    return f"{response.get('statusCode')} {text}"

@@ -80,7 +80,10 @@ def test_release_message_shows_the_cost_summary() -> None:
     assert "*demo-1 RELEASED* (reservation-end)" in text
     assert "Upfront fee                $2,377.73" in text
     assert "Hours served               70.67 (98.2% of reserved)" in text
-    assert "Saving vs on-demand        $5,548.03 (70.0%)" in text
+    assert "Saving vs served on-demand $5,548.03 (70.0%)" in text
+    never = summary.model_copy(update={"saving_usd": Decimal("-2377.73"), "saving_percent": None})
+    cancelled = messages.released(never, request_id="demo-1", reason="cancelled").text
+    assert "-$2,377.73 (never served" in cancelled
     assert "nothing had been bought" in messages.released(None, request_id="r", reason=None).text
 
 

@@ -85,7 +85,9 @@ def test_full_release_deletes_in_order_and_reports_the_cost(harness: Harness) ->
     assert summary["hours_reserved"] == "72.00"
     assert summary["hours_served"] == "70.67"
     assert summary["on_demand_equivalent_reserved_usd"] == "7925.76"
-    assert summary["saving_usd"] == "-74.24"
+    # 2 x 70.6667 h x $55.04 = $7,778.99 on demand for the hours served, against an $8,000 fee
+    assert summary["on_demand_equivalent_served_usd"] == "7778.99"
+    assert summary["saving_usd"] == "-221.01"
     assert summary["utilisation_percent"] == "98.1"
     assert summary["break_even_utilisation_percent"] == "100.9"
     assert [c[0] for c in harness.world.calls if c[0].startswith("Delete")] == [

@@ -183,12 +183,7 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
         ),
         ("On-demand, reserved hours", money(summary.on_demand_equivalent_reserved_usd)),
         ("On-demand, served hours", money(summary.on_demand_equivalent_served_usd)),
-        (
-            "Saving vs on-demand",
-            f"{money(summary.saving_usd)} ({summary.saving_percent:.1f}%)"
-            if summary.saving_usd is not None and summary.saving_percent is not None
-            else "n/a",
-        ),
+        ("Saving vs served on-demand", _saving(summary)),
         (
             "Break-even utilisation",
             f"{summary.break_even_utilisation_percent:.1f}%"
@@ -204,9 +199,18 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
     ]
     table = "\n".join(f"{label:<27}{value}" for label, value in rows)
     return SlackMessage(
-        f"*{request_id} RELEASED*{why}: inference components, endpoint and endpoint config deleted; "
-        f"nothing tagged with the reservation is left.\n```\n{table}\n```"
+        f"*{request_id} RELEASED*{why}: whatever was deployed on the plan (inference components, endpoint, "
+        f"endpoint config) is deleted; nothing tagged with the reservation is left.\n```\n{table}\n```"
     )
+
+
+def _saving(summary: CostSummary) -> str:
+    """The saving against on-demand for the hours served, or what was lost when it never served."""
+    if summary.saving_usd is None:
+        return "n/a (no on-demand price for this type)"
+    if summary.saving_percent is None:
+        return f"{format_usd(summary.saving_usd)} (never served: the upfront fee bought no inference)"
+    return f"{format_usd(summary.saving_usd)} ({summary.saving_percent:.1f}%)"
 
 
 __all__ = [

@@ -531,8 +531,9 @@ class CostSummary(BaseModel):
     Hours are decimal hours; ``hours_served`` runs from the endpoint's READY (or DEPLOYING) time to the
     start of the release, within the plan. On-demand equivalents use :mod:`capacity.pricing` and the
     instance count; ``saving_usd``/``saving_percent`` compare the upfront fee with the on-demand cost of
-    the reserved hours; ``utilisation_percent`` is served/reserved; ``break_even_utilisation_percent``
-    is the utilisation at which the reservation equals on-demand.
+    the hours served (negative when it did not pay off; no percentage when it never served);
+    ``utilisation_percent`` is served/reserved; ``break_even_utilisation_percent`` is the utilisation at
+    which the reservation equals on-demand.
     """
 
     request_id: str

@@ -165,8 +165,10 @@ def cost_summary(
 ) -> CostSummary:
     """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
 
-    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING``
-    entry after it (else ``now``), clipped to the plan's start and end.
+    The saving compares the upfront fee with the on-demand cost of the hours served (negative when the
+    reservation served too little to pay off; no percentage when it never served). Served hours run from
+    the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry after it (else
+    ``now``), clipped to the plan's start and end.
     """
     count = purchase.instance_count or 1
     reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
@@ -195,8 +197,9 @@ def cost_summary(
         on_demand_usd_per_instance_hour=rate,
         on_demand_equivalent_reserved_usd=eq_reserved,
         on_demand_equivalent_served_usd=eq_served,
-        saving_usd=usd(eq_reserved - fee) if eq_reserved is not None else None,
-        saving_percent=saving_percent(fee, eq_reserved) if eq_reserved else None,
+        # The honest figure: what the hours actually served would have cost on demand, minus the fee.
+        saving_usd=usd(eq_served - fee) if eq_served is not None else None,
+        saving_percent=saving_percent(fee, eq_served) if eq_served else None,
         utilisation_percent=(served / reserved * 100).quantize(Decimal("0.1")) if reserved else Decimal(0),
         break_even_utilisation_percent=(
             (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
