@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -455,7 +456,8 @@ def command_serve(args: argparse.Namespace) -> int:
             f"(virtual time x{args.speed:g}); Ctrl-C stops"
         )
         print(describe_routes(cloud.stack.api_routes, args.port), flush=True)
-        shown: set[tuple[datetime, str, str]] = set()
+        # How many times each line has been printed: identical lines (five GETs in one second) are real.
+        printed: Counter[tuple[datetime, str, str]] = Counter()
         tick = 0.2
         real_start, virtual_start = time.monotonic(), cloud.now()
         try:
@@ -464,10 +466,12 @@ def command_serve(args: argparse.Namespace) -> int:
                 target = virtual_start + timedelta(seconds=(time.monotonic() - real_start) * args.speed)
                 if target > cloud.now():
                     cloud.run(until=target, max_wall_seconds=600)
+                seen: Counter[tuple[datetime, str, str]] = Counter()
                 for entry in cloud.timeline.entries():
                     key = (entry.at, entry.kind, entry.text)
-                    if key not in shown:
-                        shown.add(key)
+                    seen[key] += 1
+                    if seen[key] > printed[key]:
+                        printed[key] += 1
                         print(entry.render(), flush=True)
                 time.sleep(tick)
         except KeyboardInterrupt:
