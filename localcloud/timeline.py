@@ -102,13 +102,15 @@ class Timeline:
         """Every entry (or those of ``kinds``), sorted by time, then by the order learnt."""
         with self._lock:
             self._sync()
-            merged = sorted(self._entries, key=lambda e: (e.at, e.seq))
+            # Ordered by the second shown, then by the order learnt: sub-second back-offs would otherwise
+            # put an execution's end (whose time moto keeps in whole seconds) before what its last step did.
+            merged = sorted(self._entries, key=lambda e: (_second(e.at), e.seq))
             computed: list[TimelineEntry] = []
             for source in self._sources:
                 computed.extend(source())
         late = self._seq + 1
         combined = [(e.at, e.seq, e) for e in merged] + [(e.at, late + i, e) for i, e in enumerate(computed)]
-        combined.sort(key=lambda item: (item[0], item[1]))
+        combined.sort(key=lambda item: (_second(item[0]), item[1]))
         return [e for _, _, e in combined if not kinds or e.kind in kinds]
 
     def recorded(self, *kinds: str) -> list[TimelineEntry]:
@@ -123,3 +125,8 @@ class Timeline:
 
     def __len__(self) -> int:
         return len(self.entries())
+
+
+def _second(moment: datetime) -> datetime:
+    """``moment`` without its fraction of a second (the precision the timeline shows)."""
+    return moment.replace(microsecond=0)
