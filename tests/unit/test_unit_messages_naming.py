@@ -89,7 +89,8 @@ def test_release_message_shows_the_cost_summary() -> None:
 
 def test_names_are_deterministic_and_within_sagemaker_limits() -> None:
     assert naming.training_plan_name("demo-1") == "co-demo-1"
-    assert naming.endpoint_config_name("Demo_1") == "co-demo-1-config"
+    assert naming.endpoint_config_name("demo-1") == "co-demo-1-config"
+    assert naming.endpoint_config_name("Demo_1") == "co-demo-1-de559182-config"
     assert naming.inference_component_name("demo-1", "llama-eu") == "co-demo-1-llama-eu"
     long_id = "A" * 64
     other = "A" * 63 + "B"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from capacity.contracts import PurchaseInput
-from capacity.errors import BudgetExceeded, OfferingExpired, ReservationCancelled
+from capacity.errors import BudgetExceeded, NameCollision, OfferingExpired, ReservationCancelled
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
 from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
@@ -176,3 +176,33 @@ def test_cancelled_reservation_is_not_bought(harness: Harness) -> None:
     with pytest.raises(ReservationCancelled):
         purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     assert creates(harness) == []
+
+
+def test_ids_differing_in_case_or_punctuation_get_different_names() -> None:
+    from capacity import naming
+
+    assert naming.training_plan_name("eval-week-49") == "co-eval-week-49"
+    other = naming.training_plan_name("Eval.Week_49")
+    assert other.startswith("co-eval-week-49-")
+    assert len(other) == len("co-eval-week-49-") + 8
+    assert naming.endpoint_name("Eval.Week_49") != naming.endpoint_name("eval-week-49")
+    assert naming.release_schedule_name("Eval.Week_49") != naming.release_schedule_name("eval-week-49")
+
+
+def test_plan_tagged_for_another_request_is_never_adopted(harness: Harness) -> None:
+    # Given a plan with this request's name that was bought for another request
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    harness.world.client("us-east-1").create_training_plan(
+        name=PLAN_NAME,
+        offering_id="tpo-1",
+        tags=[{"Key": "capacity-orchestrator:request-id", "Value": "other-request"}],
+    )
+    # When the purchase answers ResourceInUse, then the plan is not adopted and nothing is recorded
+    with pytest.raises(NameCollision, match="belongs to request 'other-request'"):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert harness.ledger.get(request.id, PURCHASE) is None
+    # And on a retry (intent recorded) it is not adopted either
+    with pytest.raises(NameCollision):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert harness.ledger.get(request.id, PURCHASE) is None

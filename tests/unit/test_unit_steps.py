@@ -21,6 +21,7 @@ from capacity.errors import (
     ActivationTimeout,
     ComponentFailed,
     EndpointFailed,
+    NameCollision,
     PlanFailed,
     ReservationCancelled,
     ResourceBusy,
@@ -468,3 +469,16 @@ def test_endpoint_deleted_by_a_release_is_a_cancellation_not_a_failure(harness: 
     del harness.world.endpoints["co-demo-1"]
     with pytest.raises(ReservationCancelled, match="RELEASING"):
         create_endpoint(EndpointInput(request_id=request.id, action="status"), harness.ports)
+
+
+def test_endpoint_and_components_of_another_request_are_never_adopted(harness: Harness) -> None:
+    request = bought(harness)
+    sagemaker = harness.world.client("us-east-1")
+    foreign = [{"Key": "capacity-orchestrator:request-id", "Value": "Demo.1"}]
+    sagemaker.create_endpoint_config(
+        name="co-demo-1-config", variant={}, execution_role_arn="r", tags=foreign
+    )
+    with pytest.raises(NameCollision, match=r"endpoint config .* belongs to request .Demo\.1."):
+        create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    assert harness.world.names("CreateEndpoint") == []
+    assert State.DEPLOYING not in states(harness)

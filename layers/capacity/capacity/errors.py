@@ -135,3 +135,7 @@ class ApprovalRejected(CapacityError):
 
 class ReservationClosed(CapacityError):
     """The reservation is already released; it cannot be cancelled or changed any more."""
+
+
+class NameCollision(CapacityError):
+    """A SageMaker resource with this reservation's name is tagged with another request id (never adopted)."""

@@ -7,8 +7,9 @@ inference component and schedule names let a retry find what an earlier attempt 
 SageMaker name rules (botocore model): ``TrainingPlanName`` ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}``;
 ``EndpointName``/``EndpointConfigName`` ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`` (max 63);
 ``InferenceComponentName`` ``[a-zA-Z0-9]([\\-a-zA-Z0-9]*[a-zA-Z0-9])?`` (max 63). Scheduler ``Name``
-``[0-9a-zA-Z-_.]+`` (max 64). Every name here stays within 63 characters; a long request id is cut and
-suffixed with a short hash of the full id so two ids never collide on the cut.
+``[0-9a-zA-Z-_.]+`` (max 64). Every name here stays within 63 characters; a request id that sanitizing
+changes (case, punctuation) or that is cut is suffixed with a short hash of the raw id, so two ids never
+share a name.
 """
 
 from __future__ import annotations
@@ -42,10 +43,25 @@ def _fit(text: str, limit: int, *, key: str) -> str:
     return f"{head}-{suffix}"
 
 
+def _injective(text: str, limit: int) -> str:
+    """``sanitize(text)`` when that is ``text`` itself and fits ``limit``; else the sanitized head plus
+    ``-`` and a hash of the raw ``text``, so two texts that sanitize alike (``Eval.Week_49`` and
+    ``eval-week-49``) still get different names."""
+    cleaned = sanitize(text)
+    if cleaned == text and len(cleaned) <= limit:
+        return cleaned
+    suffix = _digest(text)
+    head = cleaned[: limit - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}" if head else suffix
+
+
 def base_name(request_id: str) -> str:
-    """``co-<sanitized request id>``, at most 47 characters: the stem of every other name."""
-    cleaned = sanitize(request_id) or _digest(request_id)
-    return PREFIX + _fit(cleaned, _BASE_MAX, key=request_id)
+    """``co-<request id>``, at most 47 characters: the stem of every other name.
+
+    A request id that is not already a clean name (lowercase ``[a-z0-9]`` runs joined by single
+    hyphens, at most 44 characters) is sanitized, cut and suffixed with a hash of the raw id.
+    """
+    return PREFIX + _injective(request_id, _BASE_MAX)
 
 
 def training_plan_name(request_id: str) -> str:
@@ -65,7 +81,7 @@ def endpoint_config_name(request_id: str) -> str:
 
 def inference_component_name(request_id: str, model_name: str) -> str:
     """The inference component hosting ``model_name`` (``co-<id>-<model name>``, max 63 characters)."""
-    full = f"{base_name(request_id)}-{sanitize(model_name) or _digest(model_name)}"
+    full = f"{base_name(request_id)}-{_injective(model_name, MAX_NAME)}"
     return _fit(full, MAX_NAME, key=f"{request_id}/{model_name}")
 
 

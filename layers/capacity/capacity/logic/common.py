@@ -8,8 +8,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from capacity import TAG_REQUEST_ID
 from capacity.adapters.slack import SlackMessage
-from capacity.errors import ReservationNotFound
+from capacity.errors import NameCollision, ReservationNotFound
 from capacity.ledger import PURCHASE
 from capacity.models import FINAL_STATES, LedgerEntry, ReservationRequest, State
 from capacity.ports import Ports
@@ -73,6 +74,19 @@ def final_state(history: list[LedgerEntry]) -> State | None:
         if entry.state in FINAL_STATES:
             return entry.state
     return None
+
+
+def ensure_owned(sagemaker: Any, arn: str, request_id: str, what: str) -> None:
+    """Refuse to adopt ``arn`` when its ``capacity-orchestrator:request-id`` tag names another request.
+
+    Raises:
+        NameCollision: the resource is tagged for another request.
+    """
+    owner = (sagemaker.resource_tags(arn) or {}).get(TAG_REQUEST_ID)
+    if owner is not None and owner != request_id:
+        raise NameCollision(
+            f"{what} {arn} belongs to request {owner!r}, not {request_id!r}; it was not adopted"
+        )
 
 
 def first_entry(history: list[LedgerEntry], state: State) -> LedgerEntry | None:

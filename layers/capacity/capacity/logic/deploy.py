@@ -29,7 +29,7 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import ComponentFailed, EndpointFailed, ReservationCancelled, ResourceBusy
-from capacity.logic.common import first_entry, load_request, post, require_purchase, states
+from capacity.logic.common import ensure_owned, first_entry, load_request, post, require_purchase, states
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
@@ -110,7 +110,10 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
     if step.action == "create":
         _guard(ports, request.id)
         role = ports.settings.need("endpoint_execution_role_arn")
-        if sagemaker.describe_endpoint_config(config) is None:
+        existing_config = sagemaker.describe_endpoint_config(config)
+        if existing_config is not None and existing_config.get("EndpointConfigArn"):
+            ensure_owned(sagemaker, str(existing_config["EndpointConfigArn"]), request.id, "endpoint config")
+        if existing_config is None:
             sagemaker.create_endpoint_config(
                 name=config,
                 variant=production_variant(request, purchase.training_plan_arn),
@@ -118,6 +121,8 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
                 tags=tags_for(request.id),
             )
         info = sagemaker.describe_endpoint(name)
+        if info is not None:
+            ensure_owned(sagemaker, info.arn, request.id, "endpoint")
         if info is None:
             sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
             info = sagemaker.describe_endpoint(name)
@@ -178,8 +183,12 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
             raise EndpointFailed(f"endpoint {endpoint} cannot host components: {reason}")
         if info.status != "InService":
             raise ResourceBusy(f"endpoint {endpoint} is {info.status}; components wait for InService")
+        ensure_owned(sagemaker, info.arn, request.id, "endpoint")
         for model, name in zip(request.models, names, strict=True):
-            if sagemaker.describe_inference_component(name) is None:
+            component = sagemaker.describe_inference_component(name)
+            if component is not None:
+                ensure_owned(sagemaker, component.arn, request.id, "inference component")
+            if component is None:
                 sagemaker.create_inference_component(
                     name=name,
                     endpoint_name=endpoint,

@@ -32,7 +32,7 @@ from capacity.errors import (
     TrainingPlanNameInUse,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
-from capacity.logic.common import final_state, load_request, post, states
+from capacity.logic.common import ensure_owned, final_state, load_request, post, states
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
@@ -48,8 +48,12 @@ def _fee(plan: TrainingPlan, bought: OfferingSummary) -> Decimal:
     return plan.upfront_fee_usd if plan.upfront_fee_usd is not None else bought.upfront_fee_usd
 
 
-def _adopt(sagemaker: SageMakerPort, name: str) -> TrainingPlan | None:
-    return sagemaker.describe_training_plan(name) or sagemaker.find_training_plan(name)
+def _adopt(sagemaker: SageMakerPort, name: str, request_id: str) -> TrainingPlan | None:
+    """The existing plan called ``name``, if it is this request's (``NameCollision`` if another's)."""
+    plan = sagemaker.describe_training_plan(name) or sagemaker.find_training_plan(name)
+    if plan is not None:
+        ensure_owned(sagemaker, plan.arn, request_id, "training plan")
+    return plan
 
 
 def research(
@@ -107,7 +111,7 @@ def _buy(
             name=name, offering_id=offering.offering_id, tags=tags
         ), offering
     except TrainingPlanNameInUse as exc:
-        plan = _adopt(sagemaker, name)
+        plan = _adopt(sagemaker, name, request.id)
         if plan is None:
             raise PurchaseFailed(f"training plan name {name} is in use but the plan cannot be found") from exc
         return plan, offering
@@ -123,7 +127,7 @@ def _buy(
         try:
             arn = sagemaker.create_training_plan(name=name, offering_id=fresh.offering_id, tags=tags)
         except TrainingPlanNameInUse:
-            plan = _adopt(sagemaker, name)
+            plan = _adopt(sagemaker, name, request.id)
             if plan is None:
                 raise PurchaseFailed(f"training plan name {name} is in use but cannot be found") from exc
             return plan, summary
@@ -167,7 +171,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         )
         region = str(intent.get("region", step.offering.region))
         sagemaker = ports.sagemaker(region)
-        plan: TrainingPlan | str | None = None if created else _adopt(sagemaker, name)
+        plan: TrainingPlan | str | None = None if created else _adopt(sagemaker, name, request.id)
         bought = step.offering
         if plan is None:
             plan, bought = _buy(sagemaker, request, step.offering, name)
