@@ -175,3 +175,19 @@ def test_delete_cancels_and_requests_release(api: tuple[Any, str, FakeTasks]) ->
     (event,) = drain(tap)
     assert (event["detail-type"], event["detail"]["reason"]) == ("ReleaseRequested", "cancelled")
     assert call(handler, "DELETE", "/reservations/unknown")[0] == 404
+
+
+def test_second_approval_decision_is_409_and_answers_nothing(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, tasks = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
+    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    path = "/reservations/demo-1/approval"
+    first = call(handler, "POST", path, {"approved": True, "approver": "alice"})
+    second = call(handler, "POST", path, {"approved": False, "approver": "bob"})
+    assert (first[0], first[1]["status"]) == (200, "APPROVED")
+    assert second[0] == 409
+    assert second[1]["message"].startswith("reservation demo-1 was already approved at ")
+    assert second[1]["message"].endswith(" by alice")
+    assert [call_[0] for call_ in tasks.calls] == ["success"]

@@ -191,12 +191,19 @@ def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
     if state is not State.AWAITING_APPROVAL or token is None:
         raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
     answer = {"approved": decision.approved, "approver": decision.approver, "reason": decision.reason}
+    # The decision is recorded first, conditionally: only the caller that wrote it answers the task.
+    created, stored = ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)
+    if not created:
+        verdict = "approved" if stored.get("approved") else "rejected"
+        raise NotAwaitingApproval(
+            f"reservation {request_id} was already {verdict} at {stored.get('written_at', '?')} "
+            f"by {stored.get('approver') or stored.get('actor') or 'unknown'}"
+        )
     if decision.approved:
         ports.tasks.succeed(token, answer)
     else:
         cause = f"rejected by {decision.approver}" + (f": {decision.reason}" if decision.reason else "")
         ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
-    ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)  # audit; the task already has the answer
     return {
         "request_id": request_id,
         "approved": decision.approved,
