@@ -15,11 +15,11 @@ from capacity.contracts import (
     ReleaseOutput,
     SearchInput,
 )
-from capacity.errors import LeftoverResources, ResourceBusy
+from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.logic.choose import choose_offering
 from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.purchase import purchase_capacity
-from capacity.logic.release import release_capacity
+from capacity.logic.release import MAX_POLL_ATTEMPTS, release_capacity
 from capacity.logic.search import search_offerings
 from capacity.models import State, parse_request
 
@@ -164,3 +164,68 @@ def test_finish_refuses_when_tagged_resources_remain(harness: Harness) -> None:
     with pytest.raises(LeftoverResources, match="co-demo-1-config"):
         release(harness, "finish")
     assert State.RELEASED not in [e.state for e in harness.ledger.history("demo-1")]
+
+
+def poll(h: Harness, action: str, attempt: int) -> ReleaseOutput:
+    return release_capacity(
+        ReleaseInput.model_validate({"request_id": "demo-1", "action": action, "attempt": attempt}), h.ports
+    )
+
+
+def test_components_stuck_deleting_back_off_then_fail_naming_what_still_bills(harness: Harness) -> None:
+    deployed(harness)
+    waits = []
+    attempt = 0
+    for _ in range(MAX_POLL_ATTEMPTS):
+        out = poll(harness, "delete_components", attempt)
+        assert (out.done, out.remaining) == (False, 2)  # Deleting components still bill: still remaining
+        waits.append(out.next_wait_seconds)
+        attempt = out.attempt
+    assert waits[:6] == [30, 60, 120, 240, 300, 300]
+    assert attempt == MAX_POLL_ATTEMPTS
+    with pytest.raises(ReleaseStuck) as stuck:
+        poll(harness, "delete_components", attempt)
+    message = str(stuck.value)
+    assert "still billing: inference component co-demo-1-" in message
+    assert message.count("(Deleting)") == 2
+    assert "about 127 minutes" in message
+
+
+def test_endpoint_stuck_deleting_fails_at_the_deadline(harness: Harness) -> None:
+    sm = deployed(harness)
+    release(harness, "delete_components")
+    sm.finish_deletions()
+    first = poll(harness, "delete_endpoint", 0)
+    assert (first.done, first.remaining, first.attempt) == (False, 1, 1)
+    assert poll(harness, "delete_endpoint", 5).next_wait_seconds == 300
+    with pytest.raises(ReleaseStuck, match=r"still billing: endpoint co-demo-1 \(Deleting\)"):
+        poll(harness, "delete_endpoint", MAX_POLL_ATTEMPTS)
+
+
+@pytest.mark.parametrize(
+    ("detail", "field"),
+    [
+        ({"schema_version": 1, "reason": "x"}, "request_id"),
+        ({"request_id": 5, "reason": "x"}, "request_id"),
+        ({"request_id": "", "reason": "x"}, "request_id"),
+    ],
+)
+def test_begin_rejects_a_bad_release_requested_detail(harness: Harness, detail: dict, field: str) -> None:
+    deployed(harness)
+    with pytest.raises(InvalidRequest) as bad:
+        release_capacity(
+            ReleaseInput.model_validate({"request_id": "", "action": "begin", "detail": detail}), harness.ports
+        )
+    assert [e.field for e in bad.value.errors] == [field]
+    assert State.RELEASING not in [e.state for e in harness.ledger.history("demo-1")]
+
+
+def test_begin_takes_request_id_and_reason_from_the_detail(harness: Harness) -> None:
+    deployed(harness)
+    detail = {"schema_version": 1, "request_id": "demo-1", "reason": "cancelled"}
+    out = release_capacity(
+        ReleaseInput.model_validate({"request_id": "demo-1", "action": "begin", "detail": detail}), harness.ports
+    )
+    assert out == ReleaseOutput(done=False)
+    releasing = harness.ledger.history("demo-1")[-1]
+    assert (releasing.state, releasing.detail["reason"]) == (State.RELEASING, "cancelled")

@@ -482,3 +482,40 @@ def test_endpoint_and_components_of_another_request_are_never_adopted(harness: H
         create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     assert harness.world.names("CreateEndpoint") == []
     assert State.DEPLOYING not in states(harness)
+
+
+def test_failed_release_after_the_reservation_failed_is_still_reported(harness: Harness) -> None:
+    request = bought(harness)
+    harness.ledger.append(request.id, State.FAILED, actor="test", detail={"reason": "endpoint failed"})
+    harness.ledger.append(request.id, State.RELEASING, actor="test")
+    cause = '{"errorMessage": "release of demo-1 gave up; still billing: endpoint co-demo-1 (Deleting)."}'
+    error = StepError(Error="ReleaseStuck", Cause=cause)
+    step = NotifyInput(kind="failure", phase="release", request_id=request.id, error=error)
+    before = len(harness.events.puts)
+    out = notify(step, harness.ports)
+    assert out.state == "FAILED"
+    last = harness.ledger.history(request.id)[-1]
+    assert (last.state, last.detail["phase"], last.detail["error"]) == (State.FAILED, "release", "ReleaseStuck")
+    assert harness.events.types()[before:] == ["ReservationFailed"]
+    text = harness.slack.texts()[-1]
+    assert "RELEASE FAILED" in text
+    assert "endpoint co-demo-1 (Deleting)" in text
+    assert "a person must delete them" in text
+    # a retried notify task does not record or post twice
+    posted = len(harness.slack.texts())
+    notify(step, harness.ports)
+    assert len(harness.slack.texts()) == posted
+    assert [e.detail.get("phase") for e in harness.ledger.history(request.id)].count("release") == 1
+    assert harness.events.types()[before:] == ["ReservationFailed"]
+
+
+def test_rejected_release_request_does_not_claim_anything_is_billing(harness: Harness) -> None:
+    cause = '{"errorMessage": "request_id: Field required", "errorType": "InvalidRequest"}'
+    error = StepError(Error="InvalidRequest", Cause=cause)
+    out = notify(NotifyInput(kind="failure", phase="release", request_id="", error=error), harness.ports)
+    assert out.state is None
+    assert harness.events.puts == []
+    text = harness.slack.texts()[-1]
+    assert "request_id: Field required" in text
+    assert "nothing was deleted or checked" in text
+    assert "billing" not in text

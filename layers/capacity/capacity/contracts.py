@@ -183,19 +183,27 @@ ReleaseAction = Literal["begin", "delete_components", "delete_endpoint", "delete
 
 
 class ReleaseInput(_In):
-    """``{"request_id", "action", "reason"?}``."""
+    """``{"request_id", "action", "reason"?, "attempt"?, "detail"?}``.
 
-    request_id: str
+    ``begin`` gets the ``ReleaseRequested`` event's ``detail`` and validates it (``request_id`` is ``""``
+    when the event did not carry a string one). ``attempt`` counts the polls of ``delete_components`` /
+    ``delete_endpoint`` (backoff and deadline).
+    """
+
+    request_id: str = ""
     action: ReleaseAction
     reason: str | None = None
+    attempt: int = Field(default=0, ge=0)
+    detail: Any = None
 
 
 class ReleaseOutput(_Out):
-    """``{"done", "remaining", "next_wait_seconds", "already_released", "summary" | null}``."""
+    """``{"done", "remaining", "next_wait_seconds", "attempt", "already_released", "summary" | null}``."""
 
     done: bool
     remaining: int = 0
     next_wait_seconds: int = 0
+    attempt: int = 0
     already_released: bool = False
     summary: CostSummary | None = None
 

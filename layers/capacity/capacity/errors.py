@@ -139,3 +139,7 @@ class ReservationClosed(CapacityError):
 
 class NameCollision(CapacityError):
     """A SageMaker resource with this reservation's name is tagged with another request id (never adopted)."""
+
+
+class ReleaseStuck(CapacityError):
+    """Release polled past its deadline: resources are still deleting (names and statuses in the message)."""

@@ -160,6 +160,23 @@ def failure(request_id: str, *, error: str, reason: str, releasing: bool) -> Sla
     return SlackMessage(f"*{request_id} FAILED* ({error}): {reason}{after}")
 
 
+def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:
+    """The release failed: what is still billing (in ``reason``) and that a person must act."""
+    return SlackMessage(
+        f"*{request_id} RELEASE FAILED* ({error}): {reason.rstrip('.')}. "
+        "Resources of this reservation may still be billing: "
+        "a person must delete them (SageMaker console or CLI) and check the ledger."
+    )
+
+
+def release_rejected(request_id: str, *, reason: str) -> SlackMessage:
+    """A release request that was rejected before it identified a reservation: nothing was touched."""
+    return SlackMessage(
+        f"*Release request for {request_id} rejected* (InvalidRequest): {reason.rstrip('.')}. It was not "
+        "acted on: nothing was deleted or checked."
+    )
+
+
 def released(summary: CostSummary | None, *, request_id: str, reason: str | None) -> SlackMessage:
     """The release and the cost summary (fixed-width)."""
     why = f" ({reason})" if reason else ""

@@ -7,6 +7,11 @@
 - ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
   ``ReleaseRequested`` (reason ``failed``), posts.
+- ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
+  ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt), puts
+  ``ReservationFailed`` (its reason says the release failed) and posts that a person must act. Never
+  puts ``ReleaseRequested`` (no loop). A release request rejected before it named a reservation
+  (``InvalidRequest``) only posts: nothing was identified, nothing was deleted.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ _FRIENDLY_ERRORS = {
     "PurchaseFailed": "the purchase failed",
     "BudgetExceeded": "the offering is over budget",
     "LeftoverResources": "the release left resources behind",
+    "ReleaseStuck": "the release did not finish in time",
+    "InvalidRequest": "the request is invalid",
     "RetryableAwsError": "AWS kept failing after retries",
     "ResourceBusy": "a resource stayed busy",
     "ConfigurationError": "the deployment is misconfigured",
@@ -165,6 +172,8 @@ def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
 def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     error = step.error or StepError(Error="States.TaskFailed", Cause=step.reason)
     reason = readable_reason(error)
+    if step.phase == "release":
+        return _release_failure(step, ports, error, reason)
     ledger = ports.ledger
     history = ledger.history(step.request_id)
     final = final_state(history)
@@ -172,7 +181,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         return NotifyOutput(notified=True, state=final.value)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
     # (it would fail the same way): it is reported for a person to look at.
-    attempted = step.phase != "release" and ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
@@ -190,6 +199,45 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     )
     if written is not None:
         post(ports, messages.failure(step.request_id, error=error.Error, reason=reason, releasing=attempted))
+    return NotifyOutput(notified=True, state=State.FAILED.value)
+
+
+def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: str) -> NotifyOutput:
+    """A failed release is always reported: resources may still bill whatever the reservation's state."""
+    if error.Error == "InvalidRequest":
+        who = step.request_id or "(no request_id)"
+        post(ports, messages.release_rejected(who, reason=reason))
+        return NotifyOutput(
+            notified=True, state=_current(ports, step.request_id) if step.request_id else None
+        )
+    ledger = ports.ledger
+    history = ledger.history(step.request_id)
+    releasing = [e for e in history if e.state is State.RELEASING]
+    since = releasing[-1].at if releasing else None
+    reported = any(
+        e.state is State.FAILED and e.detail.get("phase") == "release" and (since is None or e.at >= since)
+        for e in history
+    )
+    if reported:  # a retried notify task: already recorded and told
+        return NotifyOutput(notified=True, state=State.FAILED.value)
+    ports.events.put(
+        "ReservationFailed",
+        ReservationFailedDetail(
+            request_id=step.request_id, error=error.Error, reason=f"release failed: {reason}"
+        ),
+    )
+    ledger.append(
+        step.request_id,
+        State.FAILED,
+        actor=ports.actor,
+        detail={
+            "phase": "release",
+            "error": error.Error,
+            "reason": reason,
+            "cause": (error.Cause or "")[:2000],
+        },
+    )
+    post(ports, messages.release_failure(step.request_id, error=error.Error, reason=reason))
     return NotifyOutput(notified=True, state=State.FAILED.value)
 
 

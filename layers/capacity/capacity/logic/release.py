@@ -3,7 +3,10 @@
 Order (AWS_FACTS.md): inference components, then the endpoint (SageMaker refuses to delete an endpoint
 that still hosts components, or one that is ``Creating``/``Updating``), then the endpoint config (refused
 while an endpoint uses it). Each action is idempotent; the state machine loops on ``remaining`` /
-``next_wait_seconds`` and retries :class:`~capacity.errors.ResourceBusy`.
+``next_wait_seconds`` and retries :class:`~capacity.errors.ResourceBusy`. The polls of
+``delete_components`` and ``delete_endpoint`` back off (30 s doubling to 300 s, by ``attempt``) and stop
+after :data:`MAX_POLL_ATTEMPTS` (about two hours) with :class:`~capacity.errors.ReleaseStuck`, naming
+what is still billing, so the workflow's ``Catch`` tells a person instead of polling forever.
 
 Exactly one ``RELEASED`` entry even when two releases race: ``finish`` puts a conditional ``RELEASED``
 marker item first; only its writer records the state, puts ``ReservationReleased`` and posts the
@@ -20,11 +23,18 @@ from decimal import Decimal
 from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import ReleaseInput, ReleaseOutput
-from capacity.errors import LeftoverResources, ResourceBusy
+from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
+from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
-from capacity.models import CostSummary, LedgerEntry, ReservationReleasedDetail, State
+from capacity.models import (
+    CostSummary,
+    LedgerEntry,
+    ReleaseRequestedDetail,
+    ReservationReleasedDetail,
+    State,
+    parse_model,
+)
 from capacity.naming import (
     base_name,
     endpoint_config_name,
@@ -44,6 +54,9 @@ from capacity.pricing import (
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 30
+MAX_POLL_SECONDS = 300
+# Waits of 30, 60, 120, 240 then 300 s: 28 polls are about two hours of waiting per deletion.
+MAX_POLL_ATTEMPTS = 28
 _BUSY_ENDPOINT = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 _HOURS = Decimal("0.01")
 
@@ -56,10 +69,17 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     cost summary, put ``ReservationReleased``, post the summary, delete the release schedule).
 
     Raises:
+        InvalidRequest: ``begin`` got a ``detail`` that is not a valid ``ReleaseRequested`` detail.
         ResourceBusy: the endpoint is ``Creating``/``Updating`` or still has components (retry).
+        ReleaseStuck: components or the endpoint still exist after :data:`MAX_POLL_ATTEMPTS` polls.
         LeftoverResources: ``finish`` found resources tagged with the reservation.
         RetryableAwsError: throttling/5xx after retries.
     """
+    if step.action == "begin" and step.detail is not None:
+        detail = parse_model(ReleaseRequestedDetail, step.detail)
+        step = step.model_copy(update={"request_id": detail.request_id, "reason": detail.reason})
+    if not step.request_id.strip():
+        raise InvalidRequest([FieldError("request_id", "is required (a non-empty string)")])
     ledger = ports.ledger
     marker = ledger.get(step.request_id, RELEASED_MARKER)
     if marker is not None:
@@ -87,17 +107,33 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         "delete_endpoint": _delete_endpoint,
         "delete_endpoint_config": _delete_endpoint_config,
     }
-    return actions[step.action](sagemaker, step.request_id)
+    return actions[step.action](sagemaker, step.request_id, step.attempt)
 
 
-def _delete_endpoint_config(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+def _poll(attempt: int, request_id: str, still: list[str]) -> ReleaseOutput:
+    """Wait and poll again, or raise :class:`ReleaseStuck` once the attempts are used up."""
+    if attempt >= MAX_POLL_ATTEMPTS:
+        waited = sum(backoff_seconds(a, base=POLL_SECONDS, cap=MAX_POLL_SECONDS) for a in range(attempt))
+        raise ReleaseStuck(
+            f"release of {request_id} gave up after {attempt} polls (about {waited // 60} minutes); "
+            f"still billing: {', '.join(still)}. A person must delete these and check why they are stuck."
+        )
+    return ReleaseOutput(
+        done=False,
+        remaining=len(still),
+        next_wait_seconds=backoff_seconds(attempt, base=POLL_SECONDS, cap=MAX_POLL_SECONDS),
+        attempt=attempt + 1,
+    )
+
+
+def _delete_endpoint_config(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
     if sagemaker.describe_endpoint(endpoint_name(request_id)) is not None:
         raise ResourceBusy(f"endpoint {endpoint_name(request_id)} still exists; its config must wait")
     sagemaker.delete_endpoint_config(endpoint_config_name(request_id))
     return ReleaseOutput(done=True)
 
 
-def _delete_components(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+def _delete_components(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
     components = sagemaker.list_inference_components(endpoint_name=endpoint_name(request_id))
     for component in components:
         if component.status == "Deleting":
@@ -106,13 +142,14 @@ def _delete_components(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutp
             sagemaker.delete_inference_component(component.name)
         except ResourceBusy as exc:  # still Creating/Updating: counted as remaining, tried again next time
             logger.info("inference component %s busy: %s", component.name, exc)
-    remaining = len(components)
-    return ReleaseOutput(
-        done=remaining == 0, remaining=remaining, next_wait_seconds=POLL_SECONDS if remaining else 0
-    )
+    if not components:
+        return ReleaseOutput(done=True)
+    # Every listed component still bills, ``Deleting`` ones included, until it is gone from the listing.
+    still = [f"inference component {c.name} ({c.status})" for c in components]
+    return _poll(attempt, request_id, still)
 
 
-def _delete_endpoint(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput:
+def _delete_endpoint(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
     name = endpoint_name(request_id)
     components = sagemaker.list_inference_components(endpoint_name=name)
     if components:
@@ -124,7 +161,7 @@ def _delete_endpoint(sagemaker: SageMakerPort, request_id: str) -> ReleaseOutput
         raise ResourceBusy(f"endpoint {name} is {info.status}; SageMaker refuses to delete it now")
     if info.status != "Deleting" and not sagemaker.delete_endpoint(name):
         return ReleaseOutput(done=True)
-    return ReleaseOutput(done=False, remaining=1, next_wait_seconds=POLL_SECONDS)
+    return _poll(attempt, request_id, [f"endpoint {name} ({info.status})"])
 
 
 def leftovers(sagemaker: SageMakerPort, request_id: str, model_names: list[str]) -> list[str]:
