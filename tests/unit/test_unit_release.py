@@ -214,7 +214,8 @@ def test_begin_rejects_a_bad_release_requested_detail(harness: Harness, detail: 
     deployed(harness)
     with pytest.raises(InvalidRequest) as bad:
         release_capacity(
-            ReleaseInput.model_validate({"request_id": "", "action": "begin", "detail": detail}), harness.ports
+            ReleaseInput.model_validate({"request_id": "", "action": "begin", "detail": detail}),
+            harness.ports,
         )
     assert [e.field for e in bad.value.errors] == [field]
     assert State.RELEASING not in [e.state for e in harness.ledger.history("demo-1")]
@@ -224,7 +225,8 @@ def test_begin_takes_request_id_and_reason_from_the_detail(harness: Harness) -> 
     deployed(harness)
     detail = {"schema_version": 1, "request_id": "demo-1", "reason": "cancelled"}
     out = release_capacity(
-        ReleaseInput.model_validate({"request_id": "demo-1", "action": "begin", "detail": detail}), harness.ports
+        ReleaseInput.model_validate({"request_id": "demo-1", "action": "begin", "detail": detail}),
+        harness.ports,
     )
     assert out == ReleaseOutput(done=False)
     releasing = harness.ledger.history("demo-1")[-1]
