@@ -254,3 +254,16 @@ def _transitions(lead_days: int) -> int:
 def test_state_transitions_do_not_grow_with_the_lead_time() -> None:
     one_day, sixty_days = _transitions(1), _transitions(60)
     assert abs(one_day - sixty_days) <= 2, (one_day, sixty_days)
+
+
+def test_cancel_right_after_the_202_before_the_request_is_recorded_buys_nothing() -> None:
+    with make_cloud() as cloud:
+        post_reservation(cloud, base_request())
+        cancel = cloud.api_request(api_event(None, method="DELETE", path="/reservations/eval-week-49"))  # type: ignore[arg-type]
+        assert cancel["statusCode"] == 202, cancel
+        assert json.loads(cancel["body"])["status"] == "CANCELLED"
+        cloud.run_until_idle()
+        assert states(cloud, "eval-week-49") == ["REQUESTED", "CANCELLED"]
+        assert training_plans(cloud) == []
+        unknown = cloud.api_request(api_event(None, method="DELETE", path="/reservations/never-posted"))  # type: ignore[arg-type]
+        assert unknown["statusCode"] == 404

@@ -43,6 +43,10 @@ PURCHASE = "PURCHASE"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"
 RELEASED_MARKER = "RELEASED"
+SUBMITTED = "SUBMITTED"
+"""Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
+CANCEL_REQUESTED = "CANCEL_REQUESTED"
+"""Put by the API when a DELETE arrives before ``REQUEST`` is recorded: the request must not proceed."""
 MAX_SEQ_ATTEMPTS = 50
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from capacity.adapters import clients
 from capacity.errors import NotAwaitingApproval, ReservationClosed, ReservationNotFound
-from capacity.ledger import APPROVAL, APPROVAL_DECISION, PURCHASE, REQUEST
+from capacity.ledger import APPROVAL, APPROVAL_DECISION, CANCEL_REQUESTED, PURCHASE, REQUEST, SUBMITTED
 from capacity.logic.common import final_state, states
 from capacity.models import (
     ReleaseRequestedDetail,
@@ -79,6 +79,8 @@ def submit_reservation(
     payload = request.model_dump(mode="json")
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
+        # Known from now on: a DELETE before the workflow records the request is remembered, not a 404.
+        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": "api"})
         ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
         return {
             "request_id": request["request_id"],
@@ -224,7 +226,13 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     ledger = ports.ledger
     history = ledger.history(request_id)
     if not history and ledger.get(request_id, REQUEST) is None:
-        raise ReservationNotFound(f"no reservation {request_id!r}")
+        if ledger.get(request_id, SUBMITTED) is None:
+            raise ReservationNotFound(f"no reservation {request_id!r}")
+        # Accepted but not recorded yet: leave a marker record_request checks after writing REQUEST.
+        ledger.put_once(request_id, CANCEL_REQUESTED, {"actor": actor})
+        if ledger.get(request_id, REQUEST) is None:  # record_request will see the marker and stop
+            return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+        history = ledger.history(request_id)  # recorded meanwhile: cancel it the usual way
     seen = states(history)
     if State.RELEASED in seen:
         raise ReservationClosed(f"reservation {request_id} is already released")

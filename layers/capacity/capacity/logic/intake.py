@@ -7,7 +7,8 @@ from typing import Any
 
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest
-from capacity.models import ReservationRequestedDetail, parse_model, parse_request
+from capacity.ledger import CANCEL_REQUESTED
+from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
 from capacity.ports import Ports
 
 
@@ -20,8 +21,9 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         ports: ledger.
 
     Returns:
-        ``duplicate`` True when another delivery already recorded this ``request_id`` (the workflow
-        ends quietly); a retry of the same delivery (same event ``id``) is not a duplicate.
+        ``duplicate`` True when another delivery already recorded this ``request_id``, or when the
+        reservation was cancelled before it was recorded (the workflow ends quietly); a retry of the
+        same delivery (same event ``id``) is not a duplicate.
 
     Raises:
         InvalidRequest: the detail or the request is invalid (fields named ``request.<field>``).
@@ -34,7 +36,20 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     event_id = str(event.get("id") or "") or None
-    created = ports.ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    ledger = ports.ledger
+    created = ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    # Checked after REQUEST is written: a DELETE either sees REQUEST (and records CANCELLED itself) or
+    # put CANCEL_REQUESTED before this read, so a cancelled request never goes on to a purchase.
+    cancel = ledger.get(request.id, CANCEL_REQUESTED)
+    if cancel is not None:
+        ledger.append(
+            request.id,
+            State.CANCELLED,
+            actor=str(cancel.get("actor") or ports.actor),
+            detail={"reason": "cancelled", "before": "record_request"},
+            once=True,
+        )
+        created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
     return RecordRequestOutput(
         request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
     )
