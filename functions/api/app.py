@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.errors import (
+    DuplicateRequest,
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
@@ -35,7 +36,12 @@ from capacity.settings import Settings
 
 logger = Logger()
 app = APIGatewayRestResolver()
-CONFLICTS: list[type[Exception]] = [NotAwaitingApproval, ReservationClosed, IdempotencyAlreadyInProgressError]
+CONFLICTS: list[type[Exception]] = [
+    NotAwaitingApproval,
+    ReservationClosed,
+    DuplicateRequest,
+    IdempotencyAlreadyInProgressError,
+]
 
 
 def _ports() -> Ports:

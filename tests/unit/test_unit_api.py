@@ -191,3 +191,17 @@ def test_second_approval_decision_is_409_and_answers_nothing(api: tuple[Any, str
     assert second[1]["message"].startswith("reservation demo-1 was already approved at ")
     assert second[1]["message"].endswith(" by alice")
     assert [call_[0] for call_ in tasks.calls] == ["success"]
+
+
+def test_same_request_id_with_another_body_is_409_naming_the_request_id(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, tap, _ = api
+    first = call(handler, "POST", "/reservations", request_body())
+    other = call(handler, "POST", "/reservations", request_body(instance_count=4))
+    again = call(handler, "POST", "/reservations", request_body())
+    assert first[0] == 202
+    assert other[0] == 409
+    assert other[1]["message"].startswith("request_id 'demo-1' was already submitted with a different body")
+    assert again == first
+    assert len(drain(tap)) == 1

@@ -22,12 +22,13 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from capacity.adapters import clients
-from capacity.errors import NotAwaitingApproval, ReservationClosed, ReservationNotFound
+from capacity.errors import DuplicateRequest, NotAwaitingApproval, ReservationClosed, ReservationNotFound
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, CANCEL_REQUESTED, PURCHASE, REQUEST, SUBMITTED
 from capacity.logic.common import final_state, states
 from capacity.models import (
@@ -74,6 +75,7 @@ def submit_reservation(
     Raises:
         InvalidRequest: the request is invalid (each error names the field).
         IdempotencyAlreadyInProgressError: the same request id is being submitted right now.
+        DuplicateRequest: the request id was already submitted with a different body.
     """
     request = parse_request(body, now=ports.clock())
     payload = request.model_dump(mode="json")
@@ -93,6 +95,7 @@ def submit_reservation(
     config = IdempotencyConfig(
         event_key_jmespath="request_id",
         raise_on_no_idempotency_key=True,
+        payload_validation_jmespath="@",  # the whole validated request: another body is a conflict
         expires_after_seconds=int(IDEMPOTENCY_TTL.total_seconds()),
     )
     if lambda_context is not None:
@@ -100,7 +103,13 @@ def submit_reservation(
     once = idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=config)(
         publish
     )
-    result: dict[str, Any] = once(request=payload)
+    try:
+        result: dict[str, Any] = once(request=payload)
+    except IdempotencyValidationError as exc:
+        raise DuplicateRequest(
+            f"request_id {request.id!r} was already submitted with a different body: send the same body "
+            "to repeat it, or use a new request_id for a different request"
+        ) from exc
     return result
 
 
