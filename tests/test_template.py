@@ -107,3 +107,18 @@ def test_wait_for_start_uses_a_timestamp_not_a_polling_loop() -> None:
     definition = json.loads((ROOT / "statemachines/reserve_capacity.asl.json").read_text())
     wait = definition["States"]["WaitForStart"]
     assert wait == {**wait, "Type": "Wait", "TimestampPath": "$.purchase.start_time"}
+
+
+def test_failure_alarms_notify_the_operations_topic() -> None:
+    template = _template()
+    resources = template["Resources"]
+    assert resources["OperationsTopic"]["Type"] == "AWS::SNS::Topic"
+    subscription = resources["OperationsEmailSubscription"]
+    assert subscription["Condition"] == "HasOperationsEmail"
+    assert subscription["Properties"]["Endpoint"] == {"Ref": "OperationsEmail"}
+    assert template["Parameters"]["OperationsEmail"]["Default"] == ""
+    for alarm in ("ReserveFailuresAlarm", "ReleaseFailuresAlarm"):
+        properties = resources[alarm]["Properties"]
+        assert properties["AlarmActions"] == [{"Ref": "OperationsTopic"}], alarm
+        assert properties["OKActions"] == [{"Ref": "OperationsTopic"}], alarm
+    assert template["Outputs"]["OperationsTopicArn"]["Value"] == {"Ref": "OperationsTopic"}

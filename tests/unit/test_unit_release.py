@@ -210,7 +210,9 @@ def test_endpoint_stuck_deleting_fails_at_the_deadline(harness: Harness) -> None
         ({"request_id": "", "reason": "x"}, "request_id"),
     ],
 )
-def test_begin_rejects_a_bad_release_requested_detail(harness: Harness, detail: dict, field: str) -> None:
+def test_begin_rejects_a_bad_release_requested_detail(
+    harness: Harness, detail: dict[str, object], field: str
+) -> None:
     deployed(harness)
     with pytest.raises(InvalidRequest) as bad:
         release_capacity(
