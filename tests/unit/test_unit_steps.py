@@ -520,3 +520,30 @@ def test_rejected_release_request_does_not_claim_anything_is_billing(harness: Ha
     assert "request_id: Field required" in text
     assert "nothing was deleted or checked" in text
     assert "billing" not in text
+
+
+@pytest.mark.parametrize("final", [State.CANCELLED, State.RELEASED, State.FAILED])
+def test_activation_after_a_final_state_records_nothing_and_stops(harness: Harness, final: State) -> None:
+    request = bought(harness)
+    harness.ledger.append(request.id, final, actor="api")
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
+    harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    with pytest.raises(ReservationCancelled, match=f"is {final.value}; not recording plan status Active"):
+        wait_for_activation(step, harness.ports)
+    assert states(harness)[-2:] == [State.PURCHASED, final]
+    assert "ReservationActive" not in harness.events.types()
+
+
+def test_components_in_service_after_a_failure_do_not_record_ready(harness: Harness) -> None:
+    request = bought(harness)
+    sm = harness.world.client("us-east-1")
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
+    sm.set_endpoint_status("co-demo-1", "InService")
+    create_inference_components(ComponentsInput(request_id=request.id, action="create"), harness.ports)
+    for name in ("co-demo-1-llama-eu", "co-demo-1-llama-us"):
+        sm.set_component_status(name, "InService")
+    harness.ledger.append(request.id, State.FAILED, actor="notify")
+    with pytest.raises(ReservationCancelled):
+        create_inference_components(ComponentsInput(request_id=request.id, action="status"), harness.ports)
+    assert State.READY not in states(harness)

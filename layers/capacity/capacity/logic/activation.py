@@ -14,14 +14,16 @@ from datetime import timedelta
 
 from capacity import messages
 from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
-from capacity.errors import ActivationTimeout, PlanFailed
+from capacity.errors import ActivationTimeout, PlanFailed, ReservationCancelled
 from capacity.logic.common import load_purchase, post, states
-from capacity.models import ReservationActiveDetail, State
+from capacity.models import FINAL_STATES, ReservationActiveDetail, State
 from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
 
 DEADLINE_AFTER_START = timedelta(hours=2)
 PAYMENT_DEADLINE = timedelta(hours=12)
+STOP_STATES = FINAL_STATES | {State.RELEASING}
+"""After any of these, the workflow records no more progress (it raises ``ReservationCancelled``)."""
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
@@ -38,6 +40,7 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
         PlanFailed: the plan is ``Failed`` or ``Expired`` (or cannot be found).
         PlanFailed: still ``Pending`` (payment) 12 hours after the purchase.
         ActivationTimeout: not ``Active`` two hours after its start time.
+        ReservationCancelled: the reservation is releasing or final (cancelled, released, failed...).
         RetryableAwsError: throttling/5xx after retries.
     """
     sagemaker = ports.sagemaker(step.region)
@@ -53,7 +56,14 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     end = plan.end_time or (purchase.end_time if purchase else None)
     times = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
     window = (short(start) + " UTC" if start else "?", short(end) + " UTC" if end else "?")
-    seen = states(ports.ledger.history(step.request_id))
+    history = ports.ledger.history(step.request_id)
+    seen = states(history)
+    stop = seen & STOP_STATES
+    if stop:  # cancelled, released or failed meanwhile: the release owns the reservation now
+        raise ReservationCancelled(
+            f"reservation {step.request_id} is {', '.join(sorted(s.value for s in stop))}; "
+            f"not recording plan status {plan.status}"
+        )
 
     if plan.status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
         written = ports.ledger.append(

@@ -36,7 +36,7 @@ from capacity.ports import Ports
 
 ENDPOINT_DEADLINE = timedelta(minutes=90)
 COMPONENTS_DEADLINE = timedelta(hours=2)
-_STOP_STATES = frozenset({State.RELEASING, State.RELEASED, State.CANCELLED, State.REJECTED})
+_STOP_STATES = frozenset({State.RELEASING, State.RELEASED, State.CANCELLED, State.REJECTED, State.FAILED})
 
 
 def production_variant(request: ReservationRequest, plan_arn: str) -> dict[str, Any]:
@@ -215,7 +215,7 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
             )
         )
     if all(info is not None and info.status == "InService" for info in infos.values()):
-        history = ports.ledger.history(request.id)
+        history = _guard(ports, request.id)  # never READY after a cancel or a release
         if State.READY not in states(history):
             ports.events.put(
                 "ReservationReady",
