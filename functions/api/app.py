@@ -54,7 +54,12 @@ def _json(status: int, body: dict[str, Any]) -> Response[str]:
 
 def _body() -> Any:
     """The request body as JSON (numbers with decimals as ``Decimal``: money is never a float)."""
-    text = app.current_event.decoded_body
+    try:
+        text = app.current_event.decoded_body
+    except ValueError as exc:  # binascii.Error, UnicodeDecodeError: isBase64Encoded with a bad body
+        raise InvalidRequest(
+            [FieldError("body", f"is marked base64-encoded but is not valid base64 UTF-8: {exc}")]
+        ) from exc
     if not text:
         raise InvalidRequest([FieldError("body", "is empty: send a JSON object")])
     try:

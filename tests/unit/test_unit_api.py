@@ -205,3 +205,17 @@ def test_same_request_id_with_another_body_is_409_naming_the_request_id(
     assert other[1]["message"].startswith("request_id 'demo-1' was already submitted with a different body")
     assert again == first
     assert len(drain(tap)) == 1
+
+
+def test_base64_flag_with_a_body_that_is_not_base64_is_400_on_the_body(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, tap, _ = api
+    event = proxy("POST", "/reservations", request_body())
+    event["isBase64Encoded"] = True
+    response = invoke(handler, event)
+    assert response["statusCode"] == 400
+    (error,) = json.loads(response["body"])["errors"]
+    assert error["field"] == "body"
+    assert error["message"].startswith("is marked base64-encoded but is not valid base64 UTF-8")
+    assert drain(tap) == []
