@@ -148,3 +148,36 @@ def test_non_object_request_is_rejected() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_request([1, 2], now=NOW)  # type: ignore[arg-type]
     assert caught.value.errors[0].field == "request"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "phrase"),
+    [
+        ("instance_count", True, "must be a whole number"),
+        ("instance_count", "2", "must be a whole number"),
+        ("duration_hours", "72", "must be a whole number"),
+        ("duration_hours", False, "must be a whole number"),
+        ("dry_run", "no", "must be true or false"),
+        ("dry_run", 0, "must be true or false"),
+        ("earliest_start", 1796000000, "must be an ISO-8601 UTC timestamp"),
+        ("latest_end", 1796000000.5, "must be an ISO-8601 UTC timestamp"),
+    ],
+)
+def test_types_are_strict_at_the_door(field: str, value: Any, phrase: str) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        parse_request(request_body(**{field: value}), now=NOW)
+    (error,) = raised.value.errors
+    assert error.field == field
+    assert error.message.startswith(phrase)
+
+
+@pytest.mark.parametrize("value", ["yes", "on", "true", 1, 0, "1"])
+def test_approval_decision_needs_a_json_boolean(value: Any) -> None:
+    from capacity.logic.api import ApprovalDecision
+    from capacity.models import parse_model
+
+    with pytest.raises(InvalidRequest) as raised:
+        parse_model(ApprovalDecision, {"approved": value, "approver": "bob"})
+    assert [(e.field, e.message) for e in raised.value.errors] == [
+        ("approved", "must be true or false (a JSON boolean, not a string or a number)")
+    ]

@@ -23,9 +23,11 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -45,12 +47,27 @@ def _money_json(value: Decimal) -> str:
     return f"{value:f}"
 
 
+def _iso_text(value: Any) -> Any:
+    """Timestamps arrive as ISO-8601 strings (or datetimes from code), never as epoch numbers."""
+    if not isinstance(value, str | datetime):
+        raise PydanticCustomError(
+            "datetime_type", "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z"
+        )
+    return value
+
+
 UtcDatetime = Annotated[
     AwareDatetime,
+    BeforeValidator(_iso_text),
     AfterValidator(as_utc),
     PlainSerializer(iso_z, return_type=str, when_used="json"),
 ]
 """A tz-aware timestamp normalised to UTC; JSON form ``YYYY-MM-DDTHH:MM:SSZ``. Naive input is rejected."""
+
+StrictInt = Annotated[int, Strict()]
+"""A JSON integer: no booleans, no numeric strings, no fractions."""
+StrictBool = Annotated[bool, Strict()]
+"""A JSON boolean: ``true`` or ``false``, nothing that looks like one."""
 
 Money = Annotated[Decimal, PlainSerializer(_money_json, return_type=str, when_used="json")]
 """USD as :class:`~decimal.Decimal`; JSON form a plain decimal string (``"30000"``, ``"8523.65"``)."""
@@ -84,9 +101,9 @@ class CopyCounts(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    initial: int = Field(ge=1, le=1000)
-    min: int = Field(ge=0, le=1000)
-    max: int = Field(ge=1, le=1000)
+    initial: StrictInt = Field(ge=1, le=1000)
+    min: StrictInt = Field(ge=0, le=1000)
+    max: StrictInt = Field(ge=1, le=1000)
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -112,9 +129,9 @@ class ModelSpec(BaseModel):
     image: str | None = Field(default=None, min_length=1, max_length=255)
     model_data_url: str | None = Field(default=None, max_length=1024)
     model_name: str | None = None
-    accelerators: int = Field(default=1, ge=0, le=64)
+    accelerators: StrictInt = Field(default=1, ge=0, le=64)
     cpu_cores: float = Field(default=1.0, ge=0.25, le=512)
-    memory_mb: int = Field(default=1024, ge=128)
+    memory_mb: StrictInt = Field(default=1024, ge=128)
     copies: CopyCounts = Field(default_factory=lambda: CopyCounts(initial=1, min=1, max=1))
 
     @field_validator("name", "model_name")
@@ -165,16 +182,16 @@ class ReservationRequest(BaseModel):
     request_id: str | None = None
     requester: str = Field(min_length=1, max_length=128)
     instance_type: str
-    instance_count: int
+    instance_count: StrictInt
     earliest_start: UtcDatetime
     latest_end: UtcDatetime
-    duration_hours: int
+    duration_hours: StrictInt
     regions: list[str] = Field(min_length=1, max_length=10)
     max_upfront_fee_usd: Money = Field(gt=0)
     approval_above_usd: Money | None = Field(default=None, ge=0)
-    approval_timeout_hours: int = Field(default=24, ge=1, le=168)
-    dry_run: bool = False
-    release_margin_minutes: int = Field(default=60, ge=5, le=1440)
+    approval_timeout_hours: StrictInt = Field(default=24, ge=1, le=168)
+    dry_run: StrictBool = False
+    release_margin_minutes: StrictInt = Field(default=60, ge=5, le=1440)
     models: list[ModelSpec] = Field(min_length=1, max_length=10)
 
     @field_validator("request_id")
@@ -349,6 +366,8 @@ _FRIENDLY = {
     "datetime_parsing": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
     "datetime_from_date_parsing": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
     "datetime_type": "must be an ISO-8601 UTC timestamp like 2026-12-10T11:30:00Z",
+    "int_type": "must be a whole number (a JSON integer, not a string, a boolean or a fraction)",
+    "bool_type": "must be true or false (a JSON boolean, not a string or a number)",
     "decimal_parsing": 'must be an amount in US dollars, like "30000" or "12500.50"',
     "decimal_type": 'must be an amount in US dollars, like "30000" or "12500.50"',
 }

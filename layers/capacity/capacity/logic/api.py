@@ -35,6 +35,7 @@ from capacity.models import (
     ReleaseRequestedDetail,
     ReservationRequestedDetail,
     State,
+    StrictBool,
     parse_model,
     parse_request,
 )
@@ -168,7 +169,7 @@ class ApprovalDecision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    approved: bool
+    approved: StrictBool
     approver: str = Field(min_length=1, max_length=128)
     reason: str | None = Field(default=None, max_length=1000)
 
