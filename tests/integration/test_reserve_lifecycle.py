@@ -267,3 +267,20 @@ def test_cancel_right_after_the_202_before_the_request_is_recorded_buys_nothing(
         assert training_plans(cloud) == []
         unknown = cloud.api_request(api_event(None, method="DELETE", path="/reservations/never-posted"))  # type: ignore[arg-type]
         assert unknown["statusCode"] == 404
+
+
+def test_cancel_while_awaiting_approval_leaves_one_final_state_and_one_release() -> None:
+    body = {**base_request(), "approval_above_usd": "1000"}
+    path = "/reservations/eval-week-49"
+    with make_cloud() as cloud:
+        post_reservation(cloud, body)
+        cloud.run(stop_when=lambda: _awaiting(cloud, "eval-week-49"))
+        first = cloud.api_request(api_event(None, method="DELETE", path=path))  # type: ignore[arg-type]
+        second = cloud.api_request(api_event(None, method="DELETE", path=path))  # type: ignore[arg-type]
+        assert (first["statusCode"], second["statusCode"]) == (202, 202)
+        cloud.run_until_idle()
+        final = [s for s in states(cloud, "eval-week-49") if s in ("CANCELLED", "REJECTED", "FAILED")]
+        assert final == ["CANCELLED"]
+        assert training_plans(cloud) == []
+        releases = [e for e in cloud.executions() if "Release" in e.state_machine]
+        assert len(releases) <= 1

@@ -219,3 +219,34 @@ def test_base64_flag_with_a_body_that_is_not_base64_is_400_on_the_body(
     assert error["field"] == "body"
     assert error["message"].startswith("is marked base64-encoded but is not valid base64 UTF-8")
     assert drain(tap) == []
+
+
+def test_second_delete_puts_no_second_release(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    first = call(handler, "DELETE", "/reservations/demo-1")
+    second = call(handler, "DELETE", "/reservations/demo-1")
+    assert (first[0], first[1]["status"]) == (202, "CANCELLED")
+    assert (second[0], second[1]["status"]) == (202, "CANCELLED")
+    assert [e["detail-type"] for e in drain(tap)] == ["ReleaseRequested"]
+    assert [e.state for e in ledger.history("demo-1")] == [State.REQUESTED, State.CANCELLED]
+
+
+def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, _, tasks = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
+    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
+    assert tasks.calls == [
+        (
+            "failure",
+            "token-1",
+            {"error": "ReservationCancelled", "cause": "cancelled by arn:aws:iam::123456789012:user/alice"},
+        )
+    ]
+    assert ledger.history("demo-1")[-1].state is State.CANCELLED

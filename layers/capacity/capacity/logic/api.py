@@ -7,7 +7,8 @@
 - ``POST /reservations/{id}/approval``: ``SendTaskSuccess``/``SendTaskFailure`` (error
   ``ApprovalRejected``) with the stored task token.
 - ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
-  ``cancelled``); a pending approval is rejected.
+  ``cancelled``); a pending approval task is failed with ``ReservationCancelled`` (no ``REJECTED``);
+  a repeated DELETE answers 202 and puts nothing.
 """
 
 from __future__ import annotations
@@ -229,6 +230,8 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
 
+    A second DELETE (already cancelled, rejected or failed) answers the same way and puts nothing.
+
     Raises:
         ReservationNotFound: unknown reservation.
         ReservationClosed: already released.
@@ -246,13 +249,22 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     seen = states(history)
     if State.RELEASED in seen:
         raise ReservationClosed(f"reservation {request_id} is already released")
-    if history and history[-1].state is State.AWAITING_APPROVAL:
+    final = final_state(history)
+    if final is not None:  # already cancelled, rejected or failed: its release was requested then
+        return {"request_id": request_id, "status": final.value, "links": links(request_id)}
+    awaiting = bool(history) and history[-1].state is State.AWAITING_APPROVAL
+    # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
+    # records nothing after a final state) leaves CANCELLED as the only final state.
+    written = ledger.append(
+        request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"}, once=True
+    )
+    if written is None:  # a concurrent DELETE recorded it first and requests the release
+        return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+    if awaiting:
         token = _latest_token(ports, request_id)
         if token:
-            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to reject
-                ports.tasks.fail(token, error="ApprovalRejected", cause=f"cancelled by {actor}")
-    if final_state(history) is None:
-        ledger.append(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"}, once=True)
+            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
+                ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
     ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
 
