@@ -143,3 +143,10 @@ def paginate(
 def sort_items(items: list[Any], key: Callable[[Any], Any], params: Params) -> list[Any]:
     """``items`` sorted by ``key``, descending when ``SortOrder`` is ``Descending``."""
     return sorted(items, key=key, reverse=params.get("SortOrder") == "Descending")
+
+
+def sort_listing[T](items: list[T], keys: dict[str, Callable[[T], Any]], params: Params) -> list[T]:
+    """A SageMaker ``List*`` answer's order: ``SortBy`` one of ``keys`` (default ``CreationTime``),
+    ``SortOrder`` default ``Descending`` (SageMaker API reference, ListEndpoints/ListInferenceComponents)."""
+    key = keys[params.get("SortBy") or "CreationTime"]
+    return sorted(items, key=key, reverse=params.get("SortOrder", "Descending") == "Descending")

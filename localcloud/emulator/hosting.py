@@ -64,6 +64,7 @@ from localcloud.emulator.common import (
     Response,
     dict_to_tags,
     paginate,
+    sort_listing,
     tags_to_dict,
     utcnow,
     validation,
@@ -685,12 +686,9 @@ class Hosting:
             configs = [config for config in configs if config.created < params["CreationTimeBefore"]]
         if params.get("CreationTimeAfter"):
             configs = [config for config in configs if config.created > params["CreationTimeAfter"]]
-        key: Callable[[EndpointConfig], Any] = (
-            (lambda config: config.name)
-            if params.get("SortBy") == "Name"
-            else (lambda config: config.created)
+        configs = sort_listing(
+            configs, {"Name": lambda item: item.name, "CreationTime": lambda item: item.created}, params
         )
-        configs = sorted(configs, key=key, reverse=params.get("SortOrder", "Descending") == "Descending")
         page, token = paginate(configs, params)
         response: Response = {
             "EndpointConfigs": [
@@ -1002,15 +1000,14 @@ class Hosting:
             for (endpoint_region, _name), endpoint in self.endpoints.items()
             if endpoint_region == region and self._endpoint_matches(endpoint, params, now)
         ]
-        keys: dict[str, Callable[[Endpoint], Any]] = {
-            "Name": lambda endpoint: endpoint.name,
-            "CreationTime": lambda endpoint: endpoint.created,
-            "Status": lambda endpoint: endpoint.status(now),
-        }
-        endpoints = sorted(
+        endpoints = sort_listing(
             endpoints,
-            key=keys[params.get("SortBy", "CreationTime")],
-            reverse=params.get("SortOrder", "Descending") == "Descending",
+            {
+                "Name": lambda endpoint: endpoint.name,
+                "CreationTime": lambda endpoint: endpoint.created,
+                "Status": lambda endpoint: endpoint.status(now),
+            },
+            params,
         )
         page, token = paginate(endpoints, params)
         response: Response = {
@@ -1254,15 +1251,14 @@ class Hosting:
             if component_region == region
             and all(params.get(key) is None or check(component, params[key]) for key, check in checks)
         ]
-        keys: dict[str, Callable[[Component], Any]] = {
-            "Name": lambda item: item.name,
-            "CreationTime": lambda item: item.created,
-            "Status": lambda item: item.status(now),
-        }
-        components = sorted(
+        components = sort_listing(
             components,
-            key=keys[params.get("SortBy", "CreationTime")],
-            reverse=params.get("SortOrder", "Descending") == "Descending",
+            {
+                "Name": lambda item: item.name,
+                "CreationTime": lambda item: item.created,
+                "Status": lambda item: item.status(now),
+            },
+            params,
         )
         page, token = paginate(components, params)
         response: Response = {
