@@ -162,6 +162,17 @@ class SageMakerAdapter:
                 raise QuotaExceeded(f"{operation} in {self.region}: {error_message(exc)}") from exc
             raise
 
+    def _create_once(self, operation: str, function: Callable[[], object]) -> bool:
+        """Run a ``Create*`` call; False when the resource already exists (the names are deterministic,
+        so a retry meets its own earlier creation), True when this call created it."""
+        try:
+            self._call(operation, function)
+        except ClientError as exc:
+            if _is_exists(exc):
+                return False
+            raise
+        return True
+
     # ------------------------------------------------------------------------------ training plans
 
     def search_training_plan_offerings(
@@ -268,21 +279,15 @@ class SageMakerAdapter:
             QuotaExceeded: ``ResourceLimitExceeded``.
             ClientError: other rejections (e.g. ``ValidationException`` for a bad variant).
         """
-        try:
-            self._call(
-                "CreateEndpointConfig",
-                lambda: self._client.create_endpoint_config(
-                    EndpointConfigName=name,
-                    ProductionVariants=[dict(variant)],  # type: ignore[list-item]
-                    ExecutionRoleArn=execution_role_arn,
-                    Tags=[dict(tag) for tag in tags],  # type: ignore[misc]
-                ),
-            )
-        except ClientError as exc:
-            if _is_exists(exc):
-                return False
-            raise
-        return True
+        return self._create_once(
+            "CreateEndpointConfig",
+            lambda: self._client.create_endpoint_config(
+                EndpointConfigName=name,
+                ProductionVariants=[dict(variant)],  # type: ignore[list-item]
+                ExecutionRoleArn=execution_role_arn,
+                Tags=[dict(tag) for tag in tags],  # type: ignore[misc]
+            ),
+        )
 
     def describe_endpoint_config(self, name: str) -> dict[str, Any] | None:
         """``DescribeEndpointConfig``; None when absent."""
@@ -317,20 +322,14 @@ class SageMakerAdapter:
 
     def create_endpoint(self, *, name: str, config_name: str, tags: Sequence[Mapping[str, str]]) -> bool:
         """``CreateEndpoint``. False when it already exists."""
-        try:
-            self._call(
-                "CreateEndpoint",
-                lambda: self._client.create_endpoint(
-                    EndpointName=name,
-                    EndpointConfigName=config_name,
-                    Tags=[dict(tag) for tag in tags],  # type: ignore[misc]
-                ),
-            )
-        except ClientError as exc:
-            if _is_exists(exc):
-                return False
-            raise
-        return True
+        return self._create_once(
+            "CreateEndpoint",
+            lambda: self._client.create_endpoint(
+                EndpointName=name,
+                EndpointConfigName=config_name,
+                Tags=[dict(tag) for tag in tags],  # type: ignore[misc]
+            ),
+        )
 
     def describe_endpoint(self, name: str) -> EndpointInfo | None:
         """``DescribeEndpoint``; None when absent."""
@@ -397,7 +396,7 @@ class SageMakerAdapter:
             QuotaExceeded: ``ResourceLimitExceeded``.
         """
         try:
-            self._call(
+            return self._create_once(
                 "CreateInferenceComponent",
                 lambda: self._client.create_inference_component(
                     InferenceComponentName=name,
@@ -409,12 +408,9 @@ class SageMakerAdapter:
                 ),
             )
         except ClientError as exc:
-            if _is_exists(exc):
-                return False
             if _is_busy(exc):
                 raise ResourceBusy(f"endpoint {endpoint_name} is not ready: {error_message(exc)}") from exc
             raise
-        return True
 
     def describe_inference_component(self, name: str) -> ComponentInfo | None:
         """``DescribeInferenceComponent``; None when absent."""
