@@ -881,53 +881,28 @@ class Stack:
         self._names[logical_id] = name
         return name
 
-    def _arn_of(self, logical_id: str, kind: str, name: str) -> str | None:  # noqa: PLR0911, PLR0912
+    def _arn_of(self, logical_id: str, kind: str, name: str) -> str | None:  # noqa: PLR0911
         p, r, a = self.partition, self.region, self.account_id
-        if kind == "AWS::Lambda::Function":
-            return f"arn:{p}:lambda:{r}:{a}:function:{name}"
-        if kind == "AWS::Lambda::LayerVersion":
-            return f"arn:{p}:lambda:{r}:{a}:layer:{name}:1"
-        if kind == "AWS::Lambda::Version":
-            return f"arn:{p}:lambda:{r}:{a}:function:{name}:1"
-        if kind == "AWS::DynamoDB::Table":
-            return f"arn:{p}:dynamodb:{r}:{a}:table/{name}"
-        if kind == "AWS::Events::EventBus":
-            return f"arn:{p}:events:{r}:{a}:event-bus/{name}"
+        simple = _ARN_FORMATS.get(kind)
+        if simple is not None:
+            return simple.format(p=p, r=r, a=a, name=name, ssm_name=name.lstrip("/"))
         if kind == "AWS::Events::Rule":
             bus = self._rule_bus(logical_id)
             return f"arn:{p}:events:{r}:{a}:rule/{'' if bus == 'default' else bus + '/'}{name}"
-        if kind == "AWS::StepFunctions::StateMachine":
-            return f"arn:{p}:states:{r}:{a}:stateMachine:{name}"
         if kind == "AWS::Scheduler::Schedule":
             props = self._raw[logical_id].get("Properties") or {}
             group = self.resolve(
                 props.get("GroupName", "default"), f"Resources.{logical_id}.Properties.GroupName"
             )
             return f"arn:{p}:scheduler:{r}:{a}:schedule/{group}/{name}"
-        if kind == "AWS::Scheduler::ScheduleGroup":
-            return f"arn:{p}:scheduler:{r}:{a}:schedule-group/{name}"
-        if kind == "AWS::SNS::Topic":
-            return f"arn:{p}:sns:{r}:{a}:{name}"
-        if kind == "AWS::SQS::Queue":
-            return f"arn:{p}:sqs:{r}:{a}:{name}"
         if kind == "AWS::SecretsManager::Secret":
             suffix = _short_hash(
                 self.stack_name, logical_id, length=6, alphabet="abcdefghijklmnopqrstuvwxyzABCDEF"
             )
             return f"arn:{p}:secretsmanager:{r}:{a}:secret:{name}-{suffix}"
-        if kind == "AWS::SSM::Parameter":
-            return f"arn:{p}:ssm:{r}:{a}:parameter/{name.lstrip('/')}"
         if kind == "AWS::IAM::Role":
             path = (self._raw[logical_id].get("Properties") or {}).get("Path", "/")
             return f"arn:{p}:iam::{a}:role{path if isinstance(path, str) else '/'}{name}"
-        if kind == "AWS::IAM::ManagedPolicy":
-            return f"arn:{p}:iam::{a}:policy/{name}"
-        if kind == "AWS::S3::Bucket":
-            return f"arn:{p}:s3:::{name}"
-        if kind in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm"):
-            return f"arn:{p}:cloudwatch:{r}:{a}:alarm:{name}"
-        if kind == "AWS::Logs::LogGroup":
-            return f"arn:{p}:logs:{r}:{a}:log-group:{name}:*"
         if kind == "AWS::KMS::Key":
             return f"arn:{p}:kms:{r}:{a}:key/{_uuid_like(self.stack_name, logical_id)}"
         if kind == "AWS::SNS::Subscription":
@@ -1640,3 +1615,23 @@ def _lower_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [_lower_keys(v) for v in value]
     return value
+
+
+# ARNs that follow from the partition, region, account and physical name alone (the AWS ARN formats).
+_ARN_FORMATS: dict[str, str] = {
+    "AWS::Lambda::Function": "arn:{p}:lambda:{r}:{a}:function:{name}",
+    "AWS::Lambda::LayerVersion": "arn:{p}:lambda:{r}:{a}:layer:{name}:1",
+    "AWS::Lambda::Version": "arn:{p}:lambda:{r}:{a}:function:{name}:1",
+    "AWS::DynamoDB::Table": "arn:{p}:dynamodb:{r}:{a}:table/{name}",
+    "AWS::Events::EventBus": "arn:{p}:events:{r}:{a}:event-bus/{name}",
+    "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{name}",
+    "AWS::Scheduler::ScheduleGroup": "arn:{p}:scheduler:{r}:{a}:schedule-group/{name}",
+    "AWS::SNS::Topic": "arn:{p}:sns:{r}:{a}:{name}",
+    "AWS::SQS::Queue": "arn:{p}:sqs:{r}:{a}:{name}",
+    "AWS::SSM::Parameter": "arn:{p}:ssm:{r}:{a}:parameter/{ssm_name}",
+    "AWS::IAM::ManagedPolicy": "arn:{p}:iam::{a}:policy/{name}",
+    "AWS::S3::Bucket": "arn:{p}:s3:::{name}",
+    "AWS::CloudWatch::Alarm": "arn:{p}:cloudwatch:{r}:{a}:alarm:{name}",
+    "AWS::CloudWatch::CompositeAlarm": "arn:{p}:cloudwatch:{r}:{a}:alarm:{name}",
+    "AWS::Logs::LogGroup": "arn:{p}:logs:{r}:{a}:log-group:{name}:*",
+}
