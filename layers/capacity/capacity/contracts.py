@@ -179,7 +179,15 @@ class ComponentsOutput(_Out):
 
 
 # 9. release_capacity
-ReleaseAction = Literal["begin", "delete_components", "delete_endpoint", "delete_endpoint_config", "finish"]
+ReleaseAction = Literal[
+    "begin",
+    "delete_scaling",
+    "delete_alarms",
+    "delete_components",
+    "delete_endpoint",
+    "delete_endpoint_config",
+    "finish",
+]
 
 
 class ReleaseInput(_In):
@@ -211,3 +219,29 @@ class ReleaseOutput(_Out):
 def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:
     """``base * 2**attempt`` seconds, capped at ``cap`` (poll intervals that grow with the attempt)."""
     return int(min(base * 2 ** min(max(attempt, 0), 16), cap))
+
+
+# 10. scale_components: in = the ``CloudWatch Alarm State Change`` event (see capacity.logic.scaling)
+ScaleAction = Literal[
+    "ignored",
+    "scale_out_from_zero",
+    "refused_scale_out",
+    "scale_in_to_zero",
+    "cold_start_ended",
+    "release_requested_idle",
+]
+
+
+class ScaleOutput(_Out):
+    """``{"action", "reason", "request_id", "model", "from_copies", "to_copies", "failed_requests",
+    "duplicate"}``: what ``scale_components`` did with one alarm state change and why (copies are desired
+    copy counts; ``failed_requests`` counts ``NoCapacityInvocationFailures``)."""
+
+    action: ScaleAction
+    reason: str
+    request_id: str | None = None
+    model: str | None = None
+    from_copies: int | None = None
+    to_copies: int | None = None
+    failed_requests: int | None = None
+    duplicate: bool = False

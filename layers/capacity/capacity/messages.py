@@ -243,3 +243,38 @@ __all__ = [
     "ready",
     "released",
 ]
+
+
+def scaled_from_zero(
+    request_id: str, *, model: str, component: str, copies: int, failed_requests: int
+) -> SlackMessage:
+    """A model at 0 copies got requests: it is starting ``copies`` copies (requests fail meanwhile)."""
+    return SlackMessage(
+        f"*{request_id}*: model `{model}` had 0 copies and received requests; starting {copies} "
+        f"cop{'y' if copies == 1 else 'ies'} of `{component}`. {failed_requests} request(s) failed so far; "
+        "requests keep failing for the few minutes a copy takes to start."
+    )
+
+
+def cold_start_ended(request_id: str, *, model: str, failed_requests: int, minutes: float) -> SlackMessage:
+    """The cold start of a model is over: how many requests failed during it and for how long."""
+    return SlackMessage(
+        f"*{request_id}*: model `{model}` serves again. {failed_requests} request(s) failed during its "
+        f"cold start of about {minutes:.0f} minute(s)."
+    )
+
+
+def scale_out_refused(request_id: str, *, model: str, ends_at: str) -> SlackMessage:
+    """A model at 0 copies got requests in the last hour of the reservation: no copy is started."""
+    return SlackMessage(
+        f"*{request_id}*: model `{model}` has 0 copies and received requests, but the reservation ends at "
+        f"{ends_at} UTC (within the hour): no copy is started and its requests fail until then."
+    )
+
+
+def idle_release(request_id: str, *, idle_hours: int) -> SlackMessage:
+    """The endpoint served nothing for ``idle_hours``: the reservation is released (idle policy)."""
+    return SlackMessage(
+        f"*{request_id}*: the endpoint served no request for {idle_hours} hour(s); releasing it as the "
+        "request's idle policy asks (the upfront fee is already paid and is not refunded)."
+    )

@@ -115,6 +115,44 @@ class CopyCounts(BaseModel):
         return self
 
 
+class ScalingSpec(BaseModel):
+    """How one model's copies scale (Application Auto Scaling target tracking, seed 004; AWS_FACTS.md
+    "Scaling inference components").
+
+    ``target_invocations_per_copy``: ``TargetValue`` of the policy on
+    ``SageMakerInferenceComponentInvocationsPerCopy`` (invocations per copy per minute).
+    ``scale_out_cooldown_seconds`` / ``scale_in_cooldown_seconds``: ``ScaleOutCooldown`` /
+    ``ScaleInCooldown`` (AWS default 300 s). ``idle_minutes_before_zero``: with ``copies.min == 0``, the
+    idle alarm (no invocations for this many minutes) sets the copy count to 0; default
+    :data:`DEFAULT_IDLE_MINUTES`. Only allowed when the model may scale to zero.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target_invocations_per_copy: Annotated[float, Strict()] = Field(default=10.0, gt=0, le=1_000_000)
+    scale_out_cooldown_seconds: StrictInt = Field(default=300, ge=0, le=86_400)
+    scale_in_cooldown_seconds: StrictInt = Field(default=300, ge=0, le=86_400)
+    idle_minutes_before_zero: StrictInt | None = Field(default=None, ge=1, le=1440)
+
+
+DEFAULT_IDLE_MINUTES = 15
+"""Idle minutes before a model that may scale to zero goes to 0 copies, when the request does not say."""
+
+
+class IdlePolicy(BaseModel):
+    """What to do with a reservation whose endpoint serves nothing for ``idle_hours`` (1..24) hours.
+
+    ``action`` ``release``: release the whole reservation (endpoint, components, scaling) early; the
+    upfront fee is not refunded, but nothing keeps running (CloudWatch alarm periods x count must stay
+    within one day, hence at most 24 hours).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Literal["release"]
+    idle_hours: StrictInt = Field(ge=1, le=24)
+
+
 class ModelSpec(BaseModel):
     """One model to serve as an inference component.
 
@@ -133,6 +171,23 @@ class ModelSpec(BaseModel):
     cpu_cores: float = Field(default=1.0, ge=0.25, le=512)
     memory_mb: StrictInt = Field(default=1024, ge=128)
     copies: CopyCounts = Field(default_factory=lambda: CopyCounts(initial=1, min=1, max=1))
+    scaling: ScalingSpec | None = None
+
+    @property
+    def scales_to_zero(self) -> bool:
+        """True when the model may scale to 0 copies (``copies.min == 0``)."""
+        return self.copies.min == 0
+
+    @property
+    def scaling_or_default(self) -> ScalingSpec:
+        """``scaling`` or the defaults (target 10 invocations per copy, cooldowns 300 s)."""
+        return self.scaling or ScalingSpec()
+
+    @property
+    def idle_minutes(self) -> int:
+        """Idle minutes before 0 copies (``scaling.idle_minutes_before_zero``, default
+        :data:`DEFAULT_IDLE_MINUTES`)."""
+        return self.scaling_or_default.idle_minutes_before_zero or DEFAULT_IDLE_MINUTES
 
     @field_validator("name", "model_name")
     @classmethod
@@ -160,6 +215,11 @@ class ModelSpec(BaseModel):
             )
         if self.model_name is not None and self.model_data_url is not None:
             raise _problem("model_data_url goes with image; remove it when model_name is given")
+        if self.scaling is not None and self.scaling.idle_minutes_before_zero is not None and self.copies.min:
+            raise _problem(
+                f"scaling.idle_minutes_before_zero applies only to a model that may scale to zero, but "
+                f"copies.min is {self.copies.min}: set copies.min to 0 or remove idle_minutes_before_zero"
+            )
         return self
 
 
@@ -171,7 +231,8 @@ class ReservationRequest(BaseModel):
     ``earliest_start``/``latest_end`` (UTC window), ``duration_hours`` (whole days, 24..4368),
     ``regions`` (preference order), ``max_upfront_fee_usd`` (USD, required), ``approval_above_usd``
     (USD, optional), ``approval_timeout_hours`` (default 24), ``dry_run``, ``release_margin_minutes``
-    (release starts this long before the plan ends, default 60) and ``models`` (1..10).
+    (release starts this long before the plan ends, default 60), ``models`` (1..10, each with optional
+    ``scaling``) and ``idle_policy`` (optional: release after N idle hours).
 
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
@@ -193,6 +254,7 @@ class ReservationRequest(BaseModel):
     dry_run: StrictBool = False
     release_margin_minutes: StrictInt = Field(default=60, ge=5, le=1440)
     models: list[ModelSpec] = Field(min_length=1, max_length=10)
+    idle_policy: IdlePolicy | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -355,6 +417,12 @@ def derive_request_id(request: ReservationRequest) -> str:
     The same content gives the same id, so a resubmission without an id is deduplicated too.
     """
     payload = request.model_dump(mode="json", exclude={"request_id"})
+    # Fields added later are left out while unset, so requests without them keep their ids.
+    if payload.get("idle_policy") is None:
+        payload.pop("idle_policy", None)
+    for model in payload.get("models", []):
+        if model.get("scaling") is None:
+            model.pop("scaling", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

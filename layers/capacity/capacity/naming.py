@@ -88,3 +88,34 @@ def inference_component_name(request_id: str, model_name: str) -> str:
 def release_schedule_name(request_id: str) -> str:
     """The one-time EventBridge Scheduler schedule that releases the reservation."""
     return f"{base_name(request_id)}-release"
+
+
+ALARM_PREFIX = "capacity-orchestrator/"
+"""Every CloudWatch alarm the application creates starts with this (the EventBridge rule of
+``scale_components`` matches it); the next segment is :func:`base_name`, so a reservation's alarms are
+found by :func:`alarm_prefix` (``/`` cannot occur in a base name: no prefix of one id matches another)."""
+
+
+def alarm_prefix(request_id: str) -> str:
+    """``capacity-orchestrator/co-<id>/``: the prefix of every alarm of the reservation."""
+    return f"{ALARM_PREFIX}{base_name(request_id)}/"
+
+
+def no_capacity_alarm_name(request_id: str, model_name: str) -> str:
+    """The alarm on ``NoCapacityInvocationFailures`` of one model's component (scale from zero)."""
+    return f"{alarm_prefix(request_id)}{model_name}/no-capacity"
+
+
+def idle_alarm_name(request_id: str, model_name: str) -> str:
+    """The alarm on no ``Invocations`` of one model's component for N minutes (scale to zero)."""
+    return f"{alarm_prefix(request_id)}{model_name}/idle"
+
+
+def idle_release_alarm_name(request_id: str) -> str:
+    """The alarm on no ``Invocations`` of the endpoint for N hours (idle policy ``release``)."""
+    return f"{alarm_prefix(request_id)}idle-release"
+
+
+def scaling_policy_name(request_id: str, model_name: str) -> str:
+    """The target-tracking policy of one model's component (``<component>-invocations-per-copy``)."""
+    return f"{inference_component_name(request_id, model_name)}-invocations-per-copy"

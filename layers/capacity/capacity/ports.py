@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from capacity.adapters import clients
+from capacity.adapters.autoscaling import AutoScalingAdapter
+from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
@@ -91,7 +93,61 @@ class SageMakerPort(Protocol):
 
     def delete_inference_component(self, name: str) -> bool: ...
 
+    def update_inference_component_copies(self, name: str, copies: int) -> None: ...
+
     def resource_tags(self, arn: str) -> dict[str, str] | None: ...
+
+
+class AutoScalingPort(Protocol):
+    """Scalable targets and policies of inference components
+    (see :class:`~capacity.adapters.autoscaling.AutoScalingAdapter`)."""
+
+    def register_component(
+        self, component_name: str, *, min_copies: int, max_copies: int, tags: Sequence[Mapping[str, str]]
+    ) -> None: ...
+
+    def suspend_scale_in(self, component_name: str, *, suspended: bool) -> None: ...
+
+    def put_invocations_policy(
+        self,
+        component_name: str,
+        *,
+        policy_name: str,
+        target_value: float,
+        scale_in_cooldown: int,
+        scale_out_cooldown: int,
+    ) -> str: ...
+
+    def policy_names(self, component_name: str) -> list[str]: ...
+
+    def delete_policy(self, component_name: str, policy_name: str) -> bool: ...
+
+    def deregister_component(self, component_name: str) -> bool: ...
+
+    def registered(self, component_names: Sequence[str]) -> list[str]: ...
+
+
+class AlarmsPort(Protocol):
+    """CloudWatch alarms and metric sums (see :class:`~capacity.adapters.cloudwatch.AlarmsAdapter`)."""
+
+    def put_alarm(self, spec: AlarmSpec) -> None: ...
+
+    def alarm_names(self, prefix: str) -> list[str]: ...
+
+    def delete_alarms(self, names: Sequence[str]) -> None: ...
+
+    def alarm_tags(self, arn: str) -> dict[str, str] | None: ...
+
+    def metric_sum(
+        self,
+        *,
+        metric_name: str,
+        dimensions: Mapping[str, str],
+        start: datetime,
+        end: datetime,
+        period: int = 60,
+        namespace: str = ...,
+    ) -> float: ...
 
 
 class EventsPort(Protocol):
@@ -130,6 +186,8 @@ class Ports:
         ledger, offerings, events, scheduler, tasks, slack: ready-made ports (tests); default: built
             from the settings on first use (a missing variable raises ``ConfigurationError`` then).
         sagemaker: region -> SageMaker port; default :class:`SageMakerAdapter` with the cached client.
+        autoscaling: region -> Application Auto Scaling port; default :class:`AutoScalingAdapter`.
+        alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
         clock: the current UTC time.
     """
 
@@ -144,6 +202,8 @@ class Ports:
         tasks: TaskTokensPort | None = None,
         slack: NotifierPort | None = None,
         sagemaker: Callable[[str], SageMakerPort] | None = None,
+        autoscaling: Callable[[str], AutoScalingPort] | None = None,
+        alarms: Callable[[str], AlarmsPort] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
@@ -156,6 +216,10 @@ class Ports:
         self._slack = slack
         self._sagemaker_factory = sagemaker
         self._sagemaker: dict[str, SageMakerPort] = {}
+        self._autoscaling_factory = autoscaling
+        self._autoscaling: dict[str, AutoScalingPort] = {}
+        self._alarms_factory = alarms
+        self._alarms: dict[str, AlarmsPort] = {}
 
     @property
     def actor(self) -> str:
@@ -226,3 +290,17 @@ class Ports:
             factory = self._sagemaker_factory
             self._sagemaker[region] = factory(region) if factory else SageMakerAdapter(region)
         return self._sagemaker[region]
+
+    def autoscaling(self, region: str) -> AutoScalingPort:
+        """The Application Auto Scaling port for ``region`` (one per region, reused)."""
+        if region not in self._autoscaling:
+            factory = self._autoscaling_factory
+            self._autoscaling[region] = factory(region) if factory else AutoScalingAdapter(region)
+        return self._autoscaling[region]
+
+    def alarms(self, region: str) -> AlarmsPort:
+        """The CloudWatch alarms port for ``region`` (one per region, reused)."""
+        if region not in self._alarms:
+            factory = self._alarms_factory
+            self._alarms[region] = factory(region) if factory else AlarmsAdapter(region)
+        return self._alarms[region]

@@ -27,6 +27,8 @@ from botocore.exceptions import (
 from capacity.errors import RetryableAwsError
 
 if TYPE_CHECKING:
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
+    from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sagemaker import SageMakerClient
@@ -104,6 +106,18 @@ def scheduler(region: str) -> EventBridgeSchedulerClient:
 def stepfunctions(region: str) -> SFNClient:
     """A cached Step Functions client for ``region``."""
     result: SFNClient = client("stepfunctions", region)
+    return result
+
+
+def application_autoscaling(region: str) -> ApplicationAutoScalingClient:
+    """A cached Application Auto Scaling client for ``region``."""
+    result: ApplicationAutoScalingClient = client("application-autoscaling", region)
+    return result
+
+
+def cloudwatch(region: str) -> CloudWatchClient:
+    """A cached CloudWatch client for ``region``."""
+    result: CloudWatchClient = client("cloudwatch", region)
     return result
 
 

@@ -83,6 +83,10 @@ class ComponentInfo:
     status: str
     endpoint_name: str
     failure_reason: str | None = None
+    desired_copies: int | None = None
+    """``RuntimeConfig.DesiredCopyCount`` (``DescribeInferenceComponent`` only; None from listings)."""
+    current_copies: int | None = None
+    """``RuntimeConfig.CurrentCopyCount`` (``DescribeInferenceComponent`` only)."""
 
 
 def _is_not_found(exc: ClientError) -> bool:
@@ -429,7 +433,27 @@ class SageMakerAdapter:
             status=str(answer.get("InferenceComponentStatus", "")),
             endpoint_name=answer["EndpointName"],
             failure_reason=answer.get("FailureReason"),
+            desired_copies=answer.get("RuntimeConfig", {}).get("DesiredCopyCount"),
+            current_copies=answer.get("RuntimeConfig", {}).get("CurrentCopyCount"),
         )
+
+    def update_inference_component_copies(self, name: str, copies: int) -> None:
+        """``UpdateInferenceComponentRuntimeConfig(DesiredRuntimeConfig={"CopyCount": copies})``.
+
+        Raises:
+            ResourceBusy: the component is being created, updated or deleted (retry later).
+        """
+        try:
+            self._call(
+                "UpdateInferenceComponentRuntimeConfig",
+                lambda: self._client.update_inference_component_runtime_config(
+                    InferenceComponentName=name, DesiredRuntimeConfig={"CopyCount": copies}
+                ),
+            )
+        except ClientError as exc:
+            if _is_busy(exc):
+                raise ResourceBusy(f"inference component {name} is busy: {error_message(exc)}") from exc
+            raise
 
     def list_inference_components(
         self, *, endpoint_name: str | None = None, name_contains: str | None = None

@@ -11,6 +11,12 @@ Inference components (``CreateInferenceComponent``): ``Specification`` with ``Co
 ``ArtifactUrl``} (no SageMaker Model needed) or ``ModelName``, ``ComputeResourceRequirements`` from the
 request, ``RuntimeConfig.CopyCount`` = max(1, initial) (zero is reached by scaling, never at creation).
 
+Scaling (issue 4, :mod:`capacity.logic.scaling`): once every component is ``InService`` and before
+``READY``, each component is registered with Application Auto Scaling (``MinCapacity`` = ``copies.min``,
+0 included; ``MaxCapacity`` = ``copies.max``) with a target-tracking policy on
+``SageMakerInferenceComponentInvocationsPerCopy``, and the scale-to-zero / scale-from-zero / idle-release
+alarms are put.
+
 Every create is idempotent: an existing resource with the deterministic name is adopted.
 """
 
@@ -30,6 +36,7 @@ from capacity.contracts import (
 )
 from capacity.errors import ComponentFailed, EndpointFailed, ReservationCancelled, ResourceBusy
 from capacity.logic.common import ensure_owned, first_entry, load_request, post, require_purchase, states
+from capacity.logic.scaling import setup_scaling
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
@@ -159,7 +166,8 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
 
 def create_inference_components(step: ComponentsInput, ports: Ports) -> ComponentsOutput:
     """``create``: one inference component per model (adopted if it exists); ``status``: all
-    ``InService`` -> records ``READY``, puts ``ReservationReady`` and tells Slack.
+    ``InService`` -> sets up scaling and alarms, records ``READY``, puts ``ReservationReady`` and tells
+    Slack.
 
     Raises:
         ReservationNotFound: request or purchase not recorded.
@@ -216,6 +224,9 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
         )
     if all(info is not None and info.status == "InService" for info in infos.values()):
         history = _guard(ports, request.id)  # never READY after a cancel or a release
+        # Scaling before READY: a component must exist to be registered, and a reservation is not
+        # ready until it can scale (to zero and back). Upserts: a retried poll repeats them harmlessly.
+        setup_scaling(ports, request, purchase.region)
         if State.READY not in states(history):
             ports.events.put(
                 "ReservationReady",

@@ -1,6 +1,9 @@
 """Step 9, ``release_capacity``: delete what the reservation created, verify, report the cost.
 
-Order (AWS_FACTS.md): inference components, then the endpoint (SageMaker refuses to delete an endpoint
+Order (AWS_FACTS.md; issue 4): stop scale-out first (``delete_scaling``: delete the components' scaling
+policies and deregister their scalable targets, so nothing scales a component while it is deleted), then
+``delete_alarms`` (every alarm under the reservation's alarm prefix, so no alarm starts a copy again), then
+inference components, then the endpoint (SageMaker refuses to delete an endpoint
 that still hosts components, or one that is ``Creating``/``Updating``), then the endpoint config (refused
 while an endpoint uses it). Each action is idempotent; the state machine loops on ``remaining`` /
 ``next_wait_seconds`` and retries :class:`~capacity.errors.ResourceBusy`. The polls of
@@ -11,6 +14,10 @@ what is still billing, so the workflow's ``Catch`` tells a person instead of pol
 Exactly one ``RELEASED`` entry even when two releases race: ``finish`` puts a conditional ``RELEASED``
 marker item first; only its writer records the state, puts ``ReservationReleased`` and posts the
 summary. A reservation that never bought anything has nothing to release: every action is a no-op.
+
+Re-entrant with a reserve workflow still deploying: ``delete_endpoint`` deletes components that appeared
+after ``delete_components`` (and waits), and ``finish`` removes scaling and alarms once more (a deployment
+may have put them after ``delete_scaling``) before it verifies that nothing of the reservation is left.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
     CostSummary,
     LedgerEntry,
@@ -64,7 +72,8 @@ _HOURS = Decimal("0.01")
 def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     """Run one release action for ``step.request_id``.
 
-    Actions: ``begin`` (records ``RELEASING``; ``already_released`` if it was), ``delete_components``,
+    Actions: ``begin`` (records ``RELEASING``; ``already_released`` if it was), ``delete_scaling``,
+    ``delete_alarms``, ``delete_components``,
     ``delete_endpoint``, ``delete_endpoint_config``, ``finish`` (verify, record ``RELEASED`` with the
     cost summary, put ``ReservationReleased``, post the summary, delete the release schedule).
 
@@ -72,7 +81,8 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         InvalidRequest: ``begin`` got a ``detail`` that is not a valid ``ReleaseRequested`` detail.
         ResourceBusy: the endpoint is ``Creating``/``Updating`` or still has components (retry).
         ReleaseStuck: components or the endpoint still exist after :data:`MAX_POLL_ATTEMPTS` polls.
-        LeftoverResources: ``finish`` found resources tagged with the reservation.
+        LeftoverResources: ``finish`` found resources of the reservation (components, endpoint, config,
+            scalable targets, scaling policies, alarms).
         RetryableAwsError: throttling/5xx after retries.
     """
     if step.action == "begin" and step.detail is not None:
@@ -102,12 +112,25 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         return ReleaseOutput(done=False)
     if step.action == "finish":
         return _finish(step, ports, sagemaker, purchase)
+    if step.action in ("delete_scaling", "delete_alarms"):
+        models = _model_names(ports, step.request_id)
+        if step.action == "delete_scaling":
+            removed = stop_scaling(ports, step.request_id, models, purchase.region)
+        else:
+            removed = delete_alarms(ports, step.request_id, purchase.region)
+        logger.info("release of %s: %s removed %s", step.request_id, step.action, removed or "nothing")
+        return ReleaseOutput(done=True)
     actions = {
         "delete_components": _delete_components,
         "delete_endpoint": _delete_endpoint,
         "delete_endpoint_config": _delete_endpoint_config,
     }
     return actions[step.action](sagemaker, step.request_id, step.attempt)
+
+
+def _model_names(ports: Ports, request_id: str) -> list[str]:
+    request = ports.ledger.get_request(request_id)
+    return [m.name for m in request.models] if request else []
 
 
 def _poll(attempt: int, request_id: str, still: list[str]) -> ReleaseOutput:
@@ -153,6 +176,8 @@ def _delete_endpoint(sagemaker: SageMakerPort, request_id: str, attempt: int = 0
     name = endpoint_name(request_id)
     components = sagemaker.list_inference_components(endpoint_name=name)
     if components:
+        # Created after delete_components (a deployment still running): delete them too, then wait.
+        _delete_components(sagemaker, request_id)
         raise ResourceBusy(f"endpoint {name} still hosts {len(components)} inference component(s)")
     info = sagemaker.describe_endpoint(name)
     if info is None:
@@ -246,9 +271,12 @@ def cost_summary(
 
 
 def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase: Purchase) -> ReleaseOutput:
-    request = ports.ledger.get_request(step.request_id)
-    models = [m.name for m in request.models] if request else []
+    models = _model_names(ports, step.request_id)
+    # A deployment racing this release may have put scaling or alarms after delete_scaling/delete_alarms.
+    stop_scaling(ports, step.request_id, models, purchase.region)
+    delete_alarms(ports, step.request_id, purchase.region)
     left = leftovers(sagemaker, step.request_id, models)
+    left += scaling_leftovers(ports, step.request_id, models, purchase.region)
     if left:
         raise LeftoverResources(
             f"release of {step.request_id} left resources tagged with it: {', '.join(left)}"
