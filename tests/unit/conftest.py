@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -16,6 +16,7 @@ from capacity.ports import Ports
 from capacity.settings import Settings
 from moto import mock_aws
 
+from tests.unit.scaling_fakes import ScalingWorld
 from tests.unit.unit_fakes import Clock, FakeEvents, FakeScheduler, FakeSlack, FakeTasks, World
 
 REGION = "us-east-1"
@@ -97,6 +98,7 @@ class Harness:
     scheduler: FakeScheduler
     tasks: FakeTasks
     slack: FakeSlack
+    scaling: ScalingWorld = field(default_factory=ScalingWorld)
 
     @property
     def ledger(self) -> Ledger:
@@ -109,6 +111,7 @@ def harness(aws: None) -> Harness:
     clock = Clock()
     world = World()
     events, scheduler, tasks, slack = FakeEvents(), FakeScheduler(), FakeTasks(), FakeSlack()
+    scaling = ScalingWorld()
     settings = Settings.from_env()
     dynamodb = clients.dynamodb(REGION)
     ports = Ports(
@@ -120,6 +123,8 @@ def harness(aws: None) -> Harness:
         tasks=tasks,
         slack=slack,
         sagemaker=world.client,
+        autoscaling=scaling.autoscaling,
+        alarms=scaling.alarms,
         clock=clock,
     )
-    return Harness(ports, clock, world, events, scheduler, tasks, slack)
+    return Harness(ports, clock, world, events, scheduler, tasks, slack, scaling)

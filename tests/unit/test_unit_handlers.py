@@ -18,6 +18,7 @@ from capacity.models import State
 
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
+from tests.unit.scaling_fakes import ScalingWorld
 from tests.unit.unit_fakes import NOW, WINDOW_START, World, raw_offering, request_body
 
 LIMIT = 256 * 1024
@@ -28,6 +29,9 @@ def world(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """A fake SageMaker behind the handlers (``Ports`` builds ``SageMakerAdapter(region)``)."""
     fake = World()
     monkeypatch.setattr("capacity.ports.SageMakerAdapter", fake.client)
+    scaling = ScalingWorld()
+    monkeypatch.setattr("capacity.ports.AutoScalingAdapter", scaling.autoscaling)
+    monkeypatch.setattr("capacity.ports.AlarmsAdapter", scaling.alarms)
     boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="capacity-orchestrator")
     with time_machine.travel(NOW, tick=False):
         yield fake
