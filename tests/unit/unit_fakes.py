@@ -8,7 +8,7 @@ The SageMaker fake keeps the AWS behaviour the logic depends on: deterministic p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -320,6 +320,10 @@ class FakeSageMaker:
             return False
         self.set_component_status(name, "Deleting")
         return True
+
+    def update_inference_component_copies(self, name: str, copies: int) -> None:
+        self._log("UpdateInferenceComponentRuntimeConfig", name=name, copies=copies)
+        self.world.components[name] = replace(self.world.components[name], desired_copies=copies)
 
     def finish_deletions(self) -> None:
         """What SageMaker does a few minutes after the deletes: the resources disappear."""

@@ -1,0 +1,280 @@
+"""Scaling: what deployment registers, what ``scale_components`` does with alarm events, what release
+removes. The alarm events are the samples in ``events/`` (renamed to the harness's reservation)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capacity.errors import InvalidRequest
+from capacity.logic.scaling import SCALE_PREFIX, scale_components
+from capacity.models import parse_request
+from capacity.naming import idle_alarm_name, no_capacity_alarm_name
+
+from tests.unit.conftest import Harness
+from tests.unit.handler_support import invoke, load_handler
+from tests.unit.test_unit_release import PLAN_START, deployed, release
+from tests.unit.unit_fakes import NOW, FakeSageMaker, request_body
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+EU = "co-demo-1-llama-eu"
+US = "co-demo-1-llama-us"
+
+
+def alarm_event(
+    name: str, *, state: str = "ALARM", at: str = "2026-12-09T12:02:00.000+0000"
+) -> dict[str, Any]:
+    """A sample alarm event from ``events/``, renamed from eval-week-49/llama-3-8b-eu to the harness's
+    demo-1/llama-eu, with another state and time."""
+    text = (EVENTS / name).read_text()
+    text = text.replace("co-eval-week-49", "co-demo-1").replace("eval-week-49", "demo-1")
+    event: dict[str, Any] = json.loads(text.replace("llama-3-8b-eu", "llama-eu"))
+    event["detail"]["state"]["value"] = state
+    event["detail"]["state"]["timestamp"] = at
+    return event
+
+
+def copies(sm: FakeSageMaker, name: str, count: int) -> None:
+    sm.world.components[name] = replace(sm.world.components[name], desired_copies=count)
+
+
+def scale_items(h: Harness) -> list[dict[str, Any]]:
+    return h.ledger.items("demo-1", SCALE_PREFIX)
+
+
+def test_ready_registers_min_zero_as_zero_with_the_requests_policy_and_alarms(harness: Harness) -> None:
+    deployed(harness)
+    autoscaling = harness.scaling.autoscaling("us-east-1")
+    assert autoscaling.targets[EU]["min"] == 0  # 0 is a value, sent as 0
+    assert autoscaling.targets[EU]["max"] == 2
+    assert autoscaling.targets[US]["min"] == 1
+    assert autoscaling.targets[EU]["tags"] == {"capacity-orchestrator:request-id": "demo-1"}
+    assert autoscaling.policies[EU] == {
+        f"{EU}-invocations-per-copy": {
+            "target_value": 10.0,
+            "scale_in_cooldown": 300,
+            "scale_out_cooldown": 300,
+        }
+    }
+    alarms = harness.scaling.alarms("us-east-1").alarms
+    # Only llama-eu may scale to zero (copies.min 0): its two alarms, none for llama-us.
+    assert sorted(alarms) == [
+        "capacity-orchestrator/co-demo-1/llama-eu/idle",
+        "capacity-orchestrator/co-demo-1/llama-eu/no-capacity",
+    ]
+    no_capacity = alarms[no_capacity_alarm_name("demo-1", "llama-eu")]
+    assert (no_capacity.metric_name, no_capacity.statistic, no_capacity.period) == (
+        "NoCapacityInvocationFailures",
+        "Sum",
+        60,
+    )
+    assert (no_capacity.threshold, no_capacity.comparison) == (1.0, "GreaterThanOrEqualToThreshold")
+    assert dict(no_capacity.dimensions) == {"InferenceComponentName": EU}
+    idle = alarms[idle_alarm_name("demo-1", "llama-eu")]
+    assert (idle.metric_name, idle.evaluation_periods, idle.treat_missing) == ("Invocations", 15, "breaching")
+
+
+def test_request_scaling_fields_reach_the_policy_and_the_idle_alarm() -> None:
+    body = request_body()
+    body["models"][0]["scaling"] = {
+        "target_invocations_per_copy": 25.5,
+        "scale_in_cooldown_seconds": 600,
+        "scale_out_cooldown_seconds": 60,
+        "idle_minutes_before_zero": 30,
+    }
+    body["idle_policy"] = {"action": "release", "idle_hours": 6}
+    request = parse_request(body, now=NOW)
+    model = request.models[0]
+    assert model.scaling_or_default.target_invocations_per_copy == 25.5
+    assert model.idle_minutes == 30
+    assert request.idle_policy is not None
+    assert request.idle_policy.idle_hours == 6
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "phrase"),
+    [
+        ({"idle_minutes_before_zero": 10}, "models.1", "copies.min is 1"),
+        ({"target_invocations_per_copy": 0}, "models.0.scaling.target_invocations_per_copy", "more than 0"),
+        ({"scale_in_cooldown_seconds": "300"}, "models.0.scaling.scale_in_cooldown_seconds", "whole number"),
+    ],
+)
+def test_bad_scaling_fields_are_rejected_naming_the_field(
+    change: dict[str, Any], field: str, phrase: str
+) -> None:
+    body = request_body()
+    index = 1 if field == "models.1" else 0
+    body["models"][index]["scaling"] = change
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(body, now=NOW)
+    assert [(e.field, phrase in e.message) for e in caught.value.errors] == [(field, True)]
+
+
+def test_idle_policy_beyond_a_day_is_rejected() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(request_body(idle_policy={"action": "release", "idle_hours": 25}), now=NOW)
+    assert [e.field for e in caught.value.errors] == ["idle_policy.idle_hours"]
+
+
+def test_requests_without_the_new_fields_keep_their_derived_id() -> None:
+    body = request_body()
+    del body["request_id"]
+    # The id this content had before issue 4 added scaling/idle_policy (a new id would re-run old requests).
+    assert parse_request(body, now=NOW).id == "req-16afb7bd4c7140ea"
+    with_scaling = json.loads(json.dumps(body))
+    with_scaling["models"][0]["scaling"] = {"target_invocations_per_copy": 20}
+    assert parse_request(with_scaling, now=NOW).id != parse_request(body, now=NOW).id
+
+
+def test_no_capacity_alarm_starts_one_copy_counts_the_failures_and_notifies(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    harness.scaling.alarms("us-east-1").metric_sums["NoCapacityInvocationFailures"] = 3.0
+    harness.clock.now = PLAN_START + timedelta(hours=1)
+
+    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+
+    assert (out.action, out.from_copies, out.to_copies, out.failed_requests) == (
+        "scale_out_from_zero",
+        0,
+        1,
+        3,
+    )
+    assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == [
+        {"region": "us-east-1", "name": EU, "copies": 1}
+    ]
+    assert harness.scaling.autoscaling("us-east-1").targets[EU]["scale_in_suspended"] is True
+    (item,) = scale_items(harness)
+    assert item["sk"] == "SCALE#2026-12-09T12:02:00.000Z#llama-eu#no-capacity"
+    assert item["action"] == "scale_out_from_zero"
+    assert item["failed_requests"] == 3
+    assert "3 request(s) failed" in harness.slack.texts()[-1]
+
+
+def test_the_same_alarm_event_twice_scales_once(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    event = alarm_event("functions/scale_components.json")
+    first = scale_components(event, harness.ports)
+    slack_before = len(harness.slack.texts())
+    second = scale_components(event, harness.ports)
+    assert first.action == "scale_out_from_zero"
+    assert second.action == "ignored"  # the component already has its copy
+    assert len(sm.world.names("UpdateInferenceComponentRuntimeConfig")) == 1
+    assert len(scale_items(harness)) == 1
+    assert len(harness.slack.texts()) == slack_before
+
+
+def test_scale_out_is_refused_in_the_last_hour_of_the_reservation(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    harness.clock.now = PLAN_START + timedelta(hours=72) - timedelta(minutes=50)
+    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    assert out.action == "refused_scale_out"
+    assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
+    assert [i["action"] for i in scale_items(harness)] == ["refused_scale_out"]
+    assert "within the hour" in harness.slack.texts()[-1]
+
+
+def test_ok_after_a_scale_out_reports_the_cold_start_and_resumes_scale_in(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    alarms = harness.scaling.alarms("us-east-1")
+    alarms.metric_sums["NoCapacityInvocationFailures"] = 3.0
+    scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    alarms.metric_sums["NoCapacityInvocationFailures"] = 9.0
+    ok = alarm_event("functions/scale_components.json", state="OK", at="2026-12-09T12:05:00.000+0000")
+    ok["id"] = "another-delivery"
+
+    out = scale_components(ok, harness.ports)
+
+    assert (out.action, out.failed_requests) == ("cold_start_ended", 9)
+    assert harness.scaling.autoscaling("us-east-1").targets[EU]["scale_in_suspended"] is False
+    ended = scale_items(harness)[-1]
+    assert ended["cold_start_seconds"] == 180
+    assert "9 request(s) failed during its cold start of about 3 minute(s)" in harness.slack.texts()[-1]
+
+
+def test_idle_alarm_sets_zero_copies_and_an_idle_component_at_zero_is_left_alone(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 2)
+    event = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T12:21:00.000+0000")
+    out = scale_components(event, harness.ports)
+    assert (out.action, out.from_copies, out.to_copies) == ("scale_in_to_zero", 2, 0)
+    assert sm.world.components[EU].desired_copies == 0
+    event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T13:00:00.000+0000"
+    assert scale_components(event, harness.ports).action == "ignored"
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "reason"),
+    [
+        ("eventbridge_alarm_other_application.json", "ALARM", "not an alarm of this application"),
+        ("functions/scale_components.json", "INSUFFICIENT_DATA", "no action needed"),
+        ("eventbridge_alarm_idle.json", "OK", "no action needed"),
+    ],
+)
+def test_transitions_that_need_no_action_are_ignored(
+    harness: Harness, name: str, state: str, reason: str
+) -> None:
+    sm = deployed(harness)
+    out = scale_components(alarm_event(name, state=state), harness.ports)
+    assert out.action == "ignored"
+    assert reason in out.reason
+    assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
+    assert scale_items(harness) == []
+
+
+def test_no_scaling_once_the_release_began(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    release(harness, "begin", "cancelled")
+    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    assert out.action == "ignored"
+    assert "RELEASING" in out.reason
+    assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
+
+
+def test_release_removes_policies_targets_and_alarms_before_the_components(harness: Harness) -> None:
+    sm = deployed(harness)
+    autoscaling = harness.scaling.autoscaling("us-east-1")
+    alarms = harness.scaling.alarms("us-east-1")
+    for action in ("begin", "delete_scaling", "delete_alarms"):
+        release(harness, action, "cancelled")
+    assert autoscaling.targets == {}
+    assert autoscaling.policies == {}
+    assert alarms.alarms == {}
+    assert sm.world.names("DeleteInferenceComponent") == []  # components come after
+
+
+def test_finish_removes_scaling_put_late_by_a_racing_deployment(harness: Harness) -> None:
+    sm = deployed(harness)
+    for action in ("begin", "delete_scaling", "delete_alarms", "delete_components"):
+        release(harness, action, "cancelled")
+    sm.finish_deletions()
+    release(harness, "delete_endpoint")
+    sm.finish_deletions()
+    release(harness, "delete_endpoint_config")
+    # A deployment still running re-registers a target after delete_scaling (races are real):
+    harness.scaling.autoscaling("us-east-1").register_component(EU, min_copies=0, max_copies=2, tags=[])
+    out = release(harness, "finish")
+    assert out.done is True
+    assert out.summary is not None
+    assert harness.scaling.autoscaling("us-east-1").targets == {}
+
+
+def test_handler_answers_the_sample_event_json_safe(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("capacity.ports.AutoScalingAdapter", harness.scaling.autoscaling)
+    monkeypatch.setattr("capacity.ports.AlarmsAdapter", harness.scaling.alarms)
+    result = invoke(
+        load_handler("scale_components"), json.loads((EVENTS / "functions/scale_components.json").read_text())
+    )
+    # The sample's alarm does not exist in this (fake) account: ignored, and the output says why.
+    assert result["action"] == "ignored"
+    assert "carries no matching capacity-orchestrator:request-id tag" in result["reason"]
