@@ -72,6 +72,7 @@ class FakeAlarms:
     alarms: dict[str, AlarmSpec] = field(default_factory=dict)
     metric_sums: dict[str, float] = field(default_factory=dict)
     sum_queries: list[tuple[str, datetime, datetime]] = field(default_factory=list)
+    resets: list[tuple[str, str]] = field(default_factory=list)
 
     def arn(self, name: str) -> str:
         return f"arn:aws:cloudwatch:{self.region}:123456789012:alarm:{name}"
@@ -85,6 +86,9 @@ class FakeAlarms:
     def delete_alarms(self, names: Sequence[str]) -> None:
         for name in names:
             self.alarms.pop(name, None)
+
+    def reset_alarm(self, name: str, reason: str) -> None:
+        self.resets.append((name, reason))
 
     def alarm_tags(self, arn: str) -> dict[str, str] | None:
         for name, spec in self.alarms.items():

@@ -10,15 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity.contracts import ChooseInput, ComponentsInput, EndpointInput, PurchaseInput, SearchInput
 from capacity.errors import InvalidRequest
+from capacity.logic.choose import choose_offering
+from capacity.logic.deploy import create_endpoint, create_inference_components
+from capacity.logic.purchase import purchase_capacity
 from capacity.logic.scaling import SCALE_PREFIX, scale_components
+from capacity.logic.search import search_offerings
 from capacity.models import parse_request
-from capacity.naming import idle_alarm_name, no_capacity_alarm_name
+from capacity.naming import idle_alarm_name, idle_release_alarm_name, no_capacity_alarm_name
 
 from tests.unit.conftest import Harness
 from tests.unit.handler_support import invoke, load_handler
 from tests.unit.test_unit_release import PLAN_START, deployed, release
-from tests.unit.unit_fakes import NOW, FakeSageMaker, request_body
+from tests.unit.unit_fakes import NOW, FakeSageMaker, raw_offering, request_body
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 EU = "co-demo-1-llama-eu"
@@ -278,3 +283,48 @@ def test_handler_answers_the_sample_event_json_safe(
     # The sample's alarm does not exist in this (fake) account: ignored, and the output says why.
     assert result["action"] == "ignored"
     assert "carries no matching capacity-orchestrator:request-id tag" in result["reason"]
+
+
+def _deployed_with_idle_policy(h: Harness, hours: int) -> None:
+    """Like ``deployed`` but the request has ``idle_policy`` release after ``hours``."""
+    request = parse_request(request_body(idle_policy={"action": "release", "idle_hours": hours}), now=NOW)
+    h.ledger.record_request(request, actor="test")
+    h.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    search_offerings(SearchInput(request_id=request.id, region="us-east-1"), h.ports)
+    plan = choose_offering(ChooseInput(request_id=request.id), h.ports)
+    assert plan.offering is not None
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), h.ports)
+    sm = h.world.client("us-east-1")
+    h.clock.now = PLAN_START + timedelta(minutes=5)
+    create_endpoint(EndpointInput(request_id=request.id, action="create"), h.ports)
+    sm.set_endpoint_status("co-demo-1", "InService")
+    out = create_inference_components(ComponentsInput(request_id=request.id, action="create"), h.ports)
+    for name in out.component_names:
+        sm.set_component_status(name, "InService")
+    h.clock.now = PLAN_START + timedelta(minutes=20)  # READY here
+    create_inference_components(ComponentsInput(request_id=request.id, action="status"), h.ports)
+
+
+def test_idle_release_waits_for_idle_hours_after_ready_then_requests_the_release(harness: Harness) -> None:
+    _deployed_with_idle_policy(harness, hours=2)
+    alarms = harness.scaling.alarms("us-east-1")
+    name = idle_release_alarm_name("demo-1")
+    assert alarms.alarms[name].period == 3600
+    assert alarms.alarms[name].evaluation_periods == 2
+    event = alarm_event("functions/scale_components.json", at="2026-12-09T13:00:00.000+0000")
+    event["detail"]["alarmName"] = name
+    event["resources"] = [alarms.arn(name)]
+
+    early = scale_components(event, harness.ports)  # READY at 11:50, only 1.2 h ago
+
+    assert early.action == "ignored"
+    assert [n for n, _reason in alarms.resets] == [name]
+    assert "ReleaseRequested" not in harness.events.types()
+    event["id"], event["detail"]["state"]["timestamp"] = "an-hour-later", "2026-12-09T14:00:00.000+0000"
+    late = scale_components(event, harness.ports)
+    assert late.action == "release_requested_idle"
+    assert harness.events.types().count("ReleaseRequested") == 1
+    assert harness.events.puts[-1] == (
+        "ReleaseRequested",
+        {"schema_version": 1, "request_id": "demo-1", "reason": "idle"},
+    )

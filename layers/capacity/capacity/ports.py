@@ -138,6 +138,8 @@ class AlarmsPort(Protocol):
 
     def alarm_tags(self, arn: str) -> dict[str, str] | None: ...
 
+    def reset_alarm(self, name: str, reason: str) -> None: ...
+
     def metric_sum(
         self,
         *,

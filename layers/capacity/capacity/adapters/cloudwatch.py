@@ -105,6 +105,14 @@ class AlarmsAdapter:
             batch = list(names[start : start + _DELETE_BATCH])
             self._call("DeleteAlarms", lambda b=batch: self._client.delete_alarms(AlarmNames=b))  # type: ignore[misc]
 
+    def reset_alarm(self, name: str, reason: str) -> None:
+        """``SetAlarmState`` to ``OK``: CloudWatch evaluates the alarm again at its next period and sends a
+        new state-change event if it still breaches."""
+        self._call(
+            "SetAlarmState",
+            lambda: self._client.set_alarm_state(AlarmName=name, StateValue="OK", StateReason=reason[:1023]),
+        )
+
     def alarm_tags(self, arn: str) -> dict[str, str] | None:
         """``ListTagsForResource`` of an alarm ARN as a dict; None when the alarm is gone."""
         try:

@@ -25,7 +25,9 @@ no-capacity    ALARM   copy count 0 -> 1 with target-tracking scale-in suspended
 no-capacity    OK      after a scale-out from zero: resume scale-in, record and notify the cold start's
                        failed requests
 idle           ALARM   copy count -> 0
-idle-release   ALARM   put ``ReleaseRequested`` (reason ``idle``), notify
+idle-release   ALARM   put ``ReleaseRequested`` (reason ``idle``), notify; before ``idle_hours`` have passed
+                       since ``READY`` the alarm is reset to ``OK`` instead (it counted the hours before
+                       it existed as idle) and fires again an hour later
 ============== ======= ===============================================================================
 
 Anything else is ignored with a reason (other applications' alarms, other states, a component already at
@@ -47,7 +49,7 @@ from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.cloudwatch import AlarmSpec
 from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
-from capacity.logic.common import Purchase, load_purchase, post, states
+from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
 from capacity.models import ModelSpec, ReleaseRequestedDetail, ReservationRequest, State, parse_model
 from capacity.naming import (
     ALARM_PREFIX,
@@ -532,6 +534,17 @@ def _idle_release(
     policy = request.idle_policy
     if policy is None or policy.action != "release":
         return _ignore(f"reservation {request.id} has no idle policy 'release'", request.id)
+    ready = first_entry(ports.ledger.history(request.id), State.READY)
+    serving = at - ready.at if ready is not None else timedelta(0)
+    if serving < timedelta(hours=policy.idle_hours):
+        # The alarm counts the hours before it existed as idle (missing data breaches): not idle long
+        # enough yet. Back to OK, so CloudWatch evaluates it again next hour and tells us again.
+        reason = (
+            f"the endpoint has served for {serving.total_seconds() / 3600:.1f} h, less than the idle "
+            f"policy's {policy.idle_hours} h: alarm reset to OK"
+        )
+        ports.alarms(change.region).reset_alarm(change.detail.alarmName, reason)
+        return _ignore(reason, request.id)
     reason = (
         f"alarm {change.detail.alarmName}: the endpoint served no request for {policy.idle_hours} hour(s)"
     )
