@@ -30,9 +30,10 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
 	@touch $@
 
-## The main job: a real POST /reservations through the local cloud, printed as a timeline.
+## The main job: a real POST /reservations through the local cloud, printed as a timeline, with the seed's
+## two-model traffic replayed on the endpoint (report and chart in reports/).
 demo: venv
-	$(BIN)/python -m localcloud run events/api_post_reservation.json
+	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json
 
 ## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
 ## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.

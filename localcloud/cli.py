@@ -38,8 +38,10 @@ from localcloud.clock import ClockStuckError
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, describe_routes, response_summary
+from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
+from localcloud.traffic import TrafficProfile, TrafficReplay, attach
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -92,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
     run.add_argument("--max-wall-seconds", type=float, default=120.0)
     run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
+    run.add_argument(
+        "--traffic",
+        type=Path,
+        help="replay this traffic profile (JSON, e.g. events/traffic_two_models.json) against the "
+        "reservation's inference components, and write the report (see docs/localcloud.md)",
+    )
+    run.add_argument(
+        "--reports-dir",
+        type=Path,
+        default=Path("reports"),
+        help="where --traffic writes <reservation>.json and <reservation>.png (default: reports)",
+    )
 
     serve = commands.add_parser("serve", help="serve the template's Api events on 127.0.0.1")
     common(serve)
@@ -323,9 +337,15 @@ def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
 
 
 def report(
-    cloud: LocalCloud, deliveries: list[dict[str, Any]], *, verbose: bool, stuck: str | None
+    cloud: LocalCloud,
+    deliveries: list[dict[str, Any]],
+    *,
+    verbose: bool,
+    stuck: str | None,
+    after_timeline: str = "",
 ) -> tuple[str, bool]:
-    """The text printed after a run and whether the run failed."""
+    """The text printed after a run and whether the run failed (``after_timeline``: more sections, such as
+    the traffic report, printed right after the timeline)."""
     executions = cloud.executions()
     entries = cloud.timeline.entries()
     if verbose:
@@ -350,6 +370,8 @@ def report(
         f"== Timeline ({_when(cloud.clock.now())} at the end)",
         format_timeline(entries, verbose=verbose),
     ]
+    if after_timeline:
+        sections.append(after_timeline)
     sections += ["", "== Executions", format_executions(executions, cloud.stack.stack_name)]
     sections += ["", "== Billable resources left", format_billable(billable)]
     # Slack messages are already in the timeline, in full, where they were posted.
@@ -387,6 +409,7 @@ def command_run(args: argparse.Namespace) -> int:
         if kind == "unknown" and args.function is None:
             deliver(None, event, kind, bus=None, function=None)  # type: ignore[arg-type]  # raises UsageError
     start = _parse_start(args.start) if args.start else event_time(events[0]) or DEFAULT_START
+    profile = _traffic_profile(args.traffic)
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -407,7 +430,9 @@ def command_run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     stuck: str | None = None
     deliveries: list[dict[str, Any]] = []
+    traffic_text = ""
     with cloud:
+        replay = attach(cloud, profile) if profile is not None else None
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
             deliveries.append(deliver(cloud, event, kind, bus=args.bus, function=args.function))
             last = position == len(events) - 1
@@ -419,10 +444,38 @@ def command_run(args: argparse.Namespace) -> int:
             except ClockStuckError as exc:
                 stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
                 break
-        text, failed = report(cloud, deliveries, verbose=args.verbose, stuck=stuck)
+        if replay is not None and profile is not None:
+            traffic_text = traffic_report(cloud, replay, profile, args.reports_dir)
+        text, failed = report(
+            cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text
+        )
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+def _traffic_profile(path: Path | None) -> TrafficProfile | None:
+    if path is None:
+        return None
+    try:
+        return TrafficProfile.load(path)
+    except ValueError as exc:
+        raise UsageError(f"--traffic: {exc}") from exc
+
+
+def traffic_report(cloud: LocalCloud, replay: TrafficReplay, profile: TrafficProfile, directory: Path) -> str:
+    """Build the traffic report, write its JSON and PNG into ``directory``, and return the text to print
+    (an explanation instead when the replay never found the reservation's inference components)."""
+    if replay.result.deployment is None:
+        return (
+            "\n== Traffic\n  no inference component of the profile's models came into service: "
+            "nothing replayed"
+        )
+    if replay.result.ended is None:
+        replay.collect_activities()  # the run ended before the release: read what there is so far
+    built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
+    paths = write_report(built, directory)
+    return "\n" + format_report(built, paths)
 
 
 def command_serve(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -161,8 +161,12 @@ class Evaluation:
         return [value for _start, value, _count in self.periods if value is not None]
 
 
-def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> Evaluation:
-    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring)."""
+def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain: bool = True) -> Evaluation:
+    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring).
+
+    With ``explain`` False only the state is computed (``reason`` and ``reason_data`` are empty): what the
+    evaluator needs at boundaries where nothing changes, which are most of them.
+    """
     period = timedelta(seconds=spec.period)
     periods: list[tuple[datetime, float | None, float]] = []
     for back in range(spec.evaluation_periods, 0, -1):
@@ -178,6 +182,10 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> Evaluati
         flags = [value is not None and spec.breaches(value) for _start, value, _count in periods]
     else:
         flags = [spec.breaches(value) for value in present]
+    if not explain:
+        if not present and missing in ("missing", "ignore"):
+            return Evaluation(None if missing == "ignore" else "INSUFFICIENT_DATA", periods, "", "")
+        return Evaluation("ALARM" if sum(flags) >= spec.datapoints_to_alarm else "OK", periods, "", "")
     if not present and missing in ("missing", "ignore"):
         state = None if missing == "ignore" else "INSUFFICIENT_DATA"
         reason = f"Insufficient Data: {spec.evaluation_periods} datapoints were unknown."
@@ -233,7 +241,12 @@ def candidate_boundaries(
     first = _boundary(after, spec.period) + period
     found = {first}
     span = spec.evaluation_periods * period
-    for start in {_boundary(point.at, spec.period) for point in points}:
+    # ``points`` is in time order: a point whose period left the window by ``after`` adds nothing, and one
+    # after ``until`` neither (scanning only the window keeps a busy metric's evaluation O(window), not
+    # O(history), at every step).
+    low = bisect_left(points, after - span - period, key=_at)
+    high = len(points) if until is None else bisect_right(points, until, key=_at)
+    for start in {_boundary(point.at, spec.period) for point in points[low:high]}:
         found.add(start + period)
         found.add(start + period + span)
     return sorted(moment for moment in found if moment > after and (until is None or moment <= until))
@@ -315,7 +328,7 @@ class AlarmEvaluator:
                 after = self._seen[(region, alarm.name)].evaluated_until
                 state = alarm.state_value
                 for moment in candidate_boundaries(spec, points, after, earliest):
-                    result = evaluate(spec, points, moment).state
+                    result = evaluate(spec, points, moment, explain=False).state
                     if result is not None and result != state:
                         earliest = moment if earliest is None else min(earliest, moment)
                         break
@@ -336,9 +349,10 @@ class AlarmEvaluator:
                         self.on_alarm(region, alarm, as_utc(alarm.state_updated_timestamp))
                 points = self.points(backend, spec)
                 for moment in candidate_boundaries(spec, points, seen.evaluated_until, now):
-                    result = evaluate(spec, points, moment)
+                    result = evaluate(spec, points, moment, explain=False)
                     if result.state is None or result.state == alarm.state_value:
                         continue
+                    result = evaluate(spec, points, moment)
                     alarm.update_state(result.reason, result.reason_data, result.state)
                     alarm.state_updated_timestamp = moment.replace(tzinfo=None)
                     events.append(self._event(region, alarm, spec, seen))

@@ -1,0 +1,502 @@
+"""Traffic replay: end users calling the reservation's inference components, on the virtual clock.
+
+A :class:`TrafficProfile` (a JSON file in ``events/``, e.g. ``events/traffic_two_models.json``) gives, for
+each model, its request rate in requests per minute for each hour of the UTC day. Seed 004's example is two
+variants of one model, one busy 00:00-11:59 UTC (European visitors) and the other 12:00-23:59 UTC
+(American visitors).
+
+:class:`TrafficReplay` is a :class:`~localcloud.contracts.Ticker` registered with the cloud's clock, so it
+runs in discrete virtual time without busy loops:
+
+1. **Discovery.** It waits until an inference component for each model of the profile is ``InService``
+   (a component named ``<model>`` or ``...-<model>``, as the application names them), then reads each
+   component's endpoint and the reservation it belongs to (the ``capacity-orchestrator:request-id`` tag).
+2. **Batches.** Every ``batch_minutes`` (aligned on the UTC clock) each model with a non-zero rate gets
+   one batch of ``rate x batch_minutes`` requests. One of them is a real SageMaker Runtime
+   ``InvokeEndpoint`` call with ``InferenceComponentName``, through boto3 into the local cloud (the
+   emulator answers it and writes its CloudWatch datapoints, or refuses it for lack of capacity and writes a
+   ``NoCapacityInvocationFailures`` datapoint). The other ``n - 1`` requests of the batch would get the same
+   answer (the emulator's capacity does not depend on concurrency), so instead of sending them one by one
+   the replay writes, next to each datapoint the real call produced, one CloudWatch *statistic set*
+   (``SampleCount n - 1``, ``Sum value x (n - 1)``, ``Minimum = Maximum = value``) at the same timestamp.
+   Alarms (``Sum`` over 60 s) and target tracking then see exactly what ``n`` calls would have produced.
+   Requests refused for lack of capacity (``ValidationError`` "... has no capacity to process this
+   request") are counted as failures, per model and hour.
+3. **Sampling.** Every ``sample_minutes`` it records each model's ``CurrentCopyCount``
+   (``DescribeInferenceComponent``) and the endpoint's ``CurrentInstanceCount`` (``DescribeEndpoint``),
+4. **End.** When a component or the endpoint leaves service (the release deletes them), the replay stops:
+   the last sample closes the series (instances and copies 0), nothing more is sent, and the components'
+   Application Auto Scaling activities are read (``DescribeScalingActivities``).
+
+The replay's own reads (discovery, samples, activities) are exempt from injected faults (they are the
+observer, not the application); ``InvokeEndpoint`` calls are not (they stand for the end users, and an
+``insufficient_capacity`` fault on ``InvokeEndpoint`` is how a test makes them fail).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from localcloud.contracts import Due
+from localcloud.emulator import cloudwatch
+
+REQUEST_ID_TAG = "capacity-orchestrator:request-id"
+"""The tag the application puts on every resource of a reservation (its request id)."""
+
+NO_CAPACITY_PHRASE = "has no capacity to process this request"
+"""What SageMaker Runtime says when a component has no running copy (the request is a failure to count)."""
+
+_LIVE = frozenset({"InService", "Updating"})
+
+
+class ModelTraffic(BaseModel):
+    """The traffic of one model.
+
+    Attributes:
+        model: the model's name in the reservation request (its component is ``<model>`` or ``...-<model>``).
+        requests_per_minute: 24 rates, requests per minute during each UTC hour (index 0 = 00:00-00:59).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    requests_per_minute: tuple[int, ...]
+
+    @field_validator("requests_per_minute")
+    @classmethod
+    def _day(cls, rates: tuple[int, ...]) -> tuple[int, ...]:
+        if len(rates) != 24:
+            raise ValueError(f"give 24 hourly rates (00:00 to 23:00 UTC), not {len(rates)}")
+        if any(rate < 0 for rate in rates):
+            raise ValueError("rates are requests per minute: 0 or more")
+        return rates
+
+
+class TrafficProfile(BaseModel):
+    """Per-model request rates over the UTC day (loaded from JSON with :meth:`load`).
+
+    Attributes:
+        description: what the profile stands for (printed by the CLI).
+        batch_minutes: minutes of traffic per batch (a divisor of 60: batches never straddle an hour);
+            1 keeps CloudWatch's one-minute periods exact.
+        sample_minutes: virtual minutes between two samples of copies and instances (a divisor of 60).
+        models: one entry per model (distinct names).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = ""
+    batch_minutes: int = Field(default=1, ge=1, le=60)
+    sample_minutes: int = Field(default=5, ge=1, le=60)
+    models: tuple[ModelTraffic, ...] = Field(min_length=1)
+
+    @field_validator("batch_minutes", "sample_minutes")
+    @classmethod
+    def _divides_hour(cls, minutes: int) -> int:
+        if 60 % minutes:
+            raise ValueError(f"{minutes} does not divide 60 (use 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60)")
+        return minutes
+
+    @model_validator(mode="after")
+    def _distinct(self) -> TrafficProfile:
+        names = Counter(item.model for item in self.models)
+        repeated = sorted(name for name, count in names.items() if count > 1)
+        if repeated:
+            raise ValueError(f"models listed twice: {', '.join(repeated)}")
+        return self
+
+    @classmethod
+    def load(cls, path: Path) -> TrafficProfile:
+        """Read a profile from a JSON file.
+
+        Raises:
+            ValueError: unreadable, not JSON, or not a valid profile (the message names the field).
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON: {exc}") from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"{path}: not a traffic profile: {exc}") from exc
+
+    def rate(self, model: str, at: datetime) -> int:
+        """Requests per minute of ``model`` at the UTC instant ``at``.
+
+        Raises:
+            KeyError: the model is not in the profile.
+        """
+        for item in self.models:
+            if item.model == model:
+                return item.requests_per_minute[at.astimezone(UTC).hour]
+        raise KeyError(model)
+
+    def batch_size(self, model: str, start: datetime) -> int:
+        """Requests of ``model`` in the batch starting at ``start`` (rate x ``batch_minutes``)."""
+        return self.rate(model, start) * self.batch_minutes
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Copies and instances at one virtual instant.
+
+    Attributes:
+        at: tz-aware UTC.
+        copies: model -> ``CurrentCopyCount`` of its inference component.
+        desired: model -> ``DesiredCopyCount``.
+        instances: the endpoint variant's ``CurrentInstanceCount``.
+    """
+
+    at: datetime
+    copies: dict[str, int]
+    desired: dict[str, int]
+    instances: int
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the replay found: the reservation (request id), endpoint, variant, instance type, and per model
+    its inference component and per-copy needs (accelerators, CPU cores, memory MiB)."""
+
+    reservation: str
+    endpoint: str
+    variant: str
+    instance_type: str
+    components: dict[str, str]
+    requirements: dict[str, tuple[float, float, float]]
+
+
+@dataclass
+class HourCount:
+    """Requests of one model in one UTC hour: ``sent`` = ``served`` + ``failed`` (no capacity)."""
+
+    sent: int = 0
+    served: int = 0
+    failed: int = 0
+
+
+@dataclass
+class TrafficResult:
+    """Everything the replay observed (read it after the run; :mod:`localcloud.report` turns it into the
+    report).
+
+    Attributes:
+        deployment: None until the components were found.
+        started, ended: the window of traffic (virtual UTC; ``ended`` None while it runs).
+        hours: (model, start of the UTC hour) -> counts.
+        samples: oldest first; the last one (at ``ended``) has zero copies and instances.
+        activities: Application Auto Scaling activities of the components, oldest first, as
+            ``DescribeScalingActivities`` answered them (timestamps tz-aware UTC).
+        errors: other ``InvokeEndpoint`` errors (code -> count), not counted as requests.
+    """
+
+    deployment: Deployment | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    hours: dict[tuple[str, datetime], HourCount] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    activities: list[dict[str, Any]] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def totals(self, model: str) -> HourCount:
+        """Sent, served and failed requests of ``model`` over the whole replay."""
+        total = HourCount()
+        for (name, _hour), count in self.hours.items():
+            if name == model:
+                total.sent += count.sent
+                total.served += count.served
+                total.failed += count.failed
+        return total
+
+
+def _floor(at: datetime, minutes: int) -> datetime:
+    """``at`` rounded down to a multiple of ``minutes`` since midnight UTC."""
+    at = at.astimezone(UTC)
+    midnight = at.replace(hour=0, minute=0, second=0, microsecond=0)
+    step = timedelta(minutes=minutes)
+    return midnight + step * ((at - midnight) // step)
+
+
+def _next_boundary(now: datetime, minutes: int) -> datetime:
+    """The first multiple of ``minutes`` (since midnight UTC) strictly after ``now``."""
+    return _floor(now, minutes) + timedelta(minutes=minutes)
+
+
+class TrafficReplay:
+    """Replays a :class:`TrafficProfile` against the local cloud (see the module docstring).
+
+    Args:
+        cloud: a running :class:`localcloud.cloud.LocalCloud` (typed loosely: the cloud imports this
+            module's callers, not the other way round).
+        profile: the traffic.
+
+    Register it with ``cloud.clock.add_ticker(replay)`` (or use :func:`attach`); read ``replay.result``.
+    Its work is background: it never keeps ``run_until_idle`` going by itself.
+    """
+
+    def __init__(self, cloud: Any, profile: TrafficProfile) -> None:
+        self.cloud = cloud
+        self.profile = profile
+        self.result = TrafficResult()
+        # Set for real when the deployment is found (nothing is due before that).
+        self._next_batch = self._next_sample = datetime.max.replace(tzinfo=UTC)
+        self._clients: dict[str, Any] = {}
+
+    # -- Ticker ---------------------------------------------------------------------------------------
+
+    def next_due(self, now: datetime) -> Due | None:
+        """The next batch or sample while traffic runs; before that, the next minute once every model's
+        component is ``InService``; None when the replay has ended or nothing is deployed yet."""
+        if self.result.ended is not None:
+            return None
+        if self.result.deployment is None:
+            if not self._ready_components(now):
+                return None
+            return Due(now + timedelta(microseconds=1), foreground=False)
+        return Due(min(self._next_batch, self._next_sample), foreground=False)
+
+    def advance(self, now: datetime) -> None:
+        """Discover the deployment, send the batches and take the samples due at ``now``."""
+        if self.result.ended is not None:
+            return
+        if self.result.deployment is None:
+            ready = self._ready_components(now)
+            if not ready:
+                return
+            self._discover(ready, now)
+            return
+        if not self._live(now):
+            self._finish(now)
+            return
+        if now >= self._next_batch:
+            batch = _floor(now, self.profile.batch_minutes)
+            for item in self.profile.models:
+                self._send(item.model, batch)
+            self._next_batch = _next_boundary(now, self.profile.batch_minutes)
+        if now >= self._next_sample:
+            self._sample(now)
+            self._next_sample = _next_boundary(now, self.profile.sample_minutes)
+
+    def _deployment(self) -> Deployment:
+        if self.result.deployment is None:
+            raise RuntimeError("the traffic replay has not found the deployment yet")
+        return self.result.deployment
+
+    # -- discovery ------------------------------------------------------------------------------------
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self.cloud.client(service)
+        return self._clients[service]
+
+    def _component_of(self, model: str, names: list[str]) -> str | None:
+        matches = [name for name in names if name == model or name.endswith(f"-{model}")]
+        return matches[0] if len(matches) == 1 else None
+
+    def _ready_components(self, now: datetime) -> dict[str, str]:
+        """model -> component name when every model of the profile has an ``InService`` component."""
+        emulator = getattr(self.cloud, "emulator", None)
+        if emulator is None:
+            return {}
+        names = [
+            item.name
+            for item in emulator.billable_resources(self.cloud.region)
+            if item.resource_type == "inference-component" and item.status == "InService"
+        ]
+        found = {item.model: self._component_of(item.model, names) for item in self.profile.models}
+        if any(name is None for name in found.values()):
+            return {}
+        return {model: name for model, name in found.items() if name is not None}
+
+    def _discover(self, components: dict[str, str], now: datetime) -> None:
+        sagemaker = self._client("sagemaker")
+        with self.cloud.dispatcher.exempt():
+            described = {
+                model: sagemaker.describe_inference_component(InferenceComponentName=name)
+                for model, name in components.items()
+            }
+            endpoints = {answer["EndpointName"] for answer in described.values()}
+            if len(endpoints) != 1:
+                raise RuntimeError(f"the profile's models are on several endpoints: {sorted(endpoints)}")
+            endpoint = endpoints.pop()
+            variant = str(next(iter(described.values()))["VariantName"])
+            endpoint_answer = sagemaker.describe_endpoint(EndpointName=endpoint)
+            config = sagemaker.describe_endpoint_config(
+                EndpointConfigName=endpoint_answer["EndpointConfigName"]
+            )
+            tags = sagemaker.list_tags(ResourceArn=endpoint_answer["EndpointArn"])["Tags"]
+        instance_type = next(
+            str(item["InstanceType"])
+            for item in config["ProductionVariants"]
+            if item["VariantName"] == variant
+        )
+        reservation = next((tag["Value"] for tag in tags if tag["Key"] == REQUEST_ID_TAG), endpoint)
+        requirements = {}
+        for model, answer in described.items():
+            compute = answer["Specification"]["ComputeResourceRequirements"]
+            requirements[model] = (
+                float(compute.get("NumberOfAcceleratorDevicesRequired") or 0),
+                float(compute.get("NumberOfCpuCoresRequired") or 0),
+                float(compute.get("MinMemoryRequiredInMb") or 0),
+            )
+        self.result.deployment = Deployment(
+            reservation=reservation,
+            endpoint=endpoint,
+            variant=variant,
+            instance_type=instance_type,
+            components=dict(components),
+            requirements=requirements,
+        )
+        self.result.started = now
+        self._sample(now)
+        # The first batch starts at the first whole batch boundary after the components are ready.
+        self._next_batch = _next_boundary(now, self.profile.batch_minutes)
+        self._next_sample = _next_boundary(now, self.profile.sample_minutes)
+        self.cloud.timeline.add(
+            "traffic",
+            f"traffic replay started on endpoint {endpoint} for reservation {reservation}: "
+            + ", ".join(f"{model} -> {name}" for model, name in components.items()),
+        )
+
+    def _live(self, now: datetime) -> bool:
+        """True while the endpoint and every component are in service (the release has not begun)."""
+        deployment = self._deployment()
+        statuses = {
+            (item.resource_type, item.name): item.status
+            for item in self.cloud.emulator.billable_resources(self.cloud.region)
+        }
+        if statuses.get(("endpoint", deployment.endpoint)) not in _LIVE:
+            return False
+        return all(
+            statuses.get(("inference-component", name)) in _LIVE for name in deployment.components.values()
+        )
+
+    # -- traffic --------------------------------------------------------------------------------------
+
+    def _send(self, model: str, batch: datetime) -> None:
+        """One batch of ``model``: one real ``InvokeEndpoint``, the rest as statistic sets."""
+        size = self.profile.batch_size(model, batch)
+        if size == 0:
+            return
+        deployment = self._deployment()
+        metrics = cloudwatch.backend(self.cloud.account_id, self.cloud.region)
+        before = len(metrics.metric_data)
+        try:
+            self._client("sagemaker-runtime").invoke_endpoint(
+                EndpointName=deployment.endpoint,
+                InferenceComponentName=deployment.components[model],
+                ContentType="application/json",
+                Body=json.dumps({"inputs": f"traffic replay: {model}", "parameters": {"max_new_tokens": 64}}),
+            )
+            served = True
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            if NO_CAPACITY_PHRASE not in str(error.get("Message", "")):
+                self.result.errors[str(error.get("Code", "Unknown"))] += size
+                return
+            served = False
+        written = list(metrics.metric_data[before:])
+        if size > 1:
+            self._replicate(metrics, written, size - 1)
+        hour = batch.replace(minute=0, second=0, microsecond=0)
+        count = self.result.hours.setdefault((model, hour), HourCount())
+        count.sent += size
+        if served:
+            count.served += size
+        else:
+            count.failed += size
+
+    @staticmethod
+    def _replicate(metrics: Any, written: list[Any], copies: int) -> None:
+        """Write, for each datapoint one call wrote, a statistic set standing for ``copies`` more calls."""
+        for datum in written:
+            value = float(datum.value)
+            entry: dict[str, Any] = {
+                "MetricName": datum.name,
+                "Dimensions": [{"Name": item.name, "Value": item.value} for item in datum.dimensions],
+                "Timestamp": datum.timestamp,
+                "StatisticValues": {
+                    "SampleCount": float(copies),
+                    "Sum": value * copies,
+                    "Minimum": value,
+                    "Maximum": value,
+                },
+            }
+            if getattr(datum, "unit", None):
+                entry["Unit"] = datum.unit
+            metrics.put_metric_data(datum.namespace, [entry])
+
+    # -- observation ----------------------------------------------------------------------------------
+
+    def _sample(self, now: datetime) -> None:
+        deployment = self._deployment()
+        sagemaker = self._client("sagemaker")
+        copies: dict[str, int] = {}
+        desired: dict[str, int] = {}
+        with self.cloud.dispatcher.exempt():
+            for model, name in deployment.components.items():
+                runtime = sagemaker.describe_inference_component(InferenceComponentName=name).get(
+                    "RuntimeConfig", {}
+                )
+                copies[model] = int(runtime.get("CurrentCopyCount", 0))
+                desired[model] = int(runtime.get("DesiredCopyCount", 0))
+            answer = sagemaker.describe_endpoint(EndpointName=deployment.endpoint)
+        instances = sum(
+            int(item.get("CurrentInstanceCount", 0))
+            for item in answer.get("ProductionVariants", [])
+            if item.get("VariantName") == deployment.variant
+        )
+        self.result.samples.append(Sample(now, copies, desired, instances))
+
+    def collect_activities(self) -> None:
+        """Read the components' Application Auto Scaling activities into ``result.activities`` (oldest
+        first). Done once, when the replay ends (activities outlive the scalable target, as on AWS, where
+        they are kept for six weeks); call it yourself to read them while the replay still runs."""
+        deployment = self.result.deployment
+        if deployment is None:
+            return
+        autoscaling = self._client("application-autoscaling")
+        found: list[dict[str, Any]] = []
+        with self.cloud.dispatcher.exempt():
+            for name in deployment.components.values():
+                pages = autoscaling.get_paginator("describe_scaling_activities").paginate(
+                    ServiceNamespace="sagemaker",
+                    ResourceId=f"inference-component/{name}",
+                    ScalableDimension="sagemaker:inference-component:DesiredCopyCount",
+                )
+                for page in pages:
+                    found.extend(dict(activity) for activity in page.get("ScalingActivities", []))
+        found.sort(key=lambda activity: activity["StartTime"])
+        self.result.activities = found
+
+    def _finish(self, now: datetime) -> None:
+        deployment = self._deployment()
+        self.collect_activities()
+        zero = dict.fromkeys(deployment.components, 0)
+        self.result.samples.append(Sample(now, dict(zero), dict(zero), 0))
+        self.result.ended = now
+        failed = sum(count.failed for count in self.result.hours.values())
+        sent = sum(count.sent for count in self.result.hours.values())
+        self.cloud.timeline.add(
+            "traffic",
+            f"traffic replay ended (the release began): {sent} requests, "
+            f"{failed} failed for lack of capacity",
+        )
+
+
+def attach(cloud: Any, profile: TrafficProfile) -> TrafficReplay:
+    """Create a :class:`TrafficReplay` and register it with the running cloud's clock."""
+    replay = TrafficReplay(cloud, profile)
+    cloud.clock.add_ticker(replay)
+    return replay
