@@ -1,6 +1,8 @@
 """Application Auto Scaling for the ``sagemaker`` namespace: ``RegisterScalableTarget``,
 ``DeregisterScalableTarget``, ``DescribeScalableTargets``, ``PutScalingPolicy``, ``DeleteScalingPolicy``,
-``DescribeScalingPolicies``, ``DescribeScalingActivities`` (Application Auto Scaling API reference and
+``DescribeScalingPolicies``, ``DescribeScalingActivities``, and the tags of scalable targets
+(``Tags`` on the first ``RegisterScalableTarget``, ``TagResource``, ``UntagResource``,
+``ListTagsForResource``) (Application Auto Scaling API reference and
 user guide; "Automatic scaling of Amazon SageMaker AI models").
 
 Dimensions: ``sagemaker:inference-component:DesiredCopyCount`` (``ResourceId``
@@ -110,6 +112,7 @@ class ScalableTarget:
     role_arn: str
     created: datetime
     suspended: dict[str, bool] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def region(self) -> str:
@@ -168,6 +171,9 @@ class AutoScaling:
             "DeleteScalingPolicy": self.delete_policy,
             "DescribeScalingPolicies": self.describe_policies,
             "DescribeScalingActivities": self.describe_activities,
+            "TagResource": self.tag_resource,
+            "UntagResource": self.untag_resource,
+            "ListTagsForResource": self.list_tags,
         }
 
     # -- capacity of the resources --------------------------------------------------------------
@@ -291,6 +297,8 @@ class AutoScaling:
                     "amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
                 ),
                 created=now,
+                # Tags apply when the target is created; TagResource changes them later.
+                tags=dict(params.get("Tags") or {}),
             )
             self.targets[key] = target
         target.min_capacity, target.max_capacity = new_low, new_high
@@ -314,6 +322,37 @@ class AutoScaling:
             self._drop_policy(policy_key)
         del self.targets[key]
         return {}
+
+    # -- tags ("Tagging support for Application Auto Scaling": scalable targets only) ---------------
+
+    def _target_by_arn(self, arn: str) -> ScalableTarget:
+        for target in self.targets.values():
+            if target.arn == arn:
+                return target
+        raise AwsError("ResourceNotFoundException", f"Scalable target with ARN {arn} not found.")
+
+    def tag_resource(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``TagResource`` on a scalable target ARN (at most 50 tags per target)."""
+        del region, faults
+        target = self._target_by_arn(params["ResourceARN"])
+        merged = {**target.tags, **params["Tags"]}
+        if len(merged) > 50:
+            raise AwsError("TooManyTagsException", "A scalable target can have at most 50 tags.")
+        target.tags = merged
+        return {}
+
+    def untag_resource(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``UntagResource`` on a scalable target ARN."""
+        del region, faults
+        target = self._target_by_arn(params["ResourceARN"])
+        for key in params["TagKeys"]:
+            target.tags.pop(key, None)
+        return {}
+
+    def list_tags(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``ListTagsForResource`` of a scalable target ARN."""
+        del region, faults
+        return {"Tags": dict(self._target_by_arn(params["ResourceARN"]).tags)}
 
     @staticmethod
     def _target_missing(key: TargetKey) -> str:

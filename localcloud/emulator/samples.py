@@ -48,6 +48,9 @@ LIFECYCLE_ORDER: list[tuple[str, str]] = [
     ("sagemaker", "ListTags"),
     ("sagemaker-runtime", "InvokeEndpoint"),
     ("application-auto-scaling", "RegisterScalableTarget"),
+    ("application-auto-scaling", "TagResource"),
+    ("application-auto-scaling", "ListTagsForResource"),
+    ("application-auto-scaling", "UntagResource"),
     ("application-auto-scaling", "DescribeScalableTargets"),
     ("application-auto-scaling", "PutScalingPolicy"),
     ("application-auto-scaling", "DescribeScalingPolicies"),
@@ -82,6 +85,12 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
     latest_block_offering = emulator.market.latest_offering("cb-")
     reservations = list(emulator.capacity_blocks.reservations)
     aas = {"ServiceNamespace": "sagemaker", "ResourceId": RESOURCE_ID, "ScalableDimension": DIMENSION}
+    targets = list(emulator.autoscaling.targets.values())
+    target_arn = (
+        targets[-1].arn
+        if targets
+        else "arn:aws:application-autoscaling:us-east-1:123456789012:scalable-target/none"
+    )
     samples: dict[tuple[str, str], dict[str, Any]] = {
         ("sagemaker", "SearchTrainingPlanOfferings"): {
             "InstanceType": INSTANCE_TYPE,
@@ -173,7 +182,15 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
             "Body": b'{"inputs": "Hello"}',
             "ContentType": "application/json",
         },
-        ("application-auto-scaling", "RegisterScalableTarget"): {**aas, "MinCapacity": 0, "MaxCapacity": 4},
+        ("application-auto-scaling", "RegisterScalableTarget"): {
+            **aas,
+            "MinCapacity": 0,
+            "MaxCapacity": 4,
+            "Tags": {"capacity-orchestrator:request-id": "sample"},
+        },
+        ("application-auto-scaling", "TagResource"): {"ResourceARN": target_arn, "Tags": {"team": "ml"}},
+        ("application-auto-scaling", "ListTagsForResource"): {"ResourceARN": target_arn},
+        ("application-auto-scaling", "UntagResource"): {"ResourceARN": target_arn, "TagKeys": ["team"]},
         ("application-auto-scaling", "DescribeScalableTargets"): {
             "ServiceNamespace": "sagemaker",
             "ResourceIds": [RESOURCE_ID],
