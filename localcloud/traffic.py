@@ -256,14 +256,19 @@ class TrafficReplay:
     # -- Ticker ---------------------------------------------------------------------------------------
 
     def next_due(self, now: datetime) -> Due | None:
-        """The next batch or sample while traffic runs; before that, the next minute once every model's
-        component is ``InService``; None when the replay has ended or nothing is deployed yet."""
+        """The next batch or sample while traffic runs; before that, at once when every model's component is
+        ``InService``, the next minute while some component is being created, and None when the replay has
+        ended or no component exists."""
         if self.result.ended is not None:
             return None
         if self.result.deployment is None:
-            if not self._ready_components(now):
-                return None
-            return Due(now + timedelta(microseconds=1), foreground=False)
+            if self._ready_components(now):
+                return Due(now + timedelta(microseconds=1), foreground=False)
+            if self._components_exist():
+                # Components are coming (Creating): look again at the next minute. Nothing deployed at all
+                # costs no steps (a reservation that starts in a week is not polled for a week).
+                return Due(_next_boundary(now, 1), foreground=False)
+            return None
         return Due(min(self._next_batch, self._next_sample), foreground=False)
 
     def advance(self, now: datetime) -> None:
@@ -303,6 +308,13 @@ class TrafficReplay:
     def _component_of(self, model: str, names: list[str]) -> str | None:
         matches = [name for name in names if name == model or name.endswith(f"-{model}")]
         return matches[0] if len(matches) == 1 else None
+
+    def _components_exist(self) -> bool:
+        emulator = getattr(self.cloud, "emulator", None)
+        return emulator is not None and any(
+            item.resource_type == "inference-component"
+            for item in emulator.billable_resources(self.cloud.region)
+        )
 
     def _ready_components(self, now: datetime) -> dict[str, str]:
         """model -> component name when every model of the profile has an ``InService`` component."""
