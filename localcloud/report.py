@@ -24,7 +24,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -134,10 +134,11 @@ def compare(
 
 
 def _activity_reason(cause: str) -> str:
+    """Why Application Auto Scaling acted, in words (the raw ``Cause`` stays in the event's ``cause``)."""
     if "AlarmHigh" in cause:
-        return f"target tracking: invocations per copy above the target for 3 minutes ({cause})"
+        return "target tracking: invocations per copy above the target for 3 minutes (AlarmHigh)"
     if "AlarmLow" in cause:
-        return f"target tracking: invocations per copy below 90% of the target for 15 minutes ({cause})"
+        return "target tracking: invocations per copy below 90% of the target for 15 minutes (AlarmLow)"
     return cause
 
 
@@ -167,6 +168,7 @@ def scale_events(result: TrafficResult, ledger: Sequence[dict[str, Any]]) -> lis
                 "from_copies": None,
                 "to_copies": int(found.group(1)),
                 "reason": _activity_reason(str(activity.get("Cause", ""))),
+                "cause": str(activity.get("Cause", "")),
             }
         )
     for item in ledger:
@@ -346,10 +348,15 @@ def draw_chart(report: dict[str, Any], path: Path) -> None:
 
 
 def format_report(
-    report: dict[str, Any], paths: tuple[Path, Path] | None = None, *, every_hours: int = 3
+    report: dict[str, Any],
+    paths: tuple[Path, Path] | None = None,
+    *,
+    every_hours: int = 3,
+    all_events: bool = False,
 ) -> str:
     """The text the CLI prints: copies and instances every ``every_hours`` hours, the traffic, the scale
-    events and their reasons, the instance-hours comparison, and where the JSON and PNG are."""
+    events and their reasons (those of the first 24 hours unless ``all_events``), the instance-hours
+    comparison, and where the JSON and PNG are."""
     series = report["series"]
     models = list(series["copies"])
     lines = [
@@ -384,13 +391,18 @@ def format_report(
             f"{traffic['failed_no_capacity']} failed for lack of capacity (cold starts)"
         )
     events = report["scale_events"]
-    lines += ["", f"  Scale events: {len(events)}"]
-    for event in events:
-        change = (
-            f"{event['from_copies']} -> {event['to_copies']}"
-            if event["from_copies"] is not None
-            else f"-> {event['to_copies']}"
-        )
+    # The first day of events shows the daily pattern; the JSON has them all.
+    day_end = _iso(_parse(report["window"]["start"]) + timedelta(hours=24))
+    shown = events if all_events else [event for event in events if event["at"] < day_end]
+    more = f" (the first 24 hours: {len(shown)}; all in the JSON)" if len(shown) < len(events) else ""
+    lines += ["", f"  Scale events: {len(events)}{more}"]
+    for event in shown:
+        if event["from_copies"] is None or event["to_copies"] is None:
+            change = f"-> {event['to_copies']}" if event["to_copies"] is not None else ""
+        elif event["from_copies"] == event["to_copies"]:
+            change = f"(at {event['to_copies']})"
+        else:
+            change = f"{event['from_copies']} -> {event['to_copies']}"
         who = event["model"] or "(endpoint)"
         lines.append(f"  {event['at']}  {who}  {event['action']} {change}: {event['reason']}")
     comparison = report["instance_hours"]

@@ -169,9 +169,16 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
     """
     period = timedelta(seconds=spec.period)
     periods: list[tuple[datetime, float | None, float]] = []
+    # One search for the window's first point, then a walk: ``points`` is in time order.
+    index = bisect_left(points, at - spec.evaluation_periods * period, key=_at)
     for back in range(spec.evaluation_periods, 0, -1):
         start = at - back * period
-        inside = points[bisect_left(points, start, key=_at) : bisect_left(points, start + period, key=_at)]
+        end = start + period
+        stop = index
+        while stop < len(points) and points[stop].at < end:
+            stop += 1
+        inside = points[index:stop]
+        index = stop
         value = statistic(inside, spec.statistic) if inside else None
         periods.append((start, value, sum(point.sample_count for point in inside)))
     present = [value for _start, value, _count in periods if value is not None]
