@@ -471,9 +471,11 @@ def traffic_report(cloud: LocalCloud, replay: TrafficReplay, profile: TrafficPro
             "\n== Traffic\n  no inference component of the profile's models came into service: "
             "nothing replayed"
         )
-    if replay.result.ended is None:
-        replay.collect_activities()  # the run ended before the release: read what there is so far
-    built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
+    replay.close()  # a run that ended before the release: sample once more and read the activities
+    try:
+        built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
+    except ValueError as exc:
+        return f"\n== Traffic\n  no report: {exc}"
     paths = write_report(built, directory)
     return "\n" + format_report(built, paths)
 

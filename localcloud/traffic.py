@@ -264,9 +264,9 @@ class TrafficReplay:
         if self.result.deployment is None:
             if self._ready_components(now):
                 return Due(now + timedelta(microseconds=1), foreground=False)
-            if self._components_exist():
-                # Components are coming (Creating): look again at the next minute. Nothing deployed at all
-                # costs no steps (a reservation that starts in a week is not polled for a week).
+            if self._components_creating():
+                # Components are coming: look again at the next minute. Nothing being created costs no
+                # steps (a reservation that starts in a week is not polled for a week).
                 return Due(_next_boundary(now, 1), foreground=False)
             return None
         return Due(min(self._next_batch, self._next_sample), foreground=False)
@@ -309,10 +309,10 @@ class TrafficReplay:
         matches = [name for name in names if name == model or name.endswith(f"-{model}")]
         return matches[0] if len(matches) == 1 else None
 
-    def _components_exist(self) -> bool:
+    def _components_creating(self) -> bool:
         emulator = getattr(self.cloud, "emulator", None)
         return emulator is not None and any(
-            item.resource_type == "inference-component"
+            item.resource_type == "inference-component" and item.status == "Creating"
             for item in emulator.billable_resources(self.cloud.region)
         )
 
@@ -470,6 +470,16 @@ class TrafficReplay:
             if item.get("VariantName") == deployment.variant
         )
         self.result.samples.append(Sample(now, copies, desired, instances))
+
+    def close(self) -> None:
+        """For a run that ends before the release: take a last sample now (if the last one is older) and
+        read the activities, so the report covers the run. Nothing to do once the replay has ended."""
+        if self.result.deployment is None or self.result.ended is not None:
+            return
+        now = self.cloud.now()
+        if not self.result.samples or self.result.samples[-1].at < now:
+            self._sample(now)
+        self.collect_activities()
 
     def collect_activities(self) -> None:
         """Read the components' Application Auto Scaling activities into ``result.activities`` (oldest
