@@ -417,10 +417,14 @@ class AlarmEvaluator:
         self, region: str, alarm_name: str, now: datetime
     ) -> tuple[Any, AlarmSpec, Evaluation] | None:
         """A moto alarm, its spec and its evaluation at the last boundary before ``now`` (for Application
-        Auto Scaling, which acts on the alarm's metric value)."""
+        Auto Scaling, which acts on the alarm's metric value: the evaluation has no reason text)."""
         backend = cloudwatch.backend(self.ctx.account_id, region)
         alarm = backend.alarms.get(alarm_name)
         spec = spec_of(alarm) if alarm is not None else None
         if alarm is None or spec is None:
             return None
-        return alarm, spec, evaluate(spec, self.points(backend, spec), _boundary(now, spec.period))
+        return (
+            alarm,
+            spec,
+            evaluate(spec, self.points(backend, spec), _boundary(now, spec.period), explain=False),
+        )
