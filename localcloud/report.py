@@ -320,18 +320,20 @@ def draw_chart(report: dict[str, Any], path: Path) -> None:
         for model, copies in series["copies"].items():
             top.step(times, copies, where="post", label=model, linewidth=1.6)
         top.set_ylabel("copies (CurrentCopyCount)")
-        top.legend(loc="upper right")
+        top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
         top.grid(alpha=0.3)
         top.set_ylim(bottom=0)
         top.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.step(times, series["instances"], where="post", color="black", linewidth=1.6, label="shared")
+        bottom.step(
+            times, series["instances"], where="post", color="black", linewidth=1.6, label="shared endpoint"
+        )
         comparison = report["instance_hours"]
         dedicated = sum(item["instances"] for item in comparison["models"].values())
-        bottom.axhline(dedicated, color="tab:red", linestyle="--", label="dedicated endpoints (sum)")
+        bottom.axhline(dedicated, color="tab:red", linestyle="--", label="dedicated\nendpoints (sum)")
         bottom.set_ylabel("instances")
         bottom.set_ylim(0, max([dedicated, *series["instances"]]) + 1)
         bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.legend(loc="upper right")
+        bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
         bottom.grid(alpha=0.3)
         bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
         bottom.set_xlabel("UTC")
