@@ -4,6 +4,8 @@
   ``ReservationRequested`` on the bus once per ``request_id`` (Powertools idempotency keyed on the
   request id, table env ``IDEMPOTENCY_TABLE``): a repeated POST answers the same body and puts nothing.
 - ``GET /reservations/{id}``: the ledger history and the current state.
+- ``GET /reservations?status=&limit=&next_token=``: the reservations, newest first, optionally only those
+  whose current state is ``status`` (ledger GSI ``listing``; ``next_token`` is opaque).
 - ``POST /reservations/{id}/approval``: ``SendTaskSuccess``/``SendTaskFailure`` (error
   ``ApprovalRejected``) with the stored task token.
 - ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
@@ -13,7 +15,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import json
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -29,8 +34,23 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from capacity.adapters import clients
-from capacity.errors import DuplicateRequest, NotAwaitingApproval, ReservationClosed, ReservationNotFound
-from capacity.ledger import APPROVAL, APPROVAL_DECISION, CANCEL_REQUESTED, PURCHASE, REQUEST, SUBMITTED
+from capacity.errors import (
+    DuplicateRequest,
+    FieldError,
+    InvalidRequest,
+    NotAwaitingApproval,
+    ReservationClosed,
+    ReservationNotFound,
+)
+from capacity.ledger import (
+    APPROVAL,
+    APPROVAL_DECISION,
+    CANCEL_REQUESTED,
+    LISTING,
+    PURCHASE,
+    REQUEST,
+    SUBMITTED,
+)
 from capacity.logic.common import final_state, states
 from capacity.models import (
     ReleaseRequestedDetail,
@@ -42,8 +62,13 @@ from capacity.models import (
 )
 from capacity.ports import Ports
 from capacity.settings import Settings
+from capacity.timeutil import iso_z, parse_utc
 
 IDEMPOTENCY_TTL = timedelta(days=7)
+MAX_LIST_LIMIT = 100
+_TOKEN_KEYS = frozenset({"request_id", "sk", "listing", "written_at"})
+_SCAN_FACTOR = 10
+"""A filtered listing reads at most ``limit * 10`` reservations per call, then answers with a token."""
 
 
 def links(request_id: str) -> dict[str, str]:
@@ -274,3 +299,82 @@ def caller(event: Mapping[str, Any]) -> str:
     context = event.get("requestContext") or {}
     identity = context.get("identity") or {}
     return str(identity.get("userArn") or identity.get("caller") or identity.get("user") or "api")
+
+
+def _encode_token(item: Mapping[str, Any]) -> str:
+    key = {name: str(item[name]) for name in sorted(_TOKEN_KEYS)}
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> dict[str, str]:
+    message = "is not a token this API issued: pass next_token from the previous page as is"
+    problem = InvalidRequest([FieldError("next_token", message)])
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise problem from exc
+    if (
+        not isinstance(key, dict)
+        or set(key) != _TOKEN_KEYS
+        or not all(isinstance(v, str) for v in key.values())
+        or key["listing"] != LISTING
+        or key["sk"] != REQUEST
+    ):
+        raise problem
+    return key
+
+
+def _listed(item: Mapping[str, Any], state: State | None) -> dict[str, Any]:
+    request = item.get("request") or {}
+    return {
+        "request_id": str(item["request_id"]),
+        "state": state.value if state else None,
+        "requester": request.get("requester"),
+        "instance_type": request.get("instance_type"),
+        "instance_count": request.get("instance_count"),
+        "earliest_start": request.get("earliest_start"),
+        "duration_hours": request.get("duration_hours"),
+        "dry_run": bool(request.get("dry_run", False)),
+        "created_at": iso_z(parse_utc(str(item["written_at"]))),
+        "links": links(str(item["request_id"])),
+    }
+
+
+def list_reservations(
+    ports: Ports, *, status: State | None = None, limit: int = 20, next_token: str | None = None
+) -> dict[str, Any]:
+    """The reservations, newest first, optionally only those whose current state is ``status``.
+
+    Args:
+        status: keep only reservations currently in this state (their latest ledger state).
+        limit: at most this many per page (1..100).
+        next_token: from the previous page; opaque.
+
+    Returns:
+        ``{"reservations": [{"request_id", "state", "requester", "instance_type", "instance_count",
+        "earliest_start", "duration_hours", "dry_run", "created_at", "links"}], "next_token"}``;
+        ``next_token`` is None after the last page. With ``status`` a page may hold fewer than ``limit``
+        reservations (at most ``10 * limit`` are examined per call) while ``next_token`` is still set.
+
+    Raises:
+        InvalidRequest: ``limit`` out of range or ``next_token`` not issued by this API.
+    """
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest([FieldError("limit", f"must be between 1 and {MAX_LIST_LIMIT}")])
+    start: dict[str, Any] | None = _decode_token(next_token) if next_token else None
+    found: list[dict[str, Any]] = []
+    examined = 0
+    while True:
+        items, last = ports.ledger.list_requests(limit=limit, start_key=start)
+        for index, item in enumerate(items):
+            examined += 1
+            state = ports.ledger.current_state(str(item["request_id"]))
+            if status is None or state is status:
+                found.append(_listed(item, state))
+            more = index < len(items) - 1 or last is not None
+            if more and (len(found) >= limit or examined >= limit * _SCAN_FACTOR):
+                return {"reservations": found, "next_token": _encode_token(item)}
+        if last is None:
+            return {"reservations": found, "next_token": None}
+        start = last
