@@ -143,3 +143,11 @@ class NameCollision(CapacityError):
 
 class ReleaseStuck(CapacityError):
     """Release polled past its deadline: resources are still deleting (names and statuses in the message)."""
+
+
+class ScheduleNotFound(CapacityError):
+    """No recurring reservation schedule with this name exists (HTTP 404)."""
+
+
+class ScheduleExists(CapacityError):
+    """A recurring reservation schedule with this name already exists (HTTP 409): delete it first."""
