@@ -19,7 +19,7 @@ import base64
 import binascii
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -52,11 +52,14 @@ from capacity.ledger import (
     SUBMITTED,
 )
 from capacity.logic.common import final_state, states
-from capacity.models import (
+from capacity.models import (  # the private ones: one wording of field errors for every door
+    _FRIENDLY,
+    _MISSING_HINT,
     ReleaseRequestedDetail,
     ReservationRequestedDetail,
     State,
     StrictBool,
+    _bound_message,
     parse_model,
     parse_request,
 )
@@ -196,7 +199,12 @@ class ApprovalDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     approved: StrictBool
-    approver: str = Field(min_length=1, max_length=128)
+    approver: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="who decides (a name or Slack user); default: the caller's IAM identity",
+    )
     reason: str | None = Field(default=None, max_length=1000)
 
 
@@ -210,25 +218,40 @@ def _latest_token(ports: Ports, request_id: str) -> str | None:
     return str(approvals[-1]["task_token"]) if approvals else None
 
 
-def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
+def decide_approval(
+    request_id: str, body: Any, ports: Ports, *, identity: str | None = None
+) -> dict[str, Any]:
     """Answer the waiting approval task with the stored token.
 
+    Args:
+        body: :class:`ApprovalDecision`.
+        identity: the caller's authenticated identity (API: the IAM ARN from the request context), recorded
+            with the decision as ``identity``; it is the approver when the body names none.
+
     Returns:
-        ``{"request_id", "approved", "status"}``.
+        ``{"request_id", "approved", "status", "approver"}``.
 
     Raises:
-        InvalidRequest: the body is invalid.
+        InvalidRequest: the body is invalid, or names no approver and there is no identity.
         ReservationNotFound: unknown reservation.
         NotAwaitingApproval: the reservation is not waiting for approval, or the task no longer waits.
     """
     decision = parse_model(ApprovalDecision, body)
+    approver = decision.approver or identity
+    if not approver:
+        raise InvalidRequest([FieldError("approver", "is required: say who approves or rejects")])
     state = ports.ledger.current_state(request_id)
     if state is None:
         raise ReservationNotFound(f"no reservation {request_id!r}")
     token = _latest_token(ports, request_id)
     if state is not State.AWAITING_APPROVAL or token is None:
         raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
-    answer = {"approved": decision.approved, "approver": decision.approver, "reason": decision.reason}
+    answer = {
+        "approved": decision.approved,
+        "approver": approver,
+        "identity": identity,
+        "reason": decision.reason,
+    }
     # The decision is recorded first, conditionally: only the caller that wrote it answers the task.
     created, stored = ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)
     if not created:
@@ -240,12 +263,13 @@ def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
     if decision.approved:
         ports.tasks.succeed(token, answer)
     else:
-        cause = f"rejected by {decision.approver}" + (f": {decision.reason}" if decision.reason else "")
+        cause = f"rejected by {approver}" + (f": {decision.reason}" if decision.reason else "")
         ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
     return {
         "request_id": request_id,
         "approved": decision.approved,
         "status": "APPROVED" if decision.approved else "REJECTED",
+        "approver": approver,
     }
 
 
@@ -378,3 +402,37 @@ def list_reservations(
         if last is None:
             return {"reservations": found, "next_token": None}
         start = last
+
+
+def validation_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldError]:
+    """Powertools' ``RequestValidationError.errors()`` (pydantic error dicts) as friendly field errors.
+
+    ``loc`` starts with ``body``, ``query`` or ``path``; the field named is the rest (``instance_count``,
+    ``models.0.memory_mb``), or the parameter (``limit``), or ``body`` for the body as a whole. Messages are
+    those of :func:`capacity.models.field_errors` (the same wording as every other door).
+    """
+    result: list[FieldError] = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        where = loc[0] if loc else ""
+        rest = loc[1:] if where in ("body", "query", "path", "header") else loc
+        field = ".".join(rest) or where or "request"
+        ctx = error.get("ctx") or {}
+        kind = str(error.get("type", ""))
+        if kind == "request_rules" and isinstance(ctx.get("problems"), list):
+            prefix = f"{field}." if rest else ""
+            result.extend(FieldError(prefix + f, m) for f, m in ctx["problems"])
+            continue
+        if kind == "missing":
+            message = _MISSING_HINT.get(field, _FRIENDLY["missing"])
+        elif kind == "json_invalid":
+            field, message = "body", f"is not valid JSON: {ctx.get('error') or error.get('msg')}"
+        else:
+            message = _bound_message(kind, ctx) or _FRIENDLY.get(kind) or _plain(str(error.get("msg", "")))
+        result.append(FieldError(field, message))
+    return result
+
+
+def _plain(message: str) -> str:
+    """pydantic's ``Value error, <ours>`` prefix removed: our validators already say what to fix."""
+    return message.removeprefix("Value error, ") or "is invalid"
