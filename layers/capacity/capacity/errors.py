@@ -145,6 +145,13 @@ class ReleaseStuck(CapacityError):
     """Release polled past its deadline: resources are still deleting (names and statuses in the message)."""
 
 
+class SlackUnauthorized(CapacityError):
+    """A request to the Slack door failed verification (signature, timestamp window or replay): HTTP 401.
+
+    The message says which check failed, never the secret or the expected signature.
+    """
+
+
 class ScheduleNotFound(CapacityError):
     """No recurring reservation schedule with this name exists (HTTP 404)."""
 
