@@ -578,6 +578,7 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
             request_id,
             {"approved": approved, "approver": approver, "reason": "pressed in Slack"},
             ports,
+            identity=approver,  # the signed request proves who pressed the button
         )
     except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
         door.respond(response_url, f"{request_id}: {exc}", ephemeral=True)
