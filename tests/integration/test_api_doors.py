@@ -122,12 +122,15 @@ def test_schedule_sample_events_create_read_list_and_delete() -> None:
         status, created = call(cloud, load("api_post_schedule.json"))
         assert status == 201
         status, again = call(cloud, load("api_post_schedule.json"))
-        assert status == 409 and "already exists" in again["message"]
+        assert status == 409
+        assert "already exists" in again["message"]
         status, read = call(cloud, load("api_get_schedule.json"))
         assert (status, read) == (200, created)
         status, listed = call(cloud, load("api_list_schedules.json"))
-        assert status == 200 and [s["name"] for s in listed["schedules"]] == ["weekly-eval"]
+        assert status == 200
+        assert [s["name"] for s in listed["schedules"]] == ["weekly-eval"]
         status, _ = call(cloud, load("api_delete_schedule.json"))
         assert status == 200
         status, gone = call(cloud, load("api_get_schedule.json"))
-        assert status == 404 and "weekly-eval" in gone["message"]
+        assert status == 404
+        assert "weekly-eval" in gone["message"]

@@ -86,7 +86,8 @@ def test_valid_expressions(expression: str) -> None:
 )
 def test_invalid_expressions_say_what_to_fix(expression: str, hint: str) -> None:
     problem = expression_problem(expression)
-    assert problem is not None and hint in problem
+    assert problem is not None
+    assert hint in problem
 
 
 def test_each_run_gets_an_id_from_the_schedule_and_the_local_date() -> None:
