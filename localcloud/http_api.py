@@ -149,7 +149,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    # TRACE and CONNECT too: API Gateway answers them like any unrouted method (403), never 501.
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+    do_TRACE = do_CONNECT = _serve  # noqa: N815
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.log is not None:
@@ -196,7 +198,7 @@ def describe_routes(routes: list[ApiRoute], port: int) -> str:
     """One line per route, as ``sam local start-api`` lists them."""
     return "\n".join(
         f"  {route.method:<6} http://127.0.0.1:{port}{route.path}  -> {route.function}"
-        + (f" (auth {route.auth}: not checked locally)" if route.auth else "")
+        + (f" (auth {route.auth}: not checked locally)" if route.auth and route.auth != "NONE" else "")
         for route in sorted(routes, key=lambda r: (r.path, r.method))
     )
 

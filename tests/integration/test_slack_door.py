@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from events.slack_signed_request import local_secret, resigned
+from events.slack_signed_request import command_body, local_secret, proxy_event, resigned
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector
 from tests.integration.support import REGIONS, START, TEMPLATE, ledger_items, states, training_plans
@@ -74,7 +74,8 @@ def test_reserve_in_slack_then_approval_by_an_approver_resumes_the_lifecycle() -
         approval = replies[-1]
         assert "Approval needed" in approval.text
         assert "<@U0REQUESTER>" in approval.text
-        assert [b["type"] for b in approval.blocks][0] == "header"
+        kinds = [b["type"] for b in approval.blocks]
+        assert (kinds[0], kinds[-2], kinds[-1]) == ("header", "actions", "context")
 
         # Someone not on the approver list presses Approve: refused, nothing changes.
         refused = cloud.api_request(_now_signed(cloud, "slack_interaction_approve_not_approver.json"))
@@ -122,3 +123,22 @@ def test_a_replayed_or_stale_slack_request_is_refused_and_puts_nothing() -> None
         cloud.run_until_idle()
         starts = [e for e in cloud.executions() if e.state_machine.endswith("ReserveCapacityStateMachine")]
         assert len(starts) == 1
+
+
+def test_plan_in_slack_answers_a_dry_run_and_buys_nothing() -> None:
+    with _cloud() as cloud:
+        body = command_body(
+            "plan 2 ml.p5.48xlarge 3d from 2026-12-06 until 2026-12-13 models=llama-eu max=12000"
+        )
+        event = proxy_event(
+            "/slack/commands", body, secret=local_secret(), timestamp=int(cloud.now().timestamp())
+        )
+        answer = cloud.api_request(event)
+        assert answer["statusCode"] == 200, answer
+        text = json.loads(answer["body"])["text"]
+        assert text.startswith("*Plan for req-")
+        assert "Pick: $" in text
+        assert text.endswith("Nothing was bought.")
+        cloud.run_until_idle()
+        assert training_plans(cloud) == []
+        assert cloud.executions() == []
