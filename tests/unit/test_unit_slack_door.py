@@ -199,7 +199,7 @@ def test_the_issue_example_parses_into_a_request() -> None:
         ("reserve 2 ml.p5.48xlarge 3d models=a max=1 colour=red", "`colour=red` is not understood"),
         ("reserve 2 ml.p5.48xlarge 3d from tuesday models=a max=1", "`from tuesday` is not a date"),
         ("reserve 2 ml.p5.48xlarge 3d models=a max=1 max=2", "`max` is given twice"),
-        ("status", "`status` takes one request id"),
+        ("status a b", "`status` takes one request id"),
     ],
 )
 def test_usage_errors_say_what_is_wrong(harness: Harness, door: Any, text: str, expected: str) -> None:
@@ -226,6 +226,11 @@ def test_status_shows_the_state_and_history(harness: Harness, door: Any) -> None
     assert text.startswith("*slack-1* is *REQUESTED*.")
     assert "REQUESTED" in text.splitlines()[-1]
     assert answer_of(command(harness, door, "status nope"))[1] == "no reservation 'nope'"
+    listed = answer_of(command(harness, door, "status"))[1]
+    assert listed.splitlines() == [
+        "*The 1 newest reservations*",
+        "• `slack-1` *REQUESTED*: 2 x ml.p5.48xlarge from 2026-12-08T11:30:00Z, by <@U0REQUESTER>",
+    ]
 
 
 def test_cancel_is_for_the_requester_or_an_approver(harness: Harness, door: Any) -> None:

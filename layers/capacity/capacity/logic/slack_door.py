@@ -67,7 +67,7 @@ USAGE = """*Usage:* `/gpu <command>`
     e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
 models=llama-eu,llama-us max=30000`
 • `/gpu plan <same as reserve>`: where is capacity, what would it cost, what would be picked (buys nothing)
-• `/gpu status <request id>`: the reservation's state and history
+• `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
 • `/gpu cancel <request id>`: release it now (the requester or an approver)
 • `/gpu help`: this help
 Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
@@ -498,7 +498,21 @@ def _one_id(args: Sequence[str], what: str) -> str:
     return args[0]
 
 
+STATUS_LIST_LIMIT = 10
+
+
 def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
+    if not args:  # the newest reservations, one line each
+        listed = api.list_reservations(ports, limit=STATUS_LIST_LIMIT)["reservations"]
+        if not listed:
+            return _ephemeral("No reservations yet. `/gpu help` shows how to make one.")
+        lines = [
+            f"• `{r['request_id']}` *{r.get('state') or 'SUBMITTED'}*: {r.get('instance_count')} x "
+            f"{r.get('instance_type')} from {r.get('earliest_start')}, "
+            f"by {messages.mention(str(r.get('requester')))}"
+            for r in listed
+        ]
+        return _ephemeral(f"*The {len(lines)} newest reservations*\n" + "\n".join(lines))
     request_id = _one_id(args, "status")
     found = api.get_reservation(request_id, ports)
     history = found.get("history") or []
