@@ -149,9 +149,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    # TRACE and CONNECT too: API Gateway answers them like any unrouted method (403), never 501.
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
-    do_TRACE = do_CONNECT = _serve  # noqa: N815
+
+    def __getattr__(self, name: str) -> Any:
+        # Any other method (TRACE, QUERY...): like API Gateway, no route -> 403, never the stdlib's 501.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.log is not None:

@@ -352,10 +352,14 @@ def unavailable(exc: RetryableAwsError) -> Response[Any]:
 
 
 def _precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """413 for a body above :data:`MAX_BODY_BYTES`, 400 for a body marked base64 that is not; else None."""
+    """400 for a body that is not JSON or is marked base64 but is not, 413 above :data:`MAX_BODY_BYTES`."""
     body = event.get("body")
     if not isinstance(body, str) or not body:
         return None
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+        return _proxy(400, "Content-Type", f"{media_type!r} is not supported: send JSON as application/json")
     raw: bytes
     if event.get("isBase64Encoded"):
         try:
