@@ -133,6 +133,8 @@ def test_a_replayed_request_is_401_the_second_time(harness: Harness, door: Any) 
     [
         ({}, "missing X-Slack-Request-Timestamp or X-Slack-Signature"),
         ({"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=00"}, "not epoch seconds"),
+        ({"X-Slack-Request-Timestamp": "9" * 40, "X-Slack-Signature": "v0=00"}, "not epoch seconds"),
+        ({"X-Slack-Request-Timestamp": "\u00b2", "X-Slack-Signature": "v0=00"}, "not epoch seconds"),
     ],
 )
 def test_missing_or_malformed_headers_are_401(

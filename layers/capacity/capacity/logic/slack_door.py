@@ -37,7 +37,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-from slack_sdk.signature import SignatureVerifier
+from slack_sdk.signature import Clock, SignatureVerifier
 
 from capacity import messages
 from capacity.adapters.slack import respond
@@ -159,8 +159,8 @@ def header(event: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-class _FixedClock:
-    """``slack_sdk.signature.Clock`` answering the door's own clock (the local cloud's is virtual)."""
+class _FixedClock(Clock):
+    """``slack_sdk``'s clock answering the door's own clock (the local cloud's is virtual)."""
 
     def __init__(self, now: datetime) -> None:
         self._now = now.timestamp()
@@ -181,12 +181,12 @@ def verify(event: Mapping[str, Any], *, signing_secret: str, now: datetime, guar
     signature = header(event, "X-Slack-Signature")
     if not timestamp or not signature:
         raise SlackUnauthorized("missing X-Slack-Request-Timestamp or X-Slack-Signature")
-    if not timestamp.isdigit():
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
         raise SlackUnauthorized("X-Slack-Request-Timestamp is not epoch seconds")
     sent = datetime.fromtimestamp(int(timestamp), UTC)
     if abs(now - sent) > SIGNATURE_WINDOW:
         raise SlackUnauthorized("the request timestamp is more than 5 minutes from now (stale or replayed)")
-    verifier = SignatureVerifier(signing_secret, clock=_FixedClock(now))  # type: ignore[arg-type]
+    verifier = SignatureVerifier(signing_secret, clock=_FixedClock(now))
     if not verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
         raise SlackUnauthorized("the request signature does not match")
     # Recorded only once the signature is valid, so forged requests cannot fill the table.
@@ -201,7 +201,7 @@ def verify(event: Mapping[str, Any], *, signing_secret: str, now: datetime, guar
 
 
 def split_words(text: str) -> list[str]:
-    """The command text as words (Slack may send non-breaking spaces or smart quotes)."""
+    """The command text as words (Slack clients may send non-breaking spaces)."""
     return text.replace("\u00a0", " ").split()
 
 
