@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -15,7 +16,7 @@ from capacity.ledger import APPROVAL, APPROVAL_DECISION, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
-from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
+from tests.unit.handler_support import ROOT, bus_queue, drain, invoke, load_handler
 from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 
 CALLER = "arn:aws:sts::123456789012:assumed-role/Approvers/carol"
@@ -193,3 +194,22 @@ def test_schedules_through_the_handler(api: tuple[Any, str, FakeTasks]) -> None:
     assert (status, body) == (200, {"name": "weekly-eval", "deleted": True})
     status, body = send(handler, event("GET", "/schedules/weekly-eval", **named))  # type: ignore[arg-type]
     assert status == 404
+
+
+def test_scheduled_request_sample_event_requests_once(aws: None) -> None:
+    handler = load_handler("scheduled_request")
+    tap = bus_queue("capacity-orchestrator")
+    run = json.loads((ROOT / "events" / "functions" / "scheduled_request.json").read_text())
+
+    with time_machine.travel(datetime(2026, 11, 30, 11, 30, 5, tzinfo=UTC), tick=False):
+        first = invoke(handler, run)
+        again = invoke(handler, run)  # Scheduler delivers at least once
+
+    assert first == again == {"request_id": "weekly-eval-2026-11-30", "status": "REQUESTED"}
+    (event,) = drain(tap)
+    request = event["detail"]["request"]
+    assert request["request_id"] == "weekly-eval-2026-11-30"
+    assert (request["earliest_start"], request["latest_end"]) == (
+        "2026-12-01T11:30:00Z",
+        "2026-12-05T11:30:00Z",
+    )
