@@ -151,8 +151,7 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
     """Search every region of the request and rank the offerings; buys and stores nothing."""
-    body = request.model_dump(mode="json", exclude={"request_id"} if request.request_id is None else set())
-    return plans.plan_reservation(body, _ports())
+    return plans.plan_reservation(request.model_dump(mode="json"), _ports())
 
 
 # ------------------------------------------------------------------------------------ reservations

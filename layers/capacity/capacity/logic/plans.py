@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from capacity.errors import RetryableAwsError
 from capacity.logic.search import find_offerings
 from capacity.models import Offering, parse_request
-from capacity.planner import Decision, decide, quota_message
+from capacity.planner import Decision, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
 
@@ -32,8 +32,8 @@ MAX_RANKED = 20
 class PlanResult(BaseModel):
     """The dry run's answer.
 
-    ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (cheapest feasible offering
-    above ``max_upfront_fee_usd``) or ``NO_OFFERING``; ``reason`` says why in a sentence (the same text the
+    ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (``recommendation``, the
+    cheapest feasible offering, is above ``max_upfront_fee_usd``) or ``NO_OFFERING`` (no recommendation); ``reason`` says why in a sentence (the same text the
     workflow would record). ``offerings`` are the feasible ones, best first (at most 20), each with
     ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
     (a fraction: the capacity pays off when used more than this share of the reserved hours);
@@ -104,17 +104,11 @@ def plan_reservation(
         and threshold is not None
         and plan.offering.upfront_fee_usd > threshold
     )
-    chosen = next(
-        (o for o in offerings if plan.offering is not None and o.offering_id == plan.offering.offering_id),
-        None,
-    )
-    if plan.decision is Decision.NO_OFFERING and quota_errors and "Quota" not in reason:
-        reason += " " + quota_message(request, quota_errors)
     return PlanResult(
         request_id=request.id,
         decision=plan.decision.value,
         reason=reason,
-        recommendation=chosen,
+        recommendation=plan.offering,
         needs_approval=needs_approval,
         offerings=rank(offerings, request.regions)[:MAX_RANKED],
         offerings_considered=plan.considered,
