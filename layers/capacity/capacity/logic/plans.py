@@ -34,7 +34,8 @@ class PlanResult(BaseModel):
 
     ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (``recommendation``, the
     cheapest feasible offering, is above ``max_upfront_fee_usd``) or ``NO_OFFERING`` (no recommendation);
-    ``reason`` says why in a sentence (the same text the workflow would record). ``offerings`` are the feasible ones, best first (at most 20), each with
+    ``reason`` says why in a sentence (the same text the workflow would record). ``offerings`` are the
+    feasible ones, best first (at most 20), each with
     ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
     (a fraction: the capacity pays off when used more than this share of the reserved hours);
     ``alternatives`` the nearest infeasible ones. ``needs_approval`` is true when buying it would wait for
