@@ -101,12 +101,20 @@ def test_reserve_in_slack_then_approval_by_an_approver_resumes_the_lifecycle() -
         decision = next(i for i in ledger_items(cloud, REQUEST_ID) if i["sk"] == "APPROVAL_DECISION")
         assert decision["approver"] == "slack:U0APPROVER"
         assert decision["approved"] is True
-        texts = [m.text for m in cloud.outbox.messages if m.kind == "chat.postMessage"]
-        assert any("is READY" in t for t in texts)
-        assert any("RELEASED" in t for t in texts)
-        threaded = [m for m in cloud.outbox.messages if m.kind == "chat.postMessage"][1:]
-        assert {m.payload.get("thread_ts") for m in threaded} == {root.ts}
         assert cloud.billable_resources() == []
+        _all_in_one_thread(cloud)
+
+
+def _all_in_one_thread(cloud: LocalCloud) -> None:
+    """Every progress message after the first is a reply under it, and the timeline shows it so."""
+    root, *replies = [m for m in cloud.outbox.messages if m.kind == "chat.postMessage"]
+    assert {m.payload.get("thread_ts") for m in replies} == {root.ts}
+    texts = [m.text for m in replies]
+    assert any("is READY" in t for t in texts)
+    assert any("RELEASED" in t for t in texts)
+    shown = [e.text for e in cloud.timeline.entries() if e.kind == "slack"]
+    assert shown[0].startswith("[chat.postMessage C0CAPACITY] RESERVATION SLACK-WEEK-49")
+    assert sum("[chat.postMessage C0CAPACITY, in thread]" in text for text in shown) == len(replies)
 
 
 def test_a_replayed_or_stale_slack_request_is_refused_and_puts_nothing() -> None:
