@@ -150,3 +150,21 @@ def test_plan_in_slack_answers_a_dry_run_and_buys_nothing() -> None:
         cloud.run_until_idle()
         assert training_plans(cloud) == []
         assert cloud.executions() == []
+
+
+def test_an_approver_schedules_from_slack_on_the_local_cloud() -> None:
+    words = "schedule weekly-eval cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000"
+    with _cloud() as cloud:
+        event = proxy_event(
+            "/slack/commands",
+            command_body(words, user_id="U0APPROVER"),
+            secret=local_secret(),
+            timestamp=int(cloud.now().timestamp()),
+        )
+        answer = cloud.api_request(event)
+        assert answer["statusCode"] == 200, answer
+        assert json.loads(answer["body"])["text"].startswith("Schedule `weekly-eval` created")
+        group = cloud.stack.physical_id("RequestScheduleGroup")
+        stored = cloud.client("scheduler").get_schedule(Name="weekly-eval", GroupName=group)
+        assert stored["ScheduleExpression"] == "cron(30 11 ? * MON *)"
+        assert "slack:U0APPROVER" in stored["Target"]["Input"]

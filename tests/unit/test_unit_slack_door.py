@@ -14,9 +14,10 @@ import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import SignatureLog
+from capacity.adapters.scheduler import RequestSchedules
 from capacity.adapters.slack import SlackMessage
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
-from capacity.logic import slack_door
+from capacity.logic import schedules, slack_door
 from capacity.logic.common import post
 from capacity.models import State, parse_request
 
@@ -413,3 +414,60 @@ def test_the_handler_verifies_with_the_secret_from_secrets_manager_and_never_log
     assert SECRET not in everything
     assert BOT_TOKEN not in everything
     assert sample("slack_command_reserve.json")["headers"]["X-Slack-Signature"] not in everything
+
+
+# ------------------------------------------------------------------------------------------ schedules
+
+
+@pytest.fixture
+def request_schedules(harness: Harness) -> RequestSchedules:
+    client = boto3.client("scheduler", region_name="us-east-1")
+    client.create_schedule_group(Name="requests")
+    store = RequestSchedules(
+        client,
+        group="requests",
+        target_arn="arn:aws:lambda:us-east-1:123456789012:function:scheduled-request",
+        role_arn="arn:aws:iam::123456789012:role/request-scheduler",
+    )
+    harness.ports._request_schedules = store
+    return store
+
+
+SCHEDULE = (
+    "schedule weekly-eval cron(30 11 ? * MON *) tz=Europe/Paris after=24 window=2d 2 ml.p5.48xlarge 1d "
+)
+SCHEDULE += "models=llama-eu max=5000"
+
+
+def test_an_approver_schedules_a_weekly_reservation(
+    harness: Harness, door: Any, request_schedules: RequestSchedules
+) -> None:
+    status, text = answer_of(command(harness, door, SCHEDULE, user="U0APPROVER"))
+    assert status == 200, text
+    assert text.startswith("Schedule `weekly-eval` created: cron(30 11 ? * MON *) (Europe/Paris)")
+    stored = schedules.get_schedule("weekly-eval", harness.ports)
+    assert (stored["start_after_hours"], stored["window_hours"]) == (24, 48)
+    assert stored["request"]["requester"] == "slack:U0APPROVER"
+    assert stored["request"]["duration_hours"] == 24
+    assert "earliest_start" not in stored["request"]
+    listed = answer_of(command(harness, door, "schedule list", user="U0STRANGER"))[1]
+    assert "• `weekly-eval` cron(30 11 ? * MON *) (Europe/Paris, ENABLED)" in listed
+    deleted = answer_of(command(harness, door, "schedule delete weekly-eval", user="U0APPROVER"))[1]
+    assert deleted.startswith("Schedule `weekly-eval` deleted")
+    assert request_schedules.get("weekly-eval") is None
+
+
+def test_only_approvers_create_schedules_and_the_words_are_checked(
+    harness: Harness, door: Any, request_schedules: RequestSchedules
+) -> None:
+    refused = answer_of(command(harness, door, SCHEDULE, user="U0STRANGER"))[1]
+    assert refused == "Only approvers may create or delete schedules."
+    assert request_schedules.get("weekly-eval") is None
+    timed = answer_of(command(harness, door, SCHEDULE + " from 2026-12-10", user="U0APPROVER"))[1]
+    assert "`from`: each run's window and request id come from the schedule" in timed
+    bad = answer_of(command(harness, door, SCHEDULE.replace("cron(30 11", "cron(30 25"), user="U0APPROVER"))[
+        1
+    ]
+    assert bad.startswith("The request is not valid:\n• `expression`:")
+    unknown = answer_of(command(harness, door, "schedule delete nope", user="U0APPROVER"))[1]
+    assert unknown == "no schedule 'nope'"

@@ -46,9 +46,11 @@ from capacity.errors import (
     NotAwaitingApproval,
     ReservationClosed,
     ReservationNotFound,
+    ScheduleExists,
+    ScheduleNotFound,
     SlackUnauthorized,
 )
-from capacity.logic import api
+from capacity.logic import api, schedules
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import iso_z
@@ -69,6 +71,10 @@ models=llama-eu,llama-us max=30000`
 • `/gpu plan <same as reserve>`: where is capacity, what would it cost, what would be picked (buys nothing)
 • `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
 • `/gpu cancel <request id>`: release it now (the requester or an approver)
+• `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
+without from/until/id>`: a recurring reservation (approvers), e.g. `/gpu schedule weekly-eval \
+cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
+`/gpu schedule list`, `/gpu schedule delete <name>`
 • `/gpu help`: this help
 Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
 existing SageMaker models (`models=name`, one inference component each); `max` is the most to pay upfront \
@@ -101,6 +107,10 @@ _FIELD_NAMES = {
     "request_id": "id",
     "regions": "regions",
     "models": "models",
+    "timezone": "tz",
+    "start_after_hours": "after",
+    "window_hours": "window",
+    "schedule_expression": "expression",
 }
 _DURATION = re.compile(r"^(\d{1,4})([dh])$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -421,6 +431,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "plan": lambda: _plan(args, ports, door, user_id=user_id),
         "status": lambda: _status(args, ports),
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
+        "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
     }
     run = handlers.get(subcommand)
     if run is None:
@@ -431,7 +442,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         return _usage(str(exc))
     except InvalidRequest as exc:
         return _ephemeral(_invalid_text(exc))
-    except (ReservationNotFound, ReservationClosed) as exc:
+    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
         return _ephemeral(str(exc))
 
 
@@ -549,6 +560,85 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     return _ephemeral(
         f"{request_id} is {result['status']}: whatever it holds is being released (the cost summary follows "
         "in its thread)."
+    )
+
+
+_SCHEDULE_OPTIONS = {"tz": "timezone", "after": "start_after_hours", "window": "window_hours"}
+
+
+def schedule_from_words(
+    words: Sequence[str], *, user_id: str, now: datetime, default_region: str
+) -> dict[str, Any]:
+    """The ``POST /schedules`` body of ``/gpu schedule <name> <expression> [tz=] [after=] [window=] <reserve
+    words>``; the expression is ``cron(...)`` (six fields, spaces allowed) or ``rate(...)``.
+
+    Raises:
+        UsageError: no name or expression, a time option in the reserve words, or an unreadable option.
+    """
+    if len(words) < 2:
+        raise UsageError("give a name and a `cron(...)` or `rate(...)` expression, then the reserve words")
+    name, first, *rest = words
+    if not first.lower().startswith(("cron(", "rate(")):
+        raise UsageError(
+            f"`{first}` is not a schedule expression: use `cron(30 11 ? * MON *)` or `rate(7 days)`"
+        )
+    parts = [first]
+    while not parts[-1].endswith(")") and rest:
+        parts.append(rest.pop(0))
+    if not parts[-1].endswith(")"):
+        raise UsageError("the schedule expression has no closing `)`")
+    body: dict[str, Any] = {"name": name, "schedule_expression": " ".join(parts), "timezone": "UTC"}
+    words_left: list[str] = []
+    for word in rest:
+        key, sep, value = word.partition("=")
+        field_name = _SCHEDULE_OPTIONS.get(key.lower()) if sep else None
+        if field_name is None:
+            words_left.append(word)
+        elif field_name == "timezone":
+            body["timezone"] = value
+        else:
+            body[field_name] = value and (_duration_hours(value) if not value.isdigit() else int(value))
+    for word in words_left:
+        if word.lower() in ("from", "until") or word.lower().startswith("id="):
+            raise UsageError(
+                f"`{word}`: each run's window and request id come from the schedule, leave it out"
+            )
+    request = request_from_words(words_left, user_id=user_id, now=now, default_region=default_region)
+    body["request"] = {
+        key: value for key, value in request.items() if key not in ("earliest_start", "latest_end")
+    }
+    return body
+
+
+def _schedule(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    action = args[0].lower() if args else "list"
+    if action == "list":
+        found = schedules.list_schedules(ports, limit=20)["schedules"]
+        if not found:
+            return _ephemeral("No schedules. `/gpu help` shows how to make one.")
+        lines = [
+            f"• `{s['name']}` {s['schedule_expression']} ({s['timezone']}, {s['state']}): "
+            f"{s['request'].get('instance_count')} x {s['request'].get('instance_type')}, "
+            f"requests `{s['request_id_pattern']}`"
+            for s in found
+        ]
+        return _ephemeral("*Schedules*\n" + "\n".join(lines))
+    if user_id not in door.approvers:  # a schedule spends money every time it fires
+        return _ephemeral("Only approvers may create or delete schedules.")
+    if action == "delete":
+        name = _one_id(args[1:], "schedule delete")
+        schedules.delete_schedule(name, ports)
+        return _ephemeral(f"Schedule `{name}` deleted; reservations it already requested are not touched.")
+    body = schedule_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
+    try:
+        view = schedules.create_schedule(body, ports, actor=f"slack:{user_id}")
+    except InvalidRequest as exc:  # name the request's fields as the reserve words do
+        raise InvalidRequest(
+            [type(e)(e.field.removeprefix("request."), e.message) for e in exc.errors]
+        ) from exc
+    return _ephemeral(
+        f"Schedule `{view['name']}` created: {view['schedule_expression']} ({view['timezone']}); each run "
+        f"requests `{view['request_id_pattern']}` (a second firing on one date reserves nothing more)."
     )
 
 
