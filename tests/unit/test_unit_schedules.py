@@ -179,6 +179,7 @@ def _run_input(time: str) -> dict[str, Any]:
     return {"schedule": spec, "scheduled_time": time, "created_by": "alice"}
 
 
+@pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")  # no Lambda context here
 def test_firing_twice_on_one_date_requests_once(harness: Harness) -> None:
     persistence = api.persistence_layer(harness.ports.settings)
     harness.clock.now = datetime(2026, 12, 7, 11, 30, tzinfo=UTC)
