@@ -36,7 +36,7 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
-EXAMPLES_PER_OPERATION = 12
+EXAMPLES_PER_OPERATION = 8
 
 
 @pytest.fixture(scope="module")
