@@ -10,6 +10,7 @@ import boto3
 import pytest
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import InvalidRequest, ScheduleExists, ScheduleNotFound
+from capacity.ledger import SUBMITTED
 from capacity.logic import api
 from capacity.logic.schedules import (
     ScheduleDefinition,
@@ -199,6 +200,9 @@ def test_firing_twice_on_one_date_requests_once(harness: Harness) -> None:
         "weekly-eval-2026-12-14",
     ]
     assert puts[0][1]["request"]["earliest_start"] == "2026-12-08T11:30:00Z"
+    submitted = harness.ledger.get("weekly-eval-2026-12-07", SUBMITTED)
+    assert submitted is not None
+    assert submitted["actor"] == "schedule:weekly-eval"
 
 
 def test_a_run_whose_start_is_past_fails_loudly(harness: Harness) -> None:

@@ -96,8 +96,11 @@ def submit_reservation(
     *,
     persistence: BasePersistenceLayer | None,
     lambda_context: LambdaContext | None = None,
+    actor: str = "api",
 ) -> dict[str, Any]:
     """Validate a request and put ``ReservationRequested`` once per ``request_id``.
+
+    ``actor`` is recorded on the ``SUBMITTED`` item (``api``, or ``schedule:<name>`` for a schedule's run).
 
     Returns:
         The 202 body ``{"request_id", "status": "REQUESTED", "links"}`` (the same for a repeated POST).
@@ -112,7 +115,7 @@ def submit_reservation(
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
         # Known from now on: a DELETE before the workflow records the request is remembered, not a 404.
-        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": "api"})
+        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": actor})
         ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
         return {
             "request_id": request["request_id"],

@@ -405,7 +405,11 @@ def run_schedule(
     request = request_for_run(run.schedule, scheduled)
     try:
         result = api.submit_reservation(
-            request, ports, persistence=persistence, lambda_context=lambda_context
+            request,
+            ports,
+            persistence=persistence,
+            lambda_context=lambda_context,
+            actor=f"schedule:{run.schedule.name}",
         )
     except DuplicateRequest:
         return {"request_id": request["request_id"], "status": "DUPLICATE"}
