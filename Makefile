@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint typecheck template unit venv sam clean serve
+.PHONY: demo test lint typecheck template unit venv sam clean serve openapi
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -40,6 +40,10 @@ demo: venv
 SPEED ?= 3600
 serve: venv
 	$(BIN)/python -m localcloud serve --speed $(SPEED)
+
+## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
+openapi: venv
+	$(BIN)/python scripts/export_openapi.py
 
 lint: venv
 	$(BIN)/ruff check .

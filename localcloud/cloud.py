@@ -596,6 +596,8 @@ class LocalCloud:
 def slack_text(message: OutboxMessage) -> str:
     """A Slack message as a person in the channel reads it: the blocks rendered as text, else ``text``."""
     where = message.channel or message.kind
+    if message.payload.get("thread_ts"):  # a reply in a reservation's thread (requests made in Slack)
+        where += ", in thread"
     rendered = render_blocks(message.blocks)
     body = rendered or message.text
     return f"[{message.kind} {where}] {body}" if body else f"[{message.kind} {where}]"

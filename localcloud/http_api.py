@@ -151,6 +151,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
 
+    def __getattr__(self, name: str) -> Any:
+        # Any other method (TRACE, QUERY...): like API Gateway, no route -> 403, never the stdlib's 501.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
+
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.log is not None:
             self.server.log(f"{self.address_string()} {format % args}")
@@ -196,7 +202,7 @@ def describe_routes(routes: list[ApiRoute], port: int) -> str:
     """One line per route, as ``sam local start-api`` lists them."""
     return "\n".join(
         f"  {route.method:<6} http://127.0.0.1:{port}{route.path}  -> {route.function}"
-        + (f" (auth {route.auth}: not checked locally)" if route.auth else "")
+        + (f" (auth {route.auth}: not checked locally)" if route.auth and route.auth != "NONE" else "")
         for route in sorted(routes, key=lambda r: (r.path, r.method))
     )
 

@@ -1,27 +1,58 @@
-"""Lambda ``api``: the REST API (API Gateway REST proxy, IAM auth) over the reservations.
+"""Lambda ``api``: the REST API (API Gateway REST proxy, IAM auth) over reservations, plans and schedules.
 
-Routes (Powertools ``APIGatewayRestResolver``):
+Powertools ``APIGatewayRestResolver`` with data validation: bodies, path and query parameters and responses
+are pydantic models, and the OpenAPI document (``docs/openapi.json``, ``make openapi``) is generated from
+this module by :func:`openapi_json`. Routes (docs/api.md):
 
-- ``POST /reservations``: validate, put ``ReservationRequested`` once per ``request_id`` -> 202
-  ``{"request_id", "status": "REQUESTED", "links"}``; 400 ``{"errors": [{"field", "message"}]}``.
-- ``GET /reservations/{id}``: history and current state; 404 when unknown.
-- ``POST /reservations/{id}/approval``: ``{"approved", "approver", "reason"}`` -> answers the waiting
-  approval task; 409 when not awaiting approval.
-- ``DELETE /reservations/{id}``: cancel -> 202, ``ReleaseRequested`` (reason ``cancelled``).
+- ``POST /plans``: dry run across regions -> 200 :class:`~capacity.logic.plans.PlanResult`; buys nothing.
+- ``POST /reservations`` -> 202 ``{"request_id", "status": "REQUESTED", "links"}``.
+- ``GET /reservations?status=&limit=&next_token=`` -> 200 one page, newest first.
+- ``GET /reservations/{request_id}`` -> 200 state, request, purchase, history.
+- ``POST /reservations/{request_id}/approval`` -> 200; the caller's IAM identity is recorded.
+- ``DELETE /reservations/{request_id}`` -> 202 cancel and release.
+- ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 
-Env: LEDGER_TABLE, EVENT_BUS_NAME, IDEMPOTENCY_TABLE.
+Errors: 400 ``{"errors": [{"field", "message"}]}`` when the request breaks the schema (types, required
+fields, bounds, field rules); 413 when the body exceeds :data:`MAX_BODY_BYTES`; 422 (same body) when it
+matches the schema but cannot be carried out (a start already in the past, a schedule's request template
+that is not a valid request, a ``next_token`` this API did not issue); 404/409 ``{"message"}``; 503
+``{"message"}`` when AWS throttles beyond retries.
+
+Env: LEDGER_TABLE, EVENT_BUS_NAME, IDEMPOTENCY_TABLE, REQUEST_SCHEDULE_GROUP,
+SCHEDULED_REQUEST_FUNCTION_ARN, REQUEST_SCHEDULER_ROLE_ARN.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from http import HTTPStatus
+from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from capacity.contracts import (
+    ApprovalResult,
+    ErrorsBody,
+    MessageBody,
+    ReservationAccepted,
+    ReservationList,
+    ReservationView,
+    ScheduleDeleted,
+    ScheduleList,
+    ScheduleView,
+)
 from capacity.errors import (
     DuplicateRequest,
     FieldError,
@@ -29,51 +60,121 @@ from capacity.errors import (
     NotAwaitingApproval,
     ReservationClosed,
     ReservationNotFound,
+    RetryableAwsError,
+    ScheduleExists,
+    ScheduleNotFound,
 )
-from capacity.logic import api
+from capacity.logic import api, plans, schedules
+from capacity.logic.api import ApprovalDecision
+from capacity.logic.plans import PlanResult
+from capacity.logic.schedules import ScheduleDefinition
+from capacity.models import ReservationRequest, State
 from capacity.ports import Ports
 from capacity.settings import Settings
 
 logger = Logger()
-app = APIGatewayRestResolver()
+app = APIGatewayRestResolver(
+    enable_validation=True,
+    response_validation_error_http_code=HTTPStatus(500),  # a response off its schema is our bug
+    json_body_deserializer=lambda text: json.loads(text, parse_float=Decimal),  # money is never a float
+)
+
+API_TITLE = "Capacity Orchestrator API"
+API_VERSION = "1.0.0"
+MAX_BODY_BYTES = 64 * 1024
+"""Bodies above 64 KiB are refused with 413 (a request with ten models is under 8 KiB)."""
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,52}$"
+
+RequestId = Annotated[
+    str, Path(pattern=REQUEST_ID_PATTERN, description="the reservation's request_id", max_length=64)
+]
+ScheduleName = Annotated[
+    str, Path(pattern=SCHEDULE_NAME_PATTERN, description="the schedule's name", max_length=53)
+]
+Limit = Annotated[int, Query(ge=1, le=100, description="at most this many items per page")]
+NextToken = Annotated[str | None, Query(max_length=2048, description="the previous page's next_token, as is")]
+
 CONFLICTS: list[type[Exception]] = [
     NotAwaitingApproval,
     ReservationClosed,
     DuplicateRequest,
     IdempotencyAlreadyInProgressError,
+    ScheduleExists,
 ]
+
+
+def _error(description: str, model: type[ErrorsBody] | type[MessageBody]) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+def _ok(description: str, model: type[Any]) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+INVALID = _error(
+    "the request breaks the schema: every problem, each naming the field and the fix", ErrorsBody
+)
+TOO_LARGE = _error(f"the body is larger than {MAX_BODY_BYTES} bytes", ErrorsBody)
+UNPROCESSABLE = _error("valid against the schema but cannot be carried out (see the messages)", ErrorsBody)
+NOT_FOUND = _error("no such reservation or schedule", MessageBody)
+CONFLICT = _error("the resource is not in a state that allows this", MessageBody)
+UNAVAILABLE = _error("AWS throttled or failed beyond retries: try again", MessageBody)
 
 
 def _ports() -> Ports:
     return Ports(Settings.from_env(require=("ledger_table",)))
 
 
-def _json(status: int, body: dict[str, Any]) -> Response[str]:
-    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+def _identity() -> str:
+    return api.caller(app.current_event.raw_event)
 
 
-def _body() -> Any:
-    """The request body as JSON (numbers with decimals as ``Decimal``: money is never a float)."""
-    try:
-        text = app.current_event.decoded_body
-    except ValueError as exc:  # binascii.Error, UnicodeDecodeError: isBase64Encoded with a bad body
-        raise InvalidRequest(
-            [FieldError("body", f"is marked base64-encoded but is not valid base64 UTF-8: {exc}")]
-        ) from exc
-    if not text:
-        raise InvalidRequest([FieldError("body", "is empty: send a JSON object")])
-    try:
-        return json.loads(text, parse_float=Decimal)
-    except ValueError as exc:
-        raise InvalidRequest([FieldError("body", f"is not valid JSON: {exc}")]) from exc
+def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
+    return Response(status_code=status, content_type="application/json", body=dict(body))
 
 
-@app.post("/reservations")
-def post_reservation() -> Response[str]:
-    """Submit a reservation request."""
+# ------------------------------------------------------------------------------------------- plans
+
+
+@app.post(
+    "/plans",
+    summary="Dry run: where is capacity, what would it cost, what would be bought",
+    responses={
+        200: _ok("ranked offerings and the recommendation; nothing is bought", PlanResult),
+        400: INVALID,
+        413: TOO_LARGE,
+        422: UNPROCESSABLE,
+        503: UNAVAILABLE,
+    },
+    tags=["plans"],
+)
+def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
+    """Search every region of the request and rank the offerings; buys and stores nothing."""
+    return plans.plan_reservation(request.model_dump(mode="json"), _ports())
+
+
+# ------------------------------------------------------------------------------------ reservations
+
+
+@app.post(
+    "/reservations",
+    summary="Request GPU capacity and the models to serve on it",
+    responses={
+        202: _ok("accepted: follow links.self", ReservationAccepted),
+        400: INVALID,
+        409: CONFLICT,
+        413: TOO_LARGE,
+        422: UNPROCESSABLE,
+        503: UNAVAILABLE,
+    },
+    tags=["reservations"],
+)
+def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response[ReservationAccepted]:
+    """Validate the request and put ``ReservationRequested`` once per ``request_id``."""
     ports = _ports()
     result = api.submit_reservation(
-        _body(),
+        request.model_dump(mode="json"),
         ports,
         persistence=api.persistence_layer(ports.settings),
         lambda_context=app.lambda_context,
@@ -82,47 +183,221 @@ def post_reservation() -> Response[str]:
     return _json(202, result)
 
 
-@app.get("/reservations/<request_id>")
-def get_reservation(request_id: str) -> Response[str]:
+@app.get(
+    "/reservations",
+    summary="List reservations, newest first",
+    responses={200: _ok("one page", ReservationList), 400: INVALID, 422: UNPROCESSABLE, 503: UNAVAILABLE},
+    tags=["reservations"],
+)
+def list_reservations(
+    status: Annotated[State | None, Query(description="only those currently in this state")] = None,
+    limit: Limit = 20,
+    next_token: NextToken = None,
+) -> ReservationList:
+    """One page of reservations (``next_token`` for the next)."""
+    page = api.list_reservations(_ports(), status=status, limit=limit, next_token=next_token)
+    return ReservationList.model_validate(page)
+
+
+@app.get(
+    "/reservations/<request_id>",
+    summary="A reservation's state, purchase and history",
+    responses={200: _ok("the reservation", ReservationView), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    tags=["reservations"],
+)
+def get_reservation(request_id: RequestId) -> ReservationView:
     """The reservation's state and history."""
     logger.set_correlation_id(request_id)
-    return _json(200, api.get_reservation(request_id, _ports()))
+    return ReservationView.model_validate(api.get_reservation(request_id, _ports()))
 
 
-@app.post("/reservations/<request_id>/approval")
-def post_approval(request_id: str) -> Response[str]:
-    """Approve or reject the pending purchase."""
+@app.post(
+    "/reservations/<request_id>/approval",
+    summary="Approve or reject the pending purchase",
+    responses={
+        200: _ok("the decision was passed to the waiting workflow", ApprovalResult),
+        400: INVALID,
+        404: NOT_FOUND,
+        409: CONFLICT,
+        413: TOO_LARGE,
+        422: UNPROCESSABLE,
+        503: UNAVAILABLE,
+    },
+    tags=["reservations"],
+)
+def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, Body()]) -> ApprovalResult:
+    """Approve or reject; the caller's IAM identity is recorded with the decision."""
     logger.set_correlation_id(request_id)
-    return _json(200, api.decide_approval(request_id, _body(), _ports()))
+    body = decision.model_dump(mode="json", exclude_none=True)
+    result = api.decide_approval(request_id, body, _ports(), identity=_identity())
+    return ApprovalResult.model_validate(result)
 
 
-@app.delete("/reservations/<request_id>")
-def delete_reservation(request_id: str) -> Response[str]:
+@app.delete(
+    "/reservations/<request_id>",
+    summary="Cancel and release now",
+    responses={
+        202: _ok("cancelled; the release is requested", ReservationAccepted),
+        400: INVALID,
+        404: NOT_FOUND,
+        409: CONFLICT,
+        503: UNAVAILABLE,
+    },
+    tags=["reservations"],
+)
+def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
     """Cancel the reservation and release whatever it holds."""
     logger.set_correlation_id(request_id)
-    actor = api.caller(app.current_event.raw_event)
-    return _json(202, api.cancel_reservation(request_id, _ports(), actor=actor))
+    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity()))
+
+
+# --------------------------------------------------------------------------------------- schedules
+
+
+@app.post(
+    "/schedules",
+    summary="Create a recurring reservation (EventBridge Scheduler)",
+    responses={
+        201: _ok("created", ScheduleView),
+        400: INVALID,
+        409: CONFLICT,
+        413: TOO_LARGE,
+        422: UNPROCESSABLE,
+        503: UNAVAILABLE,
+    },
+    tags=["schedules"],
+)
+def post_schedule(definition: Annotated[ScheduleDefinition, Body()]) -> Response[ScheduleView]:
+    """Validate the definition and its request template, then create the schedule."""
+    body = definition.model_dump(mode="json")
+    return _json(201, schedules.create_schedule(body, _ports(), actor=_identity()))
+
+
+@app.get(
+    "/schedules",
+    summary="List the recurring reservations",
+    responses={200: _ok("one page", ScheduleList), 400: INVALID, 422: UNPROCESSABLE, 503: UNAVAILABLE},
+    tags=["schedules"],
+)
+def list_schedules(limit: Limit = 20, next_token: NextToken = None) -> ScheduleList:
+    """One page of schedules, by name."""
+    return ScheduleList.model_validate(schedules.list_schedules(_ports(), limit=limit, next_token=next_token))
+
+
+@app.get(
+    "/schedules/<name>",
+    summary="One recurring reservation",
+    responses={200: _ok("the schedule", ScheduleView), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    tags=["schedules"],
+)
+def get_schedule(name: ScheduleName) -> ScheduleView:
+    """The schedule and its request template."""
+    return ScheduleView.model_validate(schedules.get_schedule(name, _ports()))
+
+
+@app.delete(
+    "/schedules/<name>",
+    summary="Delete a recurring reservation",
+    responses={200: _ok("deleted", ScheduleDeleted), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    tags=["schedules"],
+)
+def delete_schedule(name: ScheduleName) -> ScheduleDeleted:
+    """Delete the schedule; reservations it already requested are not touched."""
+    return ScheduleDeleted.model_validate(schedules.delete_schedule(name, _ports()))
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def _problems(status: int, errors: Sequence[FieldError]) -> Response[Any]:
+    return _json(status, {"errors": [error.as_dict() for error in errors]})
+
+
+@app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+def invalid_schema(exc: RequestValidationError) -> Response[Any]:
+    """400: the request breaks the schema (Powertools validation), with pydantic's errors made friendly."""
+    return _problems(400, api.validation_problems(exc.errors()))
+
+
+@app.exception_handler(RequestUnsupportedContentType)  # type: ignore[untyped-decorator]
+def unsupported_content(exc: RequestUnsupportedContentType) -> Response[Any]:
+    """400: the body is not JSON (``Content-Type`` other than ``application/json``)."""
+    message = "is not supported: send the body as JSON with Content-Type: application/json"
+    return _problems(400, [FieldError("Content-Type", message)])
 
 
 @app.exception_handler(InvalidRequest)  # type: ignore[untyped-decorator]
-def invalid(exc: InvalidRequest) -> Response[str]:
-    """400 with every problem, each naming the field and the fix."""
-    return _json(400, {"errors": [error.as_dict() for error in exc.errors]})
+def unprocessable(exc: InvalidRequest) -> Response[Any]:
+    """422: the request matched the schema but the logic cannot carry it out (the messages say why)."""
+    return _problems(422, exc.errors)
 
 
-@app.exception_handler(ReservationNotFound)  # type: ignore[untyped-decorator]
-def not_found(exc: ReservationNotFound) -> Response[str]:
-    """404 for an unknown reservation."""
+@app.exception_handler([ReservationNotFound, ScheduleNotFound])  # type: ignore[untyped-decorator]
+def not_found(exc: Exception) -> Response[Any]:
+    """404 for an unknown reservation or schedule."""
     return _json(404, {"message": str(exc)})
 
 
 @app.exception_handler(CONFLICTS)  # type: ignore[untyped-decorator]
-def conflict(exc: Exception) -> Response[str]:
-    """409: the reservation is not in a state that allows this (or the same POST is in flight)."""
+def conflict(exc: Exception) -> Response[Any]:
+    """409: the resource is not in a state that allows this (or the same POST is in flight)."""
     return _json(409, {"message": str(exc) or type(exc).__name__})
+
+
+@app.exception_handler(RetryableAwsError)  # type: ignore[untyped-decorator]
+def unavailable(exc: RetryableAwsError) -> Response[Any]:
+    """503: AWS throttled or failed beyond the retries; the same request may be sent again."""
+    return _json(503, {"message": f"{exc}; try again in a few seconds"})
+
+
+def _precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """400 for a body that is not JSON or is marked base64 but is not, 413 above :data:`MAX_BODY_BYTES`."""
+    body = event.get("body")
+    if not isinstance(body, str) or not body:
+        return None
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type and media_type != "application/json" and not media_type.endswith("+json"):
+        return _proxy(400, "Content-Type", f"{media_type!r} is not supported: send JSON as application/json")
+    raw: bytes
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+            raw.decode("utf-8")
+        except (binascii.Error, ValueError) as exc:
+            return _proxy(400, "body", f"is marked base64-encoded but is not valid base64 UTF-8: {exc}")
+    else:
+        raw = body.encode("utf-8")
+    if len(raw) > MAX_BODY_BYTES:
+        return _proxy(413, "body", f"is {len(raw)} bytes; the limit is {MAX_BODY_BYTES} bytes (64 KiB)")
+    return None
+
+
+def _proxy(status: int, field: str, message: str) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"errors": [{"field": field, "message": message}]}),
+        "isBase64Encoded": False,
+    }
+
+
+def openapi_json() -> str:
+    """The OpenAPI document of this API as Powertools generates it (``docs/openapi.json``)."""
+    return app.get_openapi_json_schema(
+        title=API_TITLE,
+        version=API_VERSION,
+        description=(
+            "Short-term GPU capacity (SageMaker training plans for endpoints) and the models served on it. "
+            "IAM-authenticated (SigV4). See docs/api.md."
+        ),
+    )
 
 
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve the API Gateway proxy event."""
+    early = _precheck(event)
+    if early is not None:
+        return early
     return app.resolve(event, context)

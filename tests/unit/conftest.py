@@ -73,8 +73,24 @@ def create_tables(region: str = REGION) -> None:
         if sk:
             keys.append({"AttributeName": sk, "KeyType": "RANGE"})
             attrs.append({"AttributeName": sk, "AttributeType": "S"})
+        extra: dict[str, Any] = {}
+        if name == "ledger":  # the sparse listing index of GET /reservations
+            attrs += [
+                {"AttributeName": "listing", "AttributeType": "S"},
+                {"AttributeName": "written_at", "AttributeType": "S"},
+            ]
+            extra["GlobalSecondaryIndexes"] = [
+                {
+                    "IndexName": "listing",
+                    "KeySchema": [
+                        {"AttributeName": "listing", "KeyType": "HASH"},
+                        {"AttributeName": "written_at", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ]
         dynamodb.create_table(
-            TableName=name, KeySchema=keys, AttributeDefinitions=attrs, BillingMode="PAY_PER_REQUEST"
+            TableName=name, KeySchema=keys, AttributeDefinitions=attrs, BillingMode="PAY_PER_REQUEST", **extra
         )
 
 

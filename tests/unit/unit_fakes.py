@@ -391,5 +391,9 @@ class FakeSlack:
         self.messages.append(message)
         return True
 
+    def publish(self, message: SlackMessage) -> str | None:
+        self.messages.append(message)
+        return f"1700000000.{len(self.messages):06d}"
+
     def texts(self) -> list[str]:
         return [m.text for m in self.messages]

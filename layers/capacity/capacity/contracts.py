@@ -245,3 +245,129 @@ class ScaleOutput(_Out):
     to_copies: int | None = None
     failed_requests: int | None = None
     duplicate: bool = False
+
+
+# ------------------------------------------------------------------------------------------ REST API
+# Response bodies of functions/api (the OpenAPI document in docs/openapi.json is generated from them).
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldProblem(_Body):
+    """One problem: ``field`` is a dotted path (``models.0.memory_mb``, ``limit``), ``message`` the fix."""
+
+    field: str
+    message: str
+
+
+class ErrorsBody(_Body):
+    """400/413/422: ``{"errors": [{"field", "message"}]}``, every problem found."""
+
+    errors: list[FieldProblem]
+
+
+class MessageBody(_Body):
+    """404/409/503: ``{"message": "..."}``, a sentence saying what is wrong and what to do."""
+
+    message: str
+
+
+class ReservationLinks(_Body):
+    """Paths (relative to the stage) to follow, approve or cancel a reservation."""
+
+    self: str
+    approval: str
+    cancel: str
+
+
+class ReservationAccepted(_Body):
+    """202 of ``POST /reservations`` and ``DELETE /reservations/{id}``."""
+
+    request_id: str
+    status: str = Field(description="REQUESTED after a POST; CANCELLED (or the final state) after a DELETE")
+    links: ReservationLinks
+
+
+class HistoryEntry(_Body):
+    """One state change: ``at`` UTC, ``actor`` the function or person, ``money_usd`` when money moved."""
+
+    state: str
+    at: str
+    actor: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+    money_usd: str | None = None
+
+
+class ReservationView(_Body):
+    """200 of ``GET /reservations/{id}``: current state (null before the workflow records the request)."""
+
+    request_id: str
+    state: str | None
+    request: dict[str, Any]
+    purchase: dict[str, Any] | None
+    history: list[HistoryEntry]
+    links: ReservationLinks
+
+
+class ReservationListItem(_Body):
+    """One reservation of ``GET /reservations``."""
+
+    request_id: str
+    state: str | None
+    requester: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    earliest_start: str | None = None
+    duration_hours: int | None = None
+    dry_run: bool = False
+    created_at: str
+    links: ReservationLinks
+
+
+class ReservationList(_Body):
+    """200 of ``GET /reservations``: newest first; ``next_token`` is null after the last page."""
+
+    reservations: list[ReservationListItem]
+    next_token: str | None = None
+
+
+class ApprovalResult(_Body):
+    """200 of ``POST /reservations/{id}/approval``."""
+
+    request_id: str
+    approved: bool
+    status: str = Field(description="APPROVED or REJECTED")
+    approver: str
+
+
+class ScheduleView(_Body):
+    """A recurring reservation schedule (201 of ``POST /schedules``, 200 of ``GET /schedules/{name}``)."""
+
+    name: str
+    schedule_expression: str
+    timezone: str
+    state: str = Field(description="ENABLED or DISABLED")
+    start_after_hours: int
+    window_hours: int | None
+    description: str | None
+    request: dict[str, Any]
+    request_id_pattern: str
+    created_at: str | None
+    arn: str | None
+    links: dict[str, str]
+
+
+class ScheduleList(_Body):
+    """200 of ``GET /schedules``: by name; ``next_token`` is null after the last page."""
+
+    schedules: list[ScheduleView]
+    next_token: str | None = None
+
+
+class ScheduleDeleted(_Body):
+    """200 of ``DELETE /schedules/{name}``."""
+
+    name: str
+    deleted: bool

@@ -143,3 +143,18 @@ class NameCollision(CapacityError):
 
 class ReleaseStuck(CapacityError):
     """Release polled past its deadline: resources are still deleting (names and statuses in the message)."""
+
+
+class SlackUnauthorized(CapacityError):
+    """A request to the Slack door failed verification (signature, timestamp window or replay): HTTP 401.
+
+    The message says which check failed, never the secret or the expected signature.
+    """
+
+
+class ScheduleNotFound(CapacityError):
+    """No recurring reservation schedule with this name exists (HTTP 404)."""
+
+
+class ScheduleExists(CapacityError):
+    """A recurring reservation schedule with this name already exists (HTTP 409): delete it first."""

@@ -9,7 +9,8 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
 - Special items: ``REQUEST`` (the validated request; its conditional put is the dedupe),
   ``PURCHASE_INTENT`` (put before calling AWS), ``PURCHASE`` (the result), ``APPROVAL`` (task token;
   a retried approval task adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
-  exactly one release summary even if two releases race).
+  exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
+  request made in Slack reports its progress).
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -47,7 +48,15 @@ SUBMITTED = "SUBMITTED"
 """Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
 CANCEL_REQUESTED = "CANCEL_REQUESTED"
 """Put by the API when a DELETE arrives before ``REQUEST`` is recorded: the request must not proceed."""
+SLACK_THREAD = "SLACK_THREAD"
+"""Put by ``record_request`` for a request made in Slack: ``channel_id``, ``user_id`` (and ``team_id``)."""
+SLACK_ROOT = "SLACK_ROOT"
+"""The first message of the request's Slack thread: ``channel_id`` and ``ts`` (replies go under it)."""
 MAX_SEQ_ATTEMPTS = 50
+LISTING_INDEX = "listing"
+"""The ledger's sparse GSI over the ``REQUEST`` items (PK ``listing``, SK ``written_at``)."""
+LISTING = "reservation"
+"""The ``listing`` attribute's value on every ``REQUEST`` item (the GSI's only partition)."""
 
 
 class Ledger:
@@ -147,7 +156,7 @@ class Ledger:
         created, _ = self.put_once(
             request.id,
             REQUEST,
-            {"request": request.model_dump(mode="json"), "actor": actor},
+            {"request": request.model_dump(mode="json"), "actor": actor, "listing": LISTING},
             write_id=write_id,
         )
         if created:
@@ -166,6 +175,34 @@ class Ledger:
         if item is None:
             return None
         return parse_request(item["request"], now=None)
+
+    def list_requests(
+        self, *, limit: int, start_key: Mapping[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One page of ``REQUEST`` items, newest first (GSI :data:`LISTING_INDEX`, eventually consistent).
+
+        Args:
+            limit: at most this many items (DynamoDB ``Limit``).
+            start_key: the ``last_key`` of the previous page (plain strings), or None for the first page.
+
+        Returns:
+            ``(items, last_key)``: ``last_key`` (plain strings) is None after the last page.
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": LISTING_INDEX,
+            "KeyConditionExpression": "listing = :listing",
+            "ExpressionAttributeValues": {":listing": {"S": LISTING}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = serialize_item(start_key)
+        page = call_dynamodb("Query", lambda: self._client.query(**kwargs))
+        last = page.get("LastEvaluatedKey")
+        return [deserialize_item(item) for item in page.get("Items", [])], (
+            deserialize_item(last) if last else None
+        )
 
     # ----------------------------------------------------------------------------- states
 

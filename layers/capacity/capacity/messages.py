@@ -2,12 +2,18 @@
 
 These messages are the demo's timeline too, so each one is complete on its own: what happened, to which
 reservation, with the money (USD) and times (UTC). Tables are fixed-width code blocks.
+
+Each message has Block Kit ``blocks`` (a header, the details as a section and fields, a context line with
+the request id; Slack's "Block Kit" reference) and the same content as plain mrkdwn ``text``, which Slack
+shows in notifications and clients without blocks. Each names its ``request_id`` so that
+:func:`capacity.logic.common.post` can put it in the requester's thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from capacity.adapters.slack import SlackMessage
 from capacity.models import CostSummary, Offering, OfferingSummary, ReservationRequest
@@ -22,6 +28,111 @@ _HEADER = (
     f"{'#':>2}  {'Region':<14} {'Zone':<16} {'Start (UTC)':<16}  {'End (UTC)':<16}  {'Hours':>5} "
     f"{'Upfront fee':>13} {'$/inst-h':>9} {'On-demand eq.':>14} {'Saving':>7} {'Break-even':>10}"
 )
+
+
+SECTION_LIMIT = 3000  # characters of text in one section block
+HEADER_LIMIT = 150  # characters of plain text in a header block
+FIELDS_LIMIT = 10  # fields in one section block
+
+
+def mention(requester: str) -> str:
+    """``<@U123>`` for a Slack requester (``slack:U123``), else the requester as given."""
+    return f"<@{requester.removeprefix('slack:')}>" if requester.startswith("slack:") else requester
+
+
+def blocks(
+    title: str,
+    body: str = "",
+    *,
+    fields: Sequence[tuple[str, str]] = (),
+    request_id: str | None = None,
+    extra: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Block Kit for one message: ``header`` (title), ``section`` (mrkdwn body, split at 3,000 characters
+    on line ends), ``section`` ``fields`` (label and value, at most 10), ``extra`` blocks, and a
+    ``context`` naming the request."""
+    result: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:HEADER_LIMIT], "emoji": True}}
+    ]
+    for chunk in _chunks(body):
+        result.append({"type": "section", "text": {"type": "mrkdwn", "text": chunk}})
+    if fields:
+        result.append(
+            {
+                "type": "section",
+                "fields": [
+                    {"type": "mrkdwn", "text": f"*{label}*\n{value}"[:2000]}
+                    for label, value in fields[:FIELDS_LIMIT]
+                ],
+            }
+        )
+    result.extend(extra)
+    if request_id:
+        result.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Reservation `{request_id}`"}]}
+        )
+    return result
+
+
+def _chunks(body: str) -> list[str]:
+    """``body`` in pieces of at most 3,000 characters, cut at line ends (code blocks closed and reopened)."""
+    if not body.strip():
+        return []
+    pieces: list[str] = []
+    current = ""
+    for line in body.split("\n"):
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) <= SECTION_LIMIT - 8:
+            current = candidate
+            continue
+        start = line
+        if current:
+            if current.count("```") % 2:  # inside a code block: close it here, reopen in the next piece
+                current += "\n```"
+                start = "```\n" + line
+            pieces.append(current)
+        current = start[: SECTION_LIMIT - 8]
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _message(text: str, title: str, *, request_id: str | None, **kwargs: Any) -> SlackMessage:
+    """A message whose blocks repeat ``text`` under a header ``title`` (plus ``fields`` or ``extra``)."""
+    return SlackMessage(text, blocks(title, text, request_id=request_id, **kwargs), request_id=request_id)
+
+
+def thread_root(request: ReservationRequest | None, *, request_id: str, user_id: str) -> SlackMessage:
+    """The first message of a Slack request's thread: who asked for what; progress follows as replies."""
+    if request is None:
+        what = "a reservation"
+    else:
+        what = (
+            f"{request.instance_count} x {request.instance_type} for {request.duration_hours} h between "
+            f"{short(request.earliest_start)} and {short(request.latest_end)} UTC in "
+            f"{', '.join(request.regions)}, budget {format_usd(request.max_upfront_fee_usd)}"
+        )
+    text = f"*Reservation {request_id}* for <@{user_id}>: {what}. Progress follows in this thread."
+    fields: list[tuple[str, str]] = []
+    if request is not None:
+        fields = [
+            ("Capacity", f"{request.instance_count} x {request.instance_type}"),
+            ("Duration", f"{request.duration_hours} h"),
+            ("Window (UTC)", f"{short(request.earliest_start)} to {short(request.latest_end)}"),
+            ("Regions", ", ".join(request.regions)),
+            ("Budget", format_usd(request.max_upfront_fee_usd)),
+            ("Models", ", ".join(model.name for model in request.models)),
+        ]
+    return SlackMessage(
+        text,
+        blocks(
+            f"Reservation {request_id}",
+            f"Requested by <@{user_id}>. Progress follows in this thread.",
+            fields=fields,
+            request_id=request_id,
+        ),
+        request_id=request_id,
+    )
 
 
 def _pct(value: Decimal | None, *, scale: int = 1, digits: int = 1) -> str:
@@ -68,12 +179,14 @@ def offerings_table(request: ReservationRequest, plan: Plan, ranked: Sequence[Of
             "Quota errors: "
             + "; ".join(f"{region}: {msg}" for region, msg in sorted(plan.quota_errors.items()))
         )
-    return SlackMessage("\n".join(lines))
+    text = "\n".join(lines)
+    return _message(text, f"Offerings for {request.id}", request_id=request.id)
 
 
 def decision(request: ReservationRequest, plan: Plan) -> SlackMessage:
     """The decision and why."""
-    return SlackMessage(f"*Decision for {request.id}: {plan.decision.value}*\n{plan.reason}")
+    text = f"*Decision for {request.id}: {plan.decision.value}*\n{plan.reason}"
+    return _message(text, f"Planned {request.id}: {plan.decision.value}", request_id=request.id)
 
 
 def approval_request(
@@ -82,13 +195,13 @@ def approval_request(
     """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id)."""
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     text = (
-        f"*Approval needed for {request.id}* (requested by {request.requester}): buy {what}?\n{reason}\n"
+        f"*Approval needed for {request.id}* (requested by {mention(request.requester)}): buy {what}?\n"
+        f"{reason}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
         f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "approver": ..., '
         f'"reason": ...}}; no answer means nothing is bought.'
     )
-    blocks: list[dict[str, object]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}},
+    buttons: list[dict[str, Any]] = [
         {
             "type": "actions",
             "block_id": f"approval:{request.id}"[:255],
@@ -110,7 +223,29 @@ def approval_request(
             ],
         },
     ]
-    return SlackMessage(text, blocks)
+    fields = []
+    if offering is not None:
+        fields = [
+            ("Upfront fee", format_usd(offering.upfront_fee_usd)),
+            ("Region", f"{offering.region} ({offering.availability_zone})"),
+            ("Window (UTC)", f"{short(offering.start_time)} to {short(offering.end_time)}"),
+            ("Capacity", f"{offering.instance_count} x {offering.instance_type}"),
+        ]
+    return _message(
+        text, f"Approval needed: {request.id}", request_id=request.id, fields=fields, extra=buttons
+    )
+
+
+def approval_decided(
+    request_id: str, *, approved: bool, approver: str, offering_text: str = ""
+) -> SlackMessage:
+    """Replaces the approval message once a person pressed a button (the buttons go away)."""
+    verdict = "Approved" if approved else "Rejected"
+    after = "the purchase goes ahead." if approved else "nothing is bought."
+    text = f"*{verdict} by {mention(approver)}*: {request_id}, {after}" + (
+        f"\n{offering_text}" if offering_text else ""
+    )
+    return _message(text, f"{verdict}: {request_id}", request_id=request_id)
 
 
 def describe_offering_summary(offering: OfferingSummary) -> str:
@@ -126,62 +261,90 @@ def approval_outcome(request_id: str, *, approved: bool, reason: str) -> SlackMe
     """The approval's outcome (rejected, or timed out)."""
     verdict = "approved" if approved else "not approved"
     tail = "" if approved else " Nothing was bought."
-    return SlackMessage(f"*Reservation {request_id} {verdict}*: {reason}.{tail}")
+    text = f"*Reservation {request_id} {verdict}*: {reason}.{tail}"
+    return _message(text, f"{request_id} {verdict}", request_id=request_id)
 
 
 def purchased(
     request_id: str, *, plan_name: str, plan_arn: str, region: str, start: str, end: str, fee: Decimal
 ) -> SlackMessage:
     """The purchase (money spent, cannot be cancelled) and when the release is scheduled."""
-    return SlackMessage(
+    text = (
         f"*Purchased training plan {plan_name}* for {request_id}: {format_usd(fee)} upfront, {region}, "
         f"{start} to {end}. Training plans cannot be cancelled; the release is scheduled before the end.\n"
         f"`{plan_arn}`"
     )
+    fields = [
+        ("Training plan", plan_name),
+        ("Upfront fee", format_usd(fee)),
+        ("Region", region),
+        ("Window (UTC)", f"{start} to {end}"),
+    ]
+    return _message(text, f"Purchased: {request_id}", request_id=request_id, fields=fields)
 
 
 def plan_status(request_id: str, *, plan_name: str, status: str, start: str, end: str) -> SlackMessage:
     """A training plan status change (``Scheduled``, ``Active``)."""
-    return SlackMessage(f"*Training plan {plan_name} is {status}* ({request_id}): {start} to {end}.")
+    text = f"*Training plan {plan_name} is {status}* ({request_id}): {start} to {end}."
+    return _message(text, f"{request_id}: training plan {status}", request_id=request_id)
 
 
 def ready(request_id: str, *, region: str, endpoint: str, components: Sequence[str]) -> SlackMessage:
     """Endpoint and inference components in service."""
     listed = "\n".join(f"  - {name}" for name in components)
-    return SlackMessage(
+    text = (
         f"*{request_id} is READY*: endpoint `{endpoint}` in {region} serves {len(components)} inference "
         f"component(s):\n{listed}\nInvoke with InvokeEndpoint(EndpointName, InferenceComponentName)."
+    )
+    example = components[0] if components else "<component>"
+    how = (
+        "Invoke a component with InvokeEndpoint (EndpointName and InferenceComponentName), e.g.\n```\n"
+        f"aws sagemaker-runtime invoke-endpoint --region {region} --endpoint-name {endpoint} \\\n"
+        f"  --inference-component-name {example} --content-type application/json \\\n"
+        """  --body '{"inputs": "Hello"}' --cli-binary-format raw-in-base64-out out.json\n```"""
+    )
+    fields = [("Endpoint", f"`{endpoint}`"), ("Region", region)] + [
+        ("Inference component", f"`{name}`") for name in components[: FIELDS_LIMIT - 2]
+    ]
+    return SlackMessage(
+        text,
+        blocks(f"Ready: {request_id}", how, fields=fields, request_id=request_id),
+        request_id=request_id,
     )
 
 
 def failure(request_id: str, *, error: str, reason: str, releasing: bool) -> SlackMessage:
     """A failure with its reason and what happens next."""
     after = " Releasing whatever was created." if releasing else " Nothing was bought."
-    return SlackMessage(f"*{request_id} FAILED* ({error}): {reason}{after}")
+    text = f"*{request_id} FAILED* ({error}): {reason}{after}"
+    return _message(text, f"Failed: {request_id}", request_id=request_id)
 
 
 def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:
     """The release failed: what is still billing (in ``reason``) and that a person must act."""
-    return SlackMessage(
+    text = (
         f"*{request_id} RELEASE FAILED* ({error}): {reason.rstrip('.')}. "
         "Resources of this reservation may still be billing: "
         "a person must delete them (SageMaker console or CLI) and check the ledger."
     )
+    return _message(text, f"Release failed: {request_id}", request_id=request_id)
 
 
 def release_rejected(request_id: str, *, reason: str) -> SlackMessage:
     """A release request that was rejected before it identified a reservation: nothing was touched."""
-    return SlackMessage(
+    text = (
         f"*Release request for {request_id} rejected* (InvalidRequest): {reason.rstrip('.')}. It was not "
         "acted on: nothing was deleted or checked."
     )
+    return SlackMessage(text, blocks("Release request rejected", text))  # no reservation identified
 
 
 def released(summary: CostSummary | None, *, request_id: str, reason: str | None) -> SlackMessage:
     """The release and the cost summary (fixed-width)."""
     why = f" ({reason})" if reason else ""
     if summary is None:
-        return SlackMessage(f"*{request_id} released*{why}: nothing had been bought, nothing to delete.")
+        text = f"*{request_id} released*{why}: nothing had been bought, nothing to delete."
+        return _message(text, f"Released: {request_id}", request_id=request_id)
 
     def money(value: Decimal | None) -> str:
         return format_usd(value) if value is not None else "n/a"
@@ -215,10 +378,17 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
         ),
     ]
     table = "\n".join(f"{label:<27}{value}" for label, value in rows)
-    return SlackMessage(
+    text = (
         f"*{request_id} RELEASED*{why}: whatever was deployed on the plan (inference components, endpoint, "
         f"endpoint config) is deleted; nothing tagged with the reservation is left.\n```\n{table}\n```"
     )
+    fields = [
+        ("Upfront fee", money(summary.upfront_fee_usd)),
+        ("Hours served", f"{summary.hours_served:.2f} of {summary.hours_reserved:.2f}"),
+        ("On-demand, served hours", money(summary.on_demand_equivalent_served_usd)),
+        ("Saving vs on-demand", _saving(summary)),
+    ]
+    return _message(text, f"Released: {request_id}", request_id=request_id, fields=fields)
 
 
 def _saving(summary: CostSummary) -> str:
@@ -231,8 +401,10 @@ def _saving(summary: CostSummary) -> str:
 
 
 __all__ = [
+    "approval_decided",
     "approval_outcome",
     "approval_request",
+    "blocks",
     "decision",
     "describe_offering",
     "failure",
@@ -242,6 +414,8 @@ __all__ = [
     "purchased",
     "ready",
     "released",
+    "scaled_from_zero",
+    "thread_root",
 ]
 
 
@@ -249,32 +423,36 @@ def scaled_from_zero(
     request_id: str, *, model: str, component: str, copies: int, failed_requests: int
 ) -> SlackMessage:
     """A model at 0 copies got requests: it is starting ``copies`` copies (requests fail meanwhile)."""
-    return SlackMessage(
+    text = (
         f"*{request_id}*: model `{model}` had 0 copies and received requests; starting {copies} "
         f"cop{'y' if copies == 1 else 'ies'} of `{component}`. {failed_requests} request(s) failed so far; "
         "requests keep failing for the few minutes a copy takes to start."
     )
+    return _message(text, f"{request_id}: scaled from zero", request_id=request_id)
 
 
 def cold_start_ended(request_id: str, *, model: str, failed_requests: int, minutes: float) -> SlackMessage:
     """The cold start of a model is over: how many requests failed during it and for how long."""
-    return SlackMessage(
+    text = (
         f"*{request_id}*: model `{model}` serves again. {failed_requests} request(s) failed during its "
         f"cold start of about {minutes:.0f} minute(s)."
     )
+    return _message(text, f"{request_id}: cold start over", request_id=request_id)
 
 
 def scale_out_refused(request_id: str, *, model: str, ends_at: str) -> SlackMessage:
     """A model at 0 copies got requests in the last hour of the reservation: no copy is started."""
-    return SlackMessage(
+    text = (
         f"*{request_id}*: model `{model}` has 0 copies and received requests, but the reservation ends at "
         f"{ends_at} UTC (within the hour): no copy is started and its requests fail until then."
     )
+    return _message(text, f"{request_id}: scale-out refused", request_id=request_id)
 
 
 def idle_release(request_id: str, *, idle_hours: int) -> SlackMessage:
     """The endpoint served nothing for ``idle_hours``: the reservation is released (idle policy)."""
-    return SlackMessage(
+    text = (
         f"*{request_id}*: the endpoint served no request for {idle_hours} hour(s); releasing it as the "
         "request's idle policy asks (the upfront fee is already paid and is not refunded)."
     )
+    return _message(text, f"{request_id}: idle, releasing", request_id=request_id)

@@ -650,10 +650,25 @@ class _Detail(BaseModel):
     schema_version: Literal[1] = 1
 
 
+class SlackOrigin(BaseModel):
+    """Where a request made in Slack came from: progress is posted in a thread in ``channel_id``.
+
+    ``user_id`` is the requester's Slack user id (``U...``); ``team_id`` the workspace (``T...``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Z0-9]+$")
+    user_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Z0-9]+$")
+    team_id: str | None = Field(default=None, max_length=64)
+
+
 class ReservationRequestedDetail(_Detail):
-    """``ReservationRequested``: ``request`` is the raw request (validated by ``record_request``)."""
+    """``ReservationRequested``: ``request`` is the raw request (validated by ``record_request``);
+    ``slack`` (optional) is the Slack channel and user of a request made with ``/gpu reserve``."""
 
     request: dict[str, Any]
+    slack: SlackOrigin | None = None
 
 
 class ReservationPlannedDetail(_Detail):

@@ -20,7 +20,7 @@ from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
-from capacity.adapters.scheduler import ReleaseScheduler
+from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
 from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.ledger import Ledger
@@ -179,6 +179,10 @@ class NotifierPort(Protocol):
 
     def post(self, message: SlackMessage) -> bool: ...
 
+    def publish(self, message: SlackMessage) -> str | None:
+        """Post and return the message's ``ts`` (a thread to reply in), or None if nothing was posted."""
+        ...
+
 
 class Ports:
     """Every collaborator of the logic, built lazily from :class:`~capacity.settings.Settings`.
@@ -191,6 +195,7 @@ class Ports:
         autoscaling: region -> Application Auto Scaling port; default :class:`AutoScalingAdapter`.
         alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
         clock: the current UTC time.
+        request_schedules: the recurring reservation schedules (default: built from the settings).
     """
 
     def __init__(
@@ -207,6 +212,7 @@ class Ports:
         autoscaling: Callable[[str], AutoScalingPort] | None = None,
         alarms: Callable[[str], AlarmsPort] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        request_schedules: RequestSchedules | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -222,6 +228,7 @@ class Ports:
         self._autoscaling: dict[str, AutoScalingPort] = {}
         self._alarms_factory = alarms
         self._alarms: dict[str, AlarmsPort] = {}
+        self._request_schedules = request_schedules
 
     @property
     def actor(self) -> str:
@@ -269,6 +276,19 @@ class Ports:
                 role_arn=self.settings.scheduler_role_arn,
             )
         return self._scheduler
+
+    @property
+    def request_schedules(self) -> RequestSchedules:
+        """Recurring reservation schedules (env ``REQUEST_SCHEDULE_GROUP``; creating one also needs
+        ``SCHEDULED_REQUEST_FUNCTION_ARN`` and ``REQUEST_SCHEDULER_ROLE_ARN``)."""
+        if self._request_schedules is None:
+            self._request_schedules = RequestSchedules(
+                clients.scheduler(self.settings.region),
+                group=self.settings.need("request_schedule_group"),
+                target_arn=self.settings.scheduled_request_function_arn,
+                role_arn=self.settings.request_scheduler_role_arn,
+            )
+        return self._request_schedules
 
     @property
     def tasks(self) -> TaskTokensPort:

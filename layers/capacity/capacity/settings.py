@@ -13,9 +13,14 @@ Environment variables (set by ``template.yaml``):
 ``SCHEDULE_GROUP``         EventBridge Scheduler group for release schedules
 ``RELEASE_TARGET_ARN``     ARN the release schedule targets (the event bus ARN)
 ``SCHEDULER_ROLE_ARN``     role EventBridge Scheduler assumes to put the event
+``REQUEST_SCHEDULE_GROUP`` EventBridge Scheduler group of the recurring reservation schedules
+``SCHEDULED_REQUEST_FUNCTION_ARN`` the function those schedules invoke (``scheduled_request``)
+``REQUEST_SCHEDULER_ROLE_ARN`` role EventBridge Scheduler assumes to invoke it
 ``ENDPOINT_EXECUTION_ROLE_ARN`` SageMaker execution role of the endpoint config
 ``SLACK_CHANNEL_ID``       Slack channel for notifications (optional)
 ``SLACK_BOT_TOKEN_SECRET_ARN`` Secrets Manager secret holding the bot token (optional)
+``SLACK_SIGNING_SECRET_ARN`` Secrets Manager secret holding the Slack app's signing secret (Slack door)
+``SLACK_APPROVER_IDS``     comma-separated Slack user ids allowed to press Approve/Reject (Slack door)
 ``OFFERINGS_TTL_DAYS``     days the offerings stay in OFFERINGS_TABLE (default 14)
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
@@ -38,9 +43,14 @@ _ENV_NAMES: dict[str, str] = {
     "schedule_group": "SCHEDULE_GROUP",
     "release_target_arn": "RELEASE_TARGET_ARN",
     "scheduler_role_arn": "SCHEDULER_ROLE_ARN",
+    "request_schedule_group": "REQUEST_SCHEDULE_GROUP",
+    "scheduled_request_function_arn": "SCHEDULED_REQUEST_FUNCTION_ARN",
+    "request_scheduler_role_arn": "REQUEST_SCHEDULER_ROLE_ARN",
     "endpoint_execution_role_arn": "ENDPOINT_EXECUTION_ROLE_ARN",
     "slack_channel_id": "SLACK_CHANNEL_ID",
     "slack_token_secret_arn": "SLACK_BOT_TOKEN_SECRET_ARN",
+    "slack_signing_secret_arn": "SLACK_SIGNING_SECRET_ARN",
+    "slack_approver_ids": "SLACK_APPROVER_IDS",
 }
 
 
@@ -61,9 +71,14 @@ class Settings:
     schedule_group: str = ""
     release_target_arn: str = ""
     scheduler_role_arn: str = ""
+    request_schedule_group: str = ""
+    scheduled_request_function_arn: str = ""
+    request_scheduler_role_arn: str = ""
     endpoint_execution_role_arn: str = ""
     slack_channel_id: str = ""
     slack_token_secret_arn: str = ""
+    slack_signing_secret_arn: str = ""
+    slack_approver_ids: str = ""
     offerings_ttl_days: int = 14
 
     @classmethod
@@ -107,6 +122,11 @@ class Settings:
         if not value:
             raise ConfigurationError(f"missing environment variable: {_ENV_NAMES.get(attr, attr.upper())}")
         return str(value)
+
+    @property
+    def approvers(self) -> frozenset[str]:
+        """The Slack user ids in ``SLACK_APPROVER_IDS`` (comma or space separated; empty: nobody)."""
+        return frozenset(part for part in self.slack_approver_ids.replace(",", " ").split() if part)
 
     @property
     def slack_enabled(self) -> bool:

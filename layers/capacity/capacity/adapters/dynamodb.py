@@ -179,3 +179,42 @@ class OfferingStore:
         """Every stored offering of ``request_id`` (any order)."""
         items = query_all(self._client, table=self._table, partition=("request_id", request_id))
         return [Offering.model_validate(item) for item in items]
+
+
+class SignatureLog:
+    """Remembers verified Slack request signatures in the idempotency table (env ``IDEMPOTENCY_TABLE``,
+    PK ``id``, TTL attribute ``expiration``): a second use of the same key is a replay.
+
+    One conditional ``PutItem`` (``attribute_not_exists(id)``) per request; DynamoDB's TTL deletes the
+    item after ``expires_at`` (the TTL may lag, which only keeps a refused key longer).
+
+    Args:
+        table_name: the idempotency table.
+        client: a DynamoDB client.
+    """
+
+    def __init__(self, table_name: str, client: DynamoDBClient) -> None:
+        self._table = table_name
+        self._client = client
+
+    def first_use(self, key: str, *, expires_at: datetime) -> bool:
+        """True the first time ``key`` is seen, False afterwards (until the item expires).
+
+        Raises:
+            RetryableAwsError: throttling or a 5xx after botocore's retries.
+        """
+        item = {"id": key, "expiration": int(expires_at.timestamp()), "kind": "slack-signature"}
+        try:
+            call_dynamodb(
+                "PutItem",
+                lambda: self._client.put_item(
+                    TableName=self._table,
+                    Item=serialize_item(item),
+                    ConditionExpression="attribute_not_exists(id)",
+                ),
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

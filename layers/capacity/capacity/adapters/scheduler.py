@@ -1,4 +1,5 @@
-"""EventBridge Scheduler: the one-time release schedule created right after a purchase.
+"""EventBridge Scheduler: the one-time release schedule created right after a purchase, and the
+recurring reservation schedules (:class:`RequestSchedules`, ``POST /schedules``).
 
 ``CreateSchedule`` (EventBridge Scheduler API reference) with ``ScheduleExpression``
 ``at(yyyy-mm-ddThh:mm:ss)`` in UTC, ``FlexibleTimeWindow`` OFF, ``ActionAfterCompletion`` DELETE and an
@@ -9,8 +10,9 @@ schedule (``ConflictException``) instead of creating a second one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -97,5 +99,123 @@ class ReleaseScheduler:
             translated = clients.retryable(exc, "Scheduler DeleteSchedule")
             if translated is not None:
                 raise translated from exc
+            raise
+        return True
+
+
+class RequestSchedules:
+    """Recurring reservation schedules: one EventBridge Scheduler schedule per name in one group.
+
+    Each schedule invokes the ``scheduled_request`` function (a templated Lambda target) with
+    ``Input`` = the stored schedule definition plus ``<aws.scheduler.scheduled-time>``, which Scheduler
+    replaces with the firing's time ("Adding context attributes", Scheduler user guide). The schedule is
+    its own store: ``GetSchedule`` returns the definition back from ``Target.Input``.
+
+    Args:
+        client: an EventBridge Scheduler client.
+        group: env ``REQUEST_SCHEDULE_GROUP``.
+        target_arn: env ``SCHEDULED_REQUEST_FUNCTION_ARN``.
+        role_arn: env ``REQUEST_SCHEDULER_ROLE_ARN`` (may invoke that function).
+    """
+
+    def __init__(
+        self, client: EventBridgeSchedulerClient, *, group: str, target_arn: str, role_arn: str
+    ) -> None:
+        self._client = client
+        self._group = group
+        self._target_arn = target_arn
+        self._role_arn = role_arn
+
+    def _call[T](self, operation: str, function: Callable[[], T]) -> T:
+        try:
+            return function()
+        except (ClientError, BotoCoreError) as exc:
+            translated = clients.retryable(exc, f"Scheduler {operation}")
+            if translated is not None:
+                raise translated from exc
+            raise
+
+    def create(
+        self,
+        *,
+        name: str,
+        expression: str,
+        timezone: str,
+        target_input: str,
+        description: str,
+        enabled: bool = True,
+    ) -> bool:
+        """``CreateSchedule`` (state ENABLED or DISABLED, flexible window OFF, kept after each run).
+
+        Returns:
+            True if created, False if a schedule ``name`` already exists in the group.
+
+        Raises:
+            ConfigurationError: the target or role ARN is not configured.
+            RetryableAwsError: throttling/5xx after retries.
+            ClientError: any other rejection (``ValidationException`` for a bad expression).
+        """
+        if not self._target_arn or not self._role_arn:
+            raise ConfigurationError(
+                "schedules need SCHEDULED_REQUEST_FUNCTION_ARN and REQUEST_SCHEDULER_ROLE_ARN"
+            )
+        try:
+            self._call(
+                "CreateSchedule",
+                lambda: self._client.create_schedule(
+                    Name=name,
+                    GroupName=self._group,
+                    ScheduleExpression=expression,
+                    ScheduleExpressionTimezone=timezone,
+                    FlexibleTimeWindow={"Mode": "OFF"},
+                    State="ENABLED" if enabled else "DISABLED",
+                    Description=description[:512],
+                    Target={"Arn": self._target_arn, "RoleArn": self._role_arn, "Input": target_input},
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConflictException":
+                return False
+            raise
+        return True
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """``GetSchedule`` as botocore parses it (``Target.Input`` holds the definition), or None."""
+        try:
+            answer = self._call(
+                "GetSchedule", lambda: self._client.get_schedule(Name=name, GroupName=self._group)
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise
+        return {key: value for key, value in answer.items() if key != "ResponseMetadata"}
+
+    def names(self) -> list[str]:
+        """Every schedule name in the group, sorted (``ListSchedules``, all pages)."""
+        names: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"GroupName": self._group, "MaxResults": 100}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._list_page(kwargs)
+            names.extend(str(item["Name"]) for item in page.get("Schedules", []))
+            token = page.get("NextToken")
+            if not token:
+                return sorted(names)
+
+    def _list_page(self, kwargs: dict[str, Any]) -> Any:
+        return self._call("ListSchedules", lambda: self._client.list_schedules(**kwargs))
+
+    def delete(self, name: str) -> bool:
+        """``DeleteSchedule``; False when there was none."""
+        try:
+            self._call(
+                "DeleteSchedule", lambda: self._client.delete_schedule(Name=name, GroupName=self._group)
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return False
             raise
         return True

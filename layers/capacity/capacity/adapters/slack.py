@@ -1,5 +1,10 @@
 """Slack notifications through ``slack_sdk``'s ``WebClient.chat_postMessage`` (Slack Web API).
 
+A message may name its own ``channel`` and ``thread_ts`` (a reply in the requester's thread, see
+:func:`capacity.logic.common.post`); otherwise it goes to env ``SLACK_CHANNEL_ID``. The Slack door also
+answers interactions through their ``response_url`` (:func:`respond`, ``slack_sdk``'s ``WebhookClient``)
+and reads the app's signing secret (:func:`signing_secret_from_secret`).
+
 The bot token comes from Secrets Manager (env ``SLACK_BOT_TOKEN_SECRET_ARN``) through Powertools
 Parameters (``get_secret``, cached 5 minutes); the secret holds the token itself or a JSON object with
 ``bot_token``. The channel is env ``SLACK_CHANNEL_ID``. With either missing the notifier is a no-op that
@@ -14,20 +19,29 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from aws_lambda_powertools.utilities.parameters import get_secret
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.webhook import WebhookClient
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SlackMessage:
-    """A message: ``text`` (mrkdwn, also the notification fallback) and optional Block Kit ``blocks``."""
+    """A message: ``text`` (mrkdwn, also the notification fallback) and optional Block Kit ``blocks``.
+
+    ``request_id`` names the reservation it is about (so it can land in the requester's thread);
+    ``channel`` and ``thread_ts`` route it (None: the notifier's default channel, no thread).
+    """
 
     text: str
     blocks: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    request_id: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
 
 
 def token_from_secret(secret_arn: str) -> str:
@@ -47,11 +61,66 @@ def token_from_secret(secret_arn: str) -> str:
     return text
 
 
+def signing_secret_from_secret(secret_arn: str) -> str:
+    """Read the Slack app's signing secret from Secrets Manager (Powertools ``get_secret``, cached 300 s).
+
+    The secret holds the signing secret itself or a JSON object with ``signing_secret``.
+
+    Raises:
+        ValueError: the secret is empty or its JSON has no ``signing_secret``.
+    """
+    value = get_secret(secret_arn, max_age=300)
+    text = (value.decode() if isinstance(value, bytes) else str(value or "")).strip()
+    if text.startswith("{"):
+        text = str(json.loads(text).get("signing_secret") or "")
+    if not text:
+        raise ValueError(f"secret {secret_arn} holds no Slack signing secret")
+    return text
+
+
+SLACK_RESPONSE_HOSTS = frozenset({"hooks.slack.com"})
+"""Where a ``response_url`` may point (Slack sends ``https://hooks.slack.com/...``)."""
+
+
+def respond(
+    response_url: str,
+    text: str,
+    *,
+    blocks: Sequence[dict[str, Any]] = (),
+    ephemeral: bool = True,
+    replace_original: bool = False,
+) -> bool:
+    """Answer a slash command or an interaction through its ``response_url`` (valid 30 minutes, 5 uses).
+
+    ``ephemeral`` shows the answer to the user who acted only; ``replace_original`` replaces the message
+    whose button was pressed. Only ``https://hooks.slack.com/`` URLs are called. Errors are logged and
+    answered False, never raised.
+    """
+    parts = urlsplit(response_url)
+    if parts.scheme != "https" or parts.hostname not in SLACK_RESPONSE_HOSTS:
+        logger.warning("response_url is not a Slack URL; not answered: %s", parts.hostname)
+        return False
+    try:
+        answer = WebhookClient(response_url).send(
+            text=text,
+            blocks=list(blocks) or None,
+            response_type="ephemeral" if ephemeral else "in_channel",
+            replace_original=replace_original,
+        )
+    except (SlackClientError, ValueError, OSError) as exc:
+        logger.warning("Slack response_url failed (%s): %s", type(exc).__name__, exc)
+        return False
+    if answer.status_code != 200:
+        logger.warning("Slack response_url answered %s", answer.status_code)
+        return False
+    return True
+
+
 class SlackNotifier:
-    """Posts messages to one channel.
+    """Posts messages to one channel, or to the message's own channel and thread.
 
     Args:
-        channel_id: the channel (empty: notifications disabled).
+        channel_id: the default channel (empty: only messages naming their channel are posted).
         token_provider: returns the bot token (None: notifications disabled).
         client_factory: builds the ``WebClient`` from a token (tests).
     """
@@ -74,21 +143,29 @@ class SlackNotifier:
 
     def post(self, message: SlackMessage) -> bool:
         """Post ``message``; True when Slack accepted it, False when disabled or it failed (logged)."""
-        if not self.enabled or self._token_provider is None:
+        return self.publish(message) is not None
+
+    def publish(self, message: SlackMessage) -> str | None:
+        """Post ``message``; the posted message's ``ts`` (thread id), or None when disabled or failed."""
+        channel = message.channel or self._channel
+        if not channel or self._token_provider is None:
             logger.info("Slack not configured; message not sent: %s", message.text.splitlines()[0][:200])
-            return False
+            return None
         try:
             client = self._client_factory(self._token_provider())
-            client.chat_postMessage(
-                channel=self._channel,
+            thread: dict[str, Any] = {"thread_ts": message.thread_ts} if message.thread_ts else {}
+            answer = client.chat_postMessage(
+                channel=channel,
                 text=message.text,
                 blocks=list(message.blocks) or None,
                 unfurl_links=False,
+                **thread,
             )
         except (SlackApiError, SlackClientError, ValueError, OSError) as exc:
             logger.warning("Slack post failed (%s): %s", type(exc).__name__, exc)
-            return False
+            return None
         except Exception as exc:  # a notification must never fail the workflow
             logger.warning("Slack post failed unexpectedly (%s): %s", type(exc).__name__, exc)
-            return False
-        return True
+            return None
+        ts = answer.get("ts") if answer is not None else None
+        return str(ts) if ts else ""

@@ -4,6 +4,8 @@
   ``ReservationRequested`` on the bus once per ``request_id`` (Powertools idempotency keyed on the
   request id, table env ``IDEMPOTENCY_TABLE``): a repeated POST answers the same body and puts nothing.
 - ``GET /reservations/{id}``: the ledger history and the current state.
+- ``GET /reservations?status=&limit=&next_token=``: the reservations, newest first, optionally only those
+  whose current state is ``status`` (ledger GSI ``listing``; ``next_token`` is opaque).
 - ``POST /reservations/{id}/approval``: ``SendTaskSuccess``/``SendTaskFailure`` (error
   ``ApprovalRejected``) with the stored task token.
 - ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
@@ -13,8 +15,11 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -29,21 +34,44 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from capacity.adapters import clients
-from capacity.errors import DuplicateRequest, NotAwaitingApproval, ReservationClosed, ReservationNotFound
-from capacity.ledger import APPROVAL, APPROVAL_DECISION, CANCEL_REQUESTED, PURCHASE, REQUEST, SUBMITTED
+from capacity.errors import (
+    DuplicateRequest,
+    FieldError,
+    InvalidRequest,
+    NotAwaitingApproval,
+    ReservationClosed,
+    ReservationNotFound,
+)
+from capacity.ledger import (
+    APPROVAL,
+    APPROVAL_DECISION,
+    CANCEL_REQUESTED,
+    LISTING,
+    PURCHASE,
+    REQUEST,
+    SUBMITTED,
+)
 from capacity.logic.common import final_state, states
-from capacity.models import (
+from capacity.models import (  # the private ones: one wording of field errors for every door
+    _FRIENDLY,
+    _MISSING_HINT,
     ReleaseRequestedDetail,
     ReservationRequestedDetail,
     State,
     StrictBool,
+    _bound_message,
     parse_model,
     parse_request,
 )
 from capacity.ports import Ports
 from capacity.settings import Settings
+from capacity.timeutil import iso_z, parse_utc
 
 IDEMPOTENCY_TTL = timedelta(days=7)
+MAX_LIST_LIMIT = 100
+_TOKEN_KEYS = frozenset({"request_id", "sk", "listing", "written_at"})
+_SCAN_FACTOR = 10
+"""A filtered listing reads at most ``limit * 10`` reservations per call, then answers with a token."""
 
 
 def links(request_id: str) -> dict[str, str]:
@@ -68,8 +96,11 @@ def submit_reservation(
     *,
     persistence: BasePersistenceLayer | None,
     lambda_context: LambdaContext | None = None,
+    actor: str = "api",
 ) -> dict[str, Any]:
     """Validate a request and put ``ReservationRequested`` once per ``request_id``.
+
+    ``actor`` is recorded on the ``SUBMITTED`` item (``api``, or ``schedule:<name>`` for a schedule's run).
 
     Returns:
         The 202 body ``{"request_id", "status": "REQUESTED", "links"}`` (the same for a repeated POST).
@@ -84,7 +115,7 @@ def submit_reservation(
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
         # Known from now on: a DELETE before the workflow records the request is remembered, not a 404.
-        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": "api"})
+        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": actor})
         ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
         return {
             "request_id": request["request_id"],
@@ -171,7 +202,12 @@ class ApprovalDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     approved: StrictBool
-    approver: str = Field(min_length=1, max_length=128)
+    approver: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="who decides (a name or Slack user); default: the caller's IAM identity",
+    )
     reason: str | None = Field(default=None, max_length=1000)
 
 
@@ -185,25 +221,40 @@ def _latest_token(ports: Ports, request_id: str) -> str | None:
     return str(approvals[-1]["task_token"]) if approvals else None
 
 
-def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
+def decide_approval(
+    request_id: str, body: Any, ports: Ports, *, identity: str | None = None
+) -> dict[str, Any]:
     """Answer the waiting approval task with the stored token.
 
+    Args:
+        body: :class:`ApprovalDecision`.
+        identity: the caller's authenticated identity (API: the IAM ARN from the request context), recorded
+            with the decision as ``identity``; it is the approver when the body names none.
+
     Returns:
-        ``{"request_id", "approved", "status"}``.
+        ``{"request_id", "approved", "status", "approver"}``.
 
     Raises:
-        InvalidRequest: the body is invalid.
+        InvalidRequest: the body is invalid, or names no approver and there is no identity.
         ReservationNotFound: unknown reservation.
         NotAwaitingApproval: the reservation is not waiting for approval, or the task no longer waits.
     """
     decision = parse_model(ApprovalDecision, body)
+    approver = decision.approver or identity
+    if not approver:
+        raise InvalidRequest([FieldError("approver", "is required: say who approves or rejects")])
     state = ports.ledger.current_state(request_id)
     if state is None:
         raise ReservationNotFound(f"no reservation {request_id!r}")
     token = _latest_token(ports, request_id)
     if state is not State.AWAITING_APPROVAL or token is None:
         raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
-    answer = {"approved": decision.approved, "approver": decision.approver, "reason": decision.reason}
+    answer = {
+        "approved": decision.approved,
+        "approver": approver,
+        "identity": identity,
+        "reason": decision.reason,
+    }
     # The decision is recorded first, conditionally: only the caller that wrote it answers the task.
     created, stored = ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)
     if not created:
@@ -215,12 +266,13 @@ def decide_approval(request_id: str, body: Any, ports: Ports) -> dict[str, Any]:
     if decision.approved:
         ports.tasks.succeed(token, answer)
     else:
-        cause = f"rejected by {decision.approver}" + (f": {decision.reason}" if decision.reason else "")
+        cause = f"rejected by {approver}" + (f": {decision.reason}" if decision.reason else "")
         ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
     return {
         "request_id": request_id,
         "approved": decision.approved,
         "status": "APPROVED" if decision.approved else "REJECTED",
+        "approver": approver,
     }
 
 
@@ -274,3 +326,116 @@ def caller(event: Mapping[str, Any]) -> str:
     context = event.get("requestContext") or {}
     identity = context.get("identity") or {}
     return str(identity.get("userArn") or identity.get("caller") or identity.get("user") or "api")
+
+
+def _encode_token(item: Mapping[str, Any]) -> str:
+    key = {name: str(item[name]) for name in sorted(_TOKEN_KEYS)}
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> dict[str, str]:
+    message = "is not a token this API issued: pass next_token from the previous page as is"
+    problem = InvalidRequest([FieldError("next_token", message)])
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise problem from exc
+    if (
+        not isinstance(key, dict)
+        or set(key) != _TOKEN_KEYS
+        or not all(isinstance(v, str) for v in key.values())
+        or key["listing"] != LISTING
+        or key["sk"] != REQUEST
+    ):
+        raise problem
+    return key
+
+
+def _listed(item: Mapping[str, Any], state: State | None) -> dict[str, Any]:
+    request = item.get("request") or {}
+    return {
+        "request_id": str(item["request_id"]),
+        "state": state.value if state else None,
+        "requester": request.get("requester"),
+        "instance_type": request.get("instance_type"),
+        "instance_count": request.get("instance_count"),
+        "earliest_start": request.get("earliest_start"),
+        "duration_hours": request.get("duration_hours"),
+        "dry_run": bool(request.get("dry_run", False)),
+        "created_at": iso_z(parse_utc(str(item["written_at"]))),
+        "links": links(str(item["request_id"])),
+    }
+
+
+def list_reservations(
+    ports: Ports, *, status: State | None = None, limit: int = 20, next_token: str | None = None
+) -> dict[str, Any]:
+    """The reservations, newest first, optionally only those whose current state is ``status``.
+
+    Args:
+        status: keep only reservations currently in this state (their latest ledger state).
+        limit: at most this many per page (1..100).
+        next_token: from the previous page; opaque.
+
+    Returns:
+        ``{"reservations": [{"request_id", "state", "requester", "instance_type", "instance_count",
+        "earliest_start", "duration_hours", "dry_run", "created_at", "links"}], "next_token"}``;
+        ``next_token`` is None after the last page. With ``status`` a page may hold fewer than ``limit``
+        reservations (at most ``10 * limit`` are examined per call) while ``next_token`` is still set.
+
+    Raises:
+        InvalidRequest: ``limit`` out of range or ``next_token`` not issued by this API.
+    """
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest([FieldError("limit", f"must be between 1 and {MAX_LIST_LIMIT}")])
+    start: dict[str, Any] | None = _decode_token(next_token) if next_token else None
+    found: list[dict[str, Any]] = []
+    examined = 0
+    while True:
+        items, last = ports.ledger.list_requests(limit=limit, start_key=start)
+        for index, item in enumerate(items):
+            examined += 1
+            state = ports.ledger.current_state(str(item["request_id"]))
+            if status is None or state is status:
+                found.append(_listed(item, state))
+            more = index < len(items) - 1 or last is not None
+            if more and (len(found) >= limit or examined >= limit * _SCAN_FACTOR):
+                return {"reservations": found, "next_token": _encode_token(item)}
+        if last is None:
+            return {"reservations": found, "next_token": None}
+        start = last
+
+
+def validation_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldError]:
+    """Powertools' ``RequestValidationError.errors()`` (pydantic error dicts) as friendly field errors.
+
+    ``loc`` starts with ``body``, ``query`` or ``path``; the field named is the rest (``instance_count``,
+    ``models.0.memory_mb``), or the parameter (``limit``), or ``body`` for the body as a whole. Messages are
+    those of :func:`capacity.models.field_errors` (the same wording as every other door).
+    """
+    result: list[FieldError] = []
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        where = loc[0] if loc else ""
+        rest = loc[1:] if where in ("body", "query", "path", "header") else loc
+        field = ".".join(rest) or where or "request"
+        ctx = error.get("ctx") or {}
+        kind = str(error.get("type", ""))
+        if kind == "request_rules" and isinstance(ctx.get("problems"), list):
+            prefix = f"{field}." if rest else ""
+            result.extend(FieldError(prefix + f, m) for f, m in ctx["problems"])
+            continue
+        if kind == "missing":
+            message = _MISSING_HINT.get(field, _FRIENDLY["missing"])
+        elif kind == "json_invalid":
+            field, message = "body", f"is not valid JSON: {ctx.get('error') or error.get('msg')}"
+        else:
+            message = _bound_message(kind, ctx) or _FRIENDLY.get(kind) or _plain(str(error.get("msg", "")))
+        result.append(FieldError(field, message))
+    return result
+
+
+def _plain(message: str) -> str:
+    """pydantic's ``Value error, <ours>`` prefix removed: our validators already say what to fix."""
+    return message.removeprefix("Value error, ") or "is invalid"

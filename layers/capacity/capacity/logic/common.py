@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from capacity import TAG_REQUEST_ID
+from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
 from capacity.errors import NameCollision, ReservationNotFound
-from capacity.ledger import PURCHASE
+from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
 from capacity.models import FINAL_STATES, LedgerEntry, ReservationRequest, State
 from capacity.ports import Ports
 from capacity.timeutil import parse_utc
@@ -95,8 +96,34 @@ def first_entry(history: list[LedgerEntry], state: State) -> LedgerEntry | None:
 
 
 def post(ports: Ports, message: SlackMessage) -> None:
-    """Post to Slack, best effort (a notification never fails a step)."""
+    """Post to Slack, best effort (a notification never fails a step).
+
+    A message about a request made in Slack (``message.request_id`` with a ``SLACK_THREAD`` ledger item)
+    goes to the requester's channel, in the request's thread: the first such message opens the thread
+    with a summary of the request (its ``ts`` is kept in ``SLACK_ROOT``). Other messages go to the default
+    channel (env ``SLACK_CHANNEL_ID``).
+    """
     try:
-        ports.slack.post(message)
+        ports.slack.post(_in_thread(ports, message))
     except Exception as exc:  # a notification must never fail the workflow
         logger.warning("Slack notification failed: %s", exc)
+
+
+def _in_thread(ports: Ports, message: SlackMessage) -> SlackMessage:
+    """``message`` routed to its request's Slack thread, when the request came from Slack."""
+    if message.request_id is None or message.channel is not None:
+        return message
+    origin = ports.ledger.get(message.request_id, SLACK_THREAD)
+    if origin is None:
+        return message
+    channel = str(origin["channel_id"])
+    root = ports.ledger.get(message.request_id, SLACK_ROOT)
+    if root is None:
+        request = ports.ledger.get_request(message.request_id)
+        opening = messages.thread_root(request, request_id=message.request_id, user_id=str(origin["user_id"]))
+        ts = ports.slack.publish(dataclasses.replace(opening, channel=channel))
+        if not ts:  # not posted: say it in the channel, without a thread
+            return dataclasses.replace(message, channel=channel)
+        # Two steps may open the thread at once: the first recorded root wins, the other stays alone.
+        _, root = ports.ledger.put_once(message.request_id, SLACK_ROOT, {"channel_id": channel, "ts": ts})
+    return dataclasses.replace(message, channel=str(root["channel_id"]), thread_ts=str(root["ts"]))

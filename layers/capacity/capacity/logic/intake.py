@@ -7,7 +7,7 @@ from typing import Any
 
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest
-from capacity.ledger import CANCEL_REQUESTED
+from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
 from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
 from capacity.ports import Ports
 
@@ -38,6 +38,8 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     event_id = str(event.get("id") or "") or None
     ledger = ports.ledger
     created = ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    if created and detail.slack is not None:  # only the delivery that recorded the request sets its thread
+        ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=event_id)
     # Checked after REQUEST is written: a DELETE either sees REQUEST (and records CANCELLED itself) or
     # put CANCEL_REQUESTED before this read, so a cancelled request never goes on to a purchase.
     cancel = ledger.get(request.id, CANCEL_REQUESTED)

@@ -49,18 +49,20 @@ def _search(
     return [offering for offering in found if offering is not None]
 
 
-def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
-    """Search ``step.region`` for the request's offerings and store them in OFFERINGS_TABLE.
+def find_offerings(
+    sagemaker: SageMakerPort, request: ReservationRequest
+) -> tuple[list[Offering], str | None]:
+    """Every offering of one region for ``request``, deduplicated (feasible or not), and its quota error.
+
+    Searches the requested duration and its neighbours (:func:`candidate_durations`), then half the count
+    when nothing feasible was found. Stores nothing (the workflow step and the dry run both use it).
 
     Returns:
-        How many offerings were stored, how many are feasible, and the quota error (if any).
+        ``(offerings, quota_error)``: ``quota_error`` is the ``ResourceLimitExceeded`` message, or None.
 
     Raises:
-        ReservationNotFound: the request is not recorded.
         RetryableAwsError: throttling/5xx that outlasted botocore's retries.
     """
-    request = load_request(ports, step.request_id)
-    sagemaker = ports.sagemaker(step.region)
     offerings: list[Offering] = []
     quota_error: str | None = None
     for duration in candidate_durations(request):
@@ -84,10 +86,25 @@ def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
         except QuotaExceeded as exc:
             quota_error = quota_error or str(exc)
     unique = {offering.key: offering for offering in offerings}
-    ports.offerings.put_many(request.id, list(unique.values()))
+    return list(unique.values()), quota_error
+
+
+def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
+    """Search ``step.region`` for the request's offerings and store them in OFFERINGS_TABLE.
+
+    Returns:
+        How many offerings were stored, how many are feasible, and the quota error (if any).
+
+    Raises:
+        ReservationNotFound: the request is not recorded.
+        RetryableAwsError: throttling/5xx that outlasted botocore's retries.
+    """
+    request = load_request(ports, step.request_id)
+    offerings, quota_error = find_offerings(ports.sagemaker(step.region), request)
+    ports.offerings.put_many(request.id, offerings)
     return SearchOutput(
         region=step.region,
-        count=len(unique),
-        feasible=sum(1 for o in unique.values() if o.feasible),
+        count=len(offerings),
+        feasible=sum(1 for o in offerings if o.feasible),
         quota_error=quota_error,
     )

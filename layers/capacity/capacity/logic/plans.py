@@ -1,0 +1,120 @@
+"""``POST /plans`` (and Slack ``/gpu plan``): a synchronous dry run that buys nothing and stores nothing.
+
+The same code as the workflow, run in one call: :func:`~capacity.models.parse_request` (with
+``dry_run`` forced on), :func:`~capacity.logic.search.find_offerings` in every requested region (in
+preference order), :func:`~capacity.planner.decide` (the decision framework of seed 000 and DESIGN.md
+section 2: the cheapest feasible offering within the budget, each shown with its on-demand equivalent,
+saving and break-even utilisation). Searches stop at a time limit (API Gateway ends an integration after
+29 s): the regions not searched are named in the answer, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from capacity.errors import RetryableAwsError
+from capacity.logic.search import find_offerings
+from capacity.models import Offering, parse_request
+from capacity.planner import Decision, decide
+from capacity.ports import Ports
+from capacity.ranking import rank
+
+PLAN_TIME_LIMIT_SECONDS = 20.0
+"""Stop starting new region searches after this long (the API answers within API Gateway's 29 s)."""
+MAX_RANKED = 20
+"""How many ranked offerings the answer lists (the best first)."""
+
+
+class PlanResult(BaseModel):
+    """The dry run's answer.
+
+    ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (``recommendation``, the
+    cheapest feasible offering, is above ``max_upfront_fee_usd``) or ``NO_OFFERING`` (no recommendation);
+    ``reason`` says why in a sentence (the same text the workflow would record). ``offerings`` are the
+    feasible ones, best first (at most 20), each with
+    ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
+    (a fraction: the capacity pays off when used more than this share of the reserved hours);
+    ``alternatives`` the nearest infeasible ones. ``needs_approval`` is true when buying it would wait for
+    a person (fee above ``approval_above_usd``). Money is USD (decimal strings in JSON).
+    """
+
+    request_id: str
+    decision: str = Field(description="DRY_RUN, REJECTED or NO_OFFERING")
+    reason: str
+    recommendation: Offering | None = None
+    needs_approval: bool = False
+    offerings: list[Offering] = Field(default_factory=list)
+    offerings_considered: int = 0
+    alternatives: list[Offering] = Field(default_factory=list)
+    quota_errors: dict[str, str] = Field(default_factory=dict)
+    regions_searched: list[str] = Field(default_factory=list)
+    regions_not_searched: dict[str, str] = Field(
+        default_factory=dict, description="region -> why it was not searched (time limit, AWS error)"
+    )
+
+
+def plan_reservation(
+    body: Mapping[str, Any],
+    ports: Ports,
+    *,
+    time_limit_seconds: float = PLAN_TIME_LIMIT_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> PlanResult:
+    """Rank the offerings for ``body`` across its regions and say what would be bought, buying nothing.
+
+    Args:
+        body: a reservation request as for ``POST /reservations`` (``dry_run`` is forced to true).
+        ports: only ``ports.sagemaker(region)`` and ``ports.clock`` are used.
+        time_limit_seconds: no region search starts after this long.
+        monotonic: the stopwatch (tests).
+
+    Raises:
+        InvalidRequest: the request is invalid (each error names the field).
+    """
+    request = parse_request({**body, "dry_run": True}, now=ports.clock())
+    started = monotonic()
+    offerings: list[Offering] = []
+    quota_errors: dict[str, str] = {}
+    searched: list[str] = []
+    skipped: dict[str, str] = {}
+    for region in request.regions:
+        if monotonic() - started >= time_limit_seconds:
+            skipped[region] = f"not searched: the {time_limit_seconds:g} s time limit was reached"
+            continue
+        try:
+            found, quota_error = find_offerings(ports.sagemaker(region), request)
+        except RetryableAwsError as exc:  # one region's outage must not hide the others' offerings
+            skipped[region] = f"search failed: {exc}; try again later"
+            continue
+        searched.append(region)
+        offerings.extend(found)
+        if quota_error:
+            quota_errors[region] = quota_error
+    plan = decide(request, offerings, quota_errors=quota_errors)
+    reason = plan.reason
+    if skipped:
+        reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
+    threshold = request.approval_above_usd
+    needs_approval = (
+        plan.decision is Decision.DRY_RUN
+        and plan.offering is not None
+        and threshold is not None
+        and plan.offering.upfront_fee_usd > threshold
+    )
+    return PlanResult(
+        request_id=request.id,
+        decision=plan.decision.value,
+        reason=reason,
+        recommendation=plan.offering,
+        needs_approval=needs_approval,
+        offerings=rank(offerings, request.regions)[:MAX_RANKED],
+        offerings_considered=plan.considered,
+        alternatives=list(plan.alternatives),
+        quota_errors=quota_errors,
+        regions_searched=searched,
+        regions_not_searched=skipped,
+    )

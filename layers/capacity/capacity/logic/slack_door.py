@@ -1,0 +1,708 @@
+"""The Slack door (``functions/slack``): the ``/gpu`` slash command and the approval buttons.
+
+Every request is verified first (:func:`verify`): the body as Slack sent it (API Gateway's base64 decoded),
+``X-Slack-Signature`` = ``v0=`` + HMAC-SHA256(signing secret, ``v0:{timestamp}:{body}``) checked with
+``slack_sdk``'s ``SignatureVerifier``, ``X-Slack-Request-Timestamp`` within 5 minutes of now, and the
+``(timestamp, signature)`` pair never seen before (Slack's "Verifying requests from Slack"). Anything
+else is :class:`~capacity.errors.SlackUnauthorized` (HTTP 401) and nothing runs.
+
+Slash command (``application/x-www-form-urlencoded``: ``command``, ``text``, ``user_id``, ``channel_id``,
+``team_id``, ``response_url``...): ``/gpu <subcommand> ...``, see :data:`USAGE`.
+
+- ``reserve``: the words become a request (:func:`request_from_words`) validated by
+  :func:`~capacity.models.parse_request` (requester ``slack:<user id>``); then exactly one ``PutEvents``
+  (``ReservationRequested`` with the channel and user, so progress lands in a thread there) and the ack.
+- ``plan``: a dry run (:func:`capacity.logic.plans.plan_reservation`) with a 2-second search budget so
+  the answer still comes within Slack's 3 seconds; regions not searched in time are named (the REST API's
+  ``POST /plans`` searches longer).
+- ``status <id>``: the reservation's state and last steps. ``cancel <id>``: the requester or an approver
+  only. ``help`` (or nothing): the usage. Anything else: the usage with what was wrong.
+
+Interactions (``payload`` = JSON ``block_actions``): the Approve/Reject buttons of the approval message.
+Only users in env ``SLACK_APPROVER_IDS`` may press them (others get an ephemeral refusal); the decision
+goes through :func:`capacity.logic.api.decide_approval` (the approver ``slack:<user id>`` is recorded in the
+ledger, the waiting task is answered) and the approval message is replaced by the outcome.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any, Protocol
+from urllib.parse import parse_qs
+
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from capacity import messages
+from capacity.adapters.slack import respond
+from capacity.errors import (
+    InvalidRequest,
+    NotAwaitingApproval,
+    ReservationClosed,
+    ReservationNotFound,
+    ScheduleExists,
+    ScheduleNotFound,
+    SlackUnauthorized,
+)
+from capacity.logic import api, schedules
+from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
+from capacity.ports import Ports
+from capacity.timeutil import iso_z
+
+SIGNATURE_WINDOW = timedelta(minutes=5)
+"""Slack's replay window: a timestamp further than this from now is refused."""
+PLAN_TIME_LIMIT_SECONDS = 2.0
+"""Search budget of ``/gpu plan``: the answer must reach Slack within 3 seconds."""
+DEFAULT_FLEX = timedelta(days=1)
+"""Without ``until=``, the window is the duration plus one day (the plan may start up to a day late)."""
+
+USAGE = """*Usage:* `/gpu <command>`
+• `/gpu reserve <count> <instance type> <duration> [from <date>] [until <date>] models=<a,b> max=<USD> \
+[regions=<r1,r2>] [approval=<USD>] [accelerators=<n>] [memory=<MB>] [cpus=<n>] [copies=<min:initial:max>] \
+[timeout=<hours>] [id=<request id>]`
+    e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
+models=llama-eu,llama-us max=30000`
+• `/gpu plan <same as reserve>`: where is capacity, what would it cost, what would be picked (buys nothing)
+• `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
+• `/gpu cancel <request id>`: release it now (the requester or an approver)
+• `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
+without from/until/id>`: a recurring reservation (approvers), e.g. `/gpu schedule weekly-eval \
+cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
+`/gpu schedule list`, `/gpu schedule delete <name>`
+• `/gpu help`: this help
+Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
+existing SageMaker models (`models=name`, one inference component each); `max` is the most to pay upfront \
+in USD."""
+
+_OPTIONS = {
+    "models",
+    "max",
+    "regions",
+    "approval",
+    "accelerators",
+    "memory",
+    "cpus",
+    "copies",
+    "timeout",
+    "id",
+    "from",
+    "until",
+}
+_FIELD_NAMES = {
+    "requester": "your Slack user",
+    "instance_count": "count",
+    "instance_type": "instance type",
+    "duration_hours": "duration",
+    "earliest_start": "from",
+    "latest_end": "until",
+    "max_upfront_fee_usd": "max",
+    "approval_above_usd": "approval",
+    "approval_timeout_hours": "timeout",
+    "request_id": "id",
+    "regions": "regions",
+    "models": "models",
+    "timezone": "tz",
+    "start_after_hours": "after",
+    "window_hours": "window",
+    "schedule_expression": "expression",
+}
+_DURATION = re.compile(r"^(\d{1,4})([dh])$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class ReplayGuard(Protocol):
+    """Remembers verified signatures (:class:`~capacity.adapters.dynamodb.SignatureLog`)."""
+
+    def first_use(self, key: str, *, expires_at: datetime) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SlackAnswer:
+    """What the door answers: HTTP ``status`` and a JSON ``body`` (Slack shows a command's body)."""
+
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def proxy(self) -> dict[str, Any]:
+        """The API Gateway proxy response."""
+        return {
+            "statusCode": self.status,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps(self.body),
+            "isBase64Encoded": False,
+        }
+
+
+class UsageError(Exception):
+    """A ``/gpu`` command that cannot be understood: the message says what is wrong."""
+
+
+# ---------------------------------------------------------------------------------------- verification
+
+
+def raw_body(event: Mapping[str, Any]) -> str:
+    """The body exactly as Slack sent it (API Gateway base64-encodes it when ``isBase64Encoded``).
+
+    Raises:
+        SlackUnauthorized: the body is marked base64 but is not base64 UTF-8 (it cannot be verified).
+    """
+    body = event.get("body") or ""
+    if not event.get("isBase64Encoded"):
+        return str(body)
+    try:
+        return base64.b64decode(str(body), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise SlackUnauthorized("the body is marked base64-encoded but is not base64 UTF-8") from exc
+
+
+def header(event: Mapping[str, Any], name: str) -> str | None:
+    """A request header, case-insensitively (API Gateway keeps the client's spelling)."""
+    for key, value in (event.get("headers") or {}).items():
+        if str(key).lower() == name.lower():
+            return None if value is None else str(value)
+    return None
+
+
+class _FixedClock(Clock):
+    """``slack_sdk``'s clock answering the door's own clock (the local cloud's is virtual)."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now.timestamp()
+
+    def now(self) -> float:
+        return self._now
+
+
+def verify(event: Mapping[str, Any], *, signing_secret: str, now: datetime, guard: ReplayGuard) -> str:
+    """Verify a Slack request; returns its body (decoded).
+
+    Raises:
+        SlackUnauthorized: no or malformed timestamp, a timestamp more than 5 minutes from ``now``, a
+            signature that does not match, or a (timestamp, signature) already seen (a replay).
+    """
+    body = raw_body(event)
+    timestamp = header(event, "X-Slack-Request-Timestamp")
+    signature = header(event, "X-Slack-Signature")
+    if not timestamp or not signature:
+        raise SlackUnauthorized("missing X-Slack-Request-Timestamp or X-Slack-Signature")
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
+        raise SlackUnauthorized("X-Slack-Request-Timestamp is not epoch seconds")
+    sent = datetime.fromtimestamp(int(timestamp), UTC)
+    if abs(now - sent) > SIGNATURE_WINDOW:
+        raise SlackUnauthorized("the request timestamp is more than 5 minutes from now (stale or replayed)")
+    verifier = SignatureVerifier(signing_secret, clock=_FixedClock(now))
+    if not verifier.is_valid(body=body, timestamp=timestamp, signature=signature):
+        raise SlackUnauthorized("the request signature does not match")
+    # Recorded only once the signature is valid, so forged requests cannot fill the table.
+    if not guard.first_use(
+        f"slack-signature#{timestamp}#{signature}", expires_at=sent + 2 * SIGNATURE_WINDOW
+    ):
+        raise SlackUnauthorized("this signed request was already received (replay)")
+    return body
+
+
+# ------------------------------------------------------------------------------------------ the command
+
+
+def split_words(text: str) -> list[str]:
+    """The command text as words (Slack clients may send non-breaking spaces)."""
+    return text.replace("\u00a0", " ").split()
+
+
+def _duration_hours(word: str) -> int:
+    match = _DURATION.match(word.lower())
+    if not match:
+        raise UsageError(f"`{word}` is not a duration: use whole days like `3d` (or hours like `72h`)")
+    value, unit = int(match.group(1)), match.group(2)
+    return value * 24 if unit == "d" else value
+
+
+def _instant(word: str, name: str) -> datetime:
+    """``YYYY-MM-DD`` (00:00 UTC) or an ISO-8601 UTC time."""
+    text = word.upper()
+    if _DATE.match(text):
+        text += "T00:00:00Z"
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(
+            f"`{name} {word}` is not a date: use `2026-12-10` or `2026-12-10T11:30Z` (UTC)"
+        ) from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _int(value: str, name: str) -> int:
+    if not value.isdigit():
+        raise UsageError(f"`{name}={value}` must be a whole number")
+    return int(value)
+
+
+def _usd(value: str, name: str) -> str:
+    cleaned = value.replace("$", "").replace(",", "")
+    try:
+        amount = Decimal(cleaned)
+    except InvalidOperation as exc:
+        raise UsageError(f"`{name}={value}` must be an amount in US dollars, like `30000`") from exc
+    if not amount.is_finite():
+        raise UsageError(f"`{name}={value}` must be an amount in US dollars, like `30000`")
+    return cleaned
+
+
+def _copies(value: str) -> dict[str, int]:
+    parts = value.split(":")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise UsageError(f"`copies={value}` must be `min:initial:max`, like `0:1:4`")
+    low, initial, high = (int(part) for part in parts)
+    return {"min": low, "initial": initial, "max": high}
+
+
+def request_from_words(
+    words: Sequence[str], *, user_id: str, now: datetime, default_region: str
+) -> dict[str, Any]:
+    """The request body (as ``POST /reservations`` takes it) of ``reserve``/``plan`` words.
+
+    ``<count> <instance type> <duration> [from <date>] [until <date>] key=value...`` (see :data:`USAGE`);
+    without ``from`` the window starts now; without ``until`` it lasts the duration plus one day.
+
+    Raises:
+        UsageError: a word or option that cannot be read (the message names it and the fix).
+    """
+    if len(words) < 3:
+        raise UsageError("give at least `<count> <instance type> <duration>`, e.g. `2 ml.p5.48xlarge 3d`")
+    count_word, instance_type, duration_word, *rest = words
+    if not count_word.isdigit():
+        raise UsageError(f"`{count_word}` is not an instance count: use 1, 2, 4, 8, 16, 32 or 64")
+    options = _options(rest)
+    for key, example in (("models", "models=llama-eu,llama-us"), ("max", "max=30000")):
+        if key not in options:
+            raise UsageError(f"`{key}=` is required, e.g. `{example}`")
+    duration = _duration_hours(duration_word)
+    start = _instant(options["from"], "from") if "from" in options else now.replace(second=0, microsecond=0)
+    end = (
+        _instant(options["until"], "until")
+        if "until" in options
+        else start + timedelta(hours=duration) + DEFAULT_FLEX
+    )
+    model = _model_options(options)
+    body: dict[str, Any] = {
+        "requester": f"slack:{user_id}",
+        "instance_type": instance_type,
+        "instance_count": int(count_word),
+        "duration_hours": duration,
+        "earliest_start": iso_z(start),
+        "latest_end": iso_z(end),
+        "regions": [r for r in options.get("regions", default_region).split(",") if r],
+        "max_upfront_fee_usd": _usd(options["max"], "max"),
+        "models": [
+            {"name": name, "model_name": name, **model} for name in options["models"].split(",") if name
+        ],
+    }
+    if "approval" in options:
+        body["approval_above_usd"] = _usd(options["approval"], "approval")
+    if "timeout" in options:
+        body["approval_timeout_hours"] = _int(options["timeout"].rstrip("h"), "timeout")
+    if "id" in options:
+        body["request_id"] = options["id"]
+    return body
+
+
+def _options(rest: Sequence[str]) -> dict[str, str]:
+    """``from <date>``, ``until <date>`` and ``key=value`` words.
+
+    Raises:
+        UsageError: an unknown word or option, or one given twice.
+    """
+    options: dict[str, str] = {}
+    index = 0
+    while index < len(rest):
+        word = rest[index]
+        if word.lower() in ("from", "until") and index + 1 < len(rest):
+            key, value, index = word.lower(), rest[index + 1], index + 2
+        else:
+            key, sep, value = word.partition("=")
+            key, index = key.lower(), index + 1
+            if not sep or key not in _OPTIONS or key in ("from", "until") or not value:
+                raise UsageError(
+                    f"`{word}` is not understood: options are `from <date>`, `until <date>` and "
+                    + ", ".join(f"`{name}=`" for name in sorted(_OPTIONS - {"from", "until"}))
+                )
+        if key in options:
+            raise UsageError(f"`{key}` is given twice: give it once")
+        options[key] = value
+    return options
+
+
+def _model_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """What every model needs per copy (``accelerators``, ``memory``, ``cpus``) and its ``copies``."""
+    model: dict[str, Any] = {}
+    if "accelerators" in options:
+        model["accelerators"] = _int(options["accelerators"], "accelerators")
+    if "memory" in options:
+        model["memory_mb"] = _int(options["memory"], "memory")
+    if "cpus" in options:
+        try:
+            model["cpu_cores"] = float(options["cpus"])
+        except ValueError as exc:
+            raise UsageError(f"`cpus={options['cpus']}` must be a number of CPU cores") from exc
+    if "copies" in options:
+        model["copies"] = _copies(options["copies"])
+    return model
+
+
+def _invalid_text(exc: InvalidRequest) -> str:
+    """The validation errors, named as the command's words."""
+    lines = []
+    for error in exc.errors:
+        head, _, tail = error.field.partition(".")
+        name = _FIELD_NAMES.get(head, head)
+        where = f"{name}.{tail}" if tail and head == "models" else name
+        lines.append(f"• `{where}`: {error.message}")
+    return "The request is not valid:\n" + "\n".join(lines)
+
+
+def _ephemeral(text: str) -> SlackAnswer:
+    return SlackAnswer(200, {"response_type": "ephemeral", "text": text})
+
+
+def _usage(problem: str | None = None) -> SlackAnswer:
+    return _ephemeral(f"{problem}\n\n{USAGE}" if problem else USAGE)
+
+
+@dataclass(frozen=True)
+class Door:
+    """What the door needs besides the ports.
+
+    Attributes:
+        signing_secret: returns the Slack signing secret (cached by the caller).
+        guard: remembers verified signatures (replays).
+        approvers: Slack user ids allowed to approve, reject and cancel any reservation.
+        planner: ``(body, ports, time_limit_seconds) -> plan`` for ``/gpu plan`` (None: not available).
+        respond: posts to an interaction's ``response_url`` (default :func:`capacity.adapters.slack.respond`).
+    """
+
+    signing_secret: Callable[[], str]
+    guard: ReplayGuard
+    approvers: frozenset[str]
+    planner: Callable[[Mapping[str, Any], Ports, float], Mapping[str, Any]] | None = None
+    respond: Callable[..., bool] = respond
+
+
+def handle(event: Mapping[str, Any], ports: Ports, door: Door) -> SlackAnswer:
+    """Verify and answer one API Gateway proxy event from Slack (a slash command or an interaction).
+
+    Returns:
+        401 ``{"message"}`` when verification fails; 200 with the command's answer otherwise (usage
+        problems and refusals are 200 ephemeral messages, as Slack expects).
+    """
+    try:
+        body = verify(event, signing_secret=door.signing_secret(), now=ports.clock(), guard=door.guard)
+    except SlackUnauthorized as exc:
+        return SlackAnswer(401, {"message": f"unauthorized: {exc}"})
+    form = {key: values[-1] for key, values in parse_qs(body, keep_blank_values=True).items()}
+    if "payload" in form:
+        return interaction(form["payload"], ports, door)
+    return command(form, ports, door)
+
+
+def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
+    """Answer a verified ``/gpu`` slash command (form fields as Slack sends them)."""
+    user_id = form.get("user_id", "")
+    channel_id = form.get("channel_id", "")
+    words = split_words(form.get("text", ""))
+    if not user_id:
+        return _usage("The command came without a user id.")
+    subcommand, args = (words[0].lower(), words[1:]) if words else ("help", [])
+    origin = (
+        SlackOrigin(channel_id=channel_id, user_id=user_id, team_id=form.get("team_id") or None)
+        if channel_id
+        else None
+    )
+    handlers: dict[str, Callable[[], SlackAnswer]] = {
+        "help": _usage,
+        "reserve": lambda: _reserve(args, ports, user_id=user_id, origin=origin),
+        "plan": lambda: _plan(args, ports, door, user_id=user_id),
+        "status": lambda: _status(args, ports),
+        "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
+        "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
+    }
+    run = handlers.get(subcommand)
+    if run is None:
+        return _usage(f"`{subcommand}` is not a /gpu command.")
+    try:
+        return run()
+    except UsageError as exc:
+        return _usage(str(exc))
+    except InvalidRequest as exc:
+        return _ephemeral(_invalid_text(exc))
+    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
+        return _ephemeral(str(exc))
+
+
+def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
+    body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
+    request = parse_request(body, now=ports.clock())
+    ports.events.put(
+        "ReservationRequested",
+        ReservationRequestedDetail(request=request.model_dump(mode="json"), slack=origin),
+    )
+    return _ephemeral(
+        f"Reservation `{request.id}` requested: {request.instance_count} x {request.instance_type} for "
+        f"{request.duration_hours} h, budget ${request.max_upfront_fee_usd:,f}. Progress follows in a "
+        f"thread in this channel; `/gpu status {request.id}` shows where it is."
+    )
+
+
+def _plan(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    if door.planner is None:
+        return _ephemeral("Planning is not available here; use the REST API's `POST /plans`.")
+    body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
+    result = door.planner({**body, "dry_run": True}, ports, PLAN_TIME_LIMIT_SECONDS)
+    return _ephemeral(plan_text(result))
+
+
+def plan_text(result: Mapping[str, Any]) -> str:
+    """A dry run's answer: the decision and why, the pick, the best offerings, what was not searched."""
+    lines = [
+        f"*Plan for {result.get('request_id')}: {result.get('decision')}*",
+        str(result.get("reason") or ""),
+    ]
+    pick = result.get("recommendation")
+    if isinstance(pick, Mapping):
+        lines.append(
+            f"Pick: ${pick.get('upfront_fee_usd')} in {pick.get('region')} "
+            f"({pick.get('availability_zone')}), {pick.get('start_time')} to {pick.get('end_time')}; "
+            "on-demand equivalent "
+            f"${pick.get('on_demand_equivalent_usd')}, saving {pick.get('saving_percent')}%, break-even "
+            f"utilisation {pick.get('break_even_utilisation')}."
+        )
+    offerings = [o for o in result.get("offerings") or [] if isinstance(o, Mapping)]
+    for rank, offering in enumerate(offerings[:5], start=1):
+        lines.append(
+            f"{rank}. ${offering.get('upfront_fee_usd')} {offering.get('region')} "
+            f"{offering.get('start_time')} to {offering.get('end_time')} "
+            f"(saving {offering.get('saving_percent')}%)"
+        )
+    late = result.get("regions_timed_out") or []
+    if late:
+        lines.append(
+            f"Not searched within Slack's 3 seconds: {', '.join(map(str, late))}; "
+            "`POST /plans` searches longer."
+        )
+    errors = result.get("quota_errors") or {}
+    if isinstance(errors, Mapping) and errors:
+        lines.append("Quota errors: " + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())))
+    lines.append("Nothing was bought.")
+    return "\n".join(line for line in lines if line)
+
+
+def _one_id(args: Sequence[str], what: str) -> str:
+    if len(args) != 1:
+        raise UsageError(f"`{what}` takes one request id, e.g. `/gpu {what} req-1a2b3c4d5e6f7a8b`")
+    return args[0]
+
+
+STATUS_LIST_LIMIT = 10
+
+
+def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
+    if not args:  # the newest reservations, one line each
+        listed = api.list_reservations(ports, limit=STATUS_LIST_LIMIT)["reservations"]
+        if not listed:
+            return _ephemeral("No reservations yet. `/gpu help` shows how to make one.")
+        lines = [
+            f"• `{r['request_id']}` *{r.get('state') or 'SUBMITTED'}*: {r.get('instance_count')} x "
+            f"{r.get('instance_type')} from {r.get('earliest_start')}, "
+            f"by {messages.mention(str(r.get('requester')))}"
+            for r in listed
+        ]
+        return _ephemeral(f"*The {len(lines)} newest reservations*\n" + "\n".join(lines))
+    request_id = _one_id(args, "status")
+    found = api.get_reservation(request_id, ports)
+    history = found.get("history") or []
+    steps = "\n".join(
+        f"• {entry.get('at')}  {entry.get('state')}"
+        + (
+            f" ({entry['detail']['reason']})"
+            if isinstance(entry.get("detail"), dict) and entry["detail"].get("reason")
+            else ""
+        )
+        for entry in history[-8:]
+    )
+    purchase = found.get("purchase")
+    bought = (
+        f"\nTraining plan `{purchase.get('training_plan_name')}` in {purchase.get('region')}, "
+        f"${purchase.get('upfront_fee_usd')} upfront, "
+        f"{purchase.get('start_time')} to {purchase.get('end_time')}."
+        if isinstance(purchase, Mapping)
+        else ""
+    )
+    return _ephemeral(f"*{request_id}* is *{found.get('state') or 'SUBMITTED'}*.{bought}\n{steps}".rstrip())
+
+
+def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    request_id = _one_id(args, "cancel")
+    found = api.get_reservation(request_id, ports)
+    requester = str((found.get("request") or {}).get("requester") or "")
+    if requester != f"slack:{user_id}" and user_id not in door.approvers:
+        return _ephemeral(
+            f"Only the requester ({messages.mention(requester) if requester else 'unknown'}) or an approver "
+            f"may cancel {request_id}."
+        )
+    result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}")
+    return _ephemeral(
+        f"{request_id} is {result['status']}: whatever it holds is being released (the cost summary follows "
+        "in its thread)."
+    )
+
+
+_SCHEDULE_OPTIONS = {"tz": "timezone", "after": "start_after_hours", "window": "window_hours"}
+
+
+def schedule_from_words(
+    words: Sequence[str], *, user_id: str, now: datetime, default_region: str
+) -> dict[str, Any]:
+    """The ``POST /schedules`` body of ``/gpu schedule <name> <expression> [tz=] [after=] [window=] <reserve
+    words>``; the expression is ``cron(...)`` (six fields, spaces allowed) or ``rate(...)``.
+
+    Raises:
+        UsageError: no name or expression, a time option in the reserve words, or an unreadable option.
+    """
+    if len(words) < 2:
+        raise UsageError("give a name and a `cron(...)` or `rate(...)` expression, then the reserve words")
+    name, first, *rest = words
+    if not first.lower().startswith(("cron(", "rate(")):
+        raise UsageError(
+            f"`{first}` is not a schedule expression: use `cron(30 11 ? * MON *)` or `rate(7 days)`"
+        )
+    parts = [first]
+    while not parts[-1].endswith(")") and rest:
+        parts.append(rest.pop(0))
+    if not parts[-1].endswith(")"):
+        raise UsageError("the schedule expression has no closing `)`")
+    body: dict[str, Any] = {"name": name, "schedule_expression": " ".join(parts), "timezone": "UTC"}
+    words_left: list[str] = []
+    for word in rest:
+        key, sep, value = word.partition("=")
+        field_name = _SCHEDULE_OPTIONS.get(key.lower()) if sep else None
+        if field_name is None:
+            words_left.append(word)
+        elif field_name == "timezone":
+            body["timezone"] = value
+        else:
+            body[field_name] = value and (_duration_hours(value) if not value.isdigit() else int(value))
+    for word in words_left:
+        if word.lower() in ("from", "until") or word.lower().startswith("id="):
+            raise UsageError(
+                f"`{word}`: each run's window and request id come from the schedule, leave it out"
+            )
+    request = request_from_words(words_left, user_id=user_id, now=now, default_region=default_region)
+    body["request"] = {
+        key: value for key, value in request.items() if key not in ("earliest_start", "latest_end")
+    }
+    return body
+
+
+def _schedule(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    action = args[0].lower() if args else "list"
+    if action == "list":
+        found = schedules.list_schedules(ports, limit=20)["schedules"]
+        if not found:
+            return _ephemeral("No schedules. `/gpu help` shows how to make one.")
+        lines = [
+            f"• `{s['name']}` {s['schedule_expression']} ({s['timezone']}, {s['state']}): "
+            f"{s['request'].get('instance_count')} x {s['request'].get('instance_type')}, "
+            f"requests `{s['request_id_pattern']}`"
+            for s in found
+        ]
+        return _ephemeral("*Schedules*\n" + "\n".join(lines))
+    if user_id not in door.approvers:  # a schedule spends money every time it fires
+        return _ephemeral("Only approvers may create or delete schedules.")
+    if action == "delete":
+        name = _one_id(args[1:], "schedule delete")
+        schedules.delete_schedule(name, ports)
+        return _ephemeral(f"Schedule `{name}` deleted; reservations it already requested are not touched.")
+    body = schedule_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
+    try:
+        view = schedules.create_schedule(body, ports, actor=f"slack:{user_id}")
+    except InvalidRequest as exc:  # name the request's fields as the reserve words do
+        raise InvalidRequest(
+            [type(e)(e.field.removeprefix("request."), e.message) for e in exc.errors]
+        ) from exc
+    return _ephemeral(
+        f"Schedule `{view['name']}` created: {view['schedule_expression']} ({view['timezone']}); each run "
+        f"requests `{view['request_id_pattern']}` (a second firing on one date reserves nothing more)."
+    )
+
+
+# ------------------------------------------------------------------------------------------ the buttons
+
+APPROVE = "approve_reservation"
+REJECT = "reject_reservation"
+
+
+def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
+    """Answer a verified interaction (``block_actions`` of the approval message's buttons).
+
+    The HTTP answer is an empty 200 (Slack ignores its body for ``block_actions``); what the user sees
+    goes to the interaction's ``response_url``: an ephemeral refusal for a non-approver or a decision
+    that came too late, or the approval message replaced by the outcome.
+    """
+    try:
+        payload = json.loads(payload_text)
+    except ValueError:
+        return SlackAnswer(400, {"message": "payload is not JSON"})
+    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+        return SlackAnswer(200, {})
+    actions = [a for a in payload.get("actions") or [] if isinstance(a, dict)]
+    action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT)), None)
+    user_id = str((payload.get("user") or {}).get("id") or "")
+    response_url = str(payload.get("response_url") or "")
+    if action is None:
+        return SlackAnswer(200, {})
+    request_id = str(action.get("value") or "")
+    approved = action.get("action_id") == APPROVE
+    if not user_id or user_id not in door.approvers:
+        door.respond(
+            response_url,
+            f"Sorry <@{user_id}>, only approvers may approve or reject {request_id}; nothing was changed.",
+            ephemeral=True,
+        )
+        return SlackAnswer(200, {})
+    approver = f"slack:{user_id}"
+    try:
+        api.decide_approval(
+            request_id,
+            {"approved": approved, "approver": approver, "reason": "pressed in Slack"},
+            ports,
+            identity=approver,  # the signed request proves who pressed the button
+        )
+    except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
+        door.respond(response_url, f"{request_id}: {exc}", ephemeral=True)
+        return SlackAnswer(200, {})
+    decided = messages.approval_decided(request_id, approved=approved, approver=approver)
+    door.respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
+    return SlackAnswer(200, {})
+
+
+__all__ = [
+    "APPROVE",
+    "REJECT",
+    "USAGE",
+    "Door",
+    "SlackAnswer",
+    "UsageError",
+    "command",
+    "handle",
+    "interaction",
+    "plan_text",
+    "request_from_words",
+    "verify",
+]

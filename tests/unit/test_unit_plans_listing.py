@@ -1,0 +1,165 @@
+"""Door logic: the dry-run plan (``POST /plans``) and the reservations listing (``GET /reservations``)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from capacity.errors import InvalidRequest
+from capacity.logic.api import list_reservations, validation_problems
+from capacity.logic.plans import plan_reservation
+from capacity.models import State, parse_request
+
+from tests.unit.conftest import Harness
+from tests.unit.unit_fakes import raw_offering, request_body
+
+# ------------------------------------------------------------------------------------------ plans
+
+
+def test_plan_ranks_offerings_across_regions_and_buys_nothing(harness: Harness) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2400"))
+    harness.world.add_offerings("us-west-2", raw_offering("tpo-west", fee="2100", zone="us-west-2b"))
+
+    result = plan_reservation(request_body(approval_above_usd="2000"), harness.ports)
+
+    assert result.decision == "DRY_RUN"
+    assert result.recommendation is not None
+    assert result.recommendation.offering_id == "tpo-west"
+    assert [o.offering_id for o in result.offerings] == ["tpo-west", "tpo-east"]
+    best = result.offerings[0]
+    # 2 x ml.p5.48xlarge x 72 h on demand at $55.04/h (seed 000's rate)
+    assert best.on_demand_equivalent_usd == Decimal("7925.76")
+    assert best.break_even_utilisation == Decimal("0.2650")  # 2100 / 7925.76
+    assert result.needs_approval is True  # $2,100 is above the $2,000 approval threshold
+    assert "would buy it" in result.reason
+    assert "$2,100.00" in result.reason
+    assert result.regions_searched == ["us-east-1", "us-west-2"]
+    assert harness.world.names("CreateTrainingPlan") == []
+    assert harness.ledger.items("demo-1") == []
+    assert harness.events.types() == []
+
+
+def test_plan_over_budget_is_rejected_with_the_fee_to_raise_it_to(harness: Harness) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-dear", fee="45000"))
+
+    result = plan_reservation(request_body(), harness.ports)
+
+    assert result.decision == "REJECTED"
+    assert "raise the budget to at least $45,000.00" in result.reason
+
+
+def test_plan_reports_quota_and_nothing_found(harness: Harness) -> None:
+    harness.world.quota_regions.add("us-west-2")
+
+    result = plan_reservation(request_body(), harness.ports)
+
+    assert result.decision == "NO_OFFERING"
+    assert result.recommendation is None
+    assert set(result.quota_errors) == {"us-west-2"}
+    assert "Quota exceeded in us-west-2" in result.reason
+
+
+def test_plan_stops_searching_at_the_time_limit_and_names_the_regions_left(harness: Harness) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2400"))
+    ticks = iter([0.0, 0.0, 25.0])  # start, before us-east-1, before us-west-2
+
+    result = plan_reservation(
+        request_body(), harness.ports, time_limit_seconds=20, monotonic=lambda: next(ticks)
+    )
+
+    assert result.regions_searched == ["us-east-1"]
+    assert list(result.regions_not_searched) == ["us-west-2"]
+    assert "20 s time limit" in result.reason
+    assert result.decision == "DRY_RUN"
+
+
+def test_plan_validates_the_request_like_a_reservation(harness: Harness) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        plan_reservation(request_body(instance_count=3), harness.ports)
+    assert [e.field for e in caught.value.errors] == ["instance_count"]
+
+
+# ----------------------------------------------------------------------------------------- listing
+
+
+def _record(harness: Harness, request_id: str, *states: State) -> None:
+    request = parse_request(request_body(request_id=request_id), now=None)
+    harness.ledger.record_request(request, actor="tests")
+    for state in states:
+        harness.ledger.append(request_id, state, actor="tests")
+    harness.clock.advance(minutes=1)
+
+
+def test_listing_is_newest_first_and_filters_on_the_current_state(harness: Harness) -> None:
+    _record(harness, "r-1", State.PLANNED, State.FAILED)
+    _record(harness, "r-2", State.PLANNED)
+    _record(harness, "r-3", State.PLANNED, State.AWAITING_APPROVAL)
+
+    everything = list_reservations(harness.ports)
+    planned = list_reservations(harness.ports, status=State.PLANNED)
+
+    assert [r["request_id"] for r in everything["reservations"]] == ["r-3", "r-2", "r-1"]
+    assert [r["state"] for r in everything["reservations"]] == ["AWAITING_APPROVAL", "PLANNED", "FAILED"]
+    assert everything["next_token"] is None
+    assert [r["request_id"] for r in planned["reservations"]] == ["r-2"]  # r-1 and r-3 moved on
+    first = everything["reservations"][0]
+    assert first["instance_type"] == "ml.p5.48xlarge"
+    assert first["created_at"] == "2026-12-01T09:02:00Z"
+    assert first["links"]["self"] == "/reservations/r-3"
+
+
+def test_listing_pages_with_an_opaque_token(harness: Harness) -> None:
+    for index in range(5):
+        _record(harness, f"r-{index}")
+
+    seen: list[str] = []
+    token: str | None = None
+    pages = 0
+    while True:
+        page = list_reservations(harness.ports, limit=2, next_token=token)
+        seen += [r["request_id"] for r in page["reservations"]]
+        pages += 1
+        token = page["next_token"]
+        if token is None:
+            break
+
+    assert seen == ["r-4", "r-3", "r-2", "r-1", "r-0"]
+    assert pages == 3
+
+
+def test_listing_filtered_pages_skip_what_does_not_match(harness: Harness) -> None:
+    for index in range(6):
+        _record(harness, f"r-{index}", State.FAILED if index % 2 else State.PLANNED)
+
+    first = list_reservations(harness.ports, status=State.FAILED, limit=2)
+    second = list_reservations(harness.ports, status=State.FAILED, limit=2, next_token=first["next_token"])
+
+    assert [r["request_id"] for r in first["reservations"]] == ["r-5", "r-3"]
+    assert [r["request_id"] for r in second["reservations"]] == ["r-1"]
+    assert second["next_token"] is None
+
+
+@pytest.mark.parametrize("token", ["not-base64!", "e30", "eyJsaXN0aW5nIjoib3RoZXIifQ"])
+def test_listing_refuses_a_token_it_did_not_issue(harness: Harness, token: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        list_reservations(harness.ports, next_token=token)
+    assert caught.value.errors[0].field == "next_token"
+
+
+def test_validation_problems_name_the_field_without_the_location_prefix() -> None:
+    problems = validation_problems(
+        [
+            {"loc": ("body", "instance_count"), "type": "int_type", "msg": "Input should be a valid integer"},
+            {"loc": ("query", "limit"), "type": "less_than_equal", "msg": "...", "ctx": {"le": 100}},
+            {"loc": ("body", "max_upfront_fee_usd"), "type": "missing", "msg": "Field required"},
+            {"loc": ("body", 7), "type": "json_invalid", "msg": "JSON decode error", "ctx": {"error": "x"}},
+            {"loc": ("body", "schedule_expression"), "type": "value_error", "msg": "Value error, use cron()"},
+        ]
+    )
+    assert [(p.field, p.message) for p in problems] == [
+        ("instance_count", "must be a whole number (a JSON integer, not a string, a boolean or a fraction)"),
+        ("limit", "must be at most 100"),
+        ("max_upfront_fee_usd", 'is required: set the budget, the most to pay upfront in USD (e.g. "30000")'),
+        ("body", "is not valid JSON: x"),
+        ("schedule_expression", "use cron()"),
+    ]
