@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import OfferingStore
+from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler
@@ -94,6 +95,46 @@ class SageMakerPort(Protocol):
     def resource_tags(self, arn: str) -> dict[str, str] | None: ...
 
 
+class Ec2Port(Protocol):
+    """The EC2 operations the logic uses (:class:`~capacity.adapters.ec2.Ec2Adapter`)."""
+
+    region: str
+
+    def describe_capacity_block_offerings(
+        self,
+        *,
+        instance_type: str,
+        instance_count: int,
+        start_after: datetime,
+        end_before: datetime,
+        duration_hours: int,
+    ) -> list[dict[str, Any]]: ...
+
+    def purchase_capacity_block(
+        self, *, offering_id: str, tags: Sequence[Mapping[str, str]], platform: str = "Linux/UNIX"
+    ) -> CapacityReservation: ...
+
+    def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None: ...
+
+    def find_capacity_reservations(self, request_id: str) -> list[CapacityReservation]: ...
+
+    def run_instances(
+        self,
+        *,
+        count: int,
+        instance_type: str,
+        launch_template: Mapping[str, str] | None,
+        client_token: str,
+        tags: Sequence[Mapping[str, str]],
+        capacity_reservation_id: str | None = None,
+        market_type: str | None = None,
+    ) -> list[str]: ...
+
+    def find_instances(self, request_id: str) -> list[Instance]: ...
+
+    def terminate_instances(self, instance_ids: Sequence[str]) -> None: ...
+
+
 class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
 
@@ -130,6 +171,7 @@ class Ports:
         ledger, offerings, events, scheduler, tasks, slack: ready-made ports (tests); default: built
             from the settings on first use (a missing variable raises ``ConfigurationError`` then).
         sagemaker: region -> SageMaker port; default :class:`SageMakerAdapter` with the cached client.
+        ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
         clock: the current UTC time.
     """
 
@@ -145,6 +187,7 @@ class Ports:
         slack: NotifierPort | None = None,
         sagemaker: Callable[[str], SageMakerPort] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        ec2: Callable[[str], Ec2Port] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -156,6 +199,8 @@ class Ports:
         self._slack = slack
         self._sagemaker_factory = sagemaker
         self._sagemaker: dict[str, SageMakerPort] = {}
+        self._ec2_factory = ec2
+        self._ec2: dict[str, Ec2Port] = {}
 
     @property
     def actor(self) -> str:
@@ -226,3 +271,10 @@ class Ports:
             factory = self._sagemaker_factory
             self._sagemaker[region] = factory(region) if factory else SageMakerAdapter(region)
         return self._sagemaker[region]
+
+    def ec2(self, region: str) -> Ec2Port:
+        """The EC2 port for ``region`` (one per region, reused)."""
+        if region not in self._ec2:
+            factory = self._ec2_factory
+            self._ec2[region] = factory(region) if factory else Ec2Adapter(region)
+        return self._ec2[region]

@@ -26,6 +26,7 @@ from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
+from capacity.logic.capacity_blocks import release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
 from capacity.models import (
     CostSummary,
@@ -89,6 +90,8 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
+    if purchase.platform == "ec2":  # a capacity block: terminate its instances (issue 6)
+        return release_block(step, ports, purchase)
 
     sagemaker = ports.sagemaker(purchase.region)
     if step.action == "begin":
