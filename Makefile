@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint typecheck template unit venv sam clean serve
+.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -33,6 +33,10 @@ $(SAM_VENV)/.installed:
 ## The main job: a real POST /reservations through the local cloud, printed as a timeline.
 demo: venv
 	$(BIN)/python -m localcloud run events/api_post_reservation.json
+
+## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
+demo-ec2: venv
+	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json
 
 ## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
 ## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.

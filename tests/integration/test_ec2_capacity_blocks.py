@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 EC2_EVENT = ROOT / "events/api_post_reservation_ec2.json"
 LAUNCH_TEMPLATE = ROOT / "events/ec2_create_launch_template.json"
 REQUEST_ID = "train-week-49-ec2"
-EC2_REGIONS = ("us-east-1", "us-west-2", "us-east-2")
+EC2_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 LIFECYCLE = [
     "REQUESTED",
     "PLANNED",
@@ -88,7 +88,7 @@ def _in_order(seen: list[str], expected: list[str]) -> bool:
 # AWS events are regional: the stack (us-east-1) sees the expiry warnings of blocks in us-east-1 only, so
 # the other regions are searched but have no p5 capacity; elsewhere the release schedule is the trigger.
 ONLY_US_EAST_1 = MarketConfig(
-    capacity={"us-west-2/p5.48xlarge": 0, "us-east-2/p5.48xlarge": 0}, offerings_page_size=5
+    capacity={"us-west-2/p5.48xlarge": 0, "eu-west-1/p5.48xlarge": 0}, offerings_page_size=5
 )
 
 

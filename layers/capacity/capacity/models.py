@@ -232,7 +232,9 @@ class ReservationRequest(BaseModel):
     type sold as capacity blocks (``p5.48xlarge``...), ``instance_count`` 1..64, ``duration_hours`` a
     capacity block duration (24-hour steps to 14 days, then 7-day steps to 182 days), ``earliest_start``
     at most 8 weeks ahead, optional ``launch_template`` (instances start from it when the block is active),
-    and no ``models``.
+    and no ``models``. Its instances are terminated on the block's expiration warning or at
+    ``end - max(release_margin_minutes, 35)`` minutes, whichever comes first (AWS reclaims them 30 minutes
+    before the end).
 
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """

@@ -98,6 +98,9 @@ STOP_STATES = FINAL_STATES | {State.RELEASING}
 ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "unavailable", "unsupported"})
 """Reservation states after which the block will never serve (botocore ``CapacityReservationState``)."""
 _AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "active": "Active"}
+LATEST_RELEASE_BEFORE_END = timedelta(minutes=35)
+"""AWS starts terminating a block's instances 30 minutes before its end (10 minutes after the expiration
+warning, AWS_FACTS.md): the scheduled release is never later than 35 minutes before the end."""
 MAX_LAUNCH_POLLS = 20
 MAX_TERMINATE_POLLS = 20
 POLL_SECONDS = 30
@@ -275,8 +278,10 @@ def _after_purchase(
             )
         }
     )
-    release_at = output.end_time - timedelta(minutes=request.release_margin_minutes)
-    # Scheduled as soon as the money is spent; the expiry warning event is the second trigger.
+    margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
+    release_at = output.end_time - margin
+    # Scheduled as soon as the money is spent; the expiry warning event (40 minutes before the end, seen
+    # for blocks in the stack's region) is the other trigger, whichever comes first.
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
     )
@@ -653,8 +658,18 @@ def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) 
         ports.scheduler.delete(release_schedule_name(step.request_id))
     except Exception as exc:  # the schedule firing later is harmless: release answers already_released
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    post(ports, messages.released(summary, request_id=step.request_id, reason=reason))
+    post(ports, released_message(summary, request_id=step.request_id, reason=reason))
     return ReleaseOutput(done=True, summary=summary)
+
+
+def released_message(summary: CostSummary, *, request_id: str, reason: str | None) -> SlackMessage:
+    """The cost summary of :func:`capacity.messages.released`, worded for a capacity block."""
+    text = messages.released(summary, request_id=request_id, reason=reason).text
+    text = text.replace(
+        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted",
+        "the instances launched into the capacity block are terminated",
+    ).replace("Training plan  ", "Capacity block ")
+    return SlackMessage(text)
 
 
 # -------------------------------------------------------------------------------------- expiry event
