@@ -204,6 +204,31 @@ class LaunchOutput(_Out):
     attempt: int
 
 
+# 2a. on_demand (strategy on-demand-first / spot-ok, before any search)
+class OnDemandInput(_In):
+    """``{"request_id", "action": "try" | "status", "attempt"?}``."""
+
+    request_id: str
+    action: Literal["try", "status"]
+    attempt: int = Field(default=0, ge=0)
+
+
+class OnDemandOutput(_Out):
+    """``{"outcome", "region", "market", "instance_ids", "next_wait_seconds", "attempt"}``.
+
+    ``outcome``: ``skipped`` (strategy ``reserved``, a dry run, over budget or not supported: reserve),
+    ``unavailable`` (no capacity in any region or market: reserve), ``launched`` (instances starting: poll
+    ``status``), ``running`` (``READY``).
+    """
+
+    outcome: Literal["skipped", "unavailable", "launched", "running"]
+    region: str | None = None
+    market: str | None = None
+    instance_ids: list[str] = Field(default_factory=list)
+    next_wait_seconds: int = 0
+    attempt: int = 0
+
+
 # 9. release_capacity
 ReleaseAction = Literal["begin", "delete_components", "delete_endpoint", "delete_endpoint_config", "finish"]
 

@@ -213,6 +213,13 @@ class LaunchTemplateRef(BaseModel):
         return {**ref, "Version": self.version}
 
 
+Strategy = Literal["on-demand-first", "reserved", "spot-ok"]
+"""How much certainty the request needs (seed 000's decision framework): ``on-demand-first`` tries on-demand
+capacity region by region before reserving; ``reserved`` always reserves; ``spot-ok`` (EC2 only,
+interruption-tolerant work) tries on demand, then spot, then reserves."""
+ON_DEMAND_FIRST_HORIZON = timedelta(hours=1)
+"""``strategy`` defaults to ``on-demand-first`` when the window starts within this long from now."""
+
 Platform = Literal["sagemaker", "ec2"]
 """Where the capacity runs: ``sagemaker`` (training plan + endpoint, ``ml.*`` types) or ``ec2`` (capacity
 block + instances from a launch template, EC2 types)."""
@@ -236,6 +243,9 @@ class ReservationRequest(BaseModel):
     ``end - max(release_margin_minutes, 35)`` minutes, whichever comes first (AWS reclaims them 30 minutes
     before the end).
 
+    ``strategy`` (issue 6): ``on-demand-first`` (default when the window starts within the next hour),
+    ``reserved`` (the default otherwise) or ``spot-ok`` (EC2 only). Validation always sets it.
+
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
 
@@ -258,6 +268,7 @@ class ReservationRequest(BaseModel):
     release_margin_minutes: StrictInt = Field(default=60, ge=5, le=1440)
     models: list[ModelSpec] = Field(default_factory=list, max_length=10)
     launch_template: LaunchTemplateRef | None = None
+    strategy: Strategy | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -372,6 +383,17 @@ class ReservationRequest(BaseModel):
             self.request_id = derive_request_id(self)
         return self
 
+    @model_validator(mode="after")
+    def _default_strategy(self, info: ValidationInfo) -> Self:
+        """``on-demand-first`` when the window starts within the next hour (and, for EC2, a launch template
+        says what to run), else ``reserved``; a request re-read without ``now`` keeps ``reserved``."""
+        if self.strategy is None:
+            now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
+            soon = isinstance(now, datetime) and self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
+            runnable = self.platform == "sagemaker" or self.launch_template is not None
+            self.strategy = "on-demand-first" if soon and runnable else "reserved"
+        return self
+
     def _cross_field_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
         window_hours = (self.latest_end - self.earliest_start).total_seconds() / 3600
@@ -410,6 +432,16 @@ class ReservationRequest(BaseModel):
         return problems
 
     def _platform_problems(self) -> list[tuple[str, str]]:
+        if self.strategy == "spot-ok" and self.platform != "ec2":
+            return [("strategy", "spot-ok is for EC2 (platform ec2); use on-demand-first or reserved")]
+        if (
+            self.platform == "ec2"
+            and self.strategy in ("on-demand-first", "spot-ok")
+            and not self.launch_template
+        ):
+            return [
+                ("launch_template", f"strategy {self.strategy} launches instances: give the launch template")
+            ]
         if self.platform == "sagemaker":
             problems = [] if self.models else [("models", "is required: list at least one model to serve")]
             if self.launch_template is not None:
@@ -480,6 +512,8 @@ def derive_request_id(request: ReservationRequest) -> str:
         del payload["platform"]
     if payload.get("launch_template") is None:
         payload.pop("launch_template", None)
+    if payload.get("strategy") is None:
+        payload.pop("strategy", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -69,6 +69,7 @@ from capacity.logic.common import (
     post,
     states,
 )
+from capacity.logic.on_demand import on_demand_summary
 from capacity.models import (
     FINAL_STATES,
     CostSummary,
@@ -634,7 +635,10 @@ def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) 
     history = ports.ledger.history(step.request_id)
     releasing = first_entry(history, State.RELEASING)
     reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
+    if purchase.market in ("on-demand", "spot"):
+        summary = on_demand_summary(step.request_id, purchase, history, now=ports.clock())
+    else:
+        summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,
@@ -658,15 +662,28 @@ def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) 
         ports.scheduler.delete(release_schedule_name(step.request_id))
     except Exception as exc:  # the schedule firing later is harmless: release answers already_released
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    post(ports, released_message(summary, request_id=step.request_id, reason=reason))
+    post(ports, released_message(summary, request_id=step.request_id, reason=reason, market=purchase.market))
     return ReleaseOutput(done=True, summary=summary)
 
 
-def released_message(summary: CostSummary, *, request_id: str, reason: str | None) -> SlackMessage:
-    """The cost summary of :func:`capacity.messages.released`, worded for a capacity block."""
+def released_message(
+    summary: CostSummary, *, request_id: str, reason: str | None, market: str = "reserved"
+) -> SlackMessage:
+    """The cost summary of :func:`capacity.messages.released`, worded for a capacity block (or for
+    on-demand/spot instances: ``market``)."""
     text = messages.released(summary, request_id=request_id, reason=reason).text
+    deployed = (
+        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted"
+    )
+    if market in ("on-demand", "spot"):
+        return SlackMessage(
+            text.replace(
+                deployed,
+                f"the {market} instances are terminated; cost at on-demand prices",
+            ).replace("Training plan  ", "Capacity       ")
+        )
     text = text.replace(
-        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted",
+        deployed,
         "the instances launched into the capacity block are terminated",
     ).replace("Training plan  ", "Capacity block ")
     return SlackMessage(text)

@@ -49,6 +49,8 @@ class Purchase:
         self.instance_count = int(item.get("instance_count", 0))
         self.platform = str(item.get("platform", "sagemaker"))
         self.availability_zone = str(item.get("availability_zone", ""))
+        self.market = str(item.get("market", "reserved"))
+        """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
 
 
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
