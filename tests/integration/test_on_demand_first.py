@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from localcloud.emulator.market import MarketConfig
-from tests.integration.support import ledger_items, make_cloud, post_reservation, slack_texts, states
+from tests.integration.support import (
+    base_request,
+    ledger_items,
+    make_cloud,
+    post_reservation,
+    slack_texts,
+    states,
+    training_plans,
+)
 from tests.integration.test_ec2_capacity_blocks import (
     EC2_REGIONS,
     blocks,
@@ -113,3 +121,78 @@ def test_spot_ok_tries_spot_after_on_demand_before_reserving() -> None:
         # The emulator's on-demand knob covers spot too: six tries, then a block.
         assert [t["market"] for t in tries(cloud)] == ["on-demand"] * 3 + ["spot"] * 3
         assert len(blocks(cloud)) == 1
+
+
+# ------------------------------------------------------------------------------- SageMaker endpoints
+
+SM_REGIONS = ("us-east-1", "us-west-2", "us-east-2")
+
+
+def sagemaker_now_request() -> dict[str, Any]:
+    """The demo's SageMaker request (2 x ml.p5.48xlarge, two models) from now for 72 h in a 4-day window."""
+    body = {
+        **base_request(),
+        "earliest_start": "2026-11-29T12:00:00Z",
+        "latest_end": "2026-12-03T12:00:00Z",
+    }
+    body.pop("approval_above_usd")  # on demand for the window costs more than the demo's threshold
+    return body
+
+
+def endpoint_configs(cloud: Any) -> list[dict[str, Any]]:
+    """The endpoint configs created (any region), as DescribeEndpointConfig answers, from the call log."""
+    return [c.params for c in cloud.dispatcher.calls if c.operation == "CreateEndpointConfig"]
+
+
+def sm_tries(cloud: Any) -> list[tuple[str, str]]:
+    found = [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith("ON_DEMAND_TRY#")]
+    return [(t["region"], t["outcome"]) for t in sorted(found, key=lambda item: int(item["order"]))]
+
+
+def test_sagemaker_capacity_on_demand_in_region_1_creates_the_endpoint_without_a_plan() -> None:
+    with make_cloud() as cloud:
+        post_reservation(cloud, sagemaker_now_request())
+        cloud.run_until_idle()
+        assert training_plans(cloud) == []
+        assert sm_tries(cloud) == [("us-east-1", "in-service")]
+        (config,) = endpoint_configs(cloud)
+        assert "CapacityReservationConfig" not in config["ProductionVariants"][0]
+        seen = states(cloud, "eval-week-49")
+        assert seen == ["REQUESTED", "PLANNED", "DEPLOYING", "READY", "RELEASING", "RELEASED"]
+        released = next(i for i in ledger_items(cloud, "eval-week-49") if i.get("state") == "RELEASED")
+        assert Decimal(released["detail"]["summary"]["upfront_fee_usd"]) == 0
+        assert cloud.billable_resources() == []
+
+
+def test_sagemaker_no_capacity_on_demand_in_regions_1_and_2_serves_from_region_3() -> None:
+    market = MarketConfig(on_demand_capacity={"us-east-1/ml.p5.48xlarge": 0, "us-west-2/ml.p5.48xlarge": 0})
+    with make_cloud(market=market) as cloud:
+        post_reservation(cloud, sagemaker_now_request())
+        cloud.run_until_idle()
+        assert training_plans(cloud) == []
+        assert sm_tries(cloud) == [
+            ("us-east-1", "insufficient-capacity"),
+            ("us-west-2", "insufficient-capacity"),
+            ("us-east-2", "in-service"),
+        ]
+        assert {c.region for c in cloud.dispatcher.calls if c.operation == "CreateEndpoint"} == set(
+            SM_REGIONS
+        )
+        assert "READY" in states(cloud, "eval-week-49")
+        assert cloud.billable_resources() == []
+
+
+def test_sagemaker_no_capacity_on_demand_anywhere_buys_a_training_plan() -> None:
+    market = MarketConfig(on_demand_capacity={"*/ml.p5.48xlarge": 0})
+    with make_cloud(market=market) as cloud:
+        post_reservation(cloud, sagemaker_now_request())
+        cloud.run_until_idle()
+        assert sm_tries(cloud) == [(region, "insufficient-capacity") for region in SM_REGIONS]
+        assert len(training_plans(cloud)) == 1
+        seen = states(cloud, "eval-week-49")
+        assert "PURCHASED" in seen
+        assert "READY" in seen
+        # The endpoint that serves runs on the plan (the on-demand configs were deleted first).
+        last_config = endpoint_configs(cloud)[-1]
+        assert "CapacityReservationConfig" in last_config["ProductionVariants"][0]
+        assert cloud.billable_resources() == []

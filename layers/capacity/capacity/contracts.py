@@ -217,11 +217,12 @@ class OnDemandOutput(_Out):
     """``{"outcome", "region", "market", "instance_ids", "next_wait_seconds", "attempt"}``.
 
     ``outcome``: ``skipped`` (strategy ``reserved``, a dry run, over budget or not supported: reserve),
-    ``unavailable`` (no capacity in any region or market: reserve), ``launched`` (instances starting: poll
-    ``status``), ``running`` (``READY``).
+    ``unavailable`` (no capacity in any region or market: reserve), ``launched`` (instances or an endpoint
+    starting: poll ``status``), ``running`` (EC2: ``READY``), ``endpoint_ready`` (SageMaker: the on-demand
+    endpoint is ``InService``; create the inference components).
     """
 
-    outcome: Literal["skipped", "unavailable", "launched", "running"]
+    outcome: Literal["skipped", "unavailable", "launched", "running", "endpoint_ready"]
     region: str | None = None
     market: str | None = None
     instance_ids: list[str] = Field(default_factory=list)

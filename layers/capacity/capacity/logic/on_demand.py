@@ -2,7 +2,14 @@
 get the capacity on demand now, region by region, then (``spot-ok``) on spot, and reserve only when nothing
 is available.
 
-Implemented for ``platform`` ``ec2``: ``RunInstances`` on demand from the request's launch template in each
+``platform`` ``sagemaker`` (:func:`_sagemaker`): the endpoint config and endpoint of the reservation's
+deterministic names, **without** ``CapacityReservationConfig``, in each candidate region in preference
+order; an endpoint that ends ``Failed`` for lack of capacity (``InsufficientInstanceCapacity`` in its
+``FailureReason``) is deleted with its config (the next call waits until both are gone, so no on-demand
+config is ever adopted by the reserving path) and the next region is tried; ``InService`` goes on to the
+inference components (outcome ``endpoint_ready``).
+
+``platform`` ``ec2``: ``RunInstances`` on demand from the request's launch template in each
 candidate region in preference order; ``InsufficientInstanceCapacity`` moves to the next region; with
 ``spot-ok`` the same on spot (``InstanceMarketOptions.MarketType = spot``); when every try failed the
 workflow goes on to the capacity block search. Every try is a ledger item ``ON_DEMAND_TRY#<market>#<region>``
@@ -13,8 +20,8 @@ On success the instances run from now until the request's ``latest_end``: a ``PU
 steps terminate them), the release scheduled at ``latest_end - release_margin_minutes``, ``PLANNED``
 (decision ``ON_DEMAND``), ``DEPLOYING``, then ``READY``. The cost summary uses on-demand prices.
 
-Skipped (the workflow reserves): strategy ``reserved``, a dry run, ``platform`` ``sagemaker`` (not yet: the
-endpoint path always reserves), or an on-demand cost for the window above ``max_upfront_fee_usd``.
+Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window above
+``max_upfront_fee_usd`` or above ``approval_above_usd`` (the reserving path asks for the approval).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from decimal import Decimal
 from capacity.adapters.sagemaker import tags_for
 from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
-from capacity.errors import CapacityUnavailable, LaunchFailed, ReservationCancelled
+from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
 from capacity.logic.common import Purchase, first_entry, load_request, post, states
+from capacity.logic.deploy import production_variant
 from capacity.models import (
     FINAL_STATES,
     CostSummary,
@@ -39,7 +47,7 @@ from capacity.models import (
     ReservationRequest,
     State,
 )
-from capacity.naming import release_schedule_name
+from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.timeutil import iso_z, short
@@ -77,9 +85,13 @@ def _skip_reason(request: ReservationRequest, now: datetime) -> str | None:
         return None  # the usual case: nothing to say
     if request.dry_run:
         return "dry run: nothing is launched"
-    if request.platform != "ec2":
-        return "on-demand endpoints are not supported yet: reserving"
     cost = estimated_cost(request, request.regions[0], now)
+    threshold = request.approval_above_usd
+    if cost is not None and threshold is not None and cost > threshold:
+        return (
+            f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
+            f"approval threshold {format_usd(threshold)}: reserving, which asks for approval"
+        )
     if cost is not None and cost > request.max_upfront_fee_usd:
         return (
             f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
@@ -88,7 +100,7 @@ def _skip_reason(request: ReservationRequest, now: datetime) -> str | None:
     return None
 
 
-def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:
+def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa: PLR0911 - one per outcome
     """``try``: launch the request's instances on demand (then spot) in the first region that has capacity;
     ``status``: poll them until they run, then record ``READY``.
 
@@ -103,7 +115,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:
     """
     request = load_request(ports, step.request_id)
     now = ports.clock()
-    if request.strategy == "reserved" or request.platform != "ec2":
+    if request.strategy == "reserved":
         return OnDemandOutput(outcome="skipped")
     seen = states(ports.ledger.history(request.id))
     stop = seen & STOP_STATES
@@ -113,13 +125,20 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:
         )
     existing = ports.ledger.get(request.id, PURCHASE)
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
+        if request.platform == "sagemaker":
+            return OnDemandOutput(
+                outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
+            )
         return _status(request, Purchase(existing), ports, step.attempt)
+    if step.action == "try":
+        reason = _skip_reason(request, now)
+        if reason is not None:
+            post(ports, SlackMessage(f"*{request.id}*: not trying on-demand capacity ({reason})."))
+            return OnDemandOutput(outcome="skipped")
+    if request.platform == "sagemaker":
+        return _sagemaker(request, ports, step.attempt, now)
     if step.action == "status":
         return OnDemandOutput(outcome="unavailable")
-    reason = _skip_reason(request, now)
-    if reason is not None:
-        post(ports, SlackMessage(f"*{request.id}*: not trying on-demand capacity ({reason})."))
-        return OnDemandOutput(outcome="skipped")
     tries: list[str] = []
     for market in markets(request):
         for region in request.regions:
@@ -194,6 +213,94 @@ def _record_try(
     )
 
 
+def _sagemaker(request: ReservationRequest, ports: Ports, attempt: int, now: datetime) -> OnDemandOutput:
+    """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
+    ``ON_DEMAND_TRY#`` ledger items."""
+    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    wait = OnDemandOutput(
+        outcome="launched",
+        market="on-demand",
+        next_wait_seconds=backoff_seconds(min(attempt, 3), base=30, cap=300),
+        attempt=attempt + 1,
+    )
+    failed: list[str] = []
+    for order, region in enumerate(request.regions, start=1):
+        if ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{region}") is not None:
+            failed.append(region)
+            continue
+        sagemaker = ports.sagemaker(region)
+        info = sagemaker.describe_endpoint(name)
+        if info is None:
+            if not _cleaned(ports, request.id, failed):
+                return wait  # an earlier region's endpoint is still deleting
+            if sagemaker.describe_endpoint_config(config) is None:
+                variant = production_variant(request, "")
+                del variant["CapacityReservationConfig"]  # on demand: no training plan
+                sagemaker.create_endpoint_config(
+                    name=config,
+                    variant=variant,
+                    execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
+                    tags=tags_for(request.id),
+                )
+            # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
+            sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+            return wait.model_copy(update={"region": region})
+        if info.status == "InService":
+            _record_try(
+                ports,
+                request,
+                market="on-demand",
+                region=region,
+                order=order,
+                outcome="in-service",
+                error=None,
+            )
+            _launched(request, ports, market="on-demand", region=region, ids=[], now=now)
+            return OnDemandOutput(outcome="endpoint_ready", region=region, market="on-demand")
+        if info.status == "Failed" and "capacity" in (info.failure_reason or "").lower():
+            _record_try(
+                ports,
+                request,
+                market="on-demand",
+                region=region,
+                order=order,
+                outcome="insufficient-capacity",
+                error=info.failure_reason,
+            )
+            sagemaker.delete_endpoint(name)
+            failed.append(region)
+            continue
+        if info.status == "Failed":
+            raise EndpointFailed(f"on-demand endpoint {name} in {region} failed: {info.failure_reason}")
+        return wait.model_copy(update={"region": region})
+    if not _cleaned(ports, request.id, failed):
+        return wait
+    post(
+        ports,
+        SlackMessage(
+            f"*{request.id}*: no {request.instance_count} x {request.instance_type} endpoint capacity on "
+            f"demand in {', '.join(request.regions)}: reserving a training plan instead."
+        ),
+    )
+    return OnDemandOutput(outcome="unavailable")
+
+
+def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
+    """Delete the failed on-demand endpoints and their configs in ``regions``; True once all are gone."""
+    name, config = endpoint_name(request_id), endpoint_config_name(request_id)
+    done = True
+    for region in regions:
+        sagemaker = ports.sagemaker(region)
+        info = sagemaker.describe_endpoint(name)
+        if info is not None:
+            if info.status != "Deleting":
+                sagemaker.delete_endpoint(name)
+            done = False
+            continue
+        sagemaker.delete_endpoint_config(config)
+    return done
+
+
 def _launched(
     request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
 ) -> OnDemandOutput:
@@ -203,7 +310,7 @@ def _launched(
         PURCHASE,
         {
             "actor": ports.actor,
-            "platform": "ec2",
+            "platform": request.platform,
             "market": market,
             "training_plan_arn": "",
             "training_plan_name": "",
@@ -249,6 +356,8 @@ def _launched(
         detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(release_at)},
         once=True,
     )
+    if request.platform == "sagemaker":
+        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
     return OnDemandOutput(
         outcome="launched",
         region=region,

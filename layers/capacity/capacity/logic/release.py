@@ -28,6 +28,7 @@ from capacity.errors import FieldError, InvalidRequest, LeftoverResources, Relea
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.logic.on_demand import on_demand_summary
 from capacity.models import (
     CostSummary,
     LedgerEntry,
@@ -259,7 +260,11 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
     history = ports.ledger.history(step.request_id)
     releasing = first_entry(history, State.RELEASING)
     reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
+    summary = (  # an on-demand endpoint (strategy on-demand-first) costs its hours at the on-demand price
+        on_demand_summary(step.request_id, purchase, history, now=ports.clock())
+        if purchase.market == "on-demand"
+        else cost_summary(step.request_id, purchase, history, now=ports.clock())
+    )
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,
