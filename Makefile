@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint typecheck template unit venv sam clean serve openapi
+.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -34,6 +34,10 @@ $(SAM_VENV)/.installed:
 ## two-model traffic replayed on the endpoint (report and chart in reports/).
 demo: venv
 	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json
+
+## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
+demo-ec2: venv
+	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json
 
 ## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
 ## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.

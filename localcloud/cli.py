@@ -10,6 +10,9 @@ executions, and the billable resources left. The event kind is detected:
   sources on the default bus, as AWS does), or ``PutEvents`` entries (``Source``/``DetailType``/``Detail``,
   one, a list, or ``{"Entries": [...]}``);
 - a Scheduler ``CreateSchedule`` request (``ScheduleExpression``, ``Target``) -> created, then fired;
+- an EC2 ``CreateLaunchTemplate`` request (``LaunchTemplateName``, ``LaunchTemplateData``, and an optional
+  ``Regions`` list, default the cloud's region) -> the launch template created in each region (setup for
+  an EC2 capacity block request that names it);
 - anything else with ``--function NAME`` -> that function, invoked directly.
 
 Virtual time starts at ``--start``, else at the event's own time (``requestContext.requestTimeEpoch`` or
@@ -170,8 +173,8 @@ def load_event(path: Path) -> Any:
         raise UsageError(f"{path}: not JSON: {exc}") from exc
 
 
-def event_kind(event: Any) -> str:
-    """``api``, ``eventbridge``, ``put_events``, ``schedule`` or ``unknown``."""
+def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
+    """``api``, ``eventbridge``, ``put_events``, ``schedule``, ``launch_template`` or ``unknown``."""
     if isinstance(event, dict):
         if "httpMethod" in event and ("path" in event or "resource" in event):
             return "api"
@@ -181,6 +184,8 @@ def event_kind(event: Any) -> str:
             return "put_events"
         if {"ScheduleExpression", "Target"} <= event.keys():
             return "schedule"
+        if {"LaunchTemplateName", "LaunchTemplateData"} <= event.keys():
+            return "launch_template"
     if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
         return "put_events"
     return "unknown"
@@ -211,7 +216,7 @@ def default_bus(cloud: LocalCloud) -> str:
     return buses[0] if len(buses) == 1 else "default"
 
 
-def deliver(
+def deliver(  # noqa: PLR0911 - one return per kind
     cloud: LocalCloud, event: Any, kind: str, *, bus: str | None, function: str | None
 ) -> dict[str, Any]:
     """Hand the event to the cloud; returns a small description (for the report).
@@ -266,6 +271,16 @@ def deliver(
         request = {"Name": "localcloud-run", "FlexibleTimeWindow": {"Mode": "OFF"}, **event}
         cloud.client("scheduler").create_schedule(**request)
         return {"schedule": request["Name"]}
+    if kind == "launch_template":
+        request = {key: value for key, value in event.items() if key != "Regions"}
+        regions = list(event.get("Regions") or [cloud.region])
+        ids = [
+            cloud.client("ec2", region).create_launch_template(**request)["LaunchTemplate"][
+                "LaunchTemplateId"
+            ]
+            for region in regions
+        ]
+        return {"launch_template": request["LaunchTemplateName"], "ids": ids}
     raise UsageError(
         "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
         "CreateSchedule request; pass --function NAME to invoke a function with it"

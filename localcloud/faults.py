@@ -3,7 +3,7 @@
 A :class:`FaultRule` says which calls fail and how; :class:`FaultInjector` draws, deterministically from a
 seed, which rules fire on a given call. The dispatcher applies the wire-level kinds (``throttle``,
 ``server_error``, ``latency``, ``crash_after_commit``); the AWS emulator applies the behavioural kinds
-(``insufficient_capacity``, ``stuck``), which it receives with the call.
+(``insufficient_capacity``, ``stuck``, ``payment_failed``), which it receives with the call.
 
 Rules can be given in code, or as JSON (a list of rule objects) in a file named by ``LOCALCLOUD_FAULTS``
 or passed to ``python -m localcloud run --faults FILE``.
@@ -37,12 +37,14 @@ class FaultKind(StrEnum):
     """The resource the call creates, updates or deletes stays in its transitional state."""
     CRASH_AFTER_COMMIT = "crash_after_commit"
     """The call takes effect, then the caller sees a read timeout instead of the answer."""
+    PAYMENT_FAILED = "payment_failed"
+    """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
 
 
 WIRE_KINDS = frozenset(
     {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.LATENCY, FaultKind.CRASH_AFTER_COMMIT}
 )
-EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK})
+EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED})
 
 
 class FaultRule(BaseModel):

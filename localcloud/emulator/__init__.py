@@ -23,6 +23,7 @@ from localcloud.emulator.alarms import AlarmEvaluator
 from localcloud.emulator.autoscaling import AutoScaling
 from localcloud.emulator.common import Context, Handler, as_utc, utcnow
 from localcloud.emulator.ec2 import CapacityBlocks
+from localcloud.emulator.ec2_instances import Instances
 from localcloud.emulator.hosting import Hosting
 from localcloud.emulator.market import Market, MarketConfig, Timings
 from localcloud.emulator.samples import LIFECYCLE_ORDER, sample_request
@@ -51,8 +52,8 @@ class BillableResource:
 
     Attributes:
         service: hyphenated service id (``sagemaker``, ``application-auto-scaling``).
-        resource_type: ``endpoint``, ``endpoint-config``, ``inference-component``, ``scalable-target`` or
-            ``scaling-policy``.
+        resource_type: ``endpoint``, ``endpoint-config``, ``inference-component``, ``scalable-target``,
+            ``scaling-policy`` or ``instance`` (EC2).
         name: the resource name (a ``ResourceId`` for scalable targets).
         arn: its ARN.
         region: its region.
@@ -93,6 +94,7 @@ class Emulator:
         self.training_plans = TrainingPlans(self.ctx)
         self.hosting = Hosting(self.ctx, self.training_plans)
         self.capacity_blocks = CapacityBlocks(self.ctx)
+        self.instances = Instances(self.ctx, self.capacity_blocks)
         self.alarms = AlarmEvaluator(self.ctx)
         self.autoscaling = AutoScaling(self.ctx, self.hosting, self.alarms)
         self.alarms.on_alarm = self.autoscaling.alarm_fired
@@ -102,6 +104,7 @@ class Emulator:
             ("sagemaker", self.hosting.sagemaker_operations()),
             ("sagemaker-runtime", self.hosting.runtime_operations()),
             ("ec2", self.capacity_blocks.operations()),
+            ("ec2", self.instances.operations()),
             ("application-auto-scaling", self.autoscaling.operations()),
         ):
             for operation, handler in table.items():
@@ -157,9 +160,10 @@ class Emulator:
         return [self.capacity_blocks, self.hosting, self.alarms, self.autoscaling]
 
     def billable_resources(self, region: str | None = None) -> list[BillableResource]:
-        """Live endpoints, endpoint configs, inference components, scalable targets and scaling policies
-        (optionally of one region). Training plans and capacity blocks are paid upfront and cannot be
-        deleted, so they are not listed; models cost nothing and are not listed either."""
+        """Live endpoints, endpoint configs, inference components, scalable targets, scaling policies and
+        EC2 instances not yet ``terminated`` (optionally of one region). Training plans and capacity blocks
+        are paid upfront and cannot be deleted, so they are not listed; models cost nothing and are not
+        listed either."""
         with self.ctx.lock:
             found = [
                 BillableResource("sagemaker", kind, name, arn, resource_region, status)
@@ -168,6 +172,18 @@ class Emulator:
             found.extend(
                 BillableResource("application-auto-scaling", kind, name, arn, resource_region, "Registered")
                 for kind, name, arn, resource_region in self.autoscaling.billable()
+            )
+            now = utcnow()
+            found.extend(
+                BillableResource(
+                    "ec2",
+                    "instance",
+                    item.instance_id,
+                    f"arn:aws:ec2:{item.region}:{self.ctx.account_id}:instance/{item.instance_id}",
+                    item.region,
+                    item.state(now),
+                )
+                for item in self.instances.billable(now)
             )
         return [item for item in found if region is None or item.region == region]
 

@@ -22,7 +22,8 @@ detail ``capacity-reservation-id`` and ``end-date``, the reservation ARN in ``re
 
 Faults: ``insufficient_capacity`` empties ``DescribeCapacityBlockOfferings`` and makes
 ``PurchaseCapacityBlock`` answer ``InsufficientInstanceCapacity`` (HTTP 500, nothing bought); ``stuck``
-leaves a purchased reservation ``payment-pending`` forever (and sends no events).
+leaves a purchased reservation ``payment-pending`` forever (and sends no events); ``payment_failed`` turns
+it ``payment-failed`` after ``Timings.block_payment_pending`` (no events; it never starts).
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ class Reservation:
         return self.timeline.at(now)
 
     def events(self) -> list[tuple[datetime, str]]:
-        """The events this block sends, and when (none for a reservation stuck in payment)."""
-        if self.timeline.phases[-1][1] == "payment-pending":
+        """The events this block sends, and when (none for a reservation stuck in or failing its payment)."""
+        if self.timeline.phases[-1][1] in ("payment-pending", "payment-failed"):
             return []
         return [(self.offering.start, DELIVERED), (self.offering.end - EXPIRY_WARNING, EXPIRATION_WARNING)]
 
@@ -194,7 +195,10 @@ class CapacityBlocks:
         return self._page(offerings, params)
 
     def _page(self, offerings: list[Offering], params: Params) -> Response:
-        limit = int(params.get("MaxResults") or len(offerings) or 1)
+        # Without MaxResults the page size is AWS's choice (undocumented): MarketConfig.offerings_page_size.
+        limit = int(
+            params.get("MaxResults") or self.ctx.market.config.offerings_page_size or len(offerings) or 1
+        )
         page, rest = offerings[:limit], offerings[limit:]
         response: Response = {"CapacityBlockOfferings": [self._offering_shape(item) for item in page]}
         if rest:
@@ -257,7 +261,9 @@ class CapacityBlocks:
         reservation_id = f"cr-{self.ctx.new_id('capacity-reservation', offering_id)}"
         timings = self.ctx.market.config.timings
         timeline = Timeline([(now, "payment-pending")])
-        if FaultKind.STUCK not in faults:
+        if FaultKind.PAYMENT_FAILED in faults:
+            timeline.add(now + timings.block_payment_pending, "payment-failed")
+        elif FaultKind.STUCK not in faults:
             timeline.add(now + timings.block_payment_pending, "scheduled")
             timeline.add(offering.start, "active")
             timeline.add(offering.end, "expired")

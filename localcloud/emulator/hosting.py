@@ -39,6 +39,9 @@ Rules (error code, then the key phrase of the message):
   ``ValidationError`` "Inference Component has no capacity to process this request. ..." (the message AWS
   sends), and a ``NoCapacityInvocationFailures`` datapoint.
 
+An endpoint whose variant has no training plan and asks for more instances than
+``MarketConfig.on_demand_capacity`` allows in the region ends ``Failed`` as under ``insufficient_capacity``.
+
 Faults: ``insufficient_capacity`` makes ``CreateEndpoint`` end ``Failed`` (``FailureReason`` names
 ``InsufficientInstanceCapacity``), an ``UpdateEndpoint`` roll back to ``InService`` on the old config with a
 ``FailureReason``, ``CreateInferenceComponent`` and ``UpdateInferenceComponentRuntimeConfig`` end ``Failed``,
@@ -70,6 +73,7 @@ from localcloud.emulator.common import (
     validation,
 )
 from localcloud.emulator.instances import InstanceSpec, spec_for
+from localcloud.emulator.market import on_demand_limit
 from localcloud.emulator.regions import require_known_region
 from localcloud.emulator.shapes import check_enum, conform, output_shape
 from localcloud.emulator.training_plans import TrainingPlans, quota_error
@@ -759,6 +763,8 @@ class Hosting:
             raise validation(f'Cannot create already existing endpoint "{arn}".')
         config = self._config(region, params["EndpointConfigName"])
         self._check_capacity(region, config, now, endpoint_arn=arn)
+        if not self._on_demand_room(region, config):
+            faults = faults | {FaultKind.INSUFFICIENT_CAPACITY}
         self.endpoints[(region, name)] = Endpoint(
             name=name,
             arn=arn,
@@ -773,6 +779,17 @@ class Hosting:
         self._announce(region, endpoint, now, "CREATING")
         self._announce_deployment(region, endpoint, endpoint.deployments[0])
         return {"EndpointArn": arn}
+
+    def _on_demand_room(self, region: str, config: EndpointConfig) -> bool:
+        """False when a variant without a training plan asks for more instances than
+        ``MarketConfig.on_demand_capacity`` allows in the region (the endpoint then fails for capacity)."""
+        for variant in config.variants:
+            if plan_arn_of(variant) is not None:
+                continue
+            limit = on_demand_limit(self.ctx.market.config, region, str(variant["InstanceType"]))
+            if limit is not None and int(variant.get("InitialInstanceCount") or 1) > limit:
+                return False
+        return True
 
     @staticmethod
     def _deployment(

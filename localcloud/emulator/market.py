@@ -98,6 +98,12 @@ class MarketConfig(BaseModel):
             (``ResourceLimitExceeded`` from ``CreateEndpoint``/``UpdateEndpoint``).
         min_instance_count_zero_rejected_regions: regions whose ``CreateEndpointConfig`` rejects
             ``ManagedInstanceScaling.MinInstanceCount = 0`` (``ValidationException``).
+        on_demand_capacity: how many instances of the matching (region, type) can run on demand or spot at
+            once, in EC2 (``RunInstances``) and in SageMaker endpoints without a capacity reservation; beyond
+            it ``InsufficientInstanceCapacity`` (``{"us-east-1/p5.48xlarge": 0}``: none in us-east-1).
+            Default unlimited.
+        offerings_page_size: offerings per ``DescribeCapacityBlockOfferings`` page when the caller gives no
+            ``MaxResults`` (None: all in one page), to make callers follow ``NextToken``.
         offering_ttl: how long an offering id stays valid after the search that returned it.
         max_lead: how far ahead reserved capacity can start (8 weeks).
         timings: durations of transitional states.
@@ -112,9 +118,16 @@ class MarketConfig(BaseModel):
     endpoint_quotas: dict[str, int] = Field(default_factory=dict)
     default_endpoint_quota: int = 16
     min_instance_count_zero_rejected_regions: frozenset[str] = frozenset({"ap-northeast-1"})
+    on_demand_capacity: dict[str, int] = Field(default_factory=dict)
+    offerings_page_size: int | None = Field(default=None, ge=1)
     offering_ttl: timedelta = timedelta(minutes=30)
     max_lead: timedelta = timedelta(weeks=8)
     timings: Timings = Field(default_factory=Timings)
+
+
+def on_demand_limit(config: MarketConfig, region: str, instance_type: str) -> int | None:
+    """How many instances of ``instance_type`` can run on demand in ``region`` (None: unlimited)."""
+    return _lookup(config.on_demand_capacity, region, instance_type)
 
 
 def _lookup[T](table: dict[str, T], region: str, instance_type: str) -> T | None:

@@ -60,6 +60,9 @@ LIFECYCLE_ORDER: list[tuple[str, str]] = [
     ("ec2", "DescribeCapacityBlockOfferings"),
     ("ec2", "PurchaseCapacityBlock"),
     ("ec2", "DescribeCapacityReservations"),
+    ("ec2", "RunInstances"),
+    ("ec2", "DescribeInstances"),
+    ("ec2", "TerminateInstances"),
     ("sagemaker", "UpdateEndpoint"),
     ("sagemaker", "DeleteInferenceComponent"),
     ("sagemaker", "DeleteEndpoint"),
@@ -84,6 +87,7 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
     latest_plan_offering = emulator.market.latest_offering("tpo-")
     latest_block_offering = emulator.market.latest_offering("cb-")
     reservations = list(emulator.capacity_blocks.reservations)
+    instance_ids = list(emulator.instances.instances)
     aas = {"ServiceNamespace": "sagemaker", "ResourceId": RESOURCE_ID, "ScalableDimension": DIMENSION}
     targets = list(emulator.autoscaling.targets.values())
     target_arn = (
@@ -234,6 +238,21 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
             "CapacityReservationIds": reservations[-1:],
             "Filters": [{"Name": "tag:request-id", "Values": ["sample"]}],
         },
+        ("ec2", "RunInstances"): {
+            "MinCount": 1,
+            "MaxCount": 1,
+            "InstanceType": "p5.48xlarge",
+            "ImageId": "ami-0abcdef1234567890",
+            "ClientToken": "sample-token",
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": [{"Key": "request-id", "Value": "sample"}]}
+            ],
+        },
+        ("ec2", "DescribeInstances"): {
+            "InstanceIds": instance_ids[-1:],
+            "Filters": [{"Name": "tag:request-id", "Values": ["sample"]}],
+        },
+        ("ec2", "TerminateInstances"): {"InstanceIds": instance_ids[-1:] or ["i-0000000000000000"]},
         ("sagemaker", "UpdateEndpoint"): {"EndpointName": ENDPOINT, "EndpointConfigName": CONFIG},
         ("sagemaker", "DeleteInferenceComponent"): {"InferenceComponentName": COMPONENT},
         ("sagemaker", "DeleteEndpoint"): {"EndpointName": ENDPOINT},

@@ -135,11 +135,16 @@ class ActivationInput(_In):
 
 
 class ActivationOutput(_Out):
-    """``{"status", "attempt": attempt + 1, "next_wait_seconds": 60 * 2**attempt capped at 900}``."""
+    """``{"status", "attempt": attempt + 1, "next_wait_seconds": 60 * 2**attempt capped at 900, "platform"}``.
+
+    ``platform`` ``ec2`` (a capacity block) sends an ``Active`` reservation to ``LaunchInstances`` instead of
+    ``CreateEndpoint``.
+    """
 
     status: str
     attempt: int
     next_wait_seconds: int
+    platform: Literal["sagemaker", "ec2"] = "sagemaker"
 
 
 # 7. create_endpoint
@@ -176,6 +181,53 @@ class ComponentsOutput(_Out):
     component_names: list[str]
     next_wait_seconds: int
     attempt: int
+
+
+# 7b. launch_instances (platform ec2)
+class LaunchInput(_In):
+    """``{"request_id", "action": "launch" | "status", "attempt"?}``."""
+
+    request_id: str
+    action: Literal["launch", "status"]
+    attempt: int = Field(default=0, ge=0)
+
+
+class LaunchOutput(_Out):
+    """``{"status": "Running" | "Pending", "capacity_reservation_id", "availability_zone", "instance_ids",
+    "next_wait_seconds", "attempt"}``."""
+
+    status: Literal["Running", "Pending"]
+    capacity_reservation_id: str
+    availability_zone: str
+    instance_ids: list[str]
+    next_wait_seconds: int
+    attempt: int
+
+
+# 2a. on_demand (strategy on-demand-first / spot-ok, before any search)
+class OnDemandInput(_In):
+    """``{"request_id", "action": "try" | "status", "attempt"?}``."""
+
+    request_id: str
+    action: Literal["try", "status"]
+    attempt: int = Field(default=0, ge=0)
+
+
+class OnDemandOutput(_Out):
+    """``{"outcome", "region", "market", "instance_ids", "next_wait_seconds", "attempt"}``.
+
+    ``outcome``: ``skipped`` (strategy ``reserved``, a dry run, over budget or not supported: reserve),
+    ``unavailable`` (no capacity in any region or market: reserve), ``launched`` (instances or an endpoint
+    starting: poll ``status``), ``running`` (EC2: ``READY``), ``endpoint_ready`` (SageMaker: the on-demand
+    endpoint is ``InService``; create the inference components).
+    """
+
+    outcome: Literal["skipped", "unavailable", "launched", "running", "endpoint_ready"]
+    region: str | None = None
+    market: str | None = None
+    instance_ids: list[str] = Field(default_factory=list)
+    next_wait_seconds: int = 0
+    attempt: int = 0
 
 
 # 9. release_capacity

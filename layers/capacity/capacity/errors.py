@@ -109,6 +109,10 @@ class EndpointFailed(CapacityError):
     """The endpoint reached ``Failed`` (the message carries SageMaker's ``FailureReason``) or timed out."""
 
 
+class LaunchFailed(CapacityError):
+    """Instances launched into a capacity block stopped, terminated or never ran (ids in the message)."""
+
+
 class ComponentFailed(CapacityError):
     """An inference component reached ``Failed`` (with SageMaker's ``FailureReason``) or timed out."""
 

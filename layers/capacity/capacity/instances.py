@@ -54,6 +54,39 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
 }
 
 
+TRAINING_PLAN_INSTANCE_TYPES = frozenset(
+    {
+        "ml.p4d.24xlarge",
+        "ml.p4de.24xlarge",
+        "ml.p5.4xlarge",
+        "ml.p5.48xlarge",
+        "ml.p5e.48xlarge",
+        "ml.p5en.48xlarge",
+        "ml.p6-b200.48xlarge",
+        "ml.trn1.32xlarge",
+        "ml.trn2.48xlarge",
+    }
+)
+"""The listed types a training plan can reserve: those in botocore's ``ReservedCapacityInstanceType`` enum
+(the G6 family is not in it, so ``ml.g6.*`` cannot be reserved; a unit test checks the enum)."""
+
+CAPACITY_BLOCK_INSTANCE_TYPES = frozenset(
+    {
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.4xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "p6-b200.48xlarge",
+        "trn1.32xlarge",
+        "trn2.48xlarge",
+    }
+)
+"""EC2 instance types sold as Capacity Blocks for ML ("Capacity Blocks for ML" in the EC2 user guide:
+P4d, P4de, P5, P5e, P5en, P6-B200, Trn1, Trn2; botocore has no narrower enum than ``InstanceType``)."""
+
+
 def spec_for(instance_type: str) -> InstanceSpec | None:
     """The hardware of ``instance_type``, or None when it is not a supported type."""
     return INSTANCE_TYPES.get(instance_type)

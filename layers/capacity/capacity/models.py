@@ -36,7 +36,13 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from capacity.errors import FieldError, InvalidRequest
-from capacity.instances import INSTANCE_TYPES, fits, spec_for
+from capacity.instances import (
+    CAPACITY_BLOCK_INSTANCE_TYPES,
+    INSTANCE_TYPES,
+    TRAINING_PLAN_INSTANCE_TYPES,
+    fits,
+    spec_for,
+)
 from capacity.pricing import KNOWN_REGIONS
 from capacity.timeutil import as_utc, iso_z
 
@@ -77,6 +83,10 @@ ALLOWED_INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 MIN_DURATION_HOURS = 24
 MAX_DURATION_HOURS = 4368  # 182 days, the longest training plan
 START_GRACE = timedelta(minutes=15)
+MAX_CAPACITY_BLOCK_INSTANCES = 64
+"""Most instances in one EC2 capacity block (AWS_FACTS.md, EC2 Capacity Blocks for ML)."""
+CAPACITY_BLOCK_HORIZON = timedelta(weeks=8)
+"""Capacity blocks can be bought at most 8 weeks ahead (AWS_FACTS.md)."""
 """How far in the past ``earliest_start`` may be at intake (delivery delays, clock skew)."""
 
 _SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -90,6 +100,24 @@ def _problem(message: str) -> PydanticCustomError:
 
 
 # -------------------------------------------------------------------------------------------- request
+
+
+def valid_capacity_block_hours(hours: int) -> bool:
+    """True for the capacity block durations EC2 sells: 24-hour steps up to 14 days, then 7-day steps up to
+    182 days (AWS_FACTS.md, EC2 Capacity Blocks for ML)."""
+    if hours <= 0 or hours % 24:
+        return False
+    days = hours // 24
+    return days <= 14 or (days <= 182 and days % 7 == 0)
+
+
+def capacity_block_durations(max_hours: int) -> list[int]:
+    """Every capacity block duration (hours) up to ``max_hours``, shortest first."""
+    return [
+        hours
+        for hours in range(24, min(max_hours, MAX_DURATION_HOURS) + 1, 24)
+        if valid_capacity_block_hours(hours)
+    ]
 
 
 class CopyCounts(BaseModel):
@@ -223,6 +251,40 @@ class ModelSpec(BaseModel):
         return self
 
 
+class LaunchTemplateRef(BaseModel):
+    """The EC2 launch template instances start from (``RunInstances`` ``LaunchTemplate``): ``id``
+    (``lt-...``) or ``name``, and ``version`` (a number, ``$Latest`` or ``$Default``, the default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = Field(default=None, pattern=r"^lt-[0-9a-f]{8,17}$")
+    name: str | None = Field(default=None, min_length=3, max_length=128)
+    version: str = Field(default="$Default", pattern=r"^(\$Latest|\$Default|[1-9][0-9]{0,8})$")
+
+    @model_validator(mode="after")
+    def _one_reference(self) -> Self:
+        if (self.id is None) == (self.name is None):
+            raise _problem("give the launch template's id (lt-...) or its name, not both and not neither")
+        return self
+
+    def as_aws(self) -> dict[str, str]:
+        """The ``LaunchTemplate`` parameter of ``RunInstances``."""
+        ref = {"LaunchTemplateId": self.id} if self.id else {"LaunchTemplateName": str(self.name)}
+        return {**ref, "Version": self.version}
+
+
+Strategy = Literal["on-demand-first", "reserved", "spot-ok"]
+"""How much certainty the request needs (seed 000's decision framework): ``on-demand-first`` tries on-demand
+capacity region by region before reserving; ``reserved`` always reserves; ``spot-ok`` (EC2 only,
+interruption-tolerant work) tries on demand, then spot, then reserves."""
+ON_DEMAND_FIRST_HORIZON = timedelta(hours=1)
+"""``strategy`` defaults to ``on-demand-first`` when the window starts within this long from now."""
+
+Platform = Literal["sagemaker", "ec2"]
+"""Where the capacity runs: ``sagemaker`` (training plan + endpoint, ``ml.*`` types) or ``ec2`` (capacity
+block + instances from a launch template, EC2 types)."""
+
+
 class ReservationRequest(BaseModel):
     """A request for GPU capacity and the models to serve on it (issue 3, "Request").
 
@@ -234,6 +296,17 @@ class ReservationRequest(BaseModel):
     (release starts this long before the plan ends, default 60), ``models`` (1..10, each with optional
     ``scaling``) and ``idle_policy`` (optional: release after N idle hours).
 
+    ``platform`` ``ec2`` (issue 6) asks for an EC2 Capacity Block for ML instead: ``instance_type`` is an EC2
+    type sold as capacity blocks (``p5.48xlarge``...), ``instance_count`` 1..64, ``duration_hours`` a
+    capacity block duration (24-hour steps to 14 days, then 7-day steps to 182 days), ``earliest_start``
+    at most 8 weeks ahead, optional ``launch_template`` (instances start from it when the block is active),
+    and no ``models``. Its instances are terminated on the block's expiration warning or at
+    ``end - max(release_margin_minutes, 35)`` minutes, whichever comes first (AWS reclaims them 30 minutes
+    before the end).
+
+    ``strategy`` (issue 6): ``on-demand-first`` (default when the window starts within the next hour),
+    ``reserved`` (the default otherwise) or ``spot-ok`` (EC2 only). Validation always sets it.
+
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
 
@@ -242,6 +315,7 @@ class ReservationRequest(BaseModel):
     schema_version: Literal[1] = 1
     request_id: str | None = None
     requester: str = Field(min_length=1, max_length=128)
+    platform: Platform = "sagemaker"
     instance_type: str
     instance_count: StrictInt
     earliest_start: UtcDatetime
@@ -253,8 +327,10 @@ class ReservationRequest(BaseModel):
     approval_timeout_hours: StrictInt = Field(default=24, ge=1, le=168)
     dry_run: StrictBool = False
     release_margin_minutes: StrictInt = Field(default=60, ge=5, le=1440)
-    models: list[ModelSpec] = Field(min_length=1, max_length=10)
+    models: list[ModelSpec] = Field(default_factory=list, max_length=10)
     idle_policy: IdlePolicy | None = None
+    launch_template: LaunchTemplateRef | None = None
+    strategy: Strategy | None = None
 
     @field_validator("request_id")
     @classmethod
@@ -268,7 +344,19 @@ class ReservationRequest(BaseModel):
 
     @field_validator("instance_type")
     @classmethod
-    def _instance_type(cls, value: str) -> str:
+    def _instance_type(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("platform") == "ec2":
+            if value not in CAPACITY_BLOCK_INSTANCE_TYPES:
+                raise _problem(
+                    f"{value!r} is not an EC2 instance type sold as capacity blocks: use one of "
+                    + ", ".join(sorted(CAPACITY_BLOCK_INSTANCE_TYPES))
+                )
+            return value
+        if value in INSTANCE_TYPES and value not in TRAINING_PLAN_INSTANCE_TYPES:
+            raise _problem(
+                f"{value!r} cannot be reserved with a training plan (botocore's ReservedCapacityInstanceType "
+                "does not list it): use one of " + ", ".join(sorted(TRAINING_PLAN_INSTANCE_TYPES))
+            )
         if value not in INSTANCE_TYPES:
             raise _problem(
                 f"{value!r} is not an instance type training plans can reserve for endpoints: use one of "
@@ -278,7 +366,14 @@ class ReservationRequest(BaseModel):
 
     @field_validator("instance_count")
     @classmethod
-    def _instance_count(cls, value: int) -> int:
+    def _instance_count(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("platform") == "ec2":
+            if not 1 <= value <= MAX_CAPACITY_BLOCK_INSTANCES:
+                raise _problem(
+                    f"count {value} is not allowed: a capacity block holds 1 to "
+                    f"{MAX_CAPACITY_BLOCK_INSTANCES} instances"
+                )
+            return value
         if value not in ALLOWED_INSTANCE_COUNTS:
             raise _problem(
                 f"count {value} is not allowed: training plans reserve "
@@ -289,7 +384,14 @@ class ReservationRequest(BaseModel):
 
     @field_validator("duration_hours")
     @classmethod
-    def _duration(cls, value: int) -> int:
+    def _duration(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("platform") == "ec2":
+            if not valid_capacity_block_hours(value):
+                raise _problem(
+                    f"unsupported duration {value} h ({value / 24:g} days): capacity blocks last 1 to 14 "
+                    "days in 24-hour steps (24..336), then whole weeks up to 182 days (504, 672 ... 4368)"
+                )
+            return value
         if value % 24 or not MIN_DURATION_HOURS <= value <= MAX_DURATION_HOURS:
             raise _problem(
                 f"unsupported duration {value} h: training plans last whole days, use a multiple of 24 "
@@ -318,6 +420,16 @@ class ReservationRequest(BaseModel):
             raise _problem(
                 f"start {iso_z(value)} is in the past (now {iso_z(now)}): choose a start time in the future"
             )
+        if (
+            isinstance(now, datetime)
+            and info.data.get("platform") == "ec2"
+            and value > as_utc(now) + CAPACITY_BLOCK_HORIZON
+        ):
+            raise _problem(
+                f"start {iso_z(value)} is more than 8 weeks after now ({iso_z(now)}): capacity blocks can "
+                "be bought at most 8 weeks ahead; choose a start before "
+                + iso_z(as_utc(now) + CAPACITY_BLOCK_HORIZON)
+            )
         return value
 
     @model_validator(mode="after")
@@ -331,6 +443,17 @@ class ReservationRequest(BaseModel):
             )
         if self.request_id is None:
             self.request_id = derive_request_id(self)
+        return self
+
+    @model_validator(mode="after")
+    def _default_strategy(self, info: ValidationInfo) -> Self:
+        """``on-demand-first`` when the window starts within the next hour (and, for EC2, a launch template
+        says what to run), else ``reserved``; a request re-read without ``now`` keeps ``reserved``."""
+        if self.strategy is None:
+            now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
+            soon = isinstance(now, datetime) and self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
+            runnable = self.platform == "sagemaker" or self.launch_template is not None
+            self.strategy = "on-demand-first" if soon and runnable else "reserved"
         return self
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
@@ -362,12 +485,41 @@ class ReservationRequest(BaseModel):
                     "leave it out",
                 )
             )
+        problems.extend(self._platform_problems())
         names = [model.name for model in self.models]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             problems.append(("models", f"model names must be unique, repeated: {', '.join(duplicates)}"))
         problems.extend(self._fit_problems())
         return problems
+
+    def _platform_problems(self) -> list[tuple[str, str]]:
+        if self.strategy == "spot-ok" and self.platform != "ec2":
+            return [("strategy", "spot-ok is for EC2 (platform ec2); use on-demand-first or reserved")]
+        if (
+            self.platform == "ec2"
+            and self.strategy in ("on-demand-first", "spot-ok")
+            and not self.launch_template
+        ):
+            return [
+                ("launch_template", f"strategy {self.strategy} launches instances: give the launch template")
+            ]
+        if self.platform == "sagemaker":
+            problems = [] if self.models else [("models", "is required: list at least one model to serve")]
+            if self.launch_template is not None:
+                problems.append(
+                    ("launch_template", "goes with platform ec2 (capacity blocks); remove it for SageMaker")
+                )
+            return problems
+        if self.models:
+            return [
+                (
+                    "models",
+                    "platform ec2 runs your own instances from launch_template; models are served only on "
+                    "SageMaker endpoints: remove models or use platform sagemaker",
+                )
+            ]
+        return []
 
     def _fit_problems(self) -> list[tuple[str, str]]:
         spec = spec_for(self.instance_type)
@@ -423,6 +575,13 @@ def derive_request_id(request: ReservationRequest) -> str:
     for model in payload.get("models", []):
         if model.get("scaling") is None:
             model.pop("scaling", None)
+    # Fields added later are left out at their defaults, so the ids of older requests do not change.
+    if payload.get("platform") == "sagemaker":
+        del payload["platform"]
+    if payload.get("launch_template") is None:
+        payload.pop("launch_template", None)
+    if payload.get("strategy") is None:
+        payload.pop("strategy", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -713,12 +872,17 @@ class ReservationActiveDetail(_Detail):
 
 
 class ReservationReadyDetail(_Detail):
-    """``ReservationReady``: the endpoint and every inference component are ``InService``."""
+    """``ReservationReady``: the endpoint and every inference component are ``InService`` (SageMaker), or the
+    capacity block is active and its instances run (``platform`` ``ec2``: ``capacity_reservation_id``,
+    ``availability_zone``, ``instance_ids``; no endpoint)."""
 
     request_id: str
     region: str
-    endpoint_name: str
-    inference_component_names: list[str]
+    endpoint_name: str = ""
+    inference_component_names: list[str] = Field(default_factory=list)
+    capacity_reservation_id: str | None = None
+    availability_zone: str | None = None
+    instance_ids: list[str] = Field(default_factory=list)
 
 
 class ReleaseRequestedDetail(_Detail):

@@ -18,6 +18,7 @@ from capacity.adapters import clients
 from capacity.adapters.autoscaling import AutoScalingAdapter
 from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
 from capacity.adapters.dynamodb import OfferingStore
+from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
@@ -152,6 +153,46 @@ class AlarmsPort(Protocol):
     ) -> float: ...
 
 
+class Ec2Port(Protocol):
+    """The EC2 operations the logic uses (:class:`~capacity.adapters.ec2.Ec2Adapter`)."""
+
+    region: str
+
+    def describe_capacity_block_offerings(
+        self,
+        *,
+        instance_type: str,
+        instance_count: int,
+        start_after: datetime,
+        end_before: datetime,
+        duration_hours: int,
+    ) -> list[dict[str, Any]]: ...
+
+    def purchase_capacity_block(
+        self, *, offering_id: str, tags: Sequence[Mapping[str, str]], platform: str = "Linux/UNIX"
+    ) -> CapacityReservation: ...
+
+    def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None: ...
+
+    def find_capacity_reservations(self, request_id: str) -> list[CapacityReservation]: ...
+
+    def run_instances(
+        self,
+        *,
+        count: int,
+        instance_type: str,
+        launch_template: Mapping[str, str] | None,
+        client_token: str,
+        tags: Sequence[Mapping[str, str]],
+        capacity_reservation_id: str | None = None,
+        market_type: str | None = None,
+    ) -> list[str]: ...
+
+    def find_instances(self, request_id: str) -> list[Instance]: ...
+
+    def terminate_instances(self, instance_ids: Sequence[str]) -> None: ...
+
+
 class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
 
@@ -194,6 +235,7 @@ class Ports:
         sagemaker: region -> SageMaker port; default :class:`SageMakerAdapter` with the cached client.
         autoscaling: region -> Application Auto Scaling port; default :class:`AutoScalingAdapter`.
         alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
+        ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -213,6 +255,7 @@ class Ports:
         alarms: Callable[[str], AlarmsPort] | None = None,
         clock: Callable[[], datetime] = utcnow,
         request_schedules: RequestSchedules | None = None,
+        ec2: Callable[[str], Ec2Port] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -229,6 +272,8 @@ class Ports:
         self._alarms_factory = alarms
         self._alarms: dict[str, AlarmsPort] = {}
         self._request_schedules = request_schedules
+        self._ec2_factory = ec2
+        self._ec2: dict[str, Ec2Port] = {}
 
     @property
     def actor(self) -> str:
@@ -326,3 +371,10 @@ class Ports:
             factory = self._alarms_factory
             self._alarms[region] = factory(region) if factory else AlarmsAdapter(region)
         return self._alarms[region]
+
+    def ec2(self, region: str) -> Ec2Port:
+        """The EC2 port for ``region`` (one per region, reused)."""
+        if region not in self._ec2:
+            factory = self._ec2_factory
+            self._ec2[region] = factory(region) if factory else Ec2Adapter(region)
+        return self._ec2[region]

@@ -71,8 +71,14 @@ def usd(value: Decimal) -> Decimal:
 
 
 def on_demand_usd_per_hour(region: str, instance_type: str) -> Decimal | None:
-    """On-demand USD per instance-hour of ``instance_type`` in ``region``, or None if unknown."""
+    """On-demand USD per instance-hour of ``instance_type`` in ``region``, or None if unknown.
+
+    An EC2 type (``p5.48xlarge``) has the price of its ``ml.`` twin: the figures above are EC2 list
+    prices already (see the source notes).
+    """
     base = ON_DEMAND_USD_PER_HOUR_US_EAST_1.get(instance_type)
+    if base is None and not instance_type.startswith("ml."):
+        base = ON_DEMAND_USD_PER_HOUR_US_EAST_1.get("ml." + instance_type)
     multiplier = REGION_MULTIPLIER.get(region)
     if base is None or multiplier is None:
         return None

@@ -98,6 +98,63 @@ def normalise_offering(
     )
 
 
+def normalise_block_offering(
+    raw: Mapping[str, Any],
+    *,
+    region: str,
+    request: ReservationRequest,
+    searched_duration_hours: int,
+    searched_count: int,
+) -> Offering | None:
+    """One EC2 capacity block offering (``DescribeCapacityBlockOfferings`` item: ``CapacityBlockOfferingId``,
+    ``InstanceType``, ``AvailabilityZone``, ``InstanceCount``, ``StartDate``, ``EndDate``,
+    ``CapacityBlockDurationHours``, ``UpfrontFee`` string, ``CurrencyCode``) as an :class:`Offering`, with
+    the same USD figures and feasibility rules as a training plan offering; None when it cannot be
+    compared (not USD, no fee, no dates, no instances).
+    """
+    if (raw.get("CurrencyCode") or "USD") != "USD":
+        return None
+    try:
+        fee = Decimal(str(raw.get("UpfrontFee", "")).replace(",", ""))
+    except InvalidOperation:
+        return None
+    start, end = raw.get("StartDate"), raw.get("EndDate")
+    if not isinstance(start, datetime) or not isinstance(end, datetime) or not fee.is_finite():
+        return None
+    start, end = as_utc(start), as_utc(end)
+    count = int(raw.get("InstanceCount") or 0)
+    duration_hours = int(raw.get("CapacityBlockDurationHours") or round((end - start).total_seconds() / 3600))
+    hours = Decimal(duration_hours) + Decimal(int(raw.get("CapacityBlockDurationMinutes") or 0)) / 60
+    if count <= 0 or hours <= 0:
+        return None
+    instance_type = str(raw.get("InstanceType") or request.instance_type)
+    rate = on_demand_usd_per_hour(region, instance_type)
+    equivalent = on_demand_equivalent(rate, instance_count=count, hours=hours) if rate is not None else None
+    reasons = _infeasible_reasons(
+        request, instance_type=instance_type, count=count, duration_hours=duration_hours, start=start, end=end
+    )
+    return Offering(
+        offering_id=str(raw["CapacityBlockOfferingId"]),
+        region=region,
+        availability_zone=str(raw.get("AvailabilityZone") or region),
+        instance_type=instance_type,
+        instance_count=count,
+        start_time=start,
+        end_time=end,
+        duration_hours=duration_hours,
+        upfront_fee_usd=fee,
+        usd_per_instance_hour=usd_per_instance_hour(fee, instance_count=count, hours=hours),
+        on_demand_usd_per_hour=rate,
+        on_demand_equivalent_usd=equivalent,
+        saving_percent=saving_percent(fee, equivalent) if equivalent else None,
+        break_even_utilisation=break_even_utilisation(fee, equivalent) if equivalent else None,
+        searched_duration_hours=searched_duration_hours,
+        searched_count=searched_count,
+        feasible=not reasons,
+        infeasible_reason="; ".join(reasons) or None,
+    )
+
+
 def _infeasible_reasons(
     request: ReservationRequest,
     *,

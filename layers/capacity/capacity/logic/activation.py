@@ -15,6 +15,7 @@ from datetime import timedelta
 from capacity import messages
 from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
 from capacity.errors import ActivationTimeout, PlanFailed, ReservationCancelled
+from capacity.logic.capacity_blocks import block_activation
 from capacity.logic.common import load_purchase, post, states
 from capacity.models import FINAL_STATES, ReservationActiveDetail, State
 from capacity.ports import Ports
@@ -43,6 +44,9 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
         ReservationCancelled: the reservation is releasing or final (cancelled, released, failed...).
         RetryableAwsError: throttling/5xx after retries.
     """
+    request = ports.ledger.get_request(step.request_id)
+    if request is not None and request.platform == "ec2":
+        return block_activation(step, ports)
     sagemaker = ports.sagemaker(step.region)
     plan = sagemaker.describe_training_plan(step.training_plan_name)
     if plan is None:

@@ -33,7 +33,11 @@ def load_request(ports: Ports, request_id: str) -> ReservationRequest:
 
 
 class Purchase:
-    """The ``PURCHASE`` ledger item: the training plan bought for a reservation."""
+    """The ``PURCHASE`` ledger item: the training plan bought for a reservation.
+
+    For ``platform`` ``ec2`` (a capacity block) ``training_plan_arn``/``training_plan_name`` hold the
+    capacity reservation's ARN and id, and ``availability_zone`` its zone.
+    """
 
     def __init__(self, item: Mapping[str, Any]) -> None:
         self.training_plan_arn = str(item["training_plan_arn"])
@@ -44,6 +48,10 @@ class Purchase:
         self.upfront_fee_usd = Decimal(str(item["upfront_fee_usd"]))
         self.instance_type = str(item.get("instance_type", ""))
         self.instance_count = int(item.get("instance_count", 0))
+        self.platform = str(item.get("platform", "sagemaker"))
+        self.availability_zone = str(item.get("availability_zone", ""))
+        self.market = str(item.get("market", "reserved"))
+        """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
 
 
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:

@@ -1,7 +1,7 @@
 """``POST /plans`` (and Slack ``/gpu plan``): a synchronous dry run that buys nothing and stores nothing.
 
 The same code as the workflow, run in one call: :func:`~capacity.models.parse_request` (with
-``dry_run`` forced on), :func:`~capacity.logic.search.find_offerings` in every requested region (in
+``dry_run`` forced on), :func:`~capacity.logic.search.region_offerings` in every requested region (in
 preference order), :func:`~capacity.planner.decide` (the decision framework of seed 000 and DESIGN.md
 section 2: the cheapest feasible offering within the budget, each shown with its on-demand equivalent,
 saving and break-even utilisation). Searches stop at a time limit (API Gateway ends an integration after
@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from capacity.errors import RetryableAwsError
-from capacity.logic.search import find_offerings
+from capacity.logic.search import region_offerings
 from capacity.models import Offering, parse_request
 from capacity.planner import Decision, decide
 from capacity.ports import Ports
@@ -68,7 +68,7 @@ def plan_reservation(
 
     Args:
         body: a reservation request as for ``POST /reservations`` (``dry_run`` is forced to true).
-        ports: only ``ports.sagemaker(region)`` and ``ports.clock`` are used.
+        ports: only ``ports.sagemaker(region)`` (or ``ports.ec2(region)``) and ``ports.clock`` are used.
         time_limit_seconds: no region search starts after this long.
         monotonic: the stopwatch (tests).
 
@@ -86,7 +86,7 @@ def plan_reservation(
             skipped[region] = f"not searched: the {time_limit_seconds:g} s time limit was reached"
             continue
         try:
-            found, quota_error = find_offerings(ports.sagemaker(region), request)
+            found, quota_error = region_offerings(ports, region, request)
         except RetryableAwsError as exc:  # one region's outage must not hide the others' offerings
             skipped[region] = f"search failed: {exc}; try again later"
             continue

@@ -32,6 +32,7 @@ from capacity.errors import (
     TrainingPlanNameInUse,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.logic.capacity_blocks import purchase_block
 from capacity.logic.common import ensure_owned, final_state, load_request, post, states
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
@@ -146,6 +147,8 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         RetryableAwsError: throttling/5xx after retries.
     """
     request = load_request(ports, step.request_id)
+    if request.platform == "ec2":
+        return purchase_block(step, request, ports)
     ledger = ports.ledger
     name = training_plan_name(request.id)
     existing = ledger.get(request.id, PURCHASE)

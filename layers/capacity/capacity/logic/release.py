@@ -33,7 +33,9 @@ from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
+from capacity.logic.capacity_blocks import release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.logic.on_demand import on_demand_summary
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
     CostSummary,
@@ -99,6 +101,8 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
+    if purchase.platform == "ec2":  # a capacity block: terminate its instances (issue 6)
+        return release_block(step, ports, purchase)
 
     sagemaker = ports.sagemaker(purchase.region)
     if step.action == "begin":
@@ -113,19 +117,10 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if step.action == "finish":
         return _finish(step, ports, sagemaker, purchase)
     if step.action in ("delete_scaling", "delete_alarms"):
-        models = _model_names(ports, step.request_id)
-        if step.action == "delete_scaling":
-            removed = stop_scaling(ports, step.request_id, models, purchase.region)
-        else:
-            removed = delete_alarms(ports, step.request_id, purchase.region)
-        logger.info("release of %s: %s removed %s", step.request_id, step.action, removed or "nothing")
-        return ReleaseOutput(done=True)
-    actions = {
-        "delete_components": _delete_components,
-        "delete_endpoint": _delete_endpoint,
-        "delete_endpoint_config": _delete_endpoint_config,
-    }
-    return actions[step.action](sagemaker, step.request_id, step.attempt)
+        output = _stop_scaling_or_alarms(step, ports, purchase)
+    else:
+        output = _DELETIONS[step.action](sagemaker, step.request_id, step.attempt)
+    return output
 
 
 def _model_names(ports: Ports, request_id: str) -> list[str]:
@@ -270,6 +265,17 @@ def cost_summary(
     )
 
 
+def _stop_scaling_or_alarms(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput:
+    """``delete_scaling`` (policies, then scalable targets) or ``delete_alarms``: stop scale-out first."""
+    if step.action == "delete_scaling":
+        models = _model_names(ports, step.request_id)
+        removed = stop_scaling(ports, step.request_id, models, purchase.region)
+    else:
+        removed = delete_alarms(ports, step.request_id, purchase.region)
+    logger.info("release of %s: %s removed %s", step.request_id, step.action, removed or "nothing")
+    return ReleaseOutput(done=True)
+
+
 def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase: Purchase) -> ReleaseOutput:
     models = _model_names(ports, step.request_id)
     # A deployment racing this release may have put scaling or alarms after delete_scaling/delete_alarms.
@@ -284,7 +290,11 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
     history = ports.ledger.history(step.request_id)
     releasing = first_entry(history, State.RELEASING)
     reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
+    summary = (  # an on-demand endpoint (strategy on-demand-first) costs its hours at the on-demand price
+        on_demand_summary(step.request_id, purchase, history, now=ports.clock())
+        if purchase.market == "on-demand"
+        else cost_summary(step.request_id, purchase, history, now=ports.clock())
+    )
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,
@@ -310,3 +320,10 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
     post(ports, messages.released(summary, request_id=step.request_id, reason=reason))
     return ReleaseOutput(done=True, summary=summary)
+
+
+_DELETIONS: dict[str, Callable[[SageMakerPort, str, int], ReleaseOutput]] = {
+    "delete_components": _delete_components,
+    "delete_endpoint": _delete_endpoint,
+    "delete_endpoint_config": _delete_endpoint_config,
+}

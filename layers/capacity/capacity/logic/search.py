@@ -5,16 +5,25 @@ and 48 h offerings exist, AWS_FACTS.md), so the requested duration and the neare
 durations (one day shorter and longer) are searched and merged; when nothing feasible is found and more
 than one instance was asked for, half the count is searched too, for the alternatives message. A
 ``ResourceLimitExceeded`` is a quota problem, reported in the result rather than raised.
+
+A ``platform`` ``ec2`` request searches ``DescribeCapacityBlockOfferings`` instead (:func:`search_blocks`):
+the requested duration and every other capacity block duration that fits in the window, every page.
 """
 
 from __future__ import annotations
 
 from capacity.contracts import SearchInput, SearchOutput
-from capacity.errors import QuotaExceeded
+from capacity.errors import CapacityUnavailable, QuotaExceeded
 from capacity.logic.common import load_request
-from capacity.models import MAX_DURATION_HOURS, MIN_DURATION_HOURS, Offering, ReservationRequest
-from capacity.ports import Ports, SageMakerPort
-from capacity.ranking import normalise_offering
+from capacity.models import (
+    MAX_DURATION_HOURS,
+    MIN_DURATION_HOURS,
+    Offering,
+    ReservationRequest,
+    capacity_block_durations,
+)
+from capacity.ports import Ec2Port, Ports, SageMakerPort
+from capacity.ranking import normalise_block_offering, normalise_offering
 
 
 def candidate_durations(request: ReservationRequest) -> list[int]:
@@ -47,6 +56,48 @@ def _search(
         for item in raw
     )
     return [offering for offering in found if offering is not None]
+
+
+def block_durations(request: ReservationRequest) -> list[int]:
+    """The requested duration first, then every other capacity block duration that fits in the window
+    (24-hour steps to 14 days, then 7-day steps), nearest to the requested one first."""
+    window_hours = int((request.latest_end - request.earliest_start).total_seconds() // 3600)
+    others = [h for h in capacity_block_durations(window_hours) if h != request.duration_hours]
+    return [request.duration_hours, *sorted(others, key=lambda h: (abs(h - request.duration_hours), h))]
+
+
+def search_blocks(ec2: Ec2Port, request: ReservationRequest) -> tuple[list[Offering], str | None]:
+    """Every capacity block offering of ``request`` in ``ec2.region``: one paginated
+    ``DescribeCapacityBlockOfferings`` per duration of :func:`block_durations`.
+
+    Returns:
+        The normalised offerings (feasible or not) and the quota error, if a search hit one.
+    """
+    offerings: list[Offering] = []
+    for duration in block_durations(request):
+        try:
+            raw = ec2.describe_capacity_block_offerings(
+                instance_type=request.instance_type,
+                instance_count=request.instance_count,
+                start_after=request.earliest_start,
+                end_before=request.latest_end,
+                duration_hours=duration,
+            )
+        except QuotaExceeded as exc:
+            return offerings, str(exc)
+        except CapacityUnavailable:
+            continue  # no capacity for this duration: the others may have some
+        for item in raw:
+            offering = normalise_block_offering(
+                item,
+                region=ec2.region,
+                request=request,
+                searched_duration_hours=duration,
+                searched_count=request.instance_count,
+            )
+            if offering is not None:
+                offerings.append(offering)
+    return offerings, None
 
 
 def find_offerings(
@@ -89,6 +140,21 @@ def find_offerings(
     return list(unique.values()), quota_error
 
 
+def region_offerings(
+    ports: Ports, region: str, request: ReservationRequest
+) -> tuple[list[Offering], str | None]:
+    """Every offering of ``region`` for ``request`` on its platform (capacity blocks for ``ec2``, training
+    plans otherwise), deduplicated, and the quota error if a search hit one. Stores nothing.
+
+    Raises:
+        RetryableAwsError: throttling/5xx that outlasted botocore's retries.
+    """
+    if request.platform == "ec2":
+        blocks, quota_error = search_blocks(ports.ec2(region), request)
+        return list({offering.key: offering for offering in blocks}.values()), quota_error
+    return find_offerings(ports.sagemaker(region), request)
+
+
 def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
     """Search ``step.region`` for the request's offerings and store them in OFFERINGS_TABLE.
 
@@ -100,7 +166,7 @@ def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
         RetryableAwsError: throttling/5xx that outlasted botocore's retries.
     """
     request = load_request(ports, step.request_id)
-    offerings, quota_error = find_offerings(ports.sagemaker(step.region), request)
+    offerings, quota_error = region_offerings(ports, step.region, request)
     ports.offerings.put_many(request.id, offerings)
     return SearchOutput(
         region=step.region,

@@ -1,0 +1,330 @@
+"""EC2 adapter: Capacity Blocks for ML (offerings, purchase, reservations) and the instances run in them.
+
+Shapes follow the botocore EC2 model installed with the layer and the EC2 API reference
+(``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``, ``DescribeCapacityReservations``,
+``RunInstances``, ``DescribeInstances``, ``TerminateInstances``). ``ClientError`` codes become domain errors:
+
+======================================================== ===========================================
+throttling / 5xx / timeouts (after retries)               :class:`~capacity.errors.RetryableAwsError`
+``InsufficientInstanceCapacity`` / ``InsufficientCapacity`` :class:`~capacity.errors.CapacityUnavailable`
+``*LimitExceeded`` (quotas)                              :class:`~capacity.errors.QuotaExceeded`
+``InvalidParameterValue`` naming the offering on purchase :class:`~capacity.errors.OfferingExpired`
+``InvalidCapacityReservationId.NotFound``                 ``describe_capacity_reservation`` returns None
+======================================================== ===========================================
+
+``PurchaseCapacityBlock`` takes no client token and cannot be undone, so it is sent by a client **without
+botocore retries**: a timeout after AWS committed must reach the caller, which looks the block up by its
+tag before anything else (a silent retry would buy a second block). ``RunInstances`` carries a client
+token, so retrying it is safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from capacity import TAG_REQUEST_ID
+from capacity.adapters import clients
+from capacity.adapters.clients import error_code, error_message
+from capacity.errors import CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
+from capacity.timeutil import as_utc
+
+_NO_RETRY = Config(retries={"mode": "standard", "total_max_attempts": 1})  # the first attempt only
+_no_retry_lock = threading.Lock()
+_no_retry_clients: dict[str, Any] = {}
+_CAPACITY_CODES = frozenset(
+    {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity"}
+)
+LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+"""Instance states that still bill or may bill (``terminated`` is the only final one)."""
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    """``DescribeCapacityReservations`` essentials of one capacity block's reservation (times UTC).
+
+    ``state``: ``payment-pending``, ``payment-failed``, ``scheduled``, ``active``, ``expired``,
+    ``cancelled``, ``failed``, ``unavailable``... (botocore ``CapacityReservationState``).
+    """
+
+    reservation_id: str
+    arn: str
+    state: str
+    instance_type: str
+    availability_zone: str
+    total_instance_count: int
+    available_instance_count: int
+    start_time: datetime | None
+    end_time: datetime | None
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """``DescribeInstances`` essentials: id, state name, type, zone and the capacity reservation it is in."""
+
+    instance_id: str
+    state: str
+    instance_type: str
+    availability_zone: str | None
+    capacity_reservation_id: str | None
+
+
+def _utc(value: Any) -> datetime | None:
+    return as_utc(value) if isinstance(value, datetime) else None
+
+
+def _reservation(data: Mapping[str, Any]) -> CapacityReservation:
+    return CapacityReservation(
+        reservation_id=str(data["CapacityReservationId"]),
+        arn=str(data.get("CapacityReservationArn", "")),
+        state=str(data.get("State", "")),
+        instance_type=str(data.get("InstanceType", "")),
+        availability_zone=str(data.get("AvailabilityZone", "")),
+        total_instance_count=int(data.get("TotalInstanceCount") or 0),
+        available_instance_count=int(data.get("AvailableInstanceCount") or 0),
+        start_time=_utc(data.get("StartDate")),
+        end_time=_utc(data.get("EndDate")),
+        tags={str(t["Key"]): str(t.get("Value", "")) for t in data.get("Tags") or []},
+    )
+
+
+def fee(text: Any) -> Decimal | None:
+    """An ``UpfrontFee`` string as USD, or None when absent or unparsable."""
+    try:
+        return Decimal(str(text)) if text not in (None, "") else None
+    except InvalidOperation:
+        return None
+
+
+def _no_retry_client(region: str) -> Any:
+    with _no_retry_lock:
+        found = _no_retry_clients.get(region)
+        if found is None:
+            found = boto3.client("ec2", region_name=region, config=_NO_RETRY)
+            _no_retry_clients[region] = found
+        return found
+
+
+class Ec2Adapter:
+    """EC2 calls for one region, with AWS errors translated into domain errors.
+
+    Args:
+        region: the AWS region (capacity blocks and instances are regional).
+        client: an EC2 client; default the cached one of :mod:`capacity.adapters.clients`.
+        purchase_client: the client ``PurchaseCapacityBlock`` goes through; default one without retries.
+    """
+
+    def __init__(self, region: str, client: Any = None, purchase_client: Any = None) -> None:
+        self.region = region
+        self._client = client or clients.client("ec2", region)
+        self._purchase_client = purchase_client
+
+    def _call[T](self, operation: str, function: Callable[[], T]) -> T:
+        try:
+            return function()
+        except (ClientError, BotoCoreError) as exc:
+            # EC2 answers InsufficientInstanceCapacity with HTTP 500: a capacity verdict, not a transient one.
+            if isinstance(exc, ClientError) and error_code(exc) in _CAPACITY_CODES:
+                raise CapacityUnavailable(f"{operation} in {self.region}: {error_message(exc)}") from exc
+            translated = clients.retryable(exc, f"EC2 {operation} ({self.region})")
+            if translated is not None:
+                raise translated from exc
+            if isinstance(exc, ClientError):
+                code = error_code(exc)
+                if code.endswith("LimitExceeded") and code != "RequestLimitExceeded":
+                    raise QuotaExceeded(
+                        f"{operation} in {self.region}: {code}: {error_message(exc)}"
+                    ) from exc
+            raise
+
+    # ------------------------------------------------------------------------------ capacity blocks
+
+    def describe_capacity_block_offerings(
+        self,
+        *,
+        instance_type: str,
+        instance_count: int,
+        start_after: datetime,
+        end_before: datetime,
+        duration_hours: int,
+    ) -> list[dict[str, Any]]:
+        """``DescribeCapacityBlockOfferings``, every page (``NextToken``) followed.
+
+        Returns:
+            The ``CapacityBlockOfferings`` items as botocore parsed them (``UpfrontFee`` a string).
+
+        Raises:
+            CapacityUnavailable: ``InsufficientInstanceCapacity``.
+            RetryableAwsError: throttling/5xx after retries.
+        """
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "InstanceType": instance_type,
+                "InstanceCount": instance_count,
+                "StartDateRange": start_after,
+                "EndDateRange": end_before,
+                "CapacityDurationHours": duration_hours,
+            }
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call(
+                "DescribeCapacityBlockOfferings",
+                lambda kw=kwargs: self._client.describe_capacity_block_offerings(**kw),  # type: ignore[misc]
+            )
+            found.extend(dict(item) for item in page.get("CapacityBlockOfferings", []))
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    def purchase_capacity_block(
+        self, *, offering_id: str, tags: Sequence[Mapping[str, str]], platform: str = "Linux/UNIX"
+    ) -> CapacityReservation:
+        """``PurchaseCapacityBlock`` once (no botocore retry), the reservation tagged with ``tags``.
+
+        Raises:
+            OfferingExpired: ``InvalidParameterValue`` about the offering (expired, taken or unknown).
+            CapacityUnavailable: ``InsufficientInstanceCapacity``.
+            QuotaExceeded: a ``*LimitExceeded`` quota.
+            PurchaseFailed: any other rejection.
+            RetryableAwsError: throttling/5xx/timeout: the block **may** have been bought; look it up.
+        """
+        client = self._purchase_client or _no_retry_client(self.region)
+        try:
+            answer = self._call(
+                "PurchaseCapacityBlock",
+                lambda: client.purchase_capacity_block(
+                    CapacityBlockOfferingId=offering_id,
+                    InstancePlatform=platform,
+                    TagSpecifications=[
+                        {"ResourceType": "capacity-reservation", "Tags": [dict(tag) for tag in tags]}
+                    ],
+                ),
+            )
+        except ClientError as exc:
+            code, message = error_code(exc), error_message(exc)
+            if code == "InvalidParameterValue" and "offering" in message.lower():
+                raise OfferingExpired(f"offering {offering_id} can no longer be bought: {message}") from exc
+            raise PurchaseFailed(f"PurchaseCapacityBlock in {self.region} failed: {code}: {message}") from exc
+        return _reservation(answer["CapacityReservation"])
+
+    def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None:
+        """``DescribeCapacityReservations`` of one id; None when it does not exist."""
+        try:
+            answer = self._call(
+                "DescribeCapacityReservations",
+                lambda: self._client.describe_capacity_reservations(CapacityReservationIds=[reservation_id]),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "InvalidCapacityReservationId.NotFound":
+                return None
+            raise
+        items = answer.get("CapacityReservations", [])
+        return _reservation(items[0]) if items else None
+
+    def find_capacity_reservations(self, request_id: str) -> list[CapacityReservation]:
+        """Reservations tagged ``capacity-orchestrator:request-id`` = ``request_id`` (every page)."""
+        found: list[CapacityReservation] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}]}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call(
+                "DescribeCapacityReservations",
+                lambda kw=kwargs: self._client.describe_capacity_reservations(**kw),  # type: ignore[misc]
+            )
+            found.extend(_reservation(item) for item in page.get("CapacityReservations", []))
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    # ------------------------------------------------------------------------------ instances
+
+    def run_instances(
+        self,
+        *,
+        count: int,
+        instance_type: str,
+        launch_template: Mapping[str, str] | None,
+        client_token: str,
+        tags: Sequence[Mapping[str, str]],
+        capacity_reservation_id: str | None = None,
+        market_type: str | None = None,
+    ) -> list[str]:
+        """``RunInstances`` of exactly ``count`` instances (``MinCount = MaxCount``); the ids launched.
+
+        ``capacity_reservation_id`` with ``market_type`` ``capacity-block`` launches into a capacity block
+        (``InstanceMarketOptions.MarketType`` and
+        ``CapacityReservationSpecification.CapacityReservationTarget``; EC2 user guide "Launch instances
+        into a Capacity Block"); ``market_type`` ``spot`` asks for spot. ``client_token`` makes a retried
+        launch return the first launch's instances (idempotent).
+
+        Raises:
+            CapacityUnavailable: ``InsufficientInstanceCapacity``.
+            QuotaExceeded: an instance limit.
+            RetryableAwsError: throttling/5xx after retries.
+        """
+        kwargs: dict[str, Any] = {
+            "MinCount": count,
+            "MaxCount": count,
+            "InstanceType": instance_type,
+            "ClientToken": client_token,
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": [dict(tag) for tag in tags]}],
+        }
+        if launch_template:
+            kwargs["LaunchTemplate"] = dict(launch_template)
+        if market_type:
+            kwargs["InstanceMarketOptions"] = {"MarketType": market_type}
+        if capacity_reservation_id:
+            kwargs["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": capacity_reservation_id}
+            }
+        answer = self._call("RunInstances", lambda: self._client.run_instances(**kwargs))
+        return [str(item["InstanceId"]) for item in answer.get("Instances", [])]
+
+    def find_instances(self, request_id: str) -> list[Instance]:
+        """Instances tagged ``capacity-orchestrator:request-id`` = ``request_id`` (any state, every page)."""
+        found: list[Instance] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}]}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call(
+                "DescribeInstances",
+                lambda kw=kwargs: self._client.describe_instances(**kw),  # type: ignore[misc]
+            )
+            for reservation in page.get("Reservations", []):
+                for item in reservation.get("Instances", []):
+                    target = (item.get("CapacityReservationId")) or None
+                    found.append(
+                        Instance(
+                            instance_id=str(item["InstanceId"]),
+                            state=str((item.get("State") or {}).get("Name", "")),
+                            instance_type=str(item.get("InstanceType", "")),
+                            availability_zone=(item.get("Placement") or {}).get("AvailabilityZone"),
+                            capacity_reservation_id=target,
+                        )
+                    )
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    def terminate_instances(self, instance_ids: Sequence[str]) -> None:
+        """``TerminateInstances`` (idempotent: terminating a terminated instance is accepted)."""
+        if instance_ids:
+            self._call(
+                "TerminateInstances",
+                lambda: self._client.terminate_instances(InstanceIds=list(instance_ids)),
+            )

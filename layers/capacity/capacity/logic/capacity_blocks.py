@@ -1,0 +1,720 @@
+"""The EC2 path (``platform`` ``ec2``, issue 6): buy a Capacity Block for ML exactly once, follow it to
+``active``, launch the instances into it, and terminate them before AWS reclaims the capacity.
+
+Each step is called by the step of the SageMaker path it parallels (the state machines are shared):
+
+* :func:`purchase_block` from ``purchase_capacity``: ``PurchaseCapacityBlock`` exactly once. The intent is
+  recorded first (``PURCHASE_INTENT``, conditional put); the block's reservation is tagged with the
+  request id (``TagSpecifications``); before any retry (intent already recorded, or a timeout that may
+  have committed) the reservation is looked up by that tag (``DescribeCapacityReservations``) and
+  adopted. ``PurchaseCapacityBlock`` takes no client token, so it is never retried blindly.
+* :func:`block_activation` from ``wait_for_activation``: the reservation's state
+  ``payment-pending -> scheduled -> active`` (AWS_FACTS.md), reported in the training plan vocabulary the
+  state machine branches on (``Pending``, ``Scheduled``, ``Active``). Before the start the available
+  count reads 0: that is not a failure. ``payment-failed``, ``failed``, ``cancelled``, ``expired`` and
+  ``unavailable`` end the lifecycle with :class:`~capacity.errors.PlanFailed`.
+* :func:`launch_instances` (Lambda ``launch_instances``): ``RunInstances`` from the request's launch
+  template into the block (``InstanceMarketOptions.MarketType = capacity-block`` and
+  ``CapacityReservationSpecification.CapacityReservationTarget``), with a client token derived from the
+  request id, then ``READY`` with the reservation id, zone and instance ids. Without a launch template
+  nothing is launched and the requester gets the reservation to launch into.
+* :func:`release_block` from ``release_capacity``: terminate the instances tagged with the request id,
+  wait until they are gone, record ``RELEASED`` with the cost summary.
+* :func:`expiry_warning` (Lambda ``capacity_block_events``): the block's expiration warning event (40
+  minutes before the end) becomes ``ReleaseRequested`` for the request that owns the block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from capacity import TAG_REQUEST_ID, messages
+from capacity.adapters.ec2 import LIVE_INSTANCE_STATES, CapacityReservation, Instance
+from capacity.adapters.sagemaker import tags_for
+from capacity.adapters.slack import SlackMessage
+from capacity.contracts import (
+    ActivationInput,
+    ActivationOutput,
+    LaunchInput,
+    LaunchOutput,
+    PurchaseInput,
+    PurchaseOutput,
+    ReleaseInput,
+    ReleaseOutput,
+    backoff_seconds,
+)
+from capacity.errors import (
+    ActivationTimeout,
+    BudgetExceeded,
+    LaunchFailed,
+    LeftoverResources,
+    OfferingExpired,
+    PlanFailed,
+    PurchaseFailed,
+    ReleaseStuck,
+    ReservationCancelled,
+    RetryableAwsError,
+)
+from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
+from capacity.logic.common import (
+    Purchase,
+    final_state,
+    first_entry,
+    load_purchase,
+    load_request,
+    post,
+    states,
+)
+from capacity.logic.on_demand import on_demand_summary
+from capacity.models import (
+    FINAL_STATES,
+    CostSummary,
+    OfferingSummary,
+    ReleaseRequestedDetail,
+    ReservationActiveDetail,
+    ReservationPurchasedDetail,
+    ReservationReadyDetail,
+    ReservationReleasedDetail,
+    ReservationRequest,
+    State,
+)
+from capacity.naming import release_schedule_name
+from capacity.ports import Ec2Port, Ports
+from capacity.pricing import format_usd
+from capacity.ranking import normalise_block_offering, rank
+from capacity.timeutil import iso_z, short
+
+logger = logging.getLogger(__name__)
+
+RELEASE_REASON = "reservation-end"
+EXPIRY_REASON = "capacity-block-expiring"
+PAYMENT_DEADLINE = timedelta(hours=12)
+"""EC2 reports a failed payment "after up to 12 hours" (AWS_FACTS.md)."""
+DEADLINE_AFTER_START = timedelta(hours=2)
+STOP_STATES = FINAL_STATES | {State.RELEASING}
+ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "unavailable", "unsupported"})
+"""Reservation states after which the block will never serve (botocore ``CapacityReservationState``)."""
+_AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "active": "Active"}
+LATEST_RELEASE_BEFORE_END = timedelta(minutes=35)
+"""AWS starts terminating a block's instances 30 minutes before its end (10 minutes after the expiration
+warning, AWS_FACTS.md): the scheduled release is never later than 35 minutes before the end."""
+MAX_LAUNCH_POLLS = 20
+MAX_TERMINATE_POLLS = 20
+POLL_SECONDS = 30
+
+
+def client_token(request_id: str) -> str:
+    """The ``RunInstances`` client token of a request (<= 64 ASCII characters, one per request)."""
+    return "co-" + hashlib.sha256(request_id.encode()).hexdigest()[:40]
+
+
+# ------------------------------------------------------------------------------------------ purchase
+
+
+def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
+    """The reservation already bought for ``request_id`` (tagged with it), if any."""
+    found = [
+        r for r in ec2.find_capacity_reservations(request_id) if r.tags.get(TAG_REQUEST_ID) == request_id
+    ]
+    if len(found) > 1:  # never expected: tell a person, keep the first
+        logger.error("request %s owns %d capacity blocks: %s", request_id, len(found), found)
+    return found[0] if found else None
+
+
+def _research(ec2: Ec2Port, request: ReservationRequest, stale: OfferingSummary) -> OfferingSummary | None:
+    """One fresh search like the stale offering's; the cheapest within budget that costs no more than the
+    stale one when above the approval threshold, or None."""
+    raw = ec2.describe_capacity_block_offerings(
+        instance_type=request.instance_type,
+        instance_count=request.instance_count,
+        start_after=request.earliest_start,
+        end_before=request.latest_end,
+        duration_hours=request.duration_hours,
+    )
+    found = [
+        offering
+        for offering in (
+            normalise_block_offering(
+                item,
+                region=ec2.region,
+                request=request,
+                searched_duration_hours=request.duration_hours,
+                searched_count=request.instance_count,
+            )
+            for item in raw
+        )
+        if offering is not None and offering.offering_id != stale.offering_id
+    ]
+    ranked = rank(found, request.regions)
+    if not ranked or ranked[0].upfront_fee_usd > request.max_upfront_fee_usd:
+        return None
+    best = ranked[0]
+    threshold = request.approval_above_usd
+    if (
+        threshold is not None
+        and best.upfront_fee_usd > threshold
+        and best.upfront_fee_usd > stale.upfront_fee_usd
+    ):
+        return None
+    return best.summary()
+
+
+def _buy(
+    ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary
+) -> tuple[CapacityReservation, OfferingSummary]:
+    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
+    tags = tags_for(request.id)
+    try:
+        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags), offering
+    except RetryableAwsError:
+        found = _adopt(ec2, request.id)
+        if found is not None:
+            return found, offering
+        raise
+    except OfferingExpired as exc:
+        fresh = _research(ec2, request, offering)
+        if fresh is None:
+            raise OfferingExpired(
+                f"capacity block offering {offering.offering_id} expired and a fresh search in {ec2.region} "
+                f"found no {request.instance_count} x {request.instance_type} block for "
+                f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
+                "nothing was bought"
+            ) from exc
+        try:
+            return ec2.purchase_capacity_block(offering_id=fresh.offering_id, tags=tags), fresh
+        except RetryableAwsError:
+            found = _adopt(ec2, request.id)
+            if found is not None:
+                return found, fresh
+            raise
+
+
+def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Ports) -> PurchaseOutput:
+    """Buy (or adopt) the capacity block of ``step.offering`` for an ``ec2`` request, exactly once.
+
+    The ``PURCHASE`` item and the output name the capacity reservation in the training plan fields the
+    state machine passes on: ``training_plan_arn`` = the reservation ARN, ``training_plan_name`` = the
+    reservation id (``cr-...``); the item also has ``platform: ec2``, ``capacity_reservation_id`` and
+    ``availability_zone``.
+
+    Raises:
+        ReservationCancelled: the reservation is final before the purchase.
+        BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
+        OfferingExpired: the offering expired and one fresh search found nothing buyable.
+        CapacityUnavailable, QuotaExceeded, PurchaseFailed: EC2 refused the purchase.
+        RetryableAwsError: throttling/5xx/timeout and no block tagged with the request was found (the step
+            is retried and looks it up again first).
+    """
+    ledger = ports.ledger
+    existing = ledger.get(request.id, PURCHASE)
+    history = ledger.history(request.id)
+    if existing is None:
+        final = final_state(history)
+        if final is not None:
+            raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
+        if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
+            raise BudgetExceeded(
+                f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
+                f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
+            )
+        created, intent = ledger.put_once(
+            request.id,
+            PURCHASE_INTENT,
+            {
+                "actor": ports.actor,
+                "platform": "ec2",
+                "region": step.offering.region,
+                "offering": step.offering.model_dump(mode="json"),
+            },
+        )
+        region = str(intent.get("region", step.offering.region))
+        ec2 = ports.ec2(region)
+        # A recorded intent means an earlier attempt may have bought it: look before buying.
+        reservation = None if created else _adopt(ec2, request.id)
+        bought = step.offering
+        if reservation is None:
+            reservation, bought = _buy(ec2, request, step.offering)
+        if not reservation.reservation_id:
+            raise PurchaseFailed(f"PurchaseCapacityBlock in {region} returned no capacity reservation")
+        _, existing = ledger.put_once(
+            request.id,
+            PURCHASE,
+            {
+                "actor": ports.actor,
+                "platform": "ec2",
+                "training_plan_arn": reservation.arn,
+                "training_plan_name": reservation.reservation_id,
+                "capacity_reservation_id": reservation.reservation_id,
+                "availability_zone": reservation.availability_zone or bought.availability_zone,
+                "region": region,
+                "start_time": iso_z(reservation.start_time or bought.start_time),
+                "end_time": iso_z(reservation.end_time or bought.end_time),
+                "upfront_fee_usd": f"{bought.upfront_fee_usd:f}",
+                "offering_id": bought.offering_id,
+                "instance_type": request.instance_type,
+                "instance_count": request.instance_count,
+                "re_searched": bought.offering_id != step.offering.offering_id,
+            },
+        )
+    return _after_purchase(request, existing, ports, first=State.PURCHASED not in states(history))
+
+
+def _after_purchase(
+    request: ReservationRequest, item: Mapping[str, Any], ports: Ports, *, first: bool
+) -> PurchaseOutput:
+    output = PurchaseOutput.model_validate(
+        {
+            key: item[key]
+            for key in (
+                "training_plan_arn",
+                "training_plan_name",
+                "region",
+                "start_time",
+                "end_time",
+                "upfront_fee_usd",
+            )
+        }
+    )
+    margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
+    release_at = output.end_time - margin
+    # Scheduled as soon as the money is spent; the expiry warning event (40 minutes before the end, seen
+    # for blocks in the stack's region) is the other trigger, whichever comes first.
+    ports.scheduler.schedule_release(
+        name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
+    )
+    if first:
+        ports.events.put(
+            "ReservationPurchased",
+            ReservationPurchasedDetail(request_id=request.id, **output.model_dump()),
+            resources=[output.training_plan_arn],
+        )
+    zone = str(item.get("availability_zone", ""))
+    written = ports.ledger.append(
+        request.id,
+        State.PURCHASED,
+        actor=ports.actor,
+        detail={
+            "platform": "ec2",
+            "capacity_reservation_id": output.training_plan_name,
+            "capacity_reservation_arn": output.training_plan_arn,
+            "availability_zone": zone,
+            "region": output.region,
+            "start_time": iso_z(output.start_time),
+            "end_time": iso_z(output.end_time),
+            "offering_id": item.get("offering_id"),
+            "re_searched": bool(item.get("re_searched")),
+            "release_at": iso_z(release_at),
+        },
+        money_usd=output.upfront_fee_usd,
+        once=True,
+    )
+    if written is not None:
+        post(
+            ports,
+            SlackMessage(
+                f"*Purchased capacity block {output.training_plan_name}* for {request.id}: "
+                f"{format_usd(output.upfront_fee_usd)} upfront, {request.instance_count} x "
+                f"{request.instance_type} in {zone or output.region}, {short(output.start_time)} to "
+                f"{short(output.end_time)} UTC. Capacity blocks cannot be cancelled; instances are "
+                f"terminated at {short(release_at)} UTC or on the expiry warning, whichever comes first.\n"
+                f"`{output.training_plan_arn}`"
+            ),
+        )
+    return output
+
+
+# ---------------------------------------------------------------------------------------- activation
+
+
+def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
+    """Read the capacity reservation ``step.training_plan_name`` (``cr-...``) once; record ``SCHEDULED`` and
+    ``ACTIVE`` the first time each is seen (``SCHEDULED`` with ``observed: false`` when the first read is
+    already ``active``).
+
+    Returns:
+        ``status`` ``Pending`` (``payment-pending``, or a state on its way such as ``delayed``),
+        ``Scheduled`` or ``Active``; ``platform`` ``ec2``; ``attempt + 1``; ``next_wait_seconds``.
+
+    Raises:
+        PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired``,
+            ``unavailable`` or gone, or still ``payment-pending`` 12 hours after the purchase.
+        ActivationTimeout: not ``active`` 2 hours after its start.
+        ReservationCancelled: the reservation is releasing or final.
+    """
+    ec2 = ports.ec2(step.region)
+    reservation = ec2.describe_capacity_reservation(step.training_plan_name)
+    if reservation is None:
+        raise PlanFailed(f"capacity reservation {step.training_plan_name} does not exist in {step.region}")
+    if reservation.state in ENDED_STATES:
+        raise PlanFailed(
+            f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
+            "was launched"
+        )
+    history = ports.ledger.history(step.request_id)
+    seen = states(history)
+    stop = seen & STOP_STATES
+    if stop:
+        raise ReservationCancelled(
+            f"reservation {step.request_id} is {', '.join(sorted(s.value for s in stop))}; "
+            f"not recording capacity block state {reservation.state}"
+        )
+    purchase = load_purchase(ports, step.request_id)
+    start = reservation.start_time or (purchase.start_time if purchase else None)
+    end = reservation.end_time or (purchase.end_time if purchase else None)
+    times = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
+    window = f"{short(start) if start else '?'} to {short(end) if end else '?'} UTC"
+    status = _AS_PLAN_STATUS.get(reservation.state, "Pending")
+    detail = {
+        "capacity_reservation_id": reservation.reservation_id,
+        "state": reservation.state,
+        "available_instance_count": reservation.available_instance_count,
+        **times,
+    }
+    if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
+        written = ports.ledger.append(
+            step.request_id,
+            State.SCHEDULED,
+            actor=ports.actor,
+            detail={**detail, "observed": status == "Scheduled"},
+            once=True,
+        )
+        if written is not None and status == "Scheduled":
+            post(
+                ports,
+                SlackMessage(
+                    f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
+                    f"{window}; 0 instances available until it starts (expected)."
+                ),
+            )
+    if status == "Active":
+        if State.ACTIVE not in seen:
+            ports.events.put(
+                "ReservationActive",
+                ReservationActiveDetail(
+                    request_id=step.request_id,
+                    training_plan_name=reservation.reservation_id,
+                    region=step.region,
+                    start_time=start,
+                    end_time=end,
+                ),
+                resources=[reservation.arn],
+            )
+        written = ports.ledger.append(
+            step.request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True
+        )
+        if written is not None:
+            post(
+                ports,
+                SlackMessage(
+                    f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
+                    f"{reservation.available_instance_count} x {reservation.instance_type} available in "
+                    f"{reservation.availability_zone}, {window}."
+                ),
+            )
+    else:
+        now = ports.clock()
+        purchased = next((e.at for e in history if e.state == State.PURCHASED), None)
+        if reservation.state == "payment-pending" and purchased and now > purchased + PAYMENT_DEADLINE:
+            raise PlanFailed(
+                f"capacity block {reservation.reservation_id} is still payment-pending at {iso_z(now)}, more "
+                f"than 12 hours after its purchase at {iso_z(purchased)}"
+            )
+        if start is not None and now > start + DEADLINE_AFTER_START:
+            raise ActivationTimeout(
+                f"capacity block {reservation.reservation_id} is still {reservation.state} at {iso_z(now)}, "
+                f"more than 2 hours after its start {iso_z(start)}"
+            )
+    return ActivationOutput(
+        status=status,
+        attempt=step.attempt + 1,
+        next_wait_seconds=backoff_seconds(step.attempt, base=60, cap=900),
+        platform="ec2",
+    )
+
+
+# -------------------------------------------------------------------------------------------- launch
+
+
+def _live(instances: list[Instance]) -> list[Instance]:
+    return [i for i in instances if i.state in LIVE_INSTANCE_STATES]
+
+
+def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
+    """``launch``: start the request's instances in its active capacity block (once: client token), record
+    ``DEPLOYING``; ``status``: ``Running`` once every instance runs (then ``READY`` with the reservation
+    id, zone and instance ids, ``ReservationReady``, a Slack message). Without a launch template nothing
+    is launched: ``READY`` at once with no instance ids.
+
+    Raises:
+        ReservationNotFound: no request or no purchase recorded.
+        ReservationCancelled: the reservation is releasing or final.
+        CapacityUnavailable: ``RunInstances`` met ``InsufficientInstanceCapacity``.
+        LaunchFailed: an instance stopped or terminated while starting, or not running after
+            :data:`MAX_LAUNCH_POLLS` polls.
+    """
+    request = load_request(ports, step.request_id)
+    purchase = load_purchase(ports, step.request_id)
+    if purchase is None:
+        raise PlanFailed(f"no capacity block purchase is recorded for {step.request_id!r}")
+    seen = states(ports.ledger.history(request.id))
+    stop = seen & STOP_STATES
+    if stop:
+        raise ReservationCancelled(
+            f"reservation {request.id} is {', '.join(sorted(s.value for s in stop))}; nothing is launched"
+        )
+    ec2 = ports.ec2(purchase.region)
+    reservation_id = purchase.training_plan_name
+    template = request.launch_template
+    if template is None:
+        return _ready(request, ports, purchase, [])
+    if step.action == "launch":
+        ports.ledger.append(
+            request.id,
+            State.DEPLOYING,
+            actor=ports.actor,
+            detail={"capacity_reservation_id": reservation_id, "launch_template": template.as_aws()},
+            once=True,
+        )
+        ec2.run_instances(
+            count=request.instance_count,
+            instance_type=request.instance_type,
+            launch_template=template.as_aws(),
+            client_token=client_token(request.id),
+            tags=tags_for(request.id),
+            capacity_reservation_id=reservation_id,
+            market_type="capacity-block",
+        )
+    instances = ec2.find_instances(request.id)
+    gone = [i.instance_id for i in instances if i.state not in ("pending", "running")]
+    if gone:
+        raise LaunchFailed(
+            f"instance(s) {', '.join(gone)} of {request.id} stopped or terminated while starting in capacity "
+            f"block {reservation_id}"
+        )
+    running = [i for i in instances if i.state == "running"]
+    if len(running) >= request.instance_count:
+        return _ready(request, ports, purchase, running)
+    if step.attempt >= MAX_LAUNCH_POLLS:
+        raise LaunchFailed(
+            f"{len(running)} of {request.instance_count} instances of {request.id} running after "
+            f"{step.attempt} polls in capacity block {reservation_id}"
+        )
+    return LaunchOutput(
+        status="Pending",
+        capacity_reservation_id=reservation_id,
+        availability_zone=purchase.availability_zone,
+        instance_ids=sorted(i.instance_id for i in instances),
+        next_wait_seconds=backoff_seconds(step.attempt, base=POLL_SECONDS, cap=300),
+        attempt=step.attempt + 1,
+    )
+
+
+def _ready(
+    request: ReservationRequest, ports: Ports, purchase: Purchase, running: list[Instance]
+) -> LaunchOutput:
+    ids = sorted(i.instance_id for i in running)
+    zone = purchase.availability_zone
+    reservation_id = purchase.training_plan_name
+    written = ports.ledger.append(
+        request.id,
+        State.READY,
+        actor=ports.actor,
+        detail={"capacity_reservation_id": reservation_id, "availability_zone": zone, "instance_ids": ids},
+        once=True,
+    )
+    if written is not None:
+        ports.events.put(
+            "ReservationReady",
+            ReservationReadyDetail(
+                request_id=request.id,
+                region=purchase.region,
+                capacity_reservation_id=reservation_id,
+                availability_zone=zone,
+                instance_ids=ids,
+            ),
+            resources=[purchase.training_plan_arn],
+        )
+        launched = (
+            f"{len(ids)} x {request.instance_type} running: {', '.join(ids)}"
+            if ids
+            else "no launch template was given, so nothing was launched: launch into it with "
+            "InstanceMarketOptions.MarketType=capacity-block and CapacityReservationSpecification."
+            f"CapacityReservationTarget.CapacityReservationId={reservation_id}"
+        )
+        post(
+            ports,
+            SlackMessage(
+                f"*{request.id} is READY*: capacity block `{reservation_id}` in {zone} ({purchase.region}); "
+                f"{launched}. They are terminated before the block ends ({short(purchase.end_time)} UTC)."
+            ),
+        )
+    return LaunchOutput(
+        status="Running",
+        capacity_reservation_id=reservation_id,
+        availability_zone=zone,
+        instance_ids=ids,
+        next_wait_seconds=0,
+        attempt=0,
+    )
+
+
+# ------------------------------------------------------------------------------------------- release
+
+
+def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput:
+    """The release actions for a capacity block (called by ``release_capacity`` for ``platform`` ``ec2``).
+
+    ``begin`` records ``RELEASING`` and terminates every live instance tagged with the request;
+    ``delete_components`` terminates what is still live and polls until none is (30 s doubling to 300 s,
+    :class:`ReleaseStuck` after :data:`MAX_TERMINATE_POLLS`); ``delete_endpoint`` and
+    ``delete_endpoint_config`` have nothing to do; ``finish`` verifies no instance is left, records
+    ``RELEASED`` once with the cost summary, puts ``ReservationReleased``, posts it and deletes the schedule.
+    The block itself is paid upfront and cannot be deleted.
+
+    Raises:
+        ReleaseStuck: instances still live after the last poll.
+        LeftoverResources: ``finish`` found live instances tagged with the request.
+    """
+    ec2 = ports.ec2(purchase.region)
+    if step.action == "begin":
+        ports.ledger.append(
+            step.request_id,
+            State.RELEASING,
+            actor=ports.actor,
+            detail={
+                "reason": step.reason or "requested",
+                "capacity_reservation_id": purchase.training_plan_name,
+            },
+            once=True,
+        )
+        _terminate(ec2, step.request_id)
+        return ReleaseOutput(done=False)
+    if step.action == "delete_components":
+        live = _terminate(ec2, step.request_id)
+        if not live:
+            return ReleaseOutput(done=True)
+        still = [f"instance {i.instance_id} ({i.state})" for i in live]
+        if step.attempt >= MAX_TERMINATE_POLLS:
+            raise ReleaseStuck(
+                f"release of {step.request_id} gave up after {step.attempt} polls; still billing: "
+                f"{', '.join(still)}. A person must terminate these."
+            )
+        return ReleaseOutput(
+            done=False,
+            remaining=len(live),
+            next_wait_seconds=backoff_seconds(step.attempt, base=POLL_SECONDS, cap=300),
+            attempt=step.attempt + 1,
+        )
+    if step.action in ("delete_endpoint", "delete_endpoint_config"):
+        return ReleaseOutput(done=True)
+    return _finish(step, ports, ec2, purchase)
+
+
+def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
+    """Terminate every live instance of the request; returns those not yet ``terminated``."""
+    live = _live(ec2.find_instances(request_id))
+    to_stop = [i.instance_id for i in live if i.state != "shutting-down"]
+    if to_stop:
+        ec2.terminate_instances(to_stop)
+    return live
+
+
+def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
+    # The same arithmetic as the SageMaker path; release.py imports this module, hence the late import.
+    from capacity.logic.release import cost_summary  # noqa: PLC0415
+
+    left = [i.instance_id for i in _live(ec2.find_instances(step.request_id))]
+    if left:
+        raise LeftoverResources(
+            f"release of {step.request_id} left instances tagged with it: {', '.join(left)}"
+        )
+    history = ports.ledger.history(step.request_id)
+    releasing = first_entry(history, State.RELEASING)
+    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
+    if purchase.market in ("on-demand", "spot"):
+        summary = on_demand_summary(step.request_id, purchase, history, now=ports.clock())
+    else:
+        summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
+    created, item = ports.ledger.put_once(
+        step.request_id,
+        RELEASED_MARKER,
+        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
+    )
+    if not created:
+        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
+        return ReleaseOutput(done=True, already_released=True, summary=stored)
+    ports.events.put(
+        "ReservationReleased",
+        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
+        resources=[purchase.training_plan_arn],
+    )
+    ports.ledger.append(
+        step.request_id,
+        State.RELEASED,
+        actor=ports.actor,
+        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
+    )
+    try:  # released before the schedule fired (expiry warning, cancel, failure): drop the schedule
+        ports.scheduler.delete(release_schedule_name(step.request_id))
+    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
+        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
+    post(ports, released_message(summary, request_id=step.request_id, reason=reason, market=purchase.market))
+    return ReleaseOutput(done=True, summary=summary)
+
+
+def released_message(
+    summary: CostSummary, *, request_id: str, reason: str | None, market: str = "reserved"
+) -> SlackMessage:
+    """The cost summary of :func:`capacity.messages.released`, worded for a capacity block (or for
+    on-demand/spot instances: ``market``)."""
+    text = messages.released(summary, request_id=request_id, reason=reason).text
+    deployed = (
+        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted"
+    )
+    if market in ("on-demand", "spot"):
+        return SlackMessage(
+            text.replace(
+                deployed,
+                f"the {market} instances are terminated; cost at on-demand prices",
+            ).replace("Training plan  ", "Capacity       ")
+        )
+    text = text.replace(
+        deployed,
+        "the instances launched into the capacity block are terminated",
+    ).replace("Training plan  ", "Capacity block ")
+    return SlackMessage(text)
+
+
+# -------------------------------------------------------------------------------------- expiry event
+
+
+def expiry_warning(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
+    """Turn a capacity block expiration warning (``aws.ec2``, detail ``capacity-reservation-id``, either
+    documented detail-type spelling) into ``ReleaseRequested`` for the request that owns the block.
+
+    Returns:
+        ``{"request_id": <id> | None, "released": bool}``: None/False when the block is not the
+        orchestrator's (no request-id tag) or already released.
+    """
+    detail = event.get("detail") or {}
+    reservation_id = str(detail.get("capacity-reservation-id") or "")
+    region = str(event.get("region") or ports.settings.region)
+    if not reservation_id:
+        logger.warning("capacity block event without capacity-reservation-id: %s", event)
+        return {"request_id": None, "released": False}
+    reservation = ports.ec2(region).describe_capacity_reservation(reservation_id)
+    request_id = reservation.tags.get(TAG_REQUEST_ID) if reservation else None
+    if not request_id:
+        return {"request_id": None, "released": False}
+    if ports.ledger.get(request_id, RELEASED_MARKER) is not None:
+        return {"request_id": request_id, "released": False}
+    ports.events.put(
+        "ReleaseRequested",
+        ReleaseRequestedDetail(request_id=request_id, reason=EXPIRY_REASON),
+        resources=[reservation.arn] if reservation and reservation.arn else [],
+    )
+    return {"request_id": request_id, "released": True}

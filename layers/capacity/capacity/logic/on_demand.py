@@ -1,0 +1,467 @@
+"""On-demand first (issue 6, seed 000's decision framework): before searching for reserved capacity, try to
+get the capacity on demand now, region by region, then (``spot-ok``) on spot, and reserve only when nothing
+is available.
+
+``platform`` ``sagemaker`` (:func:`_sagemaker`): the endpoint config and endpoint of the reservation's
+deterministic names, **without** ``CapacityReservationConfig``, in each candidate region in preference
+order; an endpoint that ends ``Failed`` for lack of capacity (``InsufficientInstanceCapacity`` in its
+``FailureReason``) is deleted with its config (the next call waits until both are gone, so no on-demand
+config is ever adopted by the reserving path) and the next region is tried; ``InService`` goes on to the
+inference components (outcome ``endpoint_ready``).
+
+``platform`` ``ec2``: ``RunInstances`` on demand from the request's launch template in each
+candidate region in preference order; ``InsufficientInstanceCapacity`` moves to the next region; with
+``spot-ok`` the same on spot (``InstanceMarketOptions.MarketType = spot``); when every try failed the
+workflow goes on to the capacity block search. Every try is a ledger item ``ON_DEMAND_TRY#<market>#<region>``
+(outcome, error, time), put once so a retried step does not repeat it.
+
+On success the instances run from now until the request's ``latest_end``: a ``PURCHASE`` item with
+``market`` ``on-demand``/``spot``, no upfront fee and ``end_time`` = ``latest_end`` (so the shared release
+steps terminate them), the release scheduled at ``latest_end - release_margin_minutes``, ``PLANNED``
+(decision ``ON_DEMAND``), ``DEPLOYING``, then ``READY``. The cost summary uses on-demand prices.
+
+Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window above
+``max_upfront_fee_usd`` or above ``approval_above_usd`` (the reserving path asks for the approval).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from capacity.adapters.sagemaker import tags_for
+from capacity.adapters.slack import SlackMessage
+from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
+from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
+from capacity.ledger import PURCHASE
+from capacity.logic.common import Purchase, first_entry, load_request, post, states
+from capacity.logic.deploy import production_variant
+from capacity.models import (
+    FINAL_STATES,
+    CostSummary,
+    LedgerEntry,
+    ReservationPlannedDetail,
+    ReservationReadyDetail,
+    ReservationRequest,
+    State,
+)
+from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
+from capacity.ports import Ports
+from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.timeutil import iso_z, short
+
+logger = logging.getLogger(__name__)
+
+TRY_PREFIX = "ON_DEMAND_TRY#"
+RELEASE_REASON = "reservation-end"
+MAX_POLLS = 20
+_HOURS = Decimal("0.01")
+STOP_STATES = FINAL_STATES | {State.RELEASING}
+
+
+def client_token(request_id: str, market: str, region: str) -> str:
+    """The ``RunInstances`` client token of one try (<= 64 ASCII characters)."""
+    return "od-" + hashlib.sha256(f"{request_id}#{market}#{region}".encode()).hexdigest()[:40]
+
+
+def markets(request: ReservationRequest) -> list[str]:
+    """The markets to try, in order: on demand, then spot for ``spot-ok``."""
+    return ["on-demand", "spot"] if request.strategy == "spot-ok" else ["on-demand"]
+
+
+def estimated_cost(request: ReservationRequest, region: str, now: datetime) -> Decimal | None:
+    """On-demand USD for ``instance_count`` instances from ``now`` to ``latest_end`` in ``region``."""
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    if rate is None:
+        return None
+    hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
+    return on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
+
+
+def _skip_reason(request: ReservationRequest, now: datetime) -> str | None:
+    if request.strategy == "reserved":
+        return None  # the usual case: nothing to say
+    if request.dry_run:
+        return "dry run: nothing is launched"
+    cost = estimated_cost(request, request.regions[0], now)
+    threshold = request.approval_above_usd
+    if cost is not None and threshold is not None and cost > threshold:
+        return (
+            f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
+            f"approval threshold {format_usd(threshold)}: reserving, which asks for approval"
+        )
+    if cost is not None and cost > request.max_upfront_fee_usd:
+        return (
+            f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
+            f"budget {format_usd(request.max_upfront_fee_usd)}: reserving"
+        )
+    return None
+
+
+def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa: PLR0911 - one per outcome
+    """``try``: launch the request's instances on demand (then spot) in the first region that has capacity;
+    ``status``: poll them until they run, then record ``READY``.
+
+    Returns:
+        ``skipped``/``unavailable`` (the workflow reserves), ``launched`` (poll ``status`` after
+        ``next_wait_seconds``) or ``running``.
+
+    Raises:
+        ReservationCancelled: the reservation is releasing or final.
+        LaunchFailed: the instances stopped or terminated while starting, or never ran.
+        QuotaExceeded, RetryableAwsError: from ``RunInstances``.
+    """
+    request = load_request(ports, step.request_id)
+    now = ports.clock()
+    if request.strategy == "reserved":
+        return OnDemandOutput(outcome="skipped")
+    seen = states(ports.ledger.history(request.id))
+    stop = seen & STOP_STATES
+    if stop:
+        raise ReservationCancelled(
+            f"reservation {request.id} is {', '.join(sorted(s.value for s in stop))}; nothing is launched"
+        )
+    existing = ports.ledger.get(request.id, PURCHASE)
+    if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
+        if request.platform == "sagemaker":
+            return OnDemandOutput(
+                outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
+            )
+        return _status(request, Purchase(existing), ports, step.attempt)
+    if step.action == "try":
+        reason = _skip_reason(request, now)
+        if reason is not None:
+            post(ports, SlackMessage(f"*{request.id}*: not trying on-demand capacity ({reason})."))
+            return OnDemandOutput(outcome="skipped")
+    if request.platform == "sagemaker":
+        return _sagemaker(request, ports, step.attempt, now)
+    if step.action == "status":
+        return OnDemandOutput(outcome="unavailable")
+    tries: list[str] = []
+    for market in markets(request):
+        for region in request.regions:
+            ec2 = ports.ec2(region)
+            try:
+                ids = ec2.run_instances(
+                    count=request.instance_count,
+                    instance_type=request.instance_type,
+                    launch_template=request.launch_template.as_aws() if request.launch_template else None,
+                    client_token=client_token(request.id, market, region),
+                    tags=tags_for(request.id),
+                    market_type="spot" if market == "spot" else None,
+                )
+            except CapacityUnavailable as exc:
+                _record_try(
+                    ports,
+                    request,
+                    market=market,
+                    region=region,
+                    order=len(tries) + 1,
+                    outcome="insufficient-capacity",
+                    error=str(exc),
+                )
+                tries.append(f"{market} in {region}: no capacity")
+                continue
+            _record_try(
+                ports,
+                request,
+                market=market,
+                region=region,
+                order=len(tries) + 1,
+                outcome="launched",
+                error=None,
+                instance_ids=ids,
+            )
+            return _launched(request, ports, market=market, region=region, ids=ids, now=now)
+    post(
+        ports,
+        SlackMessage(
+            f"*{request.id}*: no {request.instance_count} x {request.instance_type} on demand"
+            + (" or spot" if request.strategy == "spot-ok" else "")
+            + f" ({'; '.join(tries)}): reserving capacity instead."
+        ),
+    )
+    return OnDemandOutput(outcome="unavailable")
+
+
+def _record_try(
+    ports: Ports,
+    request: ReservationRequest,
+    *,
+    market: str,
+    region: str,
+    order: int,
+    outcome: str,
+    error: str | None,
+    instance_ids: list[str] | None = None,
+) -> None:
+    ports.ledger.put_once(
+        request.id,
+        f"{TRY_PREFIX}{market}#{region}",
+        {
+            "actor": ports.actor,
+            "order": order,
+            "market": market,
+            "region": region,
+            "outcome": outcome,
+            "error": error,
+            "instance_ids": instance_ids or [],
+            "at": iso_z(ports.clock()),
+        },
+    )
+
+
+def _sagemaker(request: ReservationRequest, ports: Ports, attempt: int, now: datetime) -> OnDemandOutput:
+    """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
+    ``ON_DEMAND_TRY#`` ledger items."""
+    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    wait = OnDemandOutput(
+        outcome="launched",
+        market="on-demand",
+        next_wait_seconds=backoff_seconds(min(attempt, 3), base=30, cap=300),
+        attempt=attempt + 1,
+    )
+    failed: list[str] = []
+    for order, region in enumerate(request.regions, start=1):
+        if ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{region}") is not None:
+            failed.append(region)
+            continue
+        sagemaker = ports.sagemaker(region)
+        info = sagemaker.describe_endpoint(name)
+        if info is None:
+            if not _cleaned(ports, request.id, failed):
+                return wait  # an earlier region's endpoint is still deleting
+            if sagemaker.describe_endpoint_config(config) is None:
+                variant = production_variant(request, "")
+                del variant["CapacityReservationConfig"]  # on demand: no training plan
+                sagemaker.create_endpoint_config(
+                    name=config,
+                    variant=variant,
+                    execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
+                    tags=tags_for(request.id),
+                )
+            # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
+            sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+            return wait.model_copy(update={"region": region})
+        if info.status == "InService":
+            _record_try(
+                ports,
+                request,
+                market="on-demand",
+                region=region,
+                order=order,
+                outcome="in-service",
+                error=None,
+            )
+            _launched(request, ports, market="on-demand", region=region, ids=[], now=now)
+            return OnDemandOutput(outcome="endpoint_ready", region=region, market="on-demand")
+        if info.status == "Failed" and "capacity" in (info.failure_reason or "").lower():
+            _record_try(
+                ports,
+                request,
+                market="on-demand",
+                region=region,
+                order=order,
+                outcome="insufficient-capacity",
+                error=info.failure_reason,
+            )
+            sagemaker.delete_endpoint(name)
+            failed.append(region)
+            continue
+        if info.status == "Failed":
+            raise EndpointFailed(f"on-demand endpoint {name} in {region} failed: {info.failure_reason}")
+        return wait.model_copy(update={"region": region})
+    if not _cleaned(ports, request.id, failed):
+        return wait
+    post(
+        ports,
+        SlackMessage(
+            f"*{request.id}*: no {request.instance_count} x {request.instance_type} endpoint capacity on "
+            f"demand in {', '.join(request.regions)}: reserving a training plan instead."
+        ),
+    )
+    return OnDemandOutput(outcome="unavailable")
+
+
+def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
+    """Delete the failed on-demand endpoints and their configs in ``regions``; True once all are gone."""
+    name, config = endpoint_name(request_id), endpoint_config_name(request_id)
+    done = True
+    for region in regions:
+        sagemaker = ports.sagemaker(region)
+        info = sagemaker.describe_endpoint(name)
+        if info is not None:
+            if info.status != "Deleting":
+                sagemaker.delete_endpoint(name)
+            done = False
+            continue
+        sagemaker.delete_endpoint_config(config)
+    return done
+
+
+def _launched(
+    request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
+) -> OnDemandOutput:
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    ports.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "actor": ports.actor,
+            "platform": request.platform,
+            "market": market,
+            "training_plan_arn": "",
+            "training_plan_name": "",
+            "capacity_reservation_id": "",
+            "availability_zone": "",
+            "region": region,
+            "start_time": iso_z(now),
+            "end_time": iso_z(request.latest_end),
+            "upfront_fee_usd": "0",
+            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
+            "instance_type": request.instance_type,
+            "instance_count": request.instance_count,
+            "instance_ids": ids,
+        },
+    )
+    release_at = request.latest_end - timedelta(minutes=request.release_margin_minutes)
+    ports.scheduler.schedule_release(
+        name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
+    )
+    reason = (
+        f"{request.instance_count} x {request.instance_type} on {market} in {region} now, until "
+        f"{short(request.latest_end)} UTC (latest_end): no reservation needed"
+        + (f"; about ${rate:.2f} per instance-hour" if rate is not None else "")
+        + "."
+    )
+    written = ports.ledger.append(
+        request.id,
+        State.PLANNED,
+        actor=ports.actor,
+        detail={"decision": "ON_DEMAND", "reason": reason, "market": market, "region": region},
+        once=True,
+    )
+    if written is not None:
+        ports.events.put(
+            "ReservationPlanned",
+            ReservationPlannedDetail(request_id=request.id, decision="ON_DEMAND", reason=reason),
+        )
+        post(ports, SlackMessage(f"*Decision for {request.id}: ON_DEMAND*\n{reason}"))
+    ports.ledger.append(
+        request.id,
+        State.DEPLOYING,
+        actor=ports.actor,
+        detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(release_at)},
+        once=True,
+    )
+    if request.platform == "sagemaker":
+        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
+    return OnDemandOutput(
+        outcome="launched",
+        region=region,
+        market=market,
+        instance_ids=sorted(ids),
+        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
+        attempt=1,
+    )
+
+
+def _status(request: ReservationRequest, purchase: Purchase, ports: Ports, attempt: int) -> OnDemandOutput:
+    instances = ports.ec2(purchase.region).find_instances(request.id)
+    gone = [i.instance_id for i in instances if i.state not in ("pending", "running")]
+    if gone:
+        raise LaunchFailed(
+            f"instance(s) {', '.join(gone)} of {request.id} stopped or terminated while starting"
+        )
+    running = sorted(i.instance_id for i in instances if i.state == "running")
+    if len(running) < request.instance_count:
+        if attempt >= MAX_POLLS:
+            raise LaunchFailed(
+                f"{len(running)} of {request.instance_count} on-demand instances of {request.id} running "
+                f"after {attempt} polls"
+            )
+        return OnDemandOutput(
+            outcome="launched",
+            region=purchase.region,
+            market=purchase.market,
+            instance_ids=sorted(i.instance_id for i in instances),
+            next_wait_seconds=backoff_seconds(attempt, base=30, cap=300),
+            attempt=attempt + 1,
+        )
+    zones = sorted({i.availability_zone for i in instances if i.availability_zone})
+    written = ports.ledger.append(
+        request.id,
+        State.READY,
+        actor=ports.actor,
+        detail={
+            "market": purchase.market,
+            "region": purchase.region,
+            "zones": zones,
+            "instance_ids": running,
+        },
+        once=True,
+    )
+    if written is not None:
+        ports.events.put(
+            "ReservationReady",
+            ReservationReadyDetail(
+                request_id=request.id,
+                region=purchase.region,
+                availability_zone=",".join(zones) or None,
+                instance_ids=running,
+            ),
+        )
+        post(
+            ports,
+            SlackMessage(
+                f"*{request.id} is READY* ({purchase.market}): {len(running)} x {request.instance_type} in "
+                f"{', '.join(zones) or purchase.region}: {', '.join(running)}. They are terminated at "
+                f"{short(request.latest_end - timedelta(minutes=request.release_margin_minutes))} UTC."
+            ),
+        )
+    return OnDemandOutput(
+        outcome="running", region=purchase.region, market=purchase.market, instance_ids=running
+    )
+
+
+def on_demand_summary(
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
+) -> CostSummary:
+    """What on-demand (or spot) instances cost: on-demand price x instances x hours served (``READY`` to
+    ``RELEASING``, else ``now``), nothing upfront. Spot is billed at the spot price, which is lower and not
+    known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time from the launch to
+    ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
+    count = purchase.instance_count or 1
+    planned = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
+    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
+    served = Decimal(0)
+    if serving is not None:
+        releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
+        stop = min(releasing.at if releasing else now, purchase.end_time)
+        served = max(
+            Decimal(0), Decimal((stop - max(serving.at, purchase.start_time)).total_seconds()) / 3600
+        )
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    paid = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
+    return CostSummary(
+        request_id=request_id,
+        training_plan_name=f"{purchase.market} instances",
+        region=purchase.region,
+        instance_type=purchase.instance_type,
+        instance_count=count,
+        upfront_fee_usd=Decimal(0),
+        hours_reserved=planned.quantize(_HOURS),
+        hours_served=served.quantize(_HOURS),
+        on_demand_usd_per_instance_hour=rate,
+        on_demand_equivalent_reserved_usd=(
+            on_demand_equivalent(rate, instance_count=count, hours=planned) if rate is not None else None
+        ),
+        on_demand_equivalent_served_usd=paid,
+        saving_usd=Decimal(0) if paid is not None else None,
+        saving_percent=None,
+        utilisation_percent=(served / planned * 100).quantize(Decimal("0.1")) if planned else Decimal(0),
+        break_even_utilisation_percent=None,
+        effective_usd_per_served_instance_hour=rate if served > 0 else None,
+    )

@@ -1,0 +1,177 @@
+"""The recommendation a plan shows a person (``POST /plans``, the Slack ``plan`` command): which option, why,
+what it costs against the alternatives, and the break-even utilisation of reserving (pure, no I/O).
+
+The options follow seed 000's decision framework (DESIGN.md section 2): start with the least restrictive
+option and reserve only when the start time or certainty requires it.
+
+* ``on-demand``: the window starts within the hour (``on-demand-first``), on-demand capacity is not known
+  to be missing, and the request does not insist on certainty. Nothing upfront; pay per instance-hour used.
+* ``spot``: as on-demand, for ``spot-ok`` EC2 work, when on-demand capacity is missing (interruptible).
+* ``capacity-block`` (EC2) or ``training-plan`` (SageMaker): the best ranked offering, when certainty is
+  required (``reserved``), the window starts later than on-demand can promise, or on demand is missing.
+* ``none``: nothing feasible to reserve and on demand is not an option.
+
+Money is USD: the on-demand cost of the requested instance-hours (``pricing``), the reservation's upfront
+fee, the saving, and the break-even utilisation = upfront fee / on-demand cost of the reserved hours: a
+reservation used less than that fraction of its hours costs more than on demand would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from capacity.models import ON_DEMAND_FIRST_HORIZON, Offering, ReservationRequest
+from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.ranking import rank
+from capacity.timeutil import short
+
+Option = Literal["on-demand", "spot", "capacity-block", "training-plan", "none"]
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One option with its cost in USD for the requested instance-hours (None when unknown)."""
+
+    option: Option
+    cost_usd: Decimal | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to do and why.
+
+    Attributes:
+        option: the recommended option.
+        reason: why, in one or two sentences.
+        cost_usd: its cost for the requested instance-hours (on demand: rate x count x duration; reserved:
+            the upfront fee), None when unknown.
+        on_demand_cost_usd: the same instance-hours on demand in the first region.
+        break_even_utilisation: upfront fee / on-demand cost of the reserved hours (fraction, 4 decimals) for
+            the best reservation, None without one.
+        offering: the best feasible reservation offering, if any.
+        alternatives: the other options with their costs.
+    """
+
+    option: Option
+    reason: str
+    cost_usd: Decimal | None
+    on_demand_cost_usd: Decimal | None
+    break_even_utilisation: Decimal | None
+    offering: Offering | None
+    alternatives: tuple[Alternative, ...] = field(default_factory=tuple)
+
+    @property
+    def text(self) -> str:
+        """The recommendation as a paragraph a person reads (Slack, API)."""
+        cost = f" ({format_usd(self.cost_usd)})" if self.cost_usd is not None else ""
+        lines = [f"Recommended: {self.option}{cost}. {self.reason}"]
+        for alt in self.alternatives:
+            alt_cost = format_usd(alt.cost_usd) if alt.cost_usd is not None else "cost unknown"
+            lines.append(f"- {alt.option}: {alt_cost}; {alt.note}")
+        if self.break_even_utilisation is not None:
+            lines.append(
+                f"Reserving pays off only if the capacity is used more than "
+                f"{self.break_even_utilisation * 100:.0f}% of the reserved hours; below that, on demand is "
+                "cheaper."
+            )
+        return "\n".join(lines)
+
+
+def _reserved_option(request: ReservationRequest) -> Option:
+    return "capacity-block" if request.platform == "ec2" else "training-plan"
+
+
+def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
+    where = (
+        f"{best.region} ({best.availability_zone}), {short(best.start_time)} to {short(best.end_time)} UTC"
+    )
+    if best.saving_percent is not None and on_demand is not None:
+        return f"upfront, {where}; {best.saving_percent:.1f}% below on demand if fully used"
+    return f"upfront, {where}"
+
+
+def recommend(
+    request: ReservationRequest,
+    offerings: Sequence[Offering],
+    *,
+    now: datetime,
+    on_demand_available: bool | None = None,
+) -> Recommendation:
+    """Recommend an option for ``request`` given the searched ``offerings`` (feasible or not).
+
+    Args:
+        request: the validated request (its ``strategy``, window, count, type and regions).
+        offerings: normalised offerings (training plans or capacity blocks); infeasible ones are ignored.
+        now: the current UTC time (does the window start within the hour?).
+        on_demand_available: whether on-demand capacity was found (None: not tried, assumed possible).
+
+    Returns:
+        A :class:`Recommendation`; its ``text`` is what a person reads.
+    """
+    region = request.regions[0]
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    hours = Decimal(request.duration_hours)
+    on_demand = (
+        on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
+        if rate is not None
+        else None
+    )
+    ranked = rank(offerings, request.regions)
+    best = ranked[0] if ranked else None
+    break_even = best.break_even_utilisation if best is not None else None
+    reserved = _reserved_option(request)
+    starts_now = request.earliest_start <= now + ON_DEMAND_FIRST_HORIZON
+    wants_on_demand = request.strategy in ("on-demand-first", "spot-ok") and starts_now
+    od_note = (
+        f"{request.instance_count} x {request.instance_type} for {request.duration_hours} h in {region} at "
+        f"${rate:.2f}/instance-hour, paid per hour used, no guarantee it is available"
+        if rate is not None
+        else "no on-demand price known for this type"
+    )
+    on_demand_alt = Alternative("on-demand", on_demand, od_note)
+    reserved_alt = (
+        Alternative(reserved, best.upfront_fee_usd, _reserved_note(best, on_demand))
+        if best is not None
+        else None
+    )
+
+    if wants_on_demand and on_demand_available is not False:
+        why = (
+            "The window starts now and the request allows on-demand capacity: start with the least "
+            "restrictive option and pay only for the hours used; reserve only if on demand is not available."
+        )
+        alts: tuple[Alternative, ...] = (reserved_alt,) if reserved_alt else ()
+        return Recommendation("on-demand", why, on_demand, on_demand, break_even, best, alts)
+    if wants_on_demand and request.strategy == "spot-ok" and request.platform == "ec2":
+        why = (
+            "No on-demand capacity was found; the work tolerates interruptions (spot-ok), so spot is the "
+            "next least restrictive option (spot prices are below on demand; the on-demand figure is an "
+            "upper bound)."
+        )
+        spot_alts = tuple(a for a in (on_demand_alt, reserved_alt) if a is not None)
+        return Recommendation("spot", why, on_demand, on_demand, break_even, best, spot_alts)
+    if best is not None:
+        if request.strategy == "reserved":
+            why = "The request needs certainty (strategy reserved): reserve the capacity now."
+        elif not starts_now:
+            why = (
+                f"The window starts {short(request.earliest_start)} UTC, more than an hour from now: "
+                "on-demand capacity cannot be promised that far ahead, so reserve it."
+            )
+        else:
+            why = "No on-demand capacity was found in the candidate regions: reserve it."
+        why += f" The cheapest feasible of {len(ranked)} offerings is chosen (lowest fee, earliest start)."
+        return Recommendation(
+            reserved, why, best.upfront_fee_usd, on_demand, break_even, best, (on_demand_alt,)
+        )
+    why = (
+        "No feasible offering to reserve in the window"
+        + (" and no on-demand capacity" if on_demand_available is False else "")
+        + ": widen the window, add regions, or change the duration, count or instance type."
+    )
+    return Recommendation("none", why, None, on_demand, None, None, (on_demand_alt,))

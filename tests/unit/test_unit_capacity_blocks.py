@@ -1,0 +1,166 @@
+"""Exactly-once PurchaseCapacityBlock with a fake EC2 port (issue 6): intent first, tag, adopt first."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from capacity.adapters.ec2 import CapacityReservation, Instance
+from capacity.contracts import PurchaseInput
+from capacity.errors import BudgetExceeded, RetryableAwsError
+from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.logic.purchase import purchase_capacity
+from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
+from capacity.ports import Ports
+
+from tests.unit.conftest import Harness
+from tests.unit.test_unit_ec2_requests import ec2_body
+from tests.unit.unit_fakes import NOW
+
+START = datetime(2026, 12, 9, 11, 30, tzinfo=UTC)
+END = datetime(2026, 12, 12, 11, 30, tzinfo=UTC)
+
+
+class FakeEc2:
+    """Capacity blocks in one region; ``timeout_after_commit`` makes the next purchase commit, then fail."""
+
+    region = "us-east-1"
+
+    def __init__(self) -> None:
+        self.reservations: list[CapacityReservation] = []
+        self.purchases: list[str] = []
+        self.timeout_after_commit = False
+
+    def purchase_capacity_block(
+        self, *, offering_id: str, tags: Sequence[Mapping[str, str]], platform: str = "Linux/UNIX"
+    ) -> CapacityReservation:
+        self.purchases.append(offering_id)
+        reservation = CapacityReservation(
+            reservation_id=f"cr-{len(self.purchases):017d}",
+            arn=f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-{len(self.purchases):017d}",
+            state="payment-pending",
+            instance_type="p5.48xlarge",
+            availability_zone="us-east-1a",
+            total_instance_count=2,
+            available_instance_count=0,
+            start_time=START,
+            end_time=END,
+            tags={tag["Key"]: tag["Value"] for tag in tags},
+        )
+        self.reservations.append(reservation)
+        if self.timeout_after_commit:
+            self.timeout_after_commit = False
+            raise RetryableAwsError("EC2 PurchaseCapacityBlock (us-east-1): ReadTimeoutError after retries")
+        return reservation
+
+    def find_capacity_reservations(self, request_id: str) -> list[CapacityReservation]:
+        return [r for r in self.reservations if r.tags.get("capacity-orchestrator:request-id") == request_id]
+
+    def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None:
+        return next((r for r in self.reservations if r.reservation_id == reservation_id), None)
+
+    def describe_capacity_block_offerings(self, **kwargs: Any) -> list[dict[str, Any]]:
+        return []
+
+    def run_instances(self, **kwargs: Any) -> list[str]:
+        return []
+
+    def find_instances(self, request_id: str) -> list[Instance]:
+        return []
+
+    def terminate_instances(self, instance_ids: Sequence[str]) -> None:
+        return None
+
+
+def ports_with(h: Harness, ec2: FakeEc2) -> Ports:
+    return Ports(
+        h.ports.settings,
+        ledger=h.ledger,
+        offerings=h.ports.offerings,
+        events=h.events,
+        scheduler=h.scheduler,
+        tasks=h.tasks,
+        slack=h.slack,
+        clock=h.clock,
+        ec2=lambda region: ec2,
+    )
+
+
+def record(h: Harness) -> ReservationRequest:
+    request = parse_request(ec2_body(), now=NOW)
+    h.ledger.record_request(request, actor="test")
+    return request
+
+
+def offering(fee: str = "4983.55") -> OfferingSummary:
+    return OfferingSummary(
+        offering_id="cb-0123456789abcdef0",
+        region="us-east-1",
+        availability_zone="us-east-1a",
+        instance_type="p5.48xlarge",
+        instance_count=2,
+        start_time=START,
+        end_time=END,
+        duration_hours=72,
+        upfront_fee_usd=Decimal(fee),
+    )
+
+
+def test_a_purchase_tags_the_block_records_the_money_and_schedules_the_release(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    request = record(harness)
+    out = purchase_capacity(
+        PurchaseInput(request_id=request.id, offering=offering()), ports_with(harness, ec2)
+    )
+    assert ec2.purchases == ["cb-0123456789abcdef0"]
+    assert ec2.reservations[0].tags == {"capacity-orchestrator:request-id": "demo-1"}
+    assert out.training_plan_name == "cr-00000000000000001"
+    item = harness.ledger.get(request.id, PURCHASE)
+    assert item is not None
+    assert item["platform"] == "ec2"
+    assert item["availability_zone"] == "us-east-1a"
+    (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
+    assert purchased.money_usd == Decimal("4983.55")
+    # 60 minutes before the end (the margin is above the 35-minute floor)
+    assert harness.scheduler.schedules["co-demo-1-release"]["at"] == datetime(
+        2026, 12, 12, 10, 30, tzinfo=UTC
+    )
+
+
+def test_a_timeout_after_the_commit_adopts_the_tagged_block_instead_of_buying_again(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    ec2.timeout_after_commit = True
+    request = record(harness)
+    out = purchase_capacity(
+        PurchaseInput(request_id=request.id, offering=offering()), ports_with(harness, ec2)
+    )
+    assert len(ec2.purchases) == 1
+    assert out.training_plan_name == ec2.reservations[0].reservation_id
+
+
+def test_a_retry_after_a_crash_between_purchase_and_record_adopts_the_block(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    request = record(harness)
+    # An earlier attempt recorded its intent and bought the block, then died before recording PURCHASE.
+    harness.ledger.put_once(request.id, PURCHASE_INTENT, {"actor": "earlier", "region": "us-east-1"})
+    ec2.purchase_capacity_block(
+        offering_id="cb-0123456789abcdef0",
+        tags=[{"Key": "capacity-orchestrator:request-id", "Value": request.id}],
+    )
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports_with(harness, ec2))
+    assert len(ec2.purchases) == 1  # only the earlier attempt's
+    assert harness.ledger.get(request.id, PURCHASE) is not None
+
+
+def test_an_offering_above_the_budget_is_never_bought(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    request = record(harness)
+    with pytest.raises(BudgetExceeded):
+        purchase_capacity(
+            PurchaseInput(request_id=request.id, offering=offering("30001")), ports_with(harness, ec2)
+        )
+    assert ec2.purchases == []
+    assert harness.ledger.get(request.id, PURCHASE_INTENT) is None

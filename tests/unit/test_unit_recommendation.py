@@ -1,0 +1,90 @@
+"""The plan's recommendation (issue 6): which option, why, cost against the alternatives, break-even."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from capacity.models import Offering, parse_request
+from capacity.ranking import normalise_block_offering
+from capacity.recommendation import recommend
+
+from tests.unit.test_unit_ec2_requests import ec2_body
+from tests.unit.unit_fakes import NOW, request_body
+
+SOON = NOW + timedelta(minutes=30)
+
+
+def block(request: Any, *, fee: str = "4983.55", hours: int = 72, offering_id: str = "cb-1") -> Offering:
+    start = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
+    offering = normalise_block_offering(
+        {
+            "CapacityBlockOfferingId": offering_id,
+            "InstanceType": request.instance_type,
+            "AvailabilityZone": "us-east-1a",
+            "InstanceCount": request.instance_count,
+            "StartDate": start,
+            "EndDate": start + timedelta(hours=hours),
+            "CapacityBlockDurationHours": hours,
+            "UpfrontFee": fee,
+            "CurrencyCode": "USD",
+        },
+        region="us-east-1",
+        request=request,
+        searched_duration_hours=hours,
+        searched_count=request.instance_count,
+    )
+    assert offering is not None
+    return offering
+
+
+def test_a_window_that_starts_now_recommends_on_demand_with_the_reservation_as_alternative() -> None:
+    request = parse_request(
+        ec2_body(earliest_start=SOON.isoformat(), latest_end="2026-12-14T11:30:00Z"), now=NOW
+    )
+    assert request.strategy == "on-demand-first"
+    plan = recommend(request, [block(request)], now=NOW)
+    assert plan.option == "on-demand"
+    # 2 x p5.48xlarge x 72 h x $55.04 (seed 000's us-east-1 price)
+    assert plan.cost_usd == Decimal("7925.76")
+    assert plan.break_even_utilisation == Decimal("0.6288")  # 4983.55 / 7925.76
+    assert [a.option for a in plan.alternatives] == ["capacity-block"]
+    assert plan.alternatives[0].cost_usd == Decimal("4983.55")
+    assert "used more than 63% of the reserved hours" in plan.text
+    assert "Recommended: on-demand ($7,925.76)" in plan.text
+
+
+def test_no_on_demand_capacity_and_spot_ok_recommends_spot() -> None:
+    request = parse_request(ec2_body(earliest_start=SOON.isoformat(), strategy="spot-ok"), now=NOW)
+    plan = recommend(request, [block(request)], now=NOW, on_demand_available=False)
+    assert plan.option == "spot"
+    assert "interruptions" in plan.reason
+
+
+def test_reserved_strategy_recommends_the_cheapest_feasible_offering_and_states_the_saving() -> None:
+    request = parse_request(ec2_body(strategy="reserved"), now=NOW)
+    cheap, dear = block(request, fee="4983.55"), block(request, fee="5200", offering_id="cb-2")
+    plan = recommend(request, [dear, cheap], now=NOW)
+    assert plan.option == "capacity-block"
+    assert plan.offering == cheap
+    assert plan.cost_usd == Decimal("4983.55")
+    assert plan.on_demand_cost_usd == Decimal("7925.76")
+    assert "certainty" in plan.reason
+    assert "used more than 63% of the reserved hours" in plan.text
+    assert [a.option for a in plan.alternatives] == ["on-demand"]
+
+
+def test_a_later_window_reserves_a_training_plan_for_sagemaker() -> None:
+    request = parse_request(request_body(), now=NOW)  # starts a week later
+    assert request.strategy == "reserved"
+    plan = recommend(request, [], now=NOW)
+    assert plan.option == "none"
+    assert "widen the window" in plan.reason
+
+
+def test_no_on_demand_capacity_for_a_window_starting_now_falls_back_to_reserving() -> None:
+    request = parse_request(ec2_body(earliest_start=SOON.isoformat()), now=NOW)
+    plan = recommend(request, [block(request)], now=NOW, on_demand_available=False)
+    assert plan.option == "capacity-block"
+    assert "No on-demand capacity" in plan.reason
