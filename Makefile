@@ -78,7 +78,7 @@ security: checkov
 ## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing).
 QUICK ?=
 bench: venv
-	$(BIN)/python -m bench $(if $(QUICK),--quick,)
+	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 ## Everything CI checks: lint, types, template, tests.
 test: lint typecheck template security unit
