@@ -114,6 +114,11 @@ def _env(environment: dict[str, str], name: str) -> dict[str, str]:
     return env
 
 
+def _preference(name: str, path: Path) -> tuple[bool, bool, str]:
+    """Sort key: ``<name>.json`` first, then a POST (the request that does work), then by name."""
+    return (path.name != f"{name}.json", "post" not in path.name, path.name)
+
+
 def _sample(command: list[str], env: dict[str, str]) -> str:
     done = subprocess.run(
         command, capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300
@@ -133,7 +138,7 @@ def run(quick: bool = False) -> Section:
     print(f"   bare import boto3: {boto3_ms} ms")
     rows = [["function", "sample event", "import (ms)", "first invocation (ms)", "total (ms)", "answer"]]
     for spec in sorted(stack.functions, key=lambda f: f.logical_id):
-        events = sample_events(spec.code_dir.name)
+        events = sorted(sample_events(spec.code_dir.name), key=lambda p: _preference(spec.code_dir.name, p))
         if not events:
             rows.append([spec.logical_id, "none", "-", "-", "-", "no sample event"])
             continue

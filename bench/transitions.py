@@ -18,15 +18,9 @@ from datetime import timedelta
 from decimal import Decimal
 
 from bench.report import Section
+from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
-from tests.integration.support import (
-    START,
-    base_request,
-    make_cloud,
-    post_reservation,
-    states,
-    training_plans,
-)
+from tests.integration.support import START, TEMPLATE, base_request, post_reservation, states, training_plans
 
 LEAD_DAYS = (1, 7, 60)
 POLL_TRANSITIONS = 3
@@ -43,7 +37,14 @@ def lifecycle(lead_days: int) -> tuple[int, float]:
         earliest_start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
         latest_end=(start + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-    with make_cloud(market=MarketConfig(max_lead=timedelta(days=90))) as cloud:
+    with LocalCloud(
+        TEMPLATE,
+        start=START,
+        seed=7,
+        market=MarketConfig(max_lead=timedelta(days=90)),
+        # As tests.integration.support.make_cloud, with the functions' logs quiet: only the count matters.
+        parameter_overrides={"SlackChannelId": "C0BENCH", "LogLevel": "WARNING"},
+    ) as cloud:
         post_reservation(cloud, body)
         cloud.run_until_idle()
         if "RELEASED" not in states(cloud, "eval-week-49"):
