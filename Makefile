@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint typecheck template unit venv sam clean serve security checkov bench
+.PHONY: demo test lint typecheck template unit venv sam clean serve soak security checkov bench
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -50,6 +50,14 @@ demo: venv
 SPEED ?= 3600
 serve: venv
 	$(BIN)/python -m localcloud serve --speed $(SPEED)
+
+## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
+## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone.
+SEED ?= 1
+COUNT ?= 200
+WORKERS ?= 2
+soak: venv
+	$(BIN)/python -m localcloud soak --seed $(SEED) --count $(COUNT) --workers $(WORKERS) $(if $(ONLY),--only $(ONLY) --timeline)
 
 lint: venv
 	$(BIN)/ruff check .

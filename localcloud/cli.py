@@ -38,6 +38,8 @@ from localcloud.clock import ClockStuckError
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, describe_routes, response_summary
+from localcloud.soak import add_arguments as soak_arguments
+from localcloud.soak import run_command as run_soak
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
 
@@ -92,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
     run.add_argument("--max-wall-seconds", type=float, default=120.0)
     run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
+
+    soak = commands.add_parser(
+        "soak", help="randomized lifecycles with injected faults, checked for the money rules (docs/soak.md)"
+    )
+    soak_arguments(soak)
 
     serve = commands.add_parser("serve", help="serve the template's Api events on 127.0.0.1")
     common(serve)
@@ -490,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return command_run(args)
+        if args.command == "soak":
+            return run_soak(args)
         return command_serve(args)
     except (UsageError, TemplateError) as exc:
         print(f"localcloud: {exc}", file=sys.stderr)

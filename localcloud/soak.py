@@ -212,11 +212,15 @@ def _request(rng: random.Random) -> dict[str, Any]:
         }
         for i in range(rng.choice((1, 1, 2)))
     ]
+    instance_type = rng.choice(INSTANCE_TYPES)
+    count = rng.choice((1, 1, 2, 4))
+    if instance_type == "ml.p5.4xlarge" and count == 1:
+        models = models[:1]  # one GPU: room for one model's first copy
     return {
         "request_id": REQUEST_ID,
         "requester": "soak@example.com",
-        "instance_type": rng.choice(INSTANCE_TYPES),
-        "instance_count": rng.choice((1, 1, 2, 4)),
+        "instance_type": instance_type,
+        "instance_count": count,
         "earliest_start": _ts(start),
         "latest_end": _ts(end),
         "duration_hours": duration,
@@ -782,6 +786,7 @@ class _Driver:
         self.answers: list[str] = []
         self.accepted = False
         self.retries = 0
+        self.invalid: str | None = None
 
     def states(self) -> list[str]:
         return ledger_states(self.cloud, REQUEST_ID)
@@ -802,6 +807,8 @@ class _Driver:
         status = int(answer["statusCode"])
         if status == 202:
             self.accepted = True
+        elif status == 400 and not self.answers[:-1]:
+            self.invalid = str(answer.get("body"))[:300]
         elif (
             status >= 500 or (status == 409 and "in progress" in str(answer.get("body")))
         ) and self.retries < 3:
@@ -901,11 +908,19 @@ def _quiet() -> Iterator[None]:
 
 
 def run_lifecycle(
-    scenario: Scenario, *, wall_seconds: float = DEFAULT_LIFECYCLE_WALL_SECONDS, timeline: bool = False
+    scenario: Scenario,
+    *,
+    wall_seconds: float = DEFAULT_LIFECYCLE_WALL_SECONDS,
+    timeline: bool = False,
+    tamper: Callable[[LocalCloud], None] | None = None,
 ) -> LifecycleResult:
     """Run one scenario on a fresh local cloud and check it (see the module docstring).
 
-    With ``timeline``, the result holds the cloud's whole timeline (for ``--only ... --timeline``).
+    Args:
+        wall_seconds: the lifecycle's real-time bound.
+        timeline: keep the cloud's whole timeline in the result (``--only ... --timeline``).
+        tamper: called with the running cloud after the lifecycle and before the checks (tests break the
+            ledger or leave resources behind with it, to prove the checks see them).
     """
     from localcloud.emulator import MarketConfig  # noqa: PLC0415 - the emulator is optional to the cloud
 
@@ -932,6 +947,8 @@ def run_lifecycle(
             unfinished = driver.drive()
         except ClockStuckError as exc:
             unfinished = f"the simulation got stuck: {str(exc).splitlines()[0]}"
+        if tamper is not None:
+            tamper(cloud)
         facts = collect_facts(
             cloud,
             body,
@@ -941,12 +958,15 @@ def run_lifecycle(
         )
         fired = Counter(f.kind.value for f in injector.fired)
         story = cloud.timeline.render() if timeline else ""
+    violations = check(facts)
+    if driver.invalid is not None:  # the soak must draw valid requests, or it tests nothing
+        violations.append(f"the soak drew a request the API rejects: {driver.invalid}")
     return LifecycleResult(
         index=scenario.index,
         seed=scenario.seed,
         scenario=scenario.describe(),
         outcome=outcome(facts),
-        violations=check(facts),
+        violations=violations,
         faults=dict(fired),
         api_statuses=dict(driver.api_statuses),
         wall_seconds=time.monotonic() - began,
@@ -1007,13 +1027,13 @@ class SoakReport:
         return [r for r in self.results if r.violations]
 
 
-def _run_one(args: tuple[int, int, float]) -> LifecycleResult:
-    seed, index, wall_seconds = args
+def _run_one(args: tuple[int, int, float, bool]) -> LifecycleResult:
+    seed, index, wall_seconds, timeline = args
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     scenario = make_scenario(seed, index)
     began = time.monotonic()
     try:
-        return run_lifecycle(scenario, wall_seconds=wall_seconds)
+        return run_lifecycle(scenario, wall_seconds=wall_seconds, timeline=timeline)
     except Exception as exc:  # the soak's own failure is reported like a violation, not lost
         return LifecycleResult(
             index=index,
@@ -1040,6 +1060,7 @@ def soak(
     workers: int = 1,
     only: Sequence[int] | None = None,
     wall_seconds: float = DEFAULT_LIFECYCLE_WALL_SECONDS,
+    timeline: bool = False,
     progress: Callable[[LifecycleResult, int, int], None] | None = None,
 ) -> SoakReport:
     """Run lifecycles ``0..count-1`` (or just ``only``) of the soak seeded ``seed``.
@@ -1047,12 +1068,13 @@ def soak(
     Args:
         workers: processes to run lifecycles in (1: in this process, one after the other).
         wall_seconds: the real-time bound of each lifecycle.
+        timeline: keep each lifecycle's timeline (printed for the lifecycles that broke a rule).
         progress: called after each lifecycle with (result, done, total).
     """
     indexes = list(only) if only else list(range(count))
     began = time.monotonic()
     results: list[LifecycleResult] = []
-    jobs = [(seed, index, wall_seconds) for index in indexes]
+    jobs = [(seed, index, wall_seconds, timeline) for index in indexes]
     if workers <= 1:
         for job in jobs:
             results.append(_run_one(job))
@@ -1104,6 +1126,9 @@ def format_report(report: SoakReport) -> str:
         lines.extend(f"    failure: {f}" for f in r.failures)
         lines.extend(f"    VIOLATION: {v}" for v in r.violations)
         lines.extend(f"    api: {a}" for a in r.answers[:3])
+        if r.timeline:
+            lines.append("    timeline:")
+            lines.extend(f"      {line}" for line in r.timeline.splitlines())
         lines.append(
             f"    reproduce: make soak SEED={report.seed} ONLY={r.index}   "
             f"(python -m localcloud.soak --seed {report.seed} --only {r.index})"
@@ -1143,6 +1168,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="real-time bound of each lifecycle",
     )
     parser.add_argument("--verbose", action="store_true", help="print one line per lifecycle")
+    parser.add_argument(
+        "--timeline", action="store_true", help="print the whole timeline of each lifecycle that broke a rule"
+    )
 
 
 def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -1168,6 +1196,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         workers=args.workers,
         only=args.only,
         wall_seconds=args.lifecycle_wall_seconds,
+        timeline=args.timeline,
         progress=progress,
     )
     print(format_report(report), file=stream, flush=True)
