@@ -421,9 +421,9 @@ def _plain(value: dict[str, Any]) -> Any:
     return raw
 
 
-def ledger_items(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:
+def ledger_items(cloud: LocalCloud, request_id: str, client: Any = None) -> list[dict[str, Any]]:
     """Every ledger item of ``request_id`` as plain values (no faults: the soak's own reads)."""
-    client = cloud.client("dynamodb")
+    client = client or cloud.client("dynamodb")
     kwargs: dict[str, Any] = {
         "TableName": cloud.stack.physical_id("LedgerTable"),
         "KeyConditionExpression": "request_id = :r",
@@ -441,10 +441,10 @@ def ledger_items(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:
     return [{key: _plain(value) for key, value in item.items()} for item in items]
 
 
-def ledger_states(cloud: LocalCloud, request_id: str) -> list[str]:
+def ledger_states(cloud: LocalCloud, request_id: str, client: Any = None) -> list[str]:
     """The ledger's states of ``request_id``, in order."""
     history = sorted(
-        (i for i in ledger_items(cloud, request_id) if str(i["sk"]).startswith("STATE#")),
+        (i for i in ledger_items(cloud, request_id, client) if str(i["sk"]).startswith("STATE#")),
         key=lambda i: str(i["sk"]),
     )
     return [str(i["state"]) for i in history]
@@ -787,9 +787,20 @@ class _Driver:
         self.accepted = False
         self.retries = 0
         self.invalid: str | None = None
+        self._ddb = cloud.client("dynamodb")
+        self._writes = -1
+        self._states: list[str] = []
 
     def states(self) -> list[str]:
-        return ledger_states(self.cloud, REQUEST_ID)
+        # The ledger only changes by DynamoDB writes: read it again only when one was made.
+        counts = self.cloud.dispatcher.counts
+        writes = sum(
+            counts.get(f"dynamodb.{op}", 0) for op in ("PutItem", "BatchWriteItem", "TransactWriteItems")
+        )
+        if writes != self._writes:
+            self._writes = writes
+            self._states = ledger_states(self.cloud, REQUEST_ID, self._ddb)
+        return self._states
 
     def api(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now()))
