@@ -1,9 +1,10 @@
 """Step 4, ``notify``: approval requests, approval outcomes and failures.
 
 - ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
-  ``ApprovalRequested`` and posts the plan with Approve/Reject buttons; raises ``ReservationCancelled``
-  (and records nothing) when the reservation already has a final state (cancelled meanwhile). The state machine's
+  ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
   ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).
+  When the reservation already has a final state (cancelled meanwhile) it raises ``ReservationCancelled``
+  and records and posts nothing.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
 - ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
