@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- Machine: {_machine()}",
         "",
     ]
-    DOC.write_text("\n".join(header) + "\n".join(s.markdown() for s in sections).rstrip() + "\n")
+    DOC.write_text("\n".join(header) + "\n" + "\n".join(s.markdown() for s in sections).rstrip() + "\n")
     print(f">> wrote {DOC.relative_to(ROOT)}")
     return 0
 

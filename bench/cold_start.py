@@ -183,4 +183,10 @@ def run(quick: bool = False) -> Section:
             f"(median of {samples})."
         ),
         table=rows,
+        notes=[
+            "Read the import column as the cold-start cost: the first invocation here runs after moto's "
+            "setup, which has already loaded botocore's service models, so client creation is cheaper than "
+            "in a fresh Lambda environment. An answer `NotImplementedError` means moto lacks the API the "
+            "step calls first (`DescribeTrainingPlan`): that row's invocation time is moto's error path."
+        ],
     )
