@@ -114,9 +114,13 @@ def _env(environment: dict[str, str], name: str) -> dict[str, str]:
     return env
 
 
+MAIN_EVENTS = {"api": "api_post_reservation.json"}
+"""Functions with several sample events: the one to time (the API's is the demo's request)."""
+
+
 def _preference(name: str, path: Path) -> tuple[bool, bool, str]:
-    """Sort key: ``<name>.json`` first, then a POST (the request that does work), then by name."""
-    return (path.name != f"{name}.json", "post" not in path.name, path.name)
+    """Sort key: the main event (``MAIN_EVENTS``, else ``<name>.json``) first, then by name."""
+    return (path.name != MAIN_EVENTS.get(name, f"{name}.json"), "post" not in path.name, path.name)
 
 
 def _sample(command: list[str], env: dict[str, str]) -> str:
