@@ -7,12 +7,16 @@ BIN := $(VENV)/bin
 SAM_VENV := .tools/sam
 SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
+# checkov pins boto3 1.35 and an older pytest: it gets its own venv, like SAM CLI (docs/security.md).
+CHECKOV_VENV := .tools/checkov
+CHECKOV := $(CHECKOV_VENV)/bin/checkov
+CHECKOV_VERSION := 3.3.30
 # sam build looks for python3.13 on PATH: the project venv provides it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi
+.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -28,6 +32,13 @@ $(SAM_VENV)/.installed:
 	@echo ">> Installing AWS SAM CLI $(SAM_CLI_VERSION) into $(SAM_VENV) (first run only)"
 	@test -x $(SAM_VENV)/bin/python || $(PY313) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
+	@touch $@
+
+checkov: $(CHECKOV_VENV)/.installed
+$(CHECKOV_VENV)/.installed:
+	@echo ">> Installing checkov $(CHECKOV_VERSION) into $(CHECKOV_VENV) (first run only)"
+	@test -x $(CHECKOV_VENV)/bin/python || $(PY313) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION)
 	@touch $@
 
 ## The main job: a real POST /reservations through the local cloud, printed as a timeline, with the seed's
@@ -49,6 +60,14 @@ serve: venv
 openapi: venv
 	$(BIN)/python scripts/export_openapi.py
 
+## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
+## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone.
+SEED ?= 1
+COUNT ?= 200
+WORKERS ?= 2
+soak: venv
+	$(BIN)/python -m localcloud soak --seed $(SEED) --count $(COUNT) --workers $(WORKERS) $(if $(ONLY),--only $(ONLY) --timeline)
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -64,11 +83,22 @@ template: venv sam
 		> .aws-sam-build.log 2>&1 || { cat .aws-sam-build.log; exit 1; }
 	@echo ">> sam build: ok (log in .aws-sam-build.log)"
 
+## Branch coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml).
 unit: venv
-	$(BIN)/pytest
+	$(BIN)/pytest --cov --cov-fail-under=90
+
+## IaC security scan: every finding fixed or suppressed in template.yaml with a justification.
+security: checkov
+	@echo ">> checkov (template.yaml)"
+	$(CHECKOV) --file template.yaml --framework cloudformation --compact --quiet --skip-download
+
+## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing).
+QUICK ?=
+bench: venv
+	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 ## Everything CI checks: lint, types, template, tests.
-test: lint typecheck template unit
+test: lint typecheck template security unit
 
 clean:
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache

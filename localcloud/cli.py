@@ -42,6 +42,8 @@ from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, describe_routes, response_summary
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
+from localcloud.soak import add_arguments as soak_arguments
+from localcloud.soak import run_command as run_soak
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
 from localcloud.traffic import TrafficProfile, TrafficReplay, attach
@@ -109,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("reports"),
         help="where --traffic writes <reservation>.json and <reservation>.png (default: reports)",
     )
+
+    soak = commands.add_parser(
+        "soak", help="randomized lifecycles with injected faults, checked for the money rules (docs/soak.md)"
+    )
+    soak_arguments(soak)
 
     serve = commands.add_parser("serve", help="serve the template's Api events on 127.0.0.1")
     common(serve)
@@ -560,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return command_run(args)
+        if args.command == "soak":
+            return run_soak(args)
         return command_serve(args)
     except (UsageError, TemplateError) as exc:
         print(f"localcloud: {exc}", file=sys.stderr)

@@ -390,6 +390,27 @@ def test_approval_request_stores_the_token_and_posts_buttons(harness: Harness) -
     assert "ApprovalRequested" in harness.events.types()
 
 
+def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(harness: Harness) -> None:
+    # Fault soak seed 2, lifecycle 28: a DELETE between PLANNED and the approval request left
+    # AWAITING_APPROVAL after CANCELLED, and the approval API then accepted an approval.
+    request = record(harness, approval_above_usd="5000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    plan = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    harness.ledger.append(request.id, State.CANCELLED, actor="api")
+    posted = len(harness.slack.messages)
+    with pytest.raises(ReservationCancelled, match="is CANCELLED: no approval is requested"):
+        notify(
+            NotifyInput(kind="approval_request", request_id=request.id, task_token="tok-1", plan=plan),
+            harness.ports,
+        )
+    assert states(harness, request.id)[-1] is State.CANCELLED
+    assert harness.ledger.get(request.id, APPROVAL) is None
+    assert len(harness.slack.messages) == posted
+    assert "ApprovalRequested" not in harness.events.types()
+
+
 def test_rejected_approval_records_rejected(harness: Harness) -> None:
     request = record(harness)
     out = notify(

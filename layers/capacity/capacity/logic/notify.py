@@ -3,6 +3,8 @@
 - ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
   ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
   ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).
+  When the reservation already has a final state (cancelled meanwhile) it raises ``ReservationCancelled``
+  and records and posts nothing.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
 - ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
@@ -21,7 +23,7 @@ import uuid
 
 from capacity import messages
 from capacity.contracts import NotifyInput, NotifyOutput, StepError
-from capacity.errors import FieldError, InvalidRequest
+from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.ledger import APPROVAL, PURCHASE_INTENT
 from capacity.logic.common import final_state, load_request, post, states
 from capacity.models import (
@@ -98,6 +100,11 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
         )
     request = load_request(ports, step.request_id)
     ledger = ports.ledger
+    final = final_state(ledger.history(request.id))
+    if final is not None:
+        # Cancelled while the plan was being made (a DELETE between PLANNED and this step): nobody is asked
+        # to approve, and AWAITING_APPROVAL never follows the final state (found by the fault soak).
+        raise ReservationCancelled(f"reservation {request.id} is {final.value}: no approval is requested")
     attributes = {
         "task_token": step.task_token,
         "plan": step.plan.model_dump(mode="json"),

@@ -1,0 +1,78 @@
+"""``python -m bench [--quick] [--only N ...]``: run the benchmarks, print them, write docs/benchmarks.md.
+
+``make bench`` runs this with the repository and the layer on ``PYTHONPATH``; ``make bench QUICK=1`` passes
+``--quick`` (fewer cold-start samples, no test-suite timing). ``--only`` runs some benchmarks and leaves
+docs/benchmarks.md alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import cold_start, ranking, search_latency, slack_ack, transitions, walltime
+from bench.report import Section
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs/benchmarks.md"
+BENCHMARKS: dict[str, Callable[[bool], Section]] = {
+    "1": transitions.run,
+    "2": cold_start.run,
+    "3": slack_ack.run,
+    "4": search_latency.run,
+    "5": walltime.run,
+    "6": ranking.run,
+}
+
+
+def _machine() -> str:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{platform.system()} {platform.release()} {platform.machine()}, {os.cpu_count()} CPU(s), "
+        f"Python {platform.python_version()}, load average {load} at the end (a machine shared with "
+        "other work: treat the figures as orders of magnitude, compare rows of one run)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; returns the exit code (0)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer samples; skip the test-suite timing")
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these benchmarks")
+    args = parser.parse_args(argv)
+    chosen = args.only or sorted(BENCHMARKS)
+    sections = []
+    began = time.perf_counter()
+    for key in chosen:
+        print(f">> benchmark {key}", flush=True)
+        section = BENCHMARKS[key](args.quick)
+        print(section.text(), flush=True)
+        sections.append(section)
+    elapsed = time.perf_counter() - began
+    if args.only:
+        return 0
+    command = "make bench QUICK=1" if args.quick else "make bench"
+    header = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m bench`, code in `bench/`); every figure below comes from the "
+        "run described here. They are measurements, not tests: nothing fails on a slow figure.",
+        "",
+        f"- Command: `{command}` ({elapsed:.0f} s)",
+        f"- Date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: {_machine()}",
+        "",
+    ]
+    DOC.write_text("\n".join(header) + "\n" + "\n".join(s.markdown() for s in sections).rstrip() + "\n")
+    print(f">> wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

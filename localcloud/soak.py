@@ -1,0 +1,1223 @@
+"""The fault soak: many randomized reservation lifecycles on the local cloud, checked for the money rules.
+
+``python -m localcloud soak --seed N --count 200`` (``make soak SEED=N COUNT=200``) runs ``count``
+lifecycles, each on a fresh :class:`~localcloud.cloud.LocalCloud` of the application's own template, each
+from a seed derived from ``N`` and its index (:func:`lifecycle_seed`), so one lifecycle can be re-run alone
+with ``--only INDEX``. A lifecycle draws (:func:`make_scenario`):
+
+- a request: instance type and count, 1 or 2 models, 1-3 regions, duration 24-72 h, lead time 1-60 days, a
+  budget below or above the cheapest offering the market holds for it (looked up before the POST), an
+  approval threshold (none, above the budget, or below the cheapest offering) with an approver who
+  approves, rejects, never answers (timeout), answers late (after the offering expired) or after the
+  timeout; sometimes a dry run;
+- deliveries: the request is POSTed, and 1-4 more times (40% of lifecycles) POSTed or put straight on the
+  bus, at random moments (at once, at a ledger state, or after the lifecycle ended);
+- cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay;
+- faults (:mod:`localcloud.faults`): throttling, 5xx and latency on random services, insufficient capacity
+  and stuck resources on random SageMaker operations, crashes after commit on random writes.
+
+After the lifecycle is idle (nothing scheduled, nothing running) the invariants are checked
+(:func:`check`): no double purchase, nothing above budget, no purchase without the approval it needed (or
+in a dry run, or after a rejection), nothing billable left behind (unless AWS never finished a deletion
+because of an injected ``stuck`` fault and the application reported it: "RELEASE FAILED"), a final ledger
+state, and a Slack notification for every failure. The run prints the lifecycles per outcome, the faults
+fired per kind and every violation with the command that reproduces it; it exits 1 on any violation.
+
+Each lifecycle is bounded: ``--lifecycle-wall-seconds`` of real time and :data:`VIRTUAL_LIMIT` of virtual
+time; a lifecycle that does not become idle within them is a violation too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+from localcloud.clock import ClockStuckError
+from localcloud.cloud import LocalCloud, render_blocks
+from localcloud.faults import FaultInjector, FaultKind, FaultRule
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+"""Virtual start of every lifecycle (UTC)."""
+VIRTUAL_LIMIT = timedelta(days=150)
+"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days)."""
+DEFAULT_LIFECYCLE_WALL_SECONDS = 120.0
+REQUEST_ID = "soak"
+FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
+"""Final ledger states (``capacity.models.FINAL_STATES``)."""
+
+REGIONS = ("us-east-1", "us-west-2", "us-east-2", "eu-west-1")
+INSTANCE_TYPES = ("ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.p5.4xlarge", "ml.trn1.32xlarge")
+"""Types training plans sell (``SearchTrainingPlanOfferings``' enum) that fit the soak's models."""
+IMAGE = (
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:"
+    "2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04"
+)
+WIRE_SERVICES = (
+    "sagemaker",
+    "dynamodb",
+    "scheduler",
+    "eventbridge",
+    "sfn",
+    "cloudwatch",
+    "application-auto-scaling",
+)
+"""Services that throttle or answer 5xx. Not ``lambda``: moto's ASL interpreter names a Lambda service error
+of a direct-ARN Task ``Exception`` instead of ``Lambda.TooManyRequestsException``/``Lambda.ServiceException``
+(what Step Functions names it, and what the state machines retry), so a fault there tests the emulation,
+not the application."""
+INSUFFICIENT_OPERATIONS = (
+    "SearchTrainingPlanOfferings",
+    "CreateTrainingPlan",
+    "CreateEndpoint",
+    "CreateInferenceComponent",
+)
+STUCK_OPERATIONS = (
+    "CreateTrainingPlan",
+    "CreateEndpoint",
+    "CreateInferenceComponent",
+    "DeleteInferenceComponent",
+    "DeleteEndpoint",
+)
+CRASH_TARGETS = (
+    ("sagemaker", "CreateTrainingPlan"),
+    ("sagemaker", "CreateEndpointConfig"),
+    ("sagemaker", "CreateEndpoint"),
+    ("sagemaker", "CreateInferenceComponent"),
+    ("sagemaker", "DeleteEndpoint"),
+    ("dynamodb", "PutItem"),
+    ("eventbridge", "PutEvents"),
+    ("scheduler", "CreateSchedule"),
+    ("sfn", "SendTaskSuccess"),
+)
+CANCEL_PHASES = (
+    "now",
+    "REQUESTED",
+    "PLANNED",
+    "AWAITING_APPROVAL",
+    "PURCHASED",
+    "SCHEDULED",
+    "ACTIVE",
+    "DEPLOYING",
+    "READY",
+)
+DUPLICATE_PHASES = ("now", "REQUESTED", "PLANNED", "PURCHASED", "READY", "end")
+
+
+# ------------------------------------------------------------------------------------------- scenario
+
+
+@dataclass(frozen=True)
+class Action:
+    """Something a person or another system does during a lifecycle.
+
+    ``kind``: ``post`` (POST /reservations), ``bus`` (``ReservationRequested`` put straight on the bus),
+    ``cancel`` (DELETE), ``approve`` or ``reject`` (POST .../approval). ``phase``: ``now`` (right after the
+    first POST), a ledger state (once it is recorded) or ``end`` (once the lifecycle is idle); every action
+    whose phase never comes runs when the lifecycle is idle. ``delay_hours``: virtual hours after the phase.
+    """
+
+    kind: str
+    phase: str
+    delay_hours: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One randomized lifecycle, fully determined by ``seed`` (see :func:`make_scenario`).
+
+    ``request`` is the POST body without ``max_upfront_fee_usd``/``approval_above_usd``: those are
+    ``budget_factor`` and ``approval_factor`` times the cheapest offering found before the POST (USD).
+    ``approval`` names the approver's behaviour (``none``: no threshold; ``not_needed``: threshold above the
+    budget; ``approve``, ``reject``, ``timeout``, ``late``, ``after_timeout``).
+    """
+
+    index: int
+    seed: int
+    request: dict[str, Any]
+    budget_factor: Decimal
+    approval: str
+    approval_factor: Decimal | None
+    actions: tuple[Action, ...]
+    faults: tuple[FaultRule, ...]
+
+    def describe(self) -> str:
+        """A one-paragraph summary for failure reports."""
+        r = self.request
+        faults = ", ".join(
+            f"{f.kind.value}@{f.service}:{f.operation}"
+            + (f" p={f.probability:.2f}" if f.probability < 1 else "")
+            + (f" x{f.times}" if f.times else "")
+            for f in self.faults
+        )
+        actions = ", ".join(
+            f"{a.kind}@{a.phase}" + (f"+{a.delay_hours:.1f}h" if a.delay_hours else "") for a in self.actions
+        )
+        return (
+            f"{r['instance_count']} x {r['instance_type']} {r['duration_hours']} h "
+            f"from {r['earliest_start']} "
+            f"in {','.join(r['regions'])}, {len(r['models'])} model(s), budget x{self.budget_factor} of the "
+            f"cheapest, approval {self.approval}"
+            + (f" (threshold x{self.approval_factor})" if self.approval_factor is not None else "")
+            + (", dry run" if r.get("dry_run") else "")
+            + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
+        )
+
+
+def lifecycle_seed(seed: int, index: int) -> int:
+    """The seed of lifecycle ``index`` of a soak seeded ``seed`` (stable across Python versions)."""
+    digest = hashlib.sha256(f"capacity-soak:{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def _ts(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _factor(rng: random.Random, low: float, high: float) -> Decimal:
+    return Decimal(str(rng.uniform(low, high))).quantize(Decimal("0.001"))
+
+
+def _request(rng: random.Random) -> dict[str, Any]:
+    lead_days = rng.randint(1, 60)
+    duration = rng.choice((24, 48, 72))
+    start = START + timedelta(days=lead_days, hours=rng.randint(0, 23))
+    end = start + timedelta(hours=duration) + timedelta(days=rng.randint(0, 4))
+    models = [
+        {
+            "name": f"model-{i}",
+            "image": IMAGE,
+            "model_data_url": f"s3://example-models/model-{i}/model.tar.gz",
+            "accelerators": 1,
+            "cpu_cores": 4,
+            "memory_mb": 16384,
+            "copies": {"initial": 1, "min": rng.choice((0, 1)), "max": 2},
+        }
+        for i in range(rng.choice((1, 1, 2)))
+    ]
+    instance_type = rng.choice(INSTANCE_TYPES)
+    count = rng.choice((1, 1, 2, 4))
+    if instance_type == "ml.p5.4xlarge" and count == 1:
+        models = models[:1]  # one GPU: room for one model's first copy
+    return {
+        "request_id": REQUEST_ID,
+        "requester": "soak@example.com",
+        "instance_type": instance_type,
+        "instance_count": count,
+        "earliest_start": _ts(start),
+        "latest_end": _ts(end),
+        "duration_hours": duration,
+        "regions": rng.sample(REGIONS, rng.randint(1, 3)),
+        "approval_timeout_hours": rng.randint(2, 6),
+        "dry_run": rng.random() < 0.05,
+        "models": models,
+    }
+
+
+def _approval(rng: random.Random, timeout_hours: int) -> tuple[str, Decimal | None, list[Action]]:
+    mode = rng.choice(
+        ("none", "not_needed", "approve", "approve", "reject", "timeout", "late", "after_timeout")
+    )
+    if mode == "none":
+        return mode, None, []
+    if mode == "not_needed":  # the threshold is the budget: anything above it is rejected anyway
+        return mode, Decimal(99), []
+    threshold = _factor(rng, 0.2, 0.95)
+    actions: list[Action] = []
+    if mode == "approve":
+        actions.append(Action("approve", "AWAITING_APPROVAL", round(rng.uniform(0, 0.4), 2)))
+    elif mode == "reject":
+        actions.append(Action("reject", "AWAITING_APPROVAL", round(rng.uniform(0, 0.4), 2)))
+    elif mode == "late":  # after the offering id expired (30 min), before the timeout
+        actions.append(
+            Action("approve", "AWAITING_APPROVAL", round(rng.uniform(1.0, timeout_hours - 0.5), 2))
+        )
+    elif mode == "after_timeout":
+        actions.append(Action("approve", "AWAITING_APPROVAL", timeout_hours + 1.0))
+    if actions and rng.random() < 0.2:  # the approver clicks twice (or two approvers answer)
+        again = rng.choice(("approve", "reject"))
+        actions.append(
+            Action(again, "AWAITING_APPROVAL", actions[0].delay_hours + round(rng.uniform(0, 0.2), 2))
+        )
+    return mode, threshold, actions
+
+
+def _faults(rng: random.Random) -> list[FaultRule]:
+    rules: list[FaultRule] = []
+    if rng.random() < 0.5:
+        for service in rng.sample(WIRE_SERVICES, rng.randint(1, 4)):
+            rules.append(
+                FaultRule(
+                    service=service, kind=FaultKind.THROTTLE, probability=round(rng.uniform(0.05, 0.3), 2)
+                )
+            )
+    if rng.random() < 0.4:
+        for service in rng.sample(WIRE_SERVICES, rng.randint(1, 3)):
+            rules.append(
+                FaultRule(
+                    service=service, kind=FaultKind.SERVER_ERROR, probability=round(rng.uniform(0.05, 0.2), 2)
+                )
+            )
+    if rng.random() < 0.4:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("*", "sagemaker", "dynamodb")),
+                kind=FaultKind.LATENCY,
+                probability=round(rng.uniform(0.1, 0.5), 2),
+                latency_seconds=round(rng.uniform(0.2, 8.0), 1),  # botocore's read timeout is 60 s
+            )
+        )
+    if rng.random() < 0.25:
+        operation = rng.choice(INSUFFICIENT_OPERATIONS)
+        if operation == "SearchTrainingPlanOfferings":
+            rules.append(
+                FaultRule(
+                    service="sagemaker",
+                    operation=operation,
+                    kind=FaultKind.INSUFFICIENT_CAPACITY,
+                    probability=round(rng.uniform(0.3, 1.0), 2),
+                )
+            )
+        else:
+            rules.append(
+                FaultRule(
+                    service="sagemaker", operation=operation, kind=FaultKind.INSUFFICIENT_CAPACITY, times=1
+                )
+            )
+    if rng.random() < 0.15:
+        rules.append(
+            FaultRule(
+                service="sagemaker", operation=rng.choice(STUCK_OPERATIONS), kind=FaultKind.STUCK, times=1
+            )
+        )
+    if rng.random() < 0.4:
+        for service, operation in rng.sample(CRASH_TARGETS, rng.randint(1, 2)):
+            rules.append(
+                FaultRule(
+                    service=service,
+                    operation=operation,
+                    kind=FaultKind.CRASH_AFTER_COMMIT,
+                    times=rng.randint(1, 2),
+                )
+            )
+    return rules
+
+
+def make_scenario(seed: int, index: int) -> Scenario:
+    """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
+    own = lifecycle_seed(seed, index)
+    rng = random.Random(own)
+    request = _request(rng)
+    budget_factor = _factor(rng, 1.05, 3.0) if rng.random() < 0.75 else _factor(rng, 0.3, 0.95)
+    approval, approval_factor, actions = _approval(rng, int(request["approval_timeout_hours"]))
+    if rng.random() < 0.4:  # the same request delivered 2-5 times in all
+        for _ in range(rng.randint(1, 4)):
+            actions.append(Action(rng.choice(("post", "bus")), rng.choice(DUPLICATE_PHASES)))
+    if rng.random() < 0.35:
+        phase = rng.choice(CANCEL_PHASES)
+        delay = 0.0 if phase == "now" or rng.random() < 0.5 else round(rng.uniform(0.1, 48.0), 1)
+        actions.append(Action("cancel", phase, delay))
+        if rng.random() < 0.25:
+            actions.append(Action("cancel", phase, delay))
+    return Scenario(
+        index=index,
+        seed=own,
+        request=request,
+        budget_factor=budget_factor,
+        approval=approval,
+        approval_factor=approval_factor,
+        actions=tuple(actions),
+        faults=tuple(_faults(rng)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class PlanFact:
+    """A training plan that exists in the cloud (any region): what money was spent on."""
+
+    name: str
+    region: str
+    status: str
+    upfront_fee_usd: Decimal
+    end_time: datetime
+
+
+@dataclass
+class Facts:
+    """What a lifecycle left behind, read after it became idle; the input of :func:`check`.
+
+    Attributes:
+        request_id: the reservation's id.
+        max_upfront_fee_usd, approval_above_usd, dry_run: what the request asked (USD).
+        items: every ledger item of the request as plain values (``sk``, ``state``, ``written_at``...).
+        plans: every training plan in the cloud.
+        billable: what still costs money (``cloud.billable_resources()``), as ``type name (status, region)``.
+        slack: every Slack message posted, as text (``text`` and the rendered blocks).
+        stuck_fired: a ``stuck`` fault fired during the lifecycle.
+        accepted: a POST was answered 202 or the request was put on the bus (else the client was told no).
+        finished: the lifecycle became idle within its bounds; ``unfinished_reason`` says why not.
+        now: the virtual time when the facts were read.
+    """
+
+    request_id: str
+    max_upfront_fee_usd: Decimal
+    approval_above_usd: Decimal | None
+    dry_run: bool
+    items: list[dict[str, Any]]
+    plans: list[PlanFact]
+    billable: list[str]
+    slack: list[str]
+    stuck_fired: bool = False
+    accepted: bool = True
+    finished: bool = True
+    unfinished_reason: str = ""
+    now: datetime = START
+
+    def history(self) -> list[dict[str, Any]]:
+        """The ``STATE#`` items, oldest first."""
+        return sorted(
+            (i for i in self.items if str(i["sk"]).startswith("STATE#")), key=lambda i: str(i["sk"])
+        )
+
+    def item(self, sk: str) -> dict[str, Any] | None:
+        """The item with this sort key, or None."""
+        return next((i for i in self.items if i["sk"] == sk), None)
+
+    def live_plans(self) -> list[PlanFact]:
+        """The plans that were bought (a ``Failed`` plan charged nothing)."""
+        return [p for p in self.plans if p.status != "Failed"]
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    ((kind, raw),) = value.items()
+    if kind == "M":
+        return {k: _plain(v) for k, v in raw.items()}
+    if kind == "L":
+        return [_plain(v) for v in raw]
+    if kind == "BOOL":
+        return bool(raw)
+    if kind == "NULL":
+        return None
+    return raw
+
+
+def ledger_items(cloud: LocalCloud, request_id: str, client: Any = None) -> list[dict[str, Any]]:
+    """Every ledger item of ``request_id`` as plain values (no faults: the soak's own reads)."""
+    client = client or cloud.client("dynamodb")
+    kwargs: dict[str, Any] = {
+        "TableName": cloud.stack.physical_id("LedgerTable"),
+        "KeyConditionExpression": "request_id = :r",
+        "ExpressionAttributeValues": {":r": {"S": request_id}},
+        "ConsistentRead": True,
+    }
+    items: list[dict[str, Any]] = []
+    with cloud.dispatcher.exempt():
+        while True:
+            page = client.query(**kwargs)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [{key: _plain(value) for key, value in item.items()} for item in items]
+
+
+def ledger_states(cloud: LocalCloud, request_id: str, client: Any = None) -> list[str]:
+    """The ledger's states of ``request_id``, in order."""
+    history = sorted(
+        (i for i in ledger_items(cloud, request_id, client) if str(i["sk"]).startswith("STATE#")),
+        key=lambda i: str(i["sk"]),
+    )
+    return [str(i["state"]) for i in history]
+
+
+def training_plans(cloud: LocalCloud) -> list[PlanFact]:
+    """Every training plan in every region the emulated market sells in (``ListTrainingPlans``, asked of the
+    emulator directly: no faults, no client)."""
+    regions = sorted(set(cloud.emulator.market.regions()) | set(REGIONS))
+    plans: list[PlanFact] = []
+    for region in regions:
+        params: dict[str, Any] = {}
+        while True:
+            page = cloud.emulator.call("sagemaker", "ListTrainingPlans", params, region=region)
+            plans.extend(
+                PlanFact(
+                    name=str(p["TrainingPlanName"]),
+                    region=region,
+                    status=str(p["Status"]),
+                    upfront_fee_usd=Decimal(str(p.get("UpfrontFee", "0"))),
+                    end_time=p["EndTime"].astimezone(UTC) if p.get("EndTime") else cloud.now(),
+                )
+                for p in page["TrainingPlanSummaries"]
+            )
+            if not page.get("NextToken"):
+                break
+            params = {"NextToken": page["NextToken"]}
+    return plans
+
+
+def collect_facts(
+    cloud: LocalCloud,
+    request: dict[str, Any],
+    *,
+    accepted: bool = True,
+    finished: bool = True,
+    unfinished_reason: str = "",
+) -> Facts:
+    """Read the ledger, the training plans, the billable resources and the Slack outbox of a lifecycle."""
+    threshold = request.get("approval_above_usd")
+    return Facts(
+        request_id=str(request["request_id"]),
+        max_upfront_fee_usd=Decimal(str(request["max_upfront_fee_usd"])),
+        approval_above_usd=Decimal(str(threshold)) if threshold is not None else None,
+        dry_run=bool(request.get("dry_run")),
+        items=ledger_items(cloud, str(request["request_id"])),
+        plans=training_plans(cloud),
+        billable=[f"{r.resource_type} {r.name} ({r.status}, {r.region})" for r in cloud.billable_resources()],
+        slack=[f"{m.text}\n{render_blocks(m.blocks)}" for m in cloud.outbox.messages],
+        stuck_fired=any(f.kind is FaultKind.STUCK for f in cloud.faults.fired),
+        accepted=accepted,
+        finished=finished,
+        unfinished_reason=unfinished_reason,
+        now=cloud.now(),
+    )
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+
+def check_double_purchase(facts: Facts) -> list[str]:
+    """More than one training plan bought, or ``PURCHASED`` recorded more than once."""
+    problems = []
+    live = facts.live_plans()
+    if len(live) > 1:
+        listed = "; ".join(f"{p.name} in {p.region} ${p.upfront_fee_usd}" for p in live)
+        problems.append(f"double purchase: {len(live)} training plans bought ({listed})")
+    purchased = [i for i in facts.history() if i["state"] == "PURCHASED"]
+    if len(purchased) > 1:
+        problems.append(f"double purchase: PURCHASED recorded {len(purchased)} times in the ledger")
+    return problems
+
+
+def check_budget(facts: Facts) -> list[str]:
+    """A plan, or a ``PURCHASED`` amount, above ``max_upfront_fee_usd``."""
+    budget = facts.max_upfront_fee_usd
+    problems = [
+        f"purchase above budget: {p.name} costs ${p.upfront_fee_usd} > max_upfront_fee_usd ${budget}"
+        for p in facts.live_plans()
+        if p.upfront_fee_usd > budget
+    ]
+    problems.extend(
+        f"purchase above budget: PURCHASED records ${i['money_usd']} > max_upfront_fee_usd ${budget}"
+        for i in facts.history()
+        if i["state"] == "PURCHASED"
+        and i.get("money_usd") is not None
+        and Decimal(str(i["money_usd"])) > budget
+    )
+    return problems
+
+
+def _bought_at(facts: Facts) -> str | None:
+    """When the purchase was decided: the ``PURCHASE_INTENT`` put before AWS is called (else PURCHASED)."""
+    intent = facts.item("PURCHASE_INTENT")
+    if intent is not None:
+        return str(intent.get("written_at") or "")
+    purchased = next((i for i in facts.history() if i["state"] == "PURCHASED"), None)
+    return str(purchased["at"]) if purchased else None
+
+
+def check_approval(facts: Facts) -> list[str]:
+    """A purchase above ``approval_above_usd`` without an ``APPROVAL_DECISION`` approve before it; a purchase
+    in a dry run; a purchase after the reservation was rejected."""
+    live = facts.live_plans()
+    if not live:
+        return []
+    problems = []
+    if facts.dry_run:
+        problems.append(f"purchase in a dry run: {', '.join(p.name for p in live)}")
+    bought_at = _bought_at(facts) or ""
+    threshold = facts.approval_above_usd
+    if threshold is not None and any(p.upfront_fee_usd > threshold for p in live):
+        fee = max(p.upfront_fee_usd for p in live)
+        decision = facts.item("APPROVAL_DECISION")
+        if decision is None or decision.get("approved") is not True:
+            verdict = "no APPROVAL_DECISION" if decision is None else "the APPROVAL_DECISION is a rejection"
+            problems.append(
+                f"purchase without approval: ${fee} > approval_above_usd ${threshold} and {verdict}"
+            )
+        elif not bought_at or str(decision.get("written_at", "")) > bought_at:
+            problems.append(
+                f"purchase without approval: the approval ({decision.get('written_at')}) came after the "
+                f"purchase ({bought_at or 'no PURCHASE_INTENT'})"
+            )
+    rejected = next((i for i in facts.history() if i["state"] == "REJECTED"), None)
+    if rejected is not None and bought_at and str(rejected["at"]) < bought_at:
+        problems.append(f"purchase after rejection: REJECTED at {rejected['at']}, bought at {bought_at}")
+    return problems
+
+
+def check_billable(facts: Facts) -> list[str]:
+    """Billable resources left when the lifecycle is idle (nothing more will delete them)."""
+    if not facts.billable:
+        return []
+    reported = any(f"{facts.request_id} RELEASE FAILED" in text for text in facts.slack)
+    if facts.stuck_fired and reported:
+        return []  # AWS never finished a deletion (injected); a person was told what still bills
+    ends = ", ".join(sorted({_ts(p.end_time) for p in facts.live_plans()})) or "no plan"
+    why = "" if facts.stuck_fired else " (no stuck fault fired)"
+    return [
+        f"billable resource left after its reservation's end (plan end {ends}, now {_ts(facts.now)}, "
+        f"release failure {'reported' if reported else 'not reported'}{why}): {'; '.join(facts.billable)}"
+    ]
+
+
+def check_final_state(facts: Facts) -> list[str]:
+    """The lifecycle must end in RELEASED/REJECTED/FAILED/CANCELLED (a dry run may end PLANNED), and a
+    purchase must end released (RELEASED) or with its release failure recorded (FAILED, phase release)."""
+    if not facts.finished:
+        return [f"lifecycle did not finish: {facts.unfinished_reason}"]
+    history = facts.history()
+    if not history:
+        if not facts.accepted:
+            return []  # never accepted (every POST answered 4xx/5xx): no lifecycle, and the client knows
+        return ["lifecycle ends without a final ledger state: the request was accepted, nothing recorded"]
+    last = history[-1]
+    problems = []
+    dry_run_done = (
+        facts.dry_run
+        and last["state"] == "PLANNED"
+        and (last.get("detail") or {}).get("decision") == "DRY_RUN"
+    )
+    if last["state"] not in FINAL_STATES and not dry_run_done:
+        problems.append(
+            f"lifecycle ends without a final ledger state: {' -> '.join(str(i['state']) for i in history)}"
+        )
+    if facts.live_plans():
+        released = any(i["state"] == "RELEASED" for i in history)
+        release_failed = any(
+            i["state"] == "FAILED" and (i.get("detail") or {}).get("phase") == "release" for i in history
+        )
+        if not released and not release_failed:
+            problems.append(
+                "a purchase that never ended released: " + " -> ".join(str(i["state"]) for i in history)
+            )
+    return problems
+
+
+def check_failures_notified(facts: Facts) -> list[str]:
+    """Every FAILED in the ledger has its Slack message (``<id> FAILED``, ``<id> RELEASE FAILED`` or the
+    ``NO_OFFERING`` decision)."""
+    rid = facts.request_id
+    problems = []
+    for entry in facts.history():
+        if entry["state"] != "FAILED":
+            continue
+        detail = entry.get("detail") or {}
+        if detail.get("phase") == "release":
+            marks = [f"{rid} RELEASE FAILED"]
+        else:
+            marks = [f"{rid} FAILED", f"Decision for {rid}: NO_OFFERING"]
+        if not any(mark in text for text in facts.slack for mark in marks):
+            problems.append(
+                f"failure without a notification: FAILED at {entry['at']} ({detail.get('error')}) and no "
+                f"Slack message containing {' or '.join(repr(m) for m in marks)}"
+            )
+    return problems
+
+
+CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
+    check_double_purchase,
+    check_budget,
+    check_approval,
+    check_billable,
+    check_final_state,
+    check_failures_notified,
+)
+
+
+def check(facts: Facts) -> list[str]:
+    """Every invariant violation of a lifecycle (empty when it kept every rule)."""
+    return [problem for checker in CHECKS for problem in checker(facts)]
+
+
+def outcome(facts: Facts) -> str:
+    """The lifecycle's outcome: its final states in order (``CANCELLED+RELEASED``), ``DRY_RUN``, or why
+    there is none (``NOT_ACCEPTED``, ``UNFINISHED``, ``NO_FINAL(<last state>)``)."""
+    if not facts.finished:
+        return "UNFINISHED"
+    history = facts.history()
+    finals: list[str] = []
+    for entry in history:
+        state = str(entry["state"])
+        if state in FINAL_STATES and state not in finals:
+            finals.append(state)
+    if finals:
+        return "+".join(finals)
+    if facts.dry_run and history and history[-1]["state"] == "PLANNED":
+        return "DRY_RUN"
+    if not history and not facts.accepted:
+        return "NOT_ACCEPTED"
+    return f"NO_FINAL({history[-1]['state'] if history else 'nothing'})"
+
+
+# ------------------------------------------------------------------------------------------ lifecycle
+
+
+@dataclass
+class LifecycleResult:
+    """What one lifecycle did and whether it kept the rules."""
+
+    index: int
+    seed: int
+    scenario: str
+    outcome: str
+    violations: list[str]
+    faults: dict[str, int]
+    api_statuses: dict[str, int]
+    wall_seconds: float
+    states: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    timeline: str = ""
+
+
+class _Bounds:
+    def __init__(self, cloud: LocalCloud, wall_seconds: float) -> None:
+        self.cloud = cloud
+        self.deadline = time.monotonic() + wall_seconds
+        self.virtual_end = START + VIRTUAL_LIMIT
+        self.wall_seconds = wall_seconds
+
+    def exceeded(self) -> str | None:
+        if time.monotonic() > self.deadline:
+            return f"still running after {self.wall_seconds:.0f} s of real time (bound)"
+        if self.cloud.now() > self.virtual_end:
+            return (
+                f"still running at {_ts(self.cloud.now())}, {VIRTUAL_LIMIT.days} virtual days after the start"
+            )
+        return None
+
+    def remaining(self) -> float:
+        return max(1.0, self.deadline - time.monotonic())
+
+
+def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    resource = path
+    parameters = None
+    if path.startswith("/reservations/"):
+        parameters = {"request_id": path.split("/")[2]}
+        resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Content-Type": "application/json"},
+        "pathParameters": parameters,
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": "/v1" + path,
+            "stage": "v1",
+            "requestTimeEpoch": int(now.timestamp() * 1000),
+            "identity": {"userArn": "arn:aws:iam::123456789012:user/soak"},
+        },
+    }
+
+
+def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
+    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None.
+
+    ``SearchTrainingPlanOfferings`` is asked of the emulator directly (no faults), as the application asks.
+    """
+    fees: list[Decimal] = []
+    for region in request["regions"]:
+        answer = cloud.emulator.call(
+            "sagemaker",
+            "SearchTrainingPlanOfferings",
+            {
+                "TargetResources": ["endpoint"],
+                "InstanceType": request["instance_type"],
+                "InstanceCount": request["instance_count"],
+                "StartTimeAfter": datetime.fromisoformat(request["earliest_start"]),
+                "EndTimeBefore": datetime.fromisoformat(request["latest_end"]),
+                "DurationHours": request["duration_hours"],
+            },
+            region=region,
+        )
+        fees.extend(Decimal(str(o["UpfrontFee"])) for o in answer.get("TrainingPlanOfferings", []))
+    return min(fees) if fees else None
+
+
+def _money(value: Decimal) -> str:
+    return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+class _Driver:
+    """Runs one scenario's actions against a running cloud."""
+
+    def __init__(self, cloud: LocalCloud, scenario: Scenario, body: dict[str, Any], bounds: _Bounds) -> None:
+        self.cloud = cloud
+        self.body = body
+        self.bounds = bounds
+        self.pending = list(scenario.actions)
+        self.noticed: dict[str, datetime] = {}
+        self.api_statuses: Counter[str] = Counter()
+        self.answers: list[str] = []
+        self.accepted = False
+        self.retries = 0
+        self.invalid: str | None = None
+        self._ddb = cloud.client("dynamodb")
+        self._writes = -1
+        self._states: list[str] = []
+
+    def states(self) -> list[str]:
+        # The ledger only changes by DynamoDB writes: read it again only when one was made.
+        counts = self.cloud.dispatcher.counts
+        writes = sum(
+            counts.get(f"dynamodb.{op}", 0) for op in ("PutItem", "BatchWriteItem", "TransactWriteItems")
+        )
+        if writes != self._writes:
+            self._writes = writes
+            self._states = ledger_states(self.cloud, REQUEST_ID, self._ddb)
+        return self._states
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now()))
+        label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
+        if path.endswith("/approval"):
+            label = "approval"
+        self.api_statuses[f"{label} {answer['statusCode']}"] += 1
+        self.answers.append(f"{method} {path} -> {answer['statusCode']} {str(answer.get('body'))[:300]}")
+        return answer
+
+    def post(self) -> None:
+        """POST the request as a client does: a 5xx or a 409 "in progress" is retried 3 minutes later
+        (at most 3 times per lifecycle)."""
+        answer = self.api("POST", "/reservations", self.body)
+        status = int(answer["statusCode"])
+        if status == 202:
+            self.accepted = True
+        elif status == 400 and not self.answers[:-1]:
+            self.invalid = str(answer.get("body"))[:300]
+        elif (
+            status >= 500 or (status == 409 and "in progress" in str(answer.get("body")))
+        ) and self.retries < 3:
+            self.retries += 1
+            elapsed = (self.cloud.now() - self.noticed["now"]) / timedelta(hours=1)
+            self.pending.append(Action("post", "now", round(elapsed + 0.05, 4)))
+
+    def fire(self, action: Action) -> None:
+        rid = REQUEST_ID
+        if action.kind == "post":
+            self.post()
+        elif action.kind == "bus":
+            entry = {
+                "Source": "capacity.orchestrator",
+                "DetailType": "ReservationRequested",
+                "Detail": json.dumps({"schema_version": 1, "request": self.body}),
+                "EventBusName": self.cloud.stack.physical_id("EventBus"),
+            }
+            with self.cloud.dispatcher.exempt():
+                self.cloud.put_events([entry])
+            self.api_statuses["bus put"] += 1
+            self.accepted = True
+        elif action.kind == "cancel":
+            self.api("DELETE", f"/reservations/{rid}", None)
+        elif action.kind in ("approve", "reject"):
+            decision: dict[str, Any] = {"approved": action.kind == "approve", "approver": "cfo@example.com"}
+            if action.kind == "reject":
+                decision["reason"] = "not this quarter"
+            self.api("POST", f"/reservations/{rid}/approval", decision)
+        else:  # pragma: no cover - scenarios only hold the kinds above
+            raise ValueError(f"unknown action {action.kind!r}")
+
+    def _due(self, now: datetime) -> list[Action]:
+        return [
+            a
+            for a in self.pending
+            if a.phase in self.noticed and now >= self.noticed[a.phase] + timedelta(hours=a.delay_hours)
+        ]
+
+    def _notice(self) -> bool:
+        """Record when each awaited phase was first seen; True if a new one was."""
+        waiting = {
+            a.phase for a in self.pending if a.phase not in self.noticed and a.phase not in ("now", "end")
+        }
+        if not waiting:
+            return False
+        seen = set(self.states())
+        new = waiting & seen
+        for phase in new:
+            self.noticed[phase] = self.cloud.now()
+        return bool(new)
+
+    def drive(self) -> str | None:
+        """Run the lifecycle to idle, firing the actions; returns why it did not finish (None if it did)."""
+        self.noticed["now"] = self.cloud.now()
+        self.post()
+        while True:
+            reason = self.bounds.exceeded()
+            if reason:
+                return reason
+            self._notice()
+            due = self._due(self.cloud.now())
+            if due:
+                for action in due:
+                    self.pending.remove(action)
+                    self.fire(action)
+                continue
+            targets = [
+                self.noticed[a.phase] + timedelta(hours=a.delay_hours)
+                for a in self.pending
+                if a.phase in self.noticed
+            ]
+            until = min(targets) if targets else None
+            result = self.cloud.run(
+                until=until,
+                stop_when=lambda: bool(self.bounds.exceeded()) or self._notice(),
+                max_wall_seconds=self.bounds.remaining(),
+            )
+            if result.reason == "idle":
+                if not self.pending:
+                    return None
+                # The phase never came (or it is "end"): the action happens now, after the lifecycle.
+                action = self.pending.pop(0)
+                self.fire(action)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Send the Lambdas' logs and moto's chatter to nowhere while a lifecycle runs."""
+    saved = sys.stdout, sys.stderr
+    sink = io.StringIO()
+    sys.stdout = sys.stderr = sink
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def run_lifecycle(
+    scenario: Scenario,
+    *,
+    wall_seconds: float = DEFAULT_LIFECYCLE_WALL_SECONDS,
+    timeline: bool = False,
+    tamper: Callable[[LocalCloud], None] | None = None,
+) -> LifecycleResult:
+    """Run one scenario on a fresh local cloud and check it (see the module docstring).
+
+    Args:
+        wall_seconds: the lifecycle's real-time bound.
+        timeline: keep the cloud's whole timeline in the result (``--only ... --timeline``).
+        tamper: called with the running cloud after the lifecycle and before the checks (tests break the
+            ledger or leave resources behind with it, to prove the checks see them).
+    """
+    from localcloud.emulator import MarketConfig  # noqa: PLC0415 - the emulator is optional to the cloud
+
+    began = time.monotonic()
+    injector = FaultInjector(list(scenario.faults), seed=scenario.seed)
+    cloud = LocalCloud(
+        TEMPLATE,
+        start=START,
+        seed=scenario.seed,
+        faults=injector,
+        market=MarketConfig(max_lead=timedelta(days=90)),
+        parameter_overrides={"SlackChannelId": "C0SOAK"},
+    )
+    body = dict(scenario.request)
+    with _quiet(), cloud:
+        cheapest = cheapest_offering(cloud, body) or Decimal("20000")
+        body["max_upfront_fee_usd"] = _money(cheapest * scenario.budget_factor)
+        if scenario.approval_factor is not None:  # at most the budget (the request's own rule)
+            factor = min(scenario.approval_factor, scenario.budget_factor)
+            body["approval_above_usd"] = _money(cheapest * factor)
+        bounds = _Bounds(cloud, wall_seconds)
+        driver = _Driver(cloud, scenario, body, bounds)
+        try:
+            unfinished = driver.drive()
+        except ClockStuckError as exc:
+            unfinished = f"the simulation got stuck: {str(exc).splitlines()[0]}"
+        if tamper is not None:
+            tamper(cloud)
+        facts = collect_facts(
+            cloud,
+            body,
+            accepted=driver.accepted,
+            finished=unfinished is None,
+            unfinished_reason=unfinished or "",
+        )
+        fired = Counter(f.kind.value for f in injector.fired)
+        story = cloud.timeline.render() if timeline else ""
+    violations = check(facts)
+    if driver.invalid is not None:  # the soak must draw valid requests, or it tests nothing
+        violations.append(f"the soak drew a request the API rejects: {driver.invalid}")
+    return LifecycleResult(
+        index=scenario.index,
+        seed=scenario.seed,
+        scenario=scenario.describe(),
+        outcome=outcome(facts),
+        violations=violations,
+        faults=dict(fired),
+        api_statuses=dict(driver.api_statuses),
+        wall_seconds=time.monotonic() - began,
+        states=[str(i["state"]) for i in facts.history()],
+        failures=[
+            f"{(i.get('detail') or {}).get('error')}: {str((i.get('detail') or {}).get('reason'))[:300]}"
+            for i in facts.history()
+            if i["state"] == "FAILED"
+        ],
+        answers=driver.answers,
+        timeline=story,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- soak
+
+
+@dataclass
+class SoakReport:
+    """The soak's figures: lifecycles per outcome, faults fired per kind, violations, wall time."""
+
+    seed: int
+    results: list[LifecycleResult]
+    wall_seconds: float
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        """Lifecycles per outcome."""
+        return Counter(r.outcome for r in self.results)
+
+    @property
+    def faults(self) -> Counter[str]:
+        """Faults fired per kind, over every lifecycle."""
+        total: Counter[str] = Counter()
+        for r in self.results:
+            total.update(r.faults)
+        return total
+
+    @property
+    def api_statuses(self) -> Counter[str]:
+        """API answers and bus deliveries, per kind and status."""
+        total: Counter[str] = Counter()
+        for r in self.results:
+            total.update(r.api_statuses)
+        return total
+
+    @property
+    def failure_errors(self) -> Counter[str]:
+        """FAILED ledger entries per error name (why lifecycles failed)."""
+        total: Counter[str] = Counter()
+        for r in self.results:
+            total.update(f.split(":", 1)[0] for f in r.failures)
+        return total
+
+    @property
+    def failed(self) -> list[LifecycleResult]:
+        """The lifecycles that broke a rule."""
+        return [r for r in self.results if r.violations]
+
+
+def _run_one(args: tuple[int, int, float, bool]) -> LifecycleResult:
+    seed, index, wall_seconds, timeline = args
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    scenario = make_scenario(seed, index)
+    began = time.monotonic()
+    try:
+        return run_lifecycle(scenario, wall_seconds=wall_seconds, timeline=timeline)
+    except Exception as exc:  # the soak's own failure is reported like a violation, not lost
+        return LifecycleResult(
+            index=index,
+            seed=scenario.seed,
+            scenario=scenario.describe(),
+            outcome="SOAK_ERROR",
+            violations=[f"the soak could not run the lifecycle: {type(exc).__name__}: {str(exc)[:500]}"],
+            faults={},
+            api_statuses={},
+            wall_seconds=time.monotonic() - began,
+        )
+
+
+def _worker_init() -> None:
+    # A worker's own output is the Lambdas' logs: nobody reads it.
+    devnull = Path(os.devnull).open("w")  # noqa: SIM115 - lives as long as the worker process
+    sys.stdout = sys.stderr = devnull
+
+
+def soak(
+    seed: int,
+    count: int,
+    *,
+    workers: int = 1,
+    only: Sequence[int] | None = None,
+    wall_seconds: float = DEFAULT_LIFECYCLE_WALL_SECONDS,
+    timeline: bool = False,
+    progress: Callable[[LifecycleResult, int, int], None] | None = None,
+) -> SoakReport:
+    """Run lifecycles ``0..count-1`` (or just ``only``) of the soak seeded ``seed``.
+
+    Args:
+        workers: processes to run lifecycles in (1: in this process, one after the other).
+        wall_seconds: the real-time bound of each lifecycle.
+        timeline: keep each lifecycle's timeline (printed for the lifecycles that broke a rule).
+        progress: called after each lifecycle with (result, done, total).
+    """
+    indexes = list(only) if only else list(range(count))
+    began = time.monotonic()
+    results: list[LifecycleResult] = []
+    jobs = [(seed, index, wall_seconds, timeline) for index in indexes]
+    if workers <= 1:
+        for job in jobs:
+            results.append(_run_one(job))
+            if progress:
+                progress(results[-1], len(results), len(jobs))
+    else:
+        import multiprocessing  # noqa: PLC0415
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
+            for result in pool.map(_run_one, jobs):
+                results.append(result)
+                if progress:
+                    progress(result, len(results), len(jobs))
+    return SoakReport(seed=seed, results=results, wall_seconds=time.monotonic() - began)
+
+
+def format_report(report: SoakReport) -> str:
+    """The figures and every violation, with how to reproduce it."""
+    n = len(report.results)
+    lines = [f"fault soak: seed {report.seed}, {n} lifecycles in {report.wall_seconds:.0f} s wall"]
+    if n:
+        slowest = max(report.results, key=lambda r: r.wall_seconds)
+        mean = sum(r.wall_seconds for r in report.results) / n
+        lines.append(
+            f"  per lifecycle: mean {mean:.1f} s, slowest {slowest.wall_seconds:.1f} s (#{slowest.index})"
+        )
+    lines.append("lifecycles per outcome:")
+    lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.outcomes.items()))
+    lines.append("faults fired per kind:")
+    faults = report.faults
+    lines.extend(f"  {kind.value:<34} {faults.get(kind.value, 0):>5}" for kind in FaultKind)
+    if report.failure_errors:
+        lines.append("FAILED ledger entries per error (failures the faults caused, each notified):")
+        lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.failure_errors.items()))
+    lines.append("requests (API answers by status, bus deliveries):")
+    lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.api_statuses.items()))
+    failed = report.failed
+    if not failed:
+        lines.append(
+            f"invariants: OK in {n} lifecycles (no double purchase, none above budget, none without "
+            "approval, nothing billable left, every lifecycle final, every failure notified)"
+        )
+        return "\n".join(lines)
+    lines.append(f"INVARIANT VIOLATIONS in {len(failed)} of {n} lifecycles:")
+    for r in failed:
+        lines.append(f"- lifecycle #{r.index} (seed {r.seed}): {r.outcome}; states {' -> '.join(r.states)}")
+        lines.append(f"    scenario: {r.scenario}")
+        lines.extend(f"    failure: {f}" for f in r.failures)
+        lines.extend(f"    VIOLATION: {v}" for v in r.violations)
+        lines.extend(f"    api: {a}" for a in r.answers[:3])
+        if r.timeline:
+            lines.append("    timeline:")
+            lines.extend(f"      {line}" for line in r.timeline.splitlines())
+        lines.append(
+            f"    reproduce: make soak SEED={report.seed} ONLY={r.index}   "
+            f"(python -m localcloud.soak --seed {report.seed} --only {r.index})"
+        )
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The soak's command line (``python -m localcloud soak`` and ``python -m localcloud.soak``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m localcloud soak",
+        description="Randomized reservation lifecycles with injected faults, checked for the money rules.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the soak's options to ``parser``."""
+    parser.add_argument(
+        "--seed", type=int, default=1, help="the soak's seed (each lifecycle's derives from it)"
+    )
+    parser.add_argument("--count", type=int, default=200, help="how many lifecycles")
+    parser.add_argument(
+        "--only", type=int, action="append", metavar="INDEX", help="run just this lifecycle (repeatable)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes running lifecycles (default: 2, or 1 on a 1-CPU machine)",
+    )
+    parser.add_argument(
+        "--lifecycle-wall-seconds",
+        type=float,
+        default=DEFAULT_LIFECYCLE_WALL_SECONDS,
+        help="real-time bound of each lifecycle",
+    )
+    parser.add_argument("--verbose", action="store_true", help="print one line per lifecycle")
+    parser.add_argument(
+        "--timeline", action="store_true", help="print the whole timeline of each lifecycle that broke a rule"
+    )
+
+
+def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the soak from parsed arguments; returns the exit status (0: every invariant held)."""
+    stream = out or sys.stdout
+    step = max(1, args.count // 10)
+
+    def progress(result: LifecycleResult, done: int, total: int) -> None:
+        if args.verbose or result.violations:
+            mark = "VIOLATION" if result.violations else "ok"
+            print(
+                f"  #{result.index:<4} {result.outcome:<28} {result.wall_seconds:5.1f} s  {mark}",
+                file=stream,
+                flush=True,
+            )
+        elif done % step == 0 or done == total:
+            print(f"  {done}/{total} lifecycles done", file=stream, flush=True)
+
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    report = soak(
+        args.seed,
+        args.count,
+        workers=args.workers,
+        only=args.only,
+        wall_seconds=args.lifecycle_wall_seconds,
+        timeline=args.timeline,
+        progress=progress,
+    )
+    print(format_report(report), file=stream, flush=True)
+    return 1 if report.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m localcloud.soak``."""
+    return run_command(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

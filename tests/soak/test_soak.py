@@ -1,0 +1,151 @@
+"""The fault soak on the local cloud: 20 randomized lifecycles keep every rule (the full 200 are
+``make soak``), and on a real cloud whose ledger and resources were broken on purpose every check fires."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.faults import FaultKind
+from localcloud.soak import (
+    IMAGE,
+    REQUEST_ID,
+    START,
+    Action,
+    Scenario,
+    format_report,
+    run_lifecycle,
+    soak,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
+
+SEED = 7
+"""The seed of the 20-lifecycle soak in ``make test`` (``make soak SEED=7 COUNT=20`` runs the same)."""
+
+
+def test_twenty_randomized_lifecycles_with_faults_keep_every_rule() -> None:
+    report = soak(SEED, 20, workers=2)
+    assert len(report.results) == 20
+    assert not report.failed, format_report(report)
+    assert report.outcomes.total() == 20
+    assert len(report.outcomes) >= 4, report.outcomes  # served, cancelled, rejected, failed...
+    fired = {kind for kind, count in report.faults.items() if count}
+    assert len(fired) >= 4, report.faults
+    text = format_report(report)
+    assert "invariants: OK in 20 lifecycles" in text
+    assert "lifecycles per outcome:" in text
+    assert "faults fired per kind:" in text
+
+
+def _scenario() -> Scenario:
+    start = START + timedelta(days=3)
+    return Scenario(
+        index=0,
+        seed=11,
+        request={
+            "request_id": REQUEST_ID,
+            "requester": "soak@example.com",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 1,
+            "earliest_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "latest_end": (start + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "duration_hours": 24,
+            "regions": ["us-east-1"],
+            "approval_timeout_hours": 4,
+            "dry_run": False,
+            "models": [
+                {
+                    "name": "model-0",
+                    "image": IMAGE,
+                    "accelerators": 1,
+                    "cpu_cores": 4,
+                    "memory_mb": 16384,
+                    "copies": {"initial": 1, "min": 1, "max": 2},
+                }
+            ],
+        },
+        budget_factor=Decimal(2),
+        approval="approve",
+        approval_factor=Decimal("0.5"),
+        actions=(Action("approve", "AWAITING_APPROVAL", 0.1),),
+        faults=(),
+    )
+
+
+def _put_state(cloud: LocalCloud, at: str, state: str, money: str | None = None) -> None:
+    item: dict[str, Any] = {
+        "request_id": {"S": REQUEST_ID},
+        "sk": {"S": f"STATE#{at}#0000"},
+        "state": {"S": state},
+        "at": {"S": at},
+        "actor": {"S": "tamper"},
+        "detail": {"M": {"error": {"S": "Tampered"}}},
+    }
+    if money is not None:
+        item["money_usd"] = {"S": money}
+    cloud.client("dynamodb").put_item(TableName=cloud.stack.physical_id("LedgerTable"), Item=item)
+
+
+def _break(cloud: LocalCloud) -> None:
+    """After a clean lifecycle: a second plan, a second PURCHASED above budget, no approval decision, an
+    unnotified FAILED, a READY after the release, and an endpoint config left behind."""
+    scenario = _scenario()
+    with cloud.dispatcher.exempt():
+        _put_state(cloud, "2099-01-01T00:00:00.000Z", "PURCHASED", "9999999.00")
+        _put_state(cloud, "2099-01-01T00:00:01.000Z", "FAILED")
+        _put_state(cloud, "2099-01-01T00:00:02.000Z", "READY")
+        cloud.client("dynamodb").delete_item(
+            TableName=cloud.stack.physical_id("LedgerTable"),
+            Key={"request_id": {"S": REQUEST_ID}, "sk": {"S": "APPROVAL_DECISION"}},
+        )
+        request = scenario.request
+        for region in ("us-west-2", "us-east-2", "eu-west-1"):
+            sagemaker = cloud.client("sagemaker", region)
+            offerings = sagemaker.search_training_plan_offerings(
+                TargetResources=["endpoint"],
+                InstanceType=request["instance_type"],
+                InstanceCount=request["instance_count"],
+                StartTimeAfter=cloud.now(),
+                DurationHours=24,
+            )["TrainingPlanOfferings"]
+            if offerings:
+                sagemaker.create_training_plan(
+                    TrainingPlanName="co-soak", TrainingPlanOfferingId=offerings[0]["TrainingPlanOfferingId"]
+                )
+                break
+        else:
+            pytest.fail("no offering anywhere for the second plan")
+        cloud.client("sagemaker").create_endpoint_config(
+            EndpointConfigName="left-behind",
+            ExecutionRoleArn="arn:aws:iam::123456789012:role/left-behind",
+            ProductionVariants=[
+                {"VariantName": "AllTraffic", "InstanceType": "ml.p5.48xlarge", "InitialInstanceCount": 1}
+            ],
+        )
+
+
+def test_every_check_fires_on_a_real_cloud_broken_after_a_clean_lifecycle() -> None:
+    clean = run_lifecycle(_scenario())
+    assert clean.violations == []
+    assert clean.outcome == "RELEASED"
+    assert "AWAITING_APPROVAL" in clean.states
+    assert "approval 200" in clean.api_statuses
+
+    broken = run_lifecycle(_scenario(), tamper=_break)
+    found = "\n".join(broken.violations)
+    assert "double purchase: 2 training plans bought (co-soak in us-east-1" in found
+    assert "double purchase: PURCHASED recorded 2 times in the ledger" in found
+    assert "purchase above budget: PURCHASED records $9999999.00" in found
+    assert "purchase without approval:" in found
+    assert "and no APPROVAL_DECISION" in found
+    assert "billable resource left after its reservation's end" in found
+    assert "endpoint-config left-behind" in found
+    assert "lifecycle ends without a final ledger state:" in found
+    assert found.count("failure without a notification: FAILED at 2099-01-01T00:00:01.000Z (Tampered)") == 1
+    assert broken.outcome == "RELEASED+FAILED"
+    assert FaultKind.STUCK.value not in broken.faults

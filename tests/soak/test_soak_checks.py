@@ -1,0 +1,211 @@
+"""The fault soak's invariant checks, on hand-made lifecycle facts: each fires on the state it guards against
+and stays quiet on a lifecycle that kept the rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from localcloud.faults import FaultKind
+from localcloud.soak import (
+    Facts,
+    PlanFact,
+    check,
+    check_approval,
+    check_billable,
+    check_budget,
+    check_double_purchase,
+    check_failures_notified,
+    check_final_state,
+    make_scenario,
+    outcome,
+)
+
+END = datetime(2026, 12, 20, 11, 30, tzinfo=UTC)
+SERVED = [
+    "REQUESTED",
+    "PLANNED",
+    "AWAITING_APPROVAL",
+    "PURCHASED",
+    "SCHEDULED",
+    "ACTIVE",
+    "DEPLOYING",
+    "READY",
+    "RELEASING",
+    "RELEASED",
+]
+
+
+def _state(n: int, state: str, **extra: Any) -> dict[str, Any]:
+    at = f"2026-11-30T09:{n:02d}:00.000Z"
+    return {"sk": f"STATE#{at}#0000", "state": state, "at": at, "actor": "test", "detail": {}, **extra}
+
+
+def _history(states: list[str]) -> list[dict[str, Any]]:
+    return [
+        _state(n, s, money_usd="1000.00") if s == "PURCHASED" else _state(n, s) for n, s in enumerate(states)
+    ]
+
+
+def _facts(**changes: Any) -> Facts:
+    """A served lifecycle that kept every rule: approved at 09:02:30, bought at 09:03 for $1,000."""
+    facts = Facts(
+        request_id="soak",
+        max_upfront_fee_usd=Decimal("1500.00"),
+        approval_above_usd=Decimal("500.00"),
+        dry_run=False,
+        items=[
+            {"sk": "REQUEST", "written_at": "2026-11-30T09:00:00.000Z"},
+            {"sk": "APPROVAL_DECISION", "approved": True, "written_at": "2026-11-30T09:02:30.000Z"},
+            {"sk": "PURCHASE_INTENT", "written_at": "2026-11-30T09:03:00.000Z"},
+            *_history(SERVED),
+        ],
+        plans=[PlanFact("co-soak", "us-east-1", "Expired", Decimal("1000.00"), END)],
+        billable=[],
+        slack=["*soak RELEASED* (reservation-end)"],
+    )
+    return replace(facts, **changes)
+
+
+def _without(facts: Facts, sk: str) -> list[dict[str, Any]]:
+    return [item for item in facts.items if item["sk"] != sk]
+
+
+def test_a_lifecycle_that_kept_every_rule_has_no_violation() -> None:
+    facts = _facts()
+    assert check(facts) == []
+    assert outcome(facts) == "RELEASED"
+
+
+def test_double_purchase_fires_on_two_training_plans_and_on_two_purchased_entries() -> None:
+    second = PlanFact("co-soak", "us-west-2", "Scheduled", Decimal("900.00"), END)
+    two_plans = _facts(plans=[*_facts().plans, second])
+    assert check_double_purchase(two_plans) == [
+        "double purchase: 2 training plans bought "
+        "(co-soak in us-east-1 $1000.00; co-soak in us-west-2 $900.00)"
+    ]
+    twice = _facts(items=[*_facts().items, _state(59, "PURCHASED", money_usd="1000.00")])
+    assert check_double_purchase(twice) == ["double purchase: PURCHASED recorded 2 times in the ledger"]
+    failed_plan = PlanFact("co-soak", "us-west-2", "Failed", Decimal("900.00"), END)
+    # A Failed plan cost nothing.
+    assert check_double_purchase(_facts(plans=[*_facts().plans, failed_plan])) == []
+
+
+def test_budget_fires_on_a_plan_or_a_recorded_amount_above_the_budget() -> None:
+    dear = _facts(plans=[PlanFact("co-soak", "us-east-1", "Active", Decimal("1500.01"), END)])
+    assert check_budget(dear) == [
+        "purchase above budget: co-soak costs $1500.01 > max_upfront_fee_usd $1500.00"
+    ]
+    recorded = _facts(max_upfront_fee_usd=Decimal("999.99"))
+    problems = check_budget(recorded)
+    assert len(problems) == 2
+    assert "PURCHASED records $1000.00 > max_upfront_fee_usd $999.99" in problems[1]
+
+
+def test_approval_fires_without_a_decision_on_a_rejection_or_on_a_late_approval() -> None:
+    facts = _facts()
+    missing = _facts(items=_without(facts, "APPROVAL_DECISION"))
+    assert check_approval(missing) == [
+        "purchase without approval: $1000.00 > approval_above_usd $500.00 and no APPROVAL_DECISION"
+    ]
+    rejection = {"sk": "APPROVAL_DECISION", "approved": False, "written_at": "2026-11-30T09:02:30.000Z"}
+    rejected = _facts(items=[*_without(facts, "APPROVAL_DECISION"), rejection])
+    assert "the APPROVAL_DECISION is a rejection" in check_approval(rejected)[0]
+    late = {"sk": "APPROVAL_DECISION", "approved": True, "written_at": "2026-11-30T09:03:00.001Z"}
+    after = _facts(items=[*_without(facts, "APPROVAL_DECISION"), late])
+    assert "came after the purchase (2026-11-30T09:03:00.000Z)" in check_approval(after)[0]
+    below_threshold = _facts(items=missing.items, approval_above_usd=Decimal("1000.00"))
+    assert check_approval(below_threshold) == []  # $1,000 is not above a $1,000 threshold
+
+
+def test_approval_fires_on_a_purchase_in_a_dry_run_or_after_a_rejection() -> None:
+    assert check_approval(_facts(dry_run=True)) == ["purchase in a dry run: co-soak"]
+    rejected_first = _facts(items=[*_facts().items, _state(1, "REJECTED")])
+    assert check_approval(rejected_first) == [
+        "purchase after rejection: REJECTED at 2026-11-30T09:01:00.000Z, bought at 2026-11-30T09:03:00.000Z"
+    ]
+
+
+def test_billable_fires_on_a_leftover_endpoint_unless_a_stuck_deletion_was_reported() -> None:
+    left = ["endpoint co-soak (InService, us-east-1)"]
+    problems = check_billable(_facts(billable=left))
+    assert len(problems) == 1
+    assert "billable resource left after its reservation's end (plan end 2026-12-20T11:30:00Z" in problems[0]
+    assert "endpoint co-soak (InService, us-east-1)" in problems[0]
+    assert "no stuck fault fired" in problems[0]
+    reported = [*_facts().slack, "*soak RELEASE FAILED* (ReleaseStuck): endpoint co-soak (Deleting)"]
+    assert check_billable(_facts(billable=left, stuck_fired=True, slack=reported)) == []
+    assert check_billable(_facts(billable=left, stuck_fired=True)) != []  # stuck but nobody was told
+    assert check_billable(_facts(billable=left, slack=reported)) != []  # told, but AWS was not stuck
+
+
+def test_final_state_fires_on_a_lifecycle_left_in_flight_or_unfinished() -> None:
+    in_flight = _facts(items=_history(SERVED[:8]))
+    assert check_final_state(in_flight) == [
+        "lifecycle ends without a final ledger state: REQUESTED -> PLANNED -> AWAITING_APPROVAL -> PURCHASED "
+        "-> SCHEDULED -> ACTIVE -> DEPLOYING -> READY",
+        "a purchase that never ended released: REQUESTED -> PLANNED -> AWAITING_APPROVAL -> PURCHASED -> "
+        "SCHEDULED -> ACTIVE -> DEPLOYING -> READY",
+    ]
+    assert outcome(in_flight) == "NO_FINAL(READY)"
+    unfinished = _facts(finished=False, unfinished_reason="still running after 120 s of real time (bound)")
+    assert check_final_state(unfinished) == [
+        "lifecycle did not finish: still running after 120 s of real time (bound)"
+    ]
+    assert outcome(unfinished) == "UNFINISHED"
+    cancelled_not_released = _facts(items=_history([*SERVED[:4], "CANCELLED"]))
+    assert check_final_state(cancelled_not_released) == [
+        "a purchase that never ended released: "
+        "REQUESTED -> PLANNED -> AWAITING_APPROVAL -> PURCHASED -> CANCELLED"
+    ]
+    accepted_nothing = _facts(items=[], plans=[])
+    assert check_final_state(accepted_nothing) == [
+        "lifecycle ends without a final ledger state: the request was accepted, nothing recorded"
+    ]
+
+
+def test_final_state_accepts_the_legitimate_ends() -> None:
+    release_failed = _history([*SERVED[:9], "FAILED"])
+    release_failed[-1]["detail"] = {"phase": "release", "error": "ReleaseStuck"}
+    assert check_final_state(_facts(items=release_failed)) == []
+    dry_run = _history(["REQUESTED", "PLANNED"])
+    dry_run[-1]["detail"] = {"decision": "DRY_RUN"}
+    assert check_final_state(_facts(items=dry_run, plans=[], dry_run=True)) == []
+    never_accepted = _facts(items=[], plans=[], accepted=False)
+    assert check_final_state(never_accepted) == []
+    assert outcome(never_accepted) == "NOT_ACCEPTED"
+    rejected = _facts(items=_history(["REQUESTED", "PLANNED", "REJECTED"]), plans=[])
+    assert check(rejected) == []
+
+
+def test_failure_without_a_notification_fires() -> None:
+    failed = _history(["REQUESTED", "PLANNED", "FAILED"])
+    failed[-1]["detail"] = {"error": "CapacityUnavailable"}
+    silent = _facts(items=failed, plans=[], slack=["*Decision for soak: PURCHASE*"])
+    assert check_failures_notified(silent) == [
+        "failure without a notification: FAILED at 2026-11-30T09:02:00.000Z (CapacityUnavailable) and no "
+        "Slack message containing 'soak FAILED' or 'Decision for soak: NO_OFFERING'"
+    ]
+    told = _facts(items=failed, plans=[], slack=["*soak FAILED* (CapacityUnavailable): no capacity."])
+    assert check_failures_notified(told) == []
+    release = _history([*SERVED[:9], "FAILED"])
+    release[-1]["detail"] = {"phase": "release", "error": "ReleaseStuck"}
+    only_generic = _facts(items=release, slack=["*soak FAILED* (ReleaseStuck)"])
+    assert "'soak RELEASE FAILED'" in check_failures_notified(only_generic)[0]
+
+
+def test_scenarios_are_reproducible_from_the_seed_and_differ_between_lifecycles() -> None:
+    assert make_scenario(7, 3) == make_scenario(7, 3)
+    drawn = [make_scenario(7, i) for i in range(40)]
+    assert len({s.seed for s in drawn}) == 40
+    assert {s.approval for s in drawn} >= {"approve", "reject", "timeout", "late", "after_timeout"}
+    assert any(a.kind == "cancel" for s in drawn for a in s.actions)
+    assert any(a.kind == "bus" for s in drawn for a in s.actions)
+    assert any(s.budget_factor < 1 for s in drawn)
+    assert any(s.budget_factor > 1 for s in drawn)
+    kinds = {rule.kind.value for s in drawn for rule in s.faults}
+    assert kinds == {kind.value for kind in FaultKind}
+    leads = {s.request["earliest_start"][:10] for s in drawn}
+    assert len(leads) > 20
