@@ -206,6 +206,7 @@ def test_scenarios_are_reproducible_from_the_seed_and_differ_between_lifecycles(
     assert any(s.budget_factor < 1 for s in drawn)
     assert any(s.budget_factor > 1 for s in drawn)
     kinds = {rule.kind.value for s in drawn for rule in s.faults}
-    assert kinds == {kind.value for kind in FaultKind}
+    # payment_failed only applies to PurchaseCapacityBlock (EC2); the soak's lifecycles are SageMaker ones.
+    assert kinds == {kind.value for kind in FaultKind} - {"payment_failed"}
     leads = {s.request["earliest_start"][:10] for s in drawn}
     assert len(leads) > 20
