@@ -28,7 +28,7 @@ def _describe(h: Harness, execution_arn: str) -> dict[str, Any]:
     return described
 
 
-def test_thirty_day_wait_between_two_lambda_tasks_completes_in_under_two_seconds(harness: Harness) -> None:
+def test_thirty_day_wait_between_two_lambda_tasks_jumps_the_virtual_clock(harness: Harness) -> None:
     # Given a state machine: direct Lambda ARN task, Wait 30 days, lambda:invoke integration task
     definition = {
         "StartAt": "First",
@@ -65,7 +65,8 @@ def test_thirty_day_wait_between_two_lambda_tasks_completes_in_under_two_seconds
     assert [r.start for r in harness.lambdas.records] == [START, START + timedelta(seconds=THIRTY_DAYS)]
     assert result.reason == "idle"
     assert result.now == START + timedelta(seconds=THIRTY_DAYS)
-    assert wall < 2.0, f"took {wall:.2f}s of wall time"
+    # Not a speed target (make bench prints those): a bound that sleeping through any real wait would break.
+    assert wall < 60.0, f"took {wall:.2f}s of wall time: the clock waited instead of jumping"
 
 
 def test_wait_until_timestamp_path_wakes_at_that_instant(harness: Harness) -> None:
