@@ -149,10 +149,11 @@ def _cold(samples: int) -> list[float]:
 
 def run(quick: bool = False) -> Section:
     """p50/p99 of 1,000 warm requests and of cold first requests; skipped without the function."""
+    cold_samples = 5 if quick else COLD_SAMPLES
     method = (
         "API Gateway REST proxy POSTs with a form body, signed with the local signing secret as Slack signs "
         f"them (slack_sdk `SignatureVerifier`). Warm: {WARM_REQUESTS} requests to one local cloud after one "
-        f"warm-up. Cold: the first request of {COLD_SAMPLES} fresh interpreters (local cloud started "
+        f"warm-up. Cold: the first request of {cold_samples} fresh interpreters (local cloud started "
         "untimed)."
     )
     if not SLACK_APP.exists():
@@ -161,7 +162,7 @@ def run(quick: bool = False) -> Section:
         return Section(title=TITLE, method=method, skipped=reason)
     try:
         warm = _warm()
-        cold = _cold(5 if quick else COLD_SAMPLES)
+        cold = _cold(cold_samples)
     except Exception as exc:
         print(f"   failed: {exc}")
         return Section(title=TITLE, method=method, skipped=f"the benchmark failed: {exc}")
