@@ -82,14 +82,15 @@ def _tables(stack: Stack) -> list[dict[str, Any]]:
         if resource.type != "AWS::DynamoDB::Table":
             continue
         props = resource.properties
-        tables.append(
-            {
-                "TableName": stack.physical_id(logical_id),
-                "KeySchema": props["KeySchema"],
-                "AttributeDefinitions": props["AttributeDefinitions"],
-                "BillingMode": "PAY_PER_REQUEST",
-            }
-        )
+        table = {
+            "TableName": stack.physical_id(logical_id),
+            "KeySchema": props["KeySchema"],
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if props.get("GlobalSecondaryIndexes"):  # the ledger's listing index defines two more attributes
+            table["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        tables.append(table)
     return tables
 
 

@@ -44,6 +44,9 @@ STAR_ONLY_ACTIONS: dict[str, str] = {
     "ec2:DescribeCapacityBlockOfferings": "offerings are not resources",
     "ec2:DescribeCapacityReservations": "Describe* on the account",
     "ec2:DescribeInstanceTypeOfferings": "Describe* on the account",
+    "ec2:DescribeInstances": "Describe* on the account (filtered by the request-id tag)",
+    # Amazon EventBridge Scheduler: ListSchedules takes the group as a parameter, not as a resource.
+    "scheduler:ListSchedules": "List* on the account",
     # Amazon CloudWatch: metric data has no ARN (scope with the cloudwatch:namespace condition instead).
     "cloudwatch:PutMetricData": "metrics have no ARN",
     "cloudwatch:GetMetricData": "metrics have no ARN",

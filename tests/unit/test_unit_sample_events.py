@@ -6,6 +6,8 @@ answers ``ReservationNotFound`` or ``PlanFailed`` (no such plan), or does its wo
 reservation; what must never happen is
 ``InvalidRequest``, the error of an input that does not match the function's contract. Each event with a
 required field removed must fail with ``InvalidRequest``, which shows the check can tell the two apart.
+The event-driven functions (scheduled_request, capacity_block_events, scale_components), the API routes
+and the signed Slack requests are checked for the answer they give on that empty state.
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+import time_machine
+from capacity import TAG_REQUEST_ID
+from capacity.adapters.ec2 import CapacityReservation
 from capacity.errors import CapacityError, InvalidRequest
 
-from tests.unit.handler_support import invoke, load_handler
-from tests.unit.unit_fakes import World
+from events.slack_signed_request import local_secret
+from tests.unit.handler_support import LambdaContext, bus_queue, drain, invoke, load_handler
+from tests.unit.unit_fakes import NOW, World
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +40,8 @@ STEP_EVENTS: list[tuple[str, str, str]] = [
     ("create_endpoint", "events/functions/create_endpoint.json", "request_id"),
     ("create_inference_components", "events/functions/create_inference_components.json", "request_id"),
     ("release_capacity", "events/functions/release_capacity.json", "request_id"),
+    ("launch_instances", "events/functions/launch_instances.json", "request_id"),
+    ("on_demand", "events/functions/on_demand.json", "request_id"),
 ]
 
 DOMAIN_ANSWERS = {"ReservationNotFound", "PlanFailed"}
@@ -45,6 +54,25 @@ API_EVENTS: list[tuple[str, set[int]]] = [
     ("events/api_get_reservation.json", {404}),
     ("events/api_post_approval.json", {404}),
     ("events/api_delete_reservation.json", {404}),
+    ("events/api_list_reservations.json", {200}),
+]
+
+API_DOOR_EVENTS: list[tuple[str, set[int]]] = [
+    # the routes that need the request schedule group or a SageMaker search (empty, fake)
+    ("events/api_post_plan.json", {200}),
+    ("events/api_post_schedule.json", {201}),
+    ("events/api_get_schedule.json", {404}),
+    ("events/api_list_schedules.json", {200}),
+    ("events/api_delete_schedule.json", {404}),
+]
+
+SLACK_EVENTS: list[tuple[str, str]] = [
+    # (signed Slack request, a phrase of the answer Slack shows); all are answered 200 once verified
+    ("events/slack_command_help.json", "/gpu reserve"),
+    ("events/slack_command_reserve.json", "Reservation `slack-week-49` requested"),
+    ("events/slack_command_status.json", "no reservation 'slack-week-49'"),  # the ledger is empty
+    ("events/slack_interaction_approve.json", "slack-week-49: no reservation 'slack-week-49'"),
+    ("events/slack_interaction_approve_not_approver.json", "only approvers may approve or reject"),
 ]
 
 
@@ -90,3 +118,116 @@ def test_api_sample_event_is_routed_and_accepted(path: str, statuses: set[int]) 
     handler = load_handler("api")
     response = invoke(handler, _event(path))
     assert response["statusCode"] in statuses, response
+
+
+@pytest.fixture
+def schedule_env(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request schedule group and the variables the schedule routes need."""
+    monkeypatch.setenv("REQUEST_SCHEDULE_GROUP", "requests")
+    monkeypatch.setenv("SCHEDULED_REQUEST_FUNCTION_ARN", "arn:aws:lambda:us-east-1:123456789012:function:sr")
+    monkeypatch.setenv("REQUEST_SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/request-scheduler")
+    boto3.client("scheduler", region_name="us-east-1").create_schedule_group(Name="requests")
+
+
+@pytest.mark.usefixtures("fake_sagemaker", "schedule_env")
+@pytest.mark.parametrize(("path", "statuses"), API_DOOR_EVENTS)
+def test_api_schedule_and_plan_sample_events_are_answered(path: str, statuses: set[int]) -> None:
+    handler = load_handler("api")
+    with time_machine.travel(NOW, tick=False):  # POST /plans searches a window after now
+        response = invoke(handler, _event(path))
+    assert response["statusCode"] in statuses, response
+    body = json.loads(response["body"])
+    if path.endswith("post_plan.json"):  # nothing on the empty fake market: a dry run, never a purchase
+        assert body["decision"] == "NO_OFFERING"
+    if path.endswith("post_schedule.json"):
+        assert (body["name"], body["state"]) == ("weekly-eval", "ENABLED")
+
+
+@pytest.mark.usefixtures("aws")
+def test_scheduled_request_sample_event_puts_its_request() -> None:
+    handler = load_handler("scheduled_request")
+    event = _event("events/functions/scheduled_request.json")
+    with time_machine.travel(event["scheduled_time"], tick=False):
+        assert invoke(handler, event) == {"request_id": "weekly-eval-2026-11-30", "status": "REQUESTED"}
+        with pytest.raises(InvalidRequest, match="schedule"):
+            invoke(handler, {k: v for k, v in event.items() if k != "schedule"})
+
+
+class _Blocks:
+    """An EC2 port holding one capacity block, tagged with ``request_id`` (or untagged for None)."""
+
+    def __init__(self, request_id: str | None) -> None:
+        self.tags = {TAG_REQUEST_ID: request_id} if request_id else {}
+
+    def __call__(self, region: str) -> _Blocks:
+        return self
+
+    def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation:
+        return CapacityReservation(
+            reservation_id=reservation_id,
+            arn=f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{reservation_id}",
+            state="active",
+            instance_type="p5.48xlarge",
+            availability_zone="us-east-1a",
+            total_instance_count=2,
+            available_instance_count=0,
+            start_time=None,
+            end_time=None,
+            tags=self.tags,
+        )
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize("owner", ["train-week-49-ec2", None])
+def test_capacity_block_expiration_warning_sample_event_releases_only_our_block(
+    owner: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("capacity.ports.Ec2Adapter", _Blocks(owner))  # moto has no capacity blocks
+    tap = bus_queue("capacity-orchestrator")
+    handler = load_handler("capacity_block_events")
+    result = invoke(handler, _event("events/functions/capacity_block_events.json"))
+    assert result == {"request_id": owner, "released": owner is not None}
+    put = [(e["detail-type"], e["detail"]["request_id"]) for e in drain(tap)]
+    assert put == ([("ReleaseRequested", owner)] if owner else [])
+
+
+@pytest.mark.usefixtures("aws")
+def test_alarm_sample_event_of_an_unknown_alarm_is_ignored_and_says_why() -> None:
+    handler = load_handler("scale_components")
+    result = invoke(handler, _event("events/functions/scale_components.json"))
+    assert (result["action"], result["request_id"], result["to_copies"]) == ("ignored", None, None)
+    assert "carries no matching capacity-orchestrator:request-id tag" in result["reason"]
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize(("path", "phrase"), SLACK_EVENTS)
+def test_slack_sample_event_is_verified_and_answered(
+    path: str, phrase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    arn = secrets.create_secret(Name="signing", SecretString=json.dumps({"signing_secret": local_secret()}))
+    monkeypatch.setenv("SLACK_SIGNING_SECRET_ARN", arn["ARN"])
+    monkeypatch.setenv("SLACK_APPROVER_IDS", "U0APPROVER")
+    sent: list[str] = []
+    monkeypatch.setattr("capacity.adapters.slack.WebhookClient", lambda url: _Webhook(url, sent))
+    handler = load_handler("slack")
+    event = _event(path)
+    signed_at = int(event["headers"]["X-Slack-Request-Timestamp"])
+    with time_machine.travel(signed_at, tick=False):
+        answer = handler.lambda_handler(event, LambdaContext())
+    assert answer["statusCode"] == 200, answer
+    # a command is answered in the body; a button press through its response_url
+    shown = [json.loads(answer["body"]).get("text", ""), *sent]
+    assert any(phrase in text for text in shown), shown
+
+
+class _Webhook:
+    """slack_sdk's WebhookClient for a response_url: records the text, answers 200 (no network)."""
+
+    def __init__(self, url: str, sent: list[str]) -> None:
+        assert url.startswith("https://hooks.slack.com/")
+        self.sent = sent
+
+    def send(self, *, text: str, **_: Any) -> Any:
+        self.sent.append(text)
+        return type("Answer", (), {"status_code": 200})()
