@@ -75,9 +75,9 @@ def test_the_user_guide_tables_row_by_row(wanted: int, table: list[tuple[str, ..
 
 
 def test_enough_real_datapoints_make_the_treatment_irrelevant_and_the_most_recent_count() -> None:
-    """"If some data points in the evaluation range are missing, but the number of existing data points
-    retrieved is equal to or more than the alarm's Evaluation Periods, CloudWatch evaluates the alarm state
-    based on the most recent existing data points" (same guide section)."""
+    """The guide: "If some data points in the evaluation range are missing, but the number of existing data
+    points retrieved is equal to or more than the alarm's Evaluation Periods, CloudWatch evaluates the alarm
+    state based on the most recent existing data points" (same guide section)."""
     evaluation = evaluate(SPEC, row("0 X X - X"), START)
     assert evaluation.present() == [11.0, 11.0, 11.0]
     assert [start for start, _value, _count in evaluation.evaluated] == [
