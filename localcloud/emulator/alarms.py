@@ -5,17 +5,25 @@ them against the datapoints in moto's backend, writes the new state into moto, a
 ``state``, ``previousState``, ``configuration.metrics``: "Alarm events and EventBridge", CloudWatch user
 guide).
 
-Evaluation follows "Evaluating an alarm" of the CloudWatch user guide, simplified:
+Evaluation follows "Evaluating an alarm" and "How alarm state is evaluated when data is missing" of the
+CloudWatch user guide:
 
-* at each period boundary (multiples of ``Period`` since the epoch) the alarm looks at the last
-  ``EvaluationPeriods`` complete periods and computes ``Statistic`` (Sum, Average, Minimum, Maximum,
-  SampleCount) over the datapoints of each;
-* ``ALARM`` when at least ``DatapointsToAlarm`` (default ``EvaluationPeriods``) of them breach the
-  threshold (``GreaterThanOrEqualToThreshold``, ``GreaterThanThreshold``, ``LessThanThreshold``,
-  ``LessThanOrEqualToThreshold``), else ``OK``;
-* ``TreatMissingData``: ``missing`` (default) evaluates the periods that have data and goes
-  ``INSUFFICIENT_DATA`` when none has; ``notBreaching``/``breaching`` count empty periods as good/bad;
-  ``ignore`` keeps the state when no period has data;
+* at each period boundary (multiples of ``Period`` since the epoch) the alarm looks at its *evaluation
+  range*, the last ``EvaluationPeriods + 2`` complete periods (the guide's example: a 3-of-3 alarm
+  retrieves the 5 most recent datapoints), and computes ``Statistic`` (Sum, Average, Minimum, Maximum,
+  SampleCount) over the datapoints of each period that has any; a period without datapoints is *missing*
+  (never zero), whether it lies before or after the alarm's creation;
+* with at least ``EvaluationPeriods`` datapoints in the range, the most recent ``EvaluationPeriods`` of them
+  are evaluated and ``TreatMissingData`` plays no part; with fewer, the missing ones are filled in, as few
+  as possible, per ``TreatMissingData``: ``breaching`` / ``notBreaching`` count each fill as bad / good;
+  ``missing`` goes ``INSUFFICIENT_DATA`` when the range has no datapoint; ``ignore`` keeps the state then;
+* ``ALARM`` when at least ``DatapointsToAlarm`` (default ``EvaluationPeriods``) of the evaluated datapoints
+  breach the threshold (``GreaterThanOrEqualToThreshold``, ``GreaterThanThreshold``, ``LessThanThreshold``,
+  ``LessThanOrEqualToThreshold``), else ``OK``; except that with ``missing``/``ignore`` and too few
+  datapoints, all of them breaching but fewer than ``DatapointsToAlarm``, ``ignore`` keeps the state and
+  ``missing`` goes ``ALARM`` only if the oldest evaluated datapoint is a real breaching one (the data
+  stopped after a breach), else ``INSUFFICIENT_DATA`` (the data is just starting): the guide's tables, row
+  by row (tests/localcloud/emulator/test_em_alarms_missing.py);
 * a new alarm starts in ``INSUFFICIENT_DATA`` (moto says ``OK``; the evaluator corrects it silently, as
   AWS sends no state-change event for creation).
 
@@ -23,9 +31,10 @@ Not evaluated (left as moto stores them): composite alarms, metric-math expressi
 (``ExtendedStatistic``) and anomaly-detection alarms.
 
 Idle cost: :meth:`AlarmEvaluator.next_due` returns only instants at which some alarm's state would change:
-an alarm's result can only change at a boundary where a period holding data enters or leaves its window,
-so the evaluator checks those boundaries (and the next one) and returns the first that changes a state, or
-None. Weeks without datapoints cost no steps. The work is background: it does not keep a run going.
+an alarm's result can only change at a boundary while a period holding data is inside its evaluation range
+(or just left it), so the evaluator checks those boundaries (and the next one) and returns the first that
+changes a state, or None. Weeks without datapoints cost no steps. The work is background: it does not
+keep a run going.
 
 A state set from outside (``SetAlarmState``) gets its event too (foreground work: it follows from a call),
 and the alarm's actions run; the next evaluation corrects it, as on AWS.
@@ -57,6 +66,9 @@ _COMPARISONS: dict[str, tuple[Callable[[float, float], bool], str]] = {
     "LessThanOrEqualToThreshold": (lambda value, threshold: value <= threshold, "less than or equal to"),
 }
 _INITIAL_REASON = "Unchecked: Initial alarm creation"
+LOOKBACK_PERIODS = 2
+"""Periods the evaluation range holds beyond ``EvaluationPeriods`` (the user guide's example: 5 datapoints
+retrieved for a 3-of-3 alarm; the exact number on AWS depends on the period and resolution)."""
 
 
 @dataclass(frozen=True)
@@ -147,18 +159,43 @@ def _boundary(moment: datetime, period: int) -> datetime:
 class Evaluation:
     """The outcome of evaluating an alarm at a boundary.
 
-    ``state`` is None when nothing decides (``ignore`` with no data): the state stays. ``periods`` holds
-    (period start, value or None, sample count) oldest first.
+    ``state`` is None when nothing decides (``ignore`` with too few datapoints): the state stays.
+    ``periods`` holds (period start, value or None, sample count) of the evaluation range, oldest first;
+    ``evaluated`` the real datapoints evaluated (the most recent ``EvaluationPeriods`` at most), oldest first.
     """
 
     state: str | None
     periods: list[tuple[datetime, float | None, float]]
     reason: str
     reason_data: str
+    evaluated: list[tuple[datetime, float, float]]
 
     def present(self) -> list[float]:
-        """The values of the periods that had data, oldest first."""
-        return [value for _start, value, _count in self.periods if value is not None]
+        """The values of the real datapoints evaluated, oldest first (what a scaling policy acts on)."""
+        return [value for _start, value, _count in self.evaluated]
+
+
+def _decide(
+    spec: AlarmSpec, evaluated: list[tuple[datetime, float, float]], fills: list[datetime]
+) -> str | None:
+    """The state from the evaluated real datapoints and the periods filled in (None: keep the state)."""
+    breaching = sum(1 for _start, value, _count in evaluated if spec.breaches(value))
+    missing = spec.treat_missing
+    if not fills or missing == "notBreaching":
+        return "ALARM" if breaching >= spec.datapoints_to_alarm else "OK"
+    if missing == "breaching":
+        return "ALARM" if breaching + len(fills) >= spec.datapoints_to_alarm else "OK"
+    # ``missing`` and ``ignore``: fills are neither good nor bad.
+    if not evaluated:
+        return None if missing == "ignore" else "INSUFFICIENT_DATA"
+    if breaching >= spec.datapoints_to_alarm or breaching < len(evaluated):
+        return "ALARM" if breaching >= spec.datapoints_to_alarm else "OK"
+    # Every real datapoint breaches, too few to alarm: ``ignore`` keeps the state; ``missing`` goes ALARM
+    # when the oldest evaluated datapoint is real (older than every fill: the data stopped after a breach),
+    # INSUFFICIENT_DATA when the data is just starting.
+    if missing == "ignore":
+        return None
+    return "ALARM" if evaluated[0][0] < min(fills) else "INSUFFICIENT_DATA"
 
 
 def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain: bool = True) -> Evaluation:
@@ -168,10 +205,11 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
     evaluator needs at boundaries where nothing changes, which are most of them.
     """
     period = timedelta(seconds=spec.period)
+    span = spec.evaluation_periods + LOOKBACK_PERIODS
     periods: list[tuple[datetime, float | None, float]] = []
-    # One search for the window's first point, then a walk: ``points`` is in time order.
-    index = bisect_left(points, at - spec.evaluation_periods * period, key=_at)
-    for back in range(spec.evaluation_periods, 0, -1):
+    # One search for the range's first point, then a walk: ``points`` is in time order.
+    index = bisect_left(points, at - span * period, key=_at)
+    for back in range(span, 0, -1):
         start = at - back * period
         end = start + period
         stop = index
@@ -181,44 +219,38 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
         index = stop
         value = statistic(inside, spec.statistic) if inside else None
         periods.append((start, value, sum(point.sample_count for point in inside)))
-    present = [value for _start, value, _count in periods if value is not None]
-    missing = spec.treat_missing
-    if missing == "breaching":
-        flags = [value is None or spec.breaches(value) for _start, value, _count in periods]
-    elif missing == "notBreaching":
-        flags = [value is not None and spec.breaches(value) for _start, value, _count in periods]
-    else:
-        flags = [spec.breaches(value) for value in present]
+    real = [(start, value, count) for start, value, count in periods if value is not None]
+    evaluated = real[-spec.evaluation_periods :]
+    needed = spec.evaluation_periods - len(evaluated)
+    # As few fills as possible, the most recent missing periods first.
+    fills = [start for start, value, _count in periods if value is None][::-1][:needed] if needed > 0 else []
+    state = _decide(spec, evaluated, fills)
     if not explain:
-        if not present and missing in ("missing", "ignore"):
-            return Evaluation(None if missing == "ignore" else "INSUFFICIENT_DATA", periods, "", "")
-        return Evaluation("ALARM" if sum(flags) >= spec.datapoints_to_alarm else "OK", periods, "", "")
-    if not present and missing in ("missing", "ignore"):
-        state = None if missing == "ignore" else "INSUFFICIENT_DATA"
-        reason = f"Insufficient Data: {spec.evaluation_periods} datapoints were unknown."
-    else:
-        breaching = sum(flags)
-        words = _COMPARISONS[spec.comparison][1]
-        shown = ", ".join(
-            f"{value} ({start.strftime('%d/%m/%y %H:%M:%S')})"
-            for start, value, _count in reversed(periods)
-            if value is not None
+        return Evaluation(state, periods, "", "", evaluated)
+    breaching = sum(1 for _start, value, _count in evaluated if spec.breaches(value))
+    words = _COMPARISONS[spec.comparison][1]
+    shown = ", ".join(
+        f"{value} ({start.strftime('%d/%m/%y %H:%M:%S')})" for start, value, _count in reversed(evaluated)
+    )
+    if state in (None, "INSUFFICIENT_DATA"):
+        reason = (
+            f"Insufficient Data: {len(fills)} datapoint{'s' if len(fills) != 1 else ''} "
+            f"{'were' if len(fills) != 1 else 'was'} unknown."
         )
-        if breaching >= spec.datapoints_to_alarm:
-            state = "ALARM"
-            plural = "s" if spec.datapoints_to_alarm != 1 else ""
-            reason = (
-                f"Threshold Crossed: {breaching} out of the last {spec.evaluation_periods} datapoints "
-                f"[{shown}] was {words} the threshold ({spec.threshold}) "
-                f"(minimum {spec.datapoints_to_alarm} datapoint{plural} for OK -> ALARM transition)."
-            )
-        else:
-            state = "OK"
-            reason = (
-                f"Threshold Crossed: {len(present)} datapoint{'s' if len(present) != 1 else ''} [{shown}] "
-                f"was not {words} the threshold ({spec.threshold}) (minimum 1 datapoint for ALARM -> OK "
-                "transition)."
-            )
+    elif state == "ALARM":
+        plural = "s" if spec.datapoints_to_alarm != 1 else ""
+        reason = (
+            f"Threshold Crossed: {breaching + (len(fills) if spec.treat_missing == 'breaching' else 0)} out "
+            f"of the last {spec.evaluation_periods} datapoints [{shown}] was {words} the threshold "
+            f"({spec.threshold}) (minimum {spec.datapoints_to_alarm} datapoint{plural} for OK -> ALARM "
+            "transition)."
+        )
+    else:
+        reason = (
+            f"Threshold Crossed: {len(evaluated)} datapoint{'s' if len(evaluated) != 1 else ''} [{shown}] "
+            f"was not {words} the threshold ({spec.threshold}) (minimum 1 datapoint for ALARM -> OK "
+            "transition)."
+        )
     reason_data = json.dumps(
         {
             "version": "1.0",
@@ -226,36 +258,37 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
             "startDate": iso_millis(periods[0][0]),
             "statistic": spec.statistic,
             "period": spec.period,
-            "recentDatapoints": list(reversed(present)),
+            "recentDatapoints": [value for _start, value, _count in reversed(evaluated)],
             "threshold": spec.threshold,
             "evaluatedDatapoints": [
                 {"timestamp": iso_millis(start), "sampleCount": count, "value": value}
-                for start, value, count in reversed(periods)
-                if value is not None
+                for start, value, count in reversed(evaluated)
             ],
         },
         separators=(",", ":"),
     )
-    return Evaluation(state, periods, reason, reason_data)
+    return Evaluation(state, periods, reason, reason_data, evaluated)
 
 
 def candidate_boundaries(
     spec: AlarmSpec, points: list[Datapoint], after: datetime, until: datetime | None
 ) -> list[datetime]:
-    """Boundaries in ``(after, until]`` where the result can differ from the one before: where a period
-    holding data enters or leaves the window, plus the first boundary after ``after``."""
+    """Boundaries in ``(after, until]`` where the result can differ from the one before: every boundary
+    while a period holding data is inside the evaluation range (which datapoints are evaluated and which
+    periods are filled in shift with each one) or has just left it, plus the first boundary after
+    ``after``."""
     period = timedelta(seconds=spec.period)
     first = _boundary(after, spec.period) + period
     found = {first}
-    span = spec.evaluation_periods * period
-    # ``points`` is in time order: a point whose period left the window by ``after`` adds nothing, and one
-    # after ``until`` neither (scanning only the window keeps a busy metric's evaluation O(window), not
+    span = spec.evaluation_periods + LOOKBACK_PERIODS
+    # ``points`` is in time order: a point whose period left the range by ``after`` adds nothing, and one
+    # after ``until`` neither (scanning only the range keeps a busy metric's evaluation O(range), not
     # O(history), at every step).
-    low = bisect_left(points, after - span - period, key=_at)
+    low = bisect_left(points, after - span * period - period, key=_at)
     high = len(points) if until is None else bisect_right(points, until, key=_at)
     for start in {_boundary(point.at, spec.period) for point in points[low:high]}:
-        found.add(start + period)
-        found.add(start + period + span)
+        for step in range(1, span + 2):
+            found.add(start + step * period)
     return sorted(moment for moment in found if moment > after and (until is None or moment <= until))
 
 

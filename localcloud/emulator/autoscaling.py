@@ -17,13 +17,19 @@ How policies act (a :class:`~localcloud.contracts.Ticker`, background work):
   ``PercentChangeInCapacity`` or ``ExactCapacity``.
 * Target tracking: ``PutScalingPolicy`` creates the two alarms AWS creates, in moto
   (``TargetTracking-<resource>-AlarmHigh-<uuid>``: 3 of 3 one-minute datapoints above the target;
-  ``...-AlarmLow-<uuid>``: 15 of 15 below 90% of it, empty minutes counting as low, so an idle component
-  scales in to ``MinCapacity``). In ``ALARM`` they set the capacity to ``ceil(current * metric / target)``;
-  from 0 that is 0, so target tracking never scales out from zero (as on AWS). Predefined metrics:
+  ``...-AlarmLow-<uuid>``: 15 of 15 below 90% of it), both with ``TreatMissingData`` ``missing``. In
+  ``ALARM`` they set the capacity to ``ceil(current * metric / target)``, the metric being the latest
+  evaluated datapoint; from 0 that is 0, so target tracking never scales out from zero (as on AWS). The
+  emulated SageMaker publishes ``InvocationsPerCopy`` only in minutes with invocations (no zeros): an idle
+  component's alarms go ``INSUFFICIENT_DATA`` and target tracking does not scale it in ("A target tracking
+  scaling policy does not perform scaling when the specified metric has insufficient data. It does not
+  perform scale in because it does not interpret insufficient data as low utilization", Application Auto
+  Scaling / ECS user guides); low but non-zero traffic scales in to at least one copy. Zero copies come from
+  the application's own alarm (DESIGN.md section 4). Predefined metrics:
   ``SageMakerInferenceComponentInvocationsPerCopy`` (``InvocationsPerCopy``, Sum) and
   ``SageMakerVariantInvocationsPerInstance`` (``InvocationsPerInstance``, Sum); the high-resolution
   concurrency metrics are accepted but not published by the emulator (their alarms stay
-  ``INSUFFICIENT_DATA`` and never scale in).
+  ``INSUFFICIENT_DATA``).
 * An action happens ``Timings.autoscaling_reaction`` after the alarm entered ``ALARM`` and then once per
   that interval while it stays there, only when it would change the capacity (the new capacity is clamped
   to [MinCapacity, MaxCapacity]), and never within the cooldown (step ``Cooldown``; target tracking
@@ -77,7 +83,6 @@ _PREDEFINED: dict[str, tuple[str, str, str, int]] = {
         10,
     ),
 }
-_NOT_PUBLISHED = frozenset({"ConcurrentRequestsPerCopy", "ConcurrentRequestsPerModel"})
 
 TargetKey = tuple[str, str, str, str]
 """(region, service namespace, resource id, scalable dimension)."""
@@ -491,9 +496,8 @@ class AutoScaling:
         per_minute = max(1, 60 // period)
         specs = [("AlarmHigh", "GreaterThanThreshold", target_value, 3 * per_minute, "missing")]
         if not policy.configuration.get("DisableScaleIn"):
-            # Empty minutes count as low, so an idle resource scales in (see the module docstring).
-            low_missing = "missing" if metric in _NOT_PUBLISHED else "breaching"
-            specs.append(("AlarmLow", "LessThanThreshold", target_value * 0.9, 15 * per_minute, low_missing))
+            # Missing minutes are missing, not low: no datapoints, no scale-in (see the module docstring).
+            specs.append(("AlarmLow", "LessThanThreshold", target_value * 0.9, 15 * per_minute, "missing"))
         for label, operator, threshold, periods, missing in specs:
             name = f"TargetTracking-{policy.key[2]}-{label}-{suffix}"
             alarm = backend.put_metric_alarm(
@@ -636,10 +640,12 @@ class AutoScaling:
 
     @staticmethod
     def _tracked(policy: Policy, alarm_name: str, current: int, values: list[float]) -> int | None:
-        """Target tracking: ``ceil(current * metric / target)``, out on the high alarm, in on the low one
-        (a missing metric counts as 0, so an idle resource scales in)."""
+        """Target tracking: ``ceil(current * metric / target)``, out on the high alarm, in on the low one;
+        None without datapoints (insufficient data is not low utilization)."""
         config = policy.configuration
-        value = values[-1] if values else 0.0
+        if not values:
+            return None
+        value = values[-1]
         wanted = math.ceil(current * value / float(config["TargetValue"]) - 1e-9)
         if alarm_name == policy.high_alarm:
             return wanted if wanted > current else None

@@ -65,7 +65,7 @@ def test_first_request_at_zero_copies_scales_out_counts_the_cold_start_then_idle
     for model in body["models"]:
         model["scaling"] = {"target_invocations_per_copy": 5, "idle_minutes_before_zero": 5}
     with make_cloud() as cloud:
-        _ready(cloud, body)
+        ready = _ready(cloud, body)
         _minutes(cloud, 20)
         targets = cloud.client("application-autoscaling").describe_scalable_targets(
             ServiceNamespace="sagemaker", ResourceIds=[f"inference-component/{EU}"]
@@ -95,11 +95,18 @@ def test_first_request_at_zero_copies_scales_out_counts_the_cold_start_then_idle
         items = _scale_items(cloud)
         actions = [(i["action"], i["model"]) for i in items]
         assert actions == [
+            ("scale_in_to_zero", "llama-3-8b-eu"),
+            ("scale_in_to_zero", "llama-3-8b-us"),
             ("scale_out_from_zero", "llama-3-8b-eu"),
             ("cold_start_ended", "llama-3-8b-eu"),
             ("scale_in_to_zero", "llama-3-8b-eu"),
         ]
-        out, ended, idle = items
+        first_idle, _us_idle, out, ended, idle = items
+        # The idle alarm, not target tracking (no datapoints: INSUFFICIENT_DATA), brings the copy to 0, once
+        # the component has served idle_minutes_before_zero minutes (the minutes before READY are no idle
+        # ones): AWS_FACTS.md, CloudWatch "How alarm state is evaluated when data is missing".
+        idle_at = datetime.fromisoformat(first_idle["at"].replace("Z", "+00:00"))
+        assert timedelta(minutes=5) <= idle_at - ready <= timedelta(minutes=6)
         assert (int(out["from_copies"]), int(out["to_copies"]), int(out["failed_requests"])) == (0, 1, 3)
         assert int(ended["failed_requests"]) == failed  # every failure of the cold start, counted
         assert failed > 3
@@ -132,8 +139,12 @@ def test_target_tracking_raises_copies_under_load_and_lowers_them_after_the_cool
             _minutes(cloud, 1)
         peak = _desired(cloud, EU)
         assert peak == 4  # ceil(1 * 20 / 5) = 4 = max
-        _minutes(cloud, 30)  # no traffic: below 90% of the target for 15 minutes, then the cooldown
-        assert _desired(cloud, EU) == 1  # back to min, not below
+        # Light traffic: below 90% of the target for 15 minutes, then the cooldown. (No traffic at all
+        # would be no datapoints: INSUFFICIENT_DATA, and target tracking does not scale in.)
+        for _ in range(30):
+            assert _invoke(cloud, EU, 2)[0] == 2
+            _minutes(cloud, 1)
+        assert _desired(cloud, EU) == 1  # ceil(4 * 0.5 / 5), and the min
 
         activities = cloud.client("application-autoscaling").describe_scaling_activities(
             ServiceNamespace="sagemaker", ResourceId=f"inference-component/{EU}"

@@ -215,6 +215,25 @@ def test_idle_alarm_sets_zero_copies_and_an_idle_component_at_zero_is_left_alone
     assert scale_components(event, harness.ports).action == "ignored"
 
 
+def test_idle_alarm_before_idle_minutes_since_ready_is_reset_not_acted_on(harness: Harness) -> None:
+    """Missing minutes breach the idle alarm, those before it existed too ("How alarm state is evaluated when
+    data is missing", CloudWatch user guide): a minute after READY it fires. Until 15 minutes have passed
+    since READY (11:50) it is reset to OK; CloudWatch fires it again the next minute."""
+    sm = deployed(harness)
+    copies(sm, EU, 1)
+    alarms = harness.scaling.alarms("us-east-1")
+    event = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T11:51:00.000+0000")
+    early = scale_components(event, harness.ports)
+    assert early.action == "ignored"
+    assert "served for 1 minute(s), less than the 15 idle minute(s)" in early.reason
+    assert [name for name, _reason in alarms.resets] == [idle_alarm_name("demo-1", "llama-eu")]
+    assert sm.world.components[EU].desired_copies == 1
+    assert scale_items(harness) == []
+    event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T12:05:00.000+0000"
+    late = scale_components(event, harness.ports)
+    assert (late.action, late.from_copies, late.to_copies) == ("scale_in_to_zero", 1, 0)
+
+
 @pytest.mark.parametrize(
     ("name", "state", "reason"),
     [

@@ -142,7 +142,10 @@ def put_step_policy(call: Call) -> str:
             StepScalingPolicyConfiguration={
                 "AdjustmentType": "ChangeInCapacity",
                 "MetricAggregationType": "Maximum",
-                "Cooldown": 60,
+                # The alarm re-evaluates its last datapoint for a while after the metric stopped ("How
+                # alarm state is evaluated when data is missing", CloudWatch user guide) and stays in
+                # ALARM: the default cooldown keeps that from adding a second copy.
+                "Cooldown": 300,
                 "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
             },
         )["PolicyARN"]
@@ -249,15 +252,55 @@ def test_target_tracking_honours_the_scale_out_cooldown(
     assert desired[first_change : first_change + 4] == [desired[first_change]] * 4
 
 
-def test_idle_components_scale_in_to_zero_and_target_tracking_never_scales_out_from_zero(
+def test_target_tracking_does_not_scale_an_idle_component_in_nor_out_from_zero(
     emulator: Emulator, call: Call, deployed: Deployment, clock: time_machine.Traveller
 ) -> None:
-    put_target_tracking(call, low=0, high=4)
+    """No datapoints is insufficient data, not low utilization: "A target tracking scaling policy does not
+    perform scaling when the specified metric has insufficient data. It does not perform scale in because it
+    does not interpret insufficient data as low utilization" (Application Auto Scaling target tracking, ECS
+    developer guide). Nor does it scale out from zero (AWS_FACTS.md "Scaling inference components")."""
+    policy = put_target_tracking(call, low=0, high=4)
     advance(emulator, clock, timedelta(minutes=20))
-    assert copies(call) == (0, 0)
+    assert copies(call) == (1, 1)
+    alarms = boto3.client("cloudwatch", region_name="us-east-1").describe_alarms(
+        AlarmNames=[alarm["AlarmName"] for alarm in policy["Alarms"]]
+    )["MetricAlarms"]
+    assert {(alarm["TreatMissingData"], alarm["StateValue"]) for alarm in alarms} == {
+        ("missing", "INSUFFICIENT_DATA")
+    }
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 0},
+    )
+    advance(emulator, clock, timedelta(minutes=2))
     assert invoke(call, deployed.endpoint, 50) == 0
     advance(emulator, clock, timedelta(minutes=10))
     assert copies(call) == (0, 0)
+
+
+def test_low_traffic_scales_in_after_15_low_minutes_to_at_least_one_copy(
+    emulator: Emulator, call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
+    """AlarmLow needs 15 real datapoints below 90% of the target (AWS_FACTS.md); the new capacity is
+    ``ceil(current * metric / target)``, at least 1 while the metric is above 0."""
+    put_target_tracking(call, low=0, high=4)
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-a",
+        DesiredRuntimeConfig={"CopyCount": 3},
+    )
+    advance(emulator, clock, timedelta(minutes=5))
+    assert copies(call) == (3, 3)
+    seen = []
+    for _minute in range(18):  # 3 invocations a minute on 3 copies: 1 per copy, target 5
+        invoke(call, deployed.endpoint, 3)
+        advance(emulator, clock, timedelta(minutes=1))
+        seen.append(copies(call)[0])
+    assert seen[:14] == [3] * 14  # 14 low minutes are not 15
+    assert seen[-1] == 1  # ceil(3 * 1 / 5)
 
 
 def test_idle_costs_no_steps_once_settled(
@@ -266,7 +309,7 @@ def test_idle_costs_no_steps_once_settled(
     put_target_tracking(call, low=0, high=4)
     put_step_policy(call)
     advance(emulator, clock, timedelta(minutes=30))
-    assert copies(call) == (0, 0)
+    assert copies(call) == (1, 1)
     now = datetime.now(UTC)
     assert emulator.autoscaling.next_due(now) is None
     assert emulator.alarms.next_due(now) is None

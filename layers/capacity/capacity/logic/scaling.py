@@ -24,7 +24,9 @@ no-capacity    ALARM   copy count 0 -> 1 with target-tracking scale-in suspended
                        within the last hour of the reservation)
 no-capacity    OK      after a scale-out from zero: resume scale-in, record and notify the cold start's
                        failed requests
-idle           ALARM   copy count -> 0
+idle           ALARM   copy count -> 0; before ``idle_minutes_before_zero`` minutes have passed since
+                       ``READY`` the alarm is reset to ``OK`` instead (missing minutes breach, those before
+                       it existed too) and fires again a minute later
 idle-release   ALARM   put ``ReleaseRequested`` (reason ``idle``), notify; before ``idle_hours`` have passed
                        since ``READY`` the alarm is reset to ``OK`` instead (it counted the hours before
                        it existed as idle) and fires again an hour later
@@ -507,6 +509,17 @@ def _cold_start_ended(ctx: _Context) -> ScaleOutput:
 
 
 def _scale_in(ctx: _Context) -> ScaleOutput:
+    ready = first_entry(ctx.ports.ledger.history(ctx.request.id), State.READY)
+    serving = ctx.at - ready.at if ready is not None else timedelta(0)
+    if serving < timedelta(minutes=ctx.model.idle_minutes):
+        # The alarm counts the minutes before it existed as idle (missing data breaches): not idle long
+        # enough yet. Back to OK, so CloudWatch evaluates it again next minute and tells us again.
+        reason = (
+            f"{ctx.component} has served for {int(serving.total_seconds() // 60)} minute(s), less than the "
+            f"{ctx.model.idle_minutes} idle minute(s) before zero: alarm reset to OK"
+        )
+        ctx.alarms.reset_alarm(ctx.change.detail.alarmName, reason)
+        return _ignore(reason, ctx.request.id, ctx.model.name)
     info = ctx.sagemaker.describe_inference_component(ctx.component)
     if info is None:
         return _ignore(f"inference component {ctx.component} does not exist", ctx.request.id, ctx.model.name)
