@@ -125,6 +125,25 @@ def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | N
     return None
 
 
+def on_demand_check(request: ReservationRequest, now: datetime) -> str:
+    """How a dry run judges on-demand availability (it never launches anything), as a sentence."""
+    if request.strategy == "reserved":
+        return "not tried: strategy reserved always reserves"
+    if request.earliest_start > now + ON_DEMAND_FIRST_HORIZON:
+        return (
+            f"not tried: the window starts {short(request.earliest_start)} UTC, more than an hour from now, "
+            "and on-demand capacity cannot be promised ahead"
+        )
+    skipped = on_demand_skip_reason(request, now)
+    if skipped is not None:
+        return f"not tried: {skipped}"
+    launch = "CreateEndpoint" if request.platform == "sagemaker" else "RunInstances"
+    return (
+        f"unknown: only launching ({launch}) tells whether on-demand capacity is free and a plan launches "
+        f"nothing; the workflow tries on demand first in {', '.join(request.regions)}, in that order"
+    )
+
+
 def _fallback(request: ReservationRequest, best: Offering | None) -> str:
     """What the workflow does when on demand fails in every region."""
     if not reservable(request):
