@@ -92,7 +92,10 @@ def test_plan_advice_for_a_later_window_is_the_training_plan_with_its_break_even
     assert advice.on_demand_available is None
     assert advice.on_demand_check == "not tried: strategy reserved always reserves"
     assert [(a.option, a.cost_usd) for a in advice.alternatives] == [("on-demand", Decimal("7925.76"))]
-    assert advice.reason.startswith("The request needs certainty (strategy reserved)")
+    assert advice.reason.startswith(
+        "The window starts 2026-12-08 11:30 UTC, more than an hour from now: on-demand capacity cannot be "
+        "promised that far ahead, so reserve it. The cheapest feasible of 1 offerings is chosen"
+    )
     assert "pays off only if the capacity is used more than 26% of the reserved hours" in advice.text
 
 

@@ -112,7 +112,7 @@ def test_no_on_demand_capacity_and_spot_ok_recommends_spot() -> None:
 
 
 def test_reserved_strategy_recommends_the_cheapest_feasible_offering_and_states_the_saving() -> None:
-    request = parse_request(ec2_body(strategy="reserved"), now=NOW)
+    request = parse_request(ec2_body(strategy="reserved", earliest_start=SOON.isoformat()), now=NOW)
     cheap, dear = block(request, fee="4983.55"), block(request, fee="5200", offering_id="cb-2")
     plan = recommend(request, [dear, cheap], now=NOW)
     assert plan.option == "capacity-block"

@@ -432,7 +432,10 @@ class ReservationRequest(BaseModel):
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> Self:
         problems = self._cross_field_problems()
-        problems.extend(self._reservable_problems(self.strategy or self._default_for(info)))
+        # Without a clock (a schema check at the API door) the default is unknown: parse_request checks it.
+        strategy = self.strategy or self._default_for(info)
+        if strategy is not None:
+            problems.extend(self._reservable_problems(strategy))
         if problems:
             raise PydanticCustomError(
                 "request_rules",
@@ -443,9 +446,12 @@ class ReservationRequest(BaseModel):
             self.request_id = derive_request_id(self)
         return self
 
-    def _default_for(self, info: ValidationInfo) -> Strategy:
+    def _default_for(self, info: ValidationInfo) -> Strategy | None:
+        """The default strategy at the validation context's ``now`` (None without one)."""
         now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
-        soon = isinstance(now, datetime) and self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
+        if not isinstance(now, datetime):
+            return None
+        soon = self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
         runnable = self.platform == "sagemaker" or self.launch_template is not None
         return "on-demand-first" if soon and runnable else "reserved"
 
@@ -454,7 +460,7 @@ class ReservationRequest(BaseModel):
         """``on-demand-first`` when the window starts within the next hour (and, for EC2, a launch template
         says what to run), else ``reserved``; a request re-read without ``now`` keeps ``reserved``."""
         if self.strategy is None:
-            self.strategy = self._default_for(info)
+            self.strategy = self._default_for(info) or "reserved"
         return self
 
     def _reservable_problems(self, strategy: Strategy) -> list[tuple[str, str]]:

@@ -227,13 +227,13 @@ def recommend(
     if best is not None:
         if skipped is not None:
             why = f"On demand is not tried: {skipped}; the workflow reserves instead."
-        elif request.strategy == "reserved":
-            why = "The request needs certainty (strategy reserved): reserve the capacity now."
         elif not starts_now:
             why = (
                 f"The window starts {short(request.earliest_start)} UTC, more than an hour from now: "
                 "on-demand capacity cannot be promised that far ahead, so reserve it."
             )
+        elif request.strategy == "reserved":
+            why = "The request needs certainty (strategy reserved): reserve the capacity now."
         else:
             why = "No on-demand capacity was found in the candidate regions: reserve it."
         why += f" The cheapest feasible of {len(ranked)} offerings is chosen (lowest fee, earliest start)."
