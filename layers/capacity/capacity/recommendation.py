@@ -153,7 +153,7 @@ def _fallback(request: ReservationRequest, best: Offering | None) -> str:
         )
     if best is not None:
         return f" If no region has capacity, it reserves the {_reserved_option(request)} below instead."
-    return " If no region has capacity, it searches reservations again and fails if none is feasible."
+    return " If no region has capacity, it searches for a reservation then and fails if none is feasible."
 
 
 def recommend(
