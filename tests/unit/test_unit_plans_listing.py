@@ -47,6 +47,11 @@ def test_plan_over_budget_is_rejected_with_the_fee_to_raise_it_to(harness: Harne
 
     assert result.decision == "REJECTED"
     assert "raise the budget to at least $45,000.00" in result.reason
+    assert result.advice.option == "training-plan"
+    assert result.advice.reason.endswith(
+        "Its fee is above the budget max_upfront_fee_usd $30,000.00, so nothing would be bought: raise the "
+        "budget or shorten the reservation."
+    )
 
 
 def test_plan_reports_quota_and_nothing_found(harness: Harness) -> None:

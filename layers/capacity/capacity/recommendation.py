@@ -237,6 +237,12 @@ def recommend(
         else:
             why = "No on-demand capacity was found in the candidate regions: reserve it."
         why += f" The cheapest feasible of {len(ranked)} offerings is chosen (lowest fee, earliest start)."
+        if best.upfront_fee_usd > request.max_upfront_fee_usd:
+            budget = format_usd(request.max_upfront_fee_usd)
+            why += (
+                f" Its fee is above the budget max_upfront_fee_usd {budget}, so nothing would be bought: "
+                "raise the budget or shorten the reservation."
+            )
         return Recommendation(
             reserved, why, best.upfront_fee_usd, on_demand, break_even, best, (on_demand_alt,)
         )
