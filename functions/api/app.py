@@ -134,6 +134,17 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
     return Response(status_code=status, content_type="application/json", body=dict(body))
 
 
+def _as_sent(request: ReservationRequest) -> dict[str, Any]:
+    """The schema-checked request as JSON, without a ``strategy`` the caller did not send: the schema check
+    has no clock, so it defaults to ``reserved``; ``parse_request`` defaults it again at the current time
+    (``on-demand-first`` when the window starts within the hour)."""
+    body = request.model_dump(mode="json")
+    sent = app.current_event.json_body
+    if not (isinstance(sent, dict) and "strategy" in sent):
+        body.pop("strategy", None)
+    return body
+
+
 # ------------------------------------------------------------------------------------------- plans
 
 
@@ -151,7 +162,7 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
     """Search every region of the request and rank the offerings; buys and stores nothing."""
-    return plans.plan_reservation(request.model_dump(mode="json"), _ports())
+    return plans.plan_reservation(_as_sent(request), _ports())
 
 
 # ------------------------------------------------------------------------------------ reservations
@@ -174,7 +185,7 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
     """Validate the request and put ``ReservationRequested`` once per ``request_id``."""
     ports = _ports()
     result = api.submit_reservation(
-        request.model_dump(mode="json"),
+        _as_sent(request),
         ports,
         persistence=api.persistence_layer(ports.settings),
         lambda_context=app.lambda_context,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,61 @@ def test_plan_sample_event_ranks_offerings_and_buys_nothing() -> None:
         assert float(best["on_demand_equivalent_usd"]) > float(best["upfront_fee_usd"])
         assert 0 < float(best["break_even_utilisation"]) < 1
         assert "Nothing was bought" in body["reason"]
+        assert cloud.client("sagemaker").list_training_plans()["TrainingPlanSummaries"] == []
+        assert cloud.executions() == []
+
+
+def test_plan_explains_the_recommendation_in_the_decision_framework() -> None:
+    sample = load("api_post_plan.json")
+    with make_cloud() as cloud:
+        # a window a week ahead (sample event): reserve a training plan, with on demand as the alternative
+        status, body = call(cloud, sample)
+        assert status == 200, body
+        advice, pick = body["advice"], body["recommendation"]
+        assert advice["option"] == "training-plan"
+        assert advice["cost_usd"] == pick["upfront_fee_usd"]
+        assert advice["on_demand_cost_usd"] == "7925.76"  # 2 x ml.p5.48xlarge x 72 h x $55.04 (us-east-1)
+        fee = Decimal(pick["upfront_fee_usd"])
+        assert Decimal(advice["break_even_utilisation"]) == (fee / Decimal("7925.76")).quantize(
+            Decimal("0.0001")
+        )
+        assert advice["on_demand_available"] is None
+        assert advice["on_demand_check"] == "not tried: strategy reserved always reserves"
+        assert [(a["option"], a["cost_usd"]) for a in advice["alternatives"]] == [("on-demand", "7925.76")]
+        assert advice["reason"].startswith(
+            "The window starts 2026-12-06 00:00 UTC, more than an hour from now"
+        )
+        assert f"used more than {fee / Decimal('79.2576'):.0f}% of the reserved hours" in advice["text"]
+
+        # ml.g6.12xlarge starting now (no strategy sent): on demand first, nothing to reserve, no fallback
+        request = json.loads(sample["body"])
+        start = cloud.now() + timedelta(minutes=10)
+        g6 = {
+            **request,
+            "instance_type": "ml.g6.12xlarge",
+            "instance_count": 1,
+            "duration_hours": 24,
+            "earliest_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "latest_end": (start + timedelta(hours=24)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "models": [
+                {**m, "accelerators": 1, "cpu_cores": 4, "memory_mb": 16384} for m in request["models"]
+            ],
+        }
+        status, body = call(cloud, with_body(sample, g6))
+        assert status == 200, body
+        assert body["decision"] == "NO_OFFERING"
+        assert body["regions_searched"] == []
+        assert body["advice"]["option"] == "on-demand"
+        assert body["advice"]["cost_usd"] == "110.44"  # 24 h x $4.6016
+        assert body["advice"]["on_demand_check"].startswith("unknown: only launching (CreateEndpoint) tells")
+        assert body["reason"].endswith("if no region has on-demand capacity, the request ends FAILED.")
+
+        # the same a week ahead defaults to reserved: 422 naming the types training plans reserve
+        later = ("earliest_start", "latest_end")
+        status, body = call(cloud, with_body(sample, {**g6, **{k: request[k] for k in later}}))
+        assert status == 422, body
+        assert [e["field"] for e in body["errors"]] == ["instance_type"]
+        assert "training plans reserve ml.p4d.24xlarge" in body["errors"][0]["message"]
         assert cloud.client("sagemaker").list_training_plans()["TrainingPlanSummaries"] == []
         assert cloud.executions() == []
 

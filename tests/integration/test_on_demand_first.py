@@ -196,3 +196,36 @@ def test_sagemaker_no_capacity_on_demand_anywhere_buys_a_training_plan() -> None
         last_config = endpoint_configs(cloud)[-1]
         assert "CapacityReservationConfig" in last_config["ProductionVariants"][0]
         assert cloud.billable_resources() == []
+
+
+def g6_now_request() -> dict[str, Any]:
+    """1 x ml.g6.12xlarge (no training plan exists for it) from now for 24 h, two one-GPU models."""
+    body = {
+        **sagemaker_now_request(),
+        "instance_type": "ml.g6.12xlarge",
+        "instance_count": 1,
+        "duration_hours": 24,
+        "latest_end": "2026-11-30T12:00:00Z",
+    }
+    body["models"] = [{**m, "accelerators": 1, "cpu_cores": 4, "memory_mb": 16384} for m in body["models"]]
+    return body
+
+
+def test_g6_without_capacity_on_demand_anywhere_fails_with_no_reservation_fallback() -> None:
+    market = MarketConfig(on_demand_capacity={"*/ml.g6.12xlarge": 0})
+    with make_cloud(market=market) as cloud:
+        response = post_reservation(cloud, g6_now_request())
+        assert response["statusCode"] == 202, response
+        cloud.run_until_idle()
+        assert sm_tries(cloud) == [(region, "insufficient-capacity") for region in SM_REGIONS]
+        # no SearchTrainingPlanOfferings (AWS would refuse the type), nothing bought, nothing left running
+        searched = [c for c in cloud.dispatcher.calls if c.operation == "SearchTrainingPlanOfferings"]
+        assert searched == []
+        assert training_plans(cloud) == []
+        assert states(cloud, "eval-week-49") == ["REQUESTED", "FAILED"]
+        failed = next(i for i in ledger_items(cloud, "eval-week-49") if i.get("state") == "FAILED")
+        assert failed["detail"]["reason"].startswith(
+            "No training plan exists for ml.g6.12xlarge (training plans reserve ml.p4d.24xlarge, "
+        )
+        assert "so there is no reservation fallback" in failed["detail"]["reason"]
+        assert cloud.billable_resources() == []

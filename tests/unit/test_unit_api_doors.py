@@ -213,3 +213,23 @@ def test_scheduled_request_sample_event_requests_once(aws: None) -> None:
         "2026-12-01T11:30:00Z",
         "2026-12-05T11:30:00Z",
     )
+
+
+def test_a_window_starting_now_defaults_to_on_demand_first_through_the_api(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    # the schema check has no clock (it would default to reserved); the door defaults at the current time
+    handler, tap, _ = api
+    soon = request_body(
+        request_id="soon-1", earliest_start="2026-12-01T09:30:00Z", latest_end="2026-12-05T09:30:00Z"
+    )
+    status, body = send(handler, event("POST", "/reservations", soon))
+    assert status == 202, body
+    (put,) = drain(tap)
+    assert put["detail"]["request"]["strategy"] == "on-demand-first"
+    status, body = send(
+        handler, event("POST", "/reservations", {**soon, "request_id": "soon-2", "strategy": "reserved"})
+    )
+    assert status == 202, body
+    (put,) = drain(tap)
+    assert put["detail"]["request"]["strategy"] == "reserved"

@@ -16,7 +16,6 @@ from capacity.instances import INSTANCE_TYPES, TRAINING_PLAN_INSTANCE_TYPES
 from capacity.logic.search import block_durations
 from capacity.models import (
     capacity_block_durations,
-    derive_request_id,
     parse_request,
     valid_capacity_block_hours,
 )
@@ -87,11 +86,6 @@ def test_models_belong_to_sagemaker_and_launch_templates_to_ec2() -> None:
     assert rejection(request_body(models=[]))["models"] == "is required: list at least one model to serve"
 
 
-def test_ml_g6_cannot_be_reserved_with_a_training_plan() -> None:
-    problems = rejection(request_body(instance_type="ml.g6.12xlarge", models=[]))
-    assert "ReservedCapacityInstanceType" in problems["instance_type"]
-
-
 def test_training_plan_types_are_in_botocores_enum_and_g6_is_not() -> None:
     shape = (
         botocore.session.get_session()
@@ -123,10 +117,10 @@ def test_request_ids_of_sagemaker_requests_do_not_change_with_the_new_fields() -
     body = request_body()
     body.pop("request_id")
     request = parse_request(body, now=NOW)
-    # The fields added after the first release (issue 4: idle_policy, models[].scaling; issue 6: platform,
-    # launch_template) are left out while unset, so an older request keeps its id.
+    # the id is the hash of the fields a request had before issues 5 and 6 (no scaling, idle_policy,
+    # platform, launch_template or strategy: unset or defaulted, they are left out)
     payload = request.model_dump(
-        mode="json", exclude={"request_id", "platform", "launch_template", "idle_policy"}
+        mode="json", exclude={"request_id", "platform", "launch_template", "strategy", "idle_policy"}
     )
     for model in payload["models"]:
         del model["scaling"]
@@ -134,7 +128,8 @@ def test_request_ids_of_sagemaker_requests_do_not_change_with_the_new_fields() -
         "req-"
         + hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     )
-    assert derive_request_id(request) == expected
+    assert request.strategy == "reserved"
+    assert request.request_id == expected
 
 
 def test_a_capacity_block_offering_is_normalised_like_a_training_plan_offering() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -11,7 +12,7 @@ from capacity.logic.plans import plan_reservation
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import Harness
-from tests.unit.unit_fakes import raw_offering, request_body
+from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
 # ------------------------------------------------------------------------------------------ plans
 
@@ -46,6 +47,11 @@ def test_plan_over_budget_is_rejected_with_the_fee_to_raise_it_to(harness: Harne
 
     assert result.decision == "REJECTED"
     assert "raise the budget to at least $45,000.00" in result.reason
+    assert result.advice.option == "training-plan"
+    assert result.advice.reason.endswith(
+        "Its fee is above the budget max_upfront_fee_usd $30,000.00, so nothing would be bought: raise the "
+        "budget or shorten the reservation."
+    )
 
 
 def test_plan_reports_quota_and_nothing_found(harness: Harness) -> None:
@@ -77,6 +83,93 @@ def test_plan_validates_the_request_like_a_reservation(harness: Harness) -> None
     with pytest.raises(InvalidRequest) as caught:
         plan_reservation(request_body(instance_count=3), harness.ports)
     assert [e.field for e in caught.value.errors] == ["instance_count"]
+
+
+def test_plan_advice_for_a_later_window_is_the_training_plan_with_its_break_even(harness: Harness) -> None:
+    harness.world.add_offerings("us-west-2", raw_offering("tpo-west", fee="2100", zone="us-west-2b"))
+
+    advice = plan_reservation(request_body(), harness.ports).advice
+
+    assert advice.option == "training-plan"
+    assert advice.cost_usd == Decimal("2100")
+    assert advice.on_demand_cost_usd == Decimal("7925.76")  # 2 x 72 h x $55.04
+    assert advice.break_even_utilisation == Decimal("0.2650")
+    assert advice.on_demand_available is None
+    assert advice.on_demand_check == "not tried: strategy reserved always reserves"
+    assert [(a.option, a.cost_usd) for a in advice.alternatives] == [("on-demand", Decimal("7925.76"))]
+    assert advice.reason.startswith(
+        "The window starts 2026-12-08 11:30 UTC, more than an hour from now: on-demand capacity cannot be "
+        "promised that far ahead, so reserve it. The cheapest feasible of 1 offerings is chosen"
+    )
+    assert "pays off only if the capacity is used more than 26% of the reserved hours" in advice.text
+
+
+def test_plan_advice_for_a_window_starting_now_is_on_demand_tried_first(harness: Harness) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2100"))
+    body = request_body(earliest_start=(NOW + timedelta(minutes=30)).isoformat(), max_upfront_fee_usd="40000")
+
+    result = plan_reservation(body, harness.ports)
+
+    assert result.decision == "DRY_RUN"  # the reservation the workflow falls back to
+    assert result.recommendation is not None
+    advice = result.advice
+    assert advice.option == "on-demand"
+    assert advice.cost_usd == Decimal("7925.76")
+    assert [(a.option, a.cost_usd) for a in advice.alternatives] == [("training-plan", Decimal("2100"))]
+    assert advice.on_demand_check == (
+        "unknown: only launching (CreateEndpoint) tells whether on-demand capacity is free and a plan "
+        "launches nothing; the workflow tries on demand first in us-east-1, us-west-2, in that order"
+    )
+    assert "If no region has capacity, it reserves the training-plan below instead." in advice.reason
+    assert advice.text.startswith("Recommended: on-demand ($7,925.76).")
+    assert harness.world.names("CreateEndpoint") == []
+
+
+def test_plan_advice_skips_on_demand_above_the_budget_like_the_workflow(harness: Harness) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2100"))
+    body = request_body(earliest_start=(NOW + timedelta(minutes=30)).isoformat())  # budget $30,000
+
+    advice = plan_reservation(body, harness.ports).advice
+
+    assert advice.option == "training-plan"
+    # 2 x $55.04 x 314.5 h (now to latest_end: on-demand instances run until then)
+    assert advice.on_demand_check == (
+        "not tried: on demand until 2026-12-14 11:30 UTC would cost about $34,620.16, above the budget "
+        "$30,000.00"
+    )
+
+
+def test_plan_for_g6_searches_no_training_plan_and_explains_there_is_no_fallback(harness: Harness) -> None:
+    body = request_body(
+        instance_type="ml.g6.12xlarge",
+        instance_count=1,
+        duration_hours=24,
+        earliest_start=(NOW + timedelta(minutes=30)).isoformat(),
+    )
+    body["models"] = [{**m, "accelerators": 1, "cpu_cores": 4, "memory_mb": 16384} for m in body["models"]]
+
+    result = plan_reservation(body, harness.ports)
+
+    assert harness.world.names("SearchTrainingPlanOfferings") == []  # AWS would answer ValidationException
+    assert result.decision == "NO_OFFERING"
+    assert result.regions_searched == []
+    assert result.advice.option == "on-demand"
+    assert result.advice.cost_usd == Decimal("110.44")  # 24 h x $4.6016
+    assert result.advice.alternatives == []
+    assert result.reason.startswith("Nothing to reserve: The window starts now")
+    assert result.reason.endswith(
+        "No training plan exists for ml.g6.12xlarge, so there is no reservation fallback: if no region has "
+        "on-demand capacity, the request ends FAILED."
+    )
+
+
+def test_plan_rejects_g6_with_strategy_reserved(harness: Harness) -> None:
+    body = request_body(instance_type="ml.g6.12xlarge", instance_count=1, duration_hours=24)
+    body["models"] = [{**m, "accelerators": 1, "cpu_cores": 4, "memory_mb": 16384} for m in body["models"]]
+    with pytest.raises(InvalidRequest) as caught:
+        plan_reservation(body, harness.ports)
+    assert [e.field for e in caught.value.errors] == ["instance_type"]
+    assert "training plans reserve ml.p4d.24xlarge" in caught.value.errors[0].message
 
 
 # ----------------------------------------------------------------------------------------- listing

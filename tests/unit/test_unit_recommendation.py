@@ -40,8 +40,12 @@ def block(request: Any, *, fee: str = "4983.55", hours: int = 72, offering_id: s
 
 
 def test_a_window_that_starts_now_recommends_on_demand_with_the_reservation_as_alternative() -> None:
+    # budget above on demand until latest_end (314.5 h x 2 x $55.04 = $34,620.16): on demand is tried
     request = parse_request(
-        ec2_body(earliest_start=SOON.isoformat(), latest_end="2026-12-14T11:30:00Z"), now=NOW
+        ec2_body(
+            earliest_start=SOON.isoformat(), latest_end="2026-12-14T11:30:00Z", max_upfront_fee_usd="40000"
+        ),
+        now=NOW,
     )
     assert request.strategy == "on-demand-first"
     plan = recommend(request, [block(request)], now=NOW)
@@ -53,17 +57,62 @@ def test_a_window_that_starts_now_recommends_on_demand_with_the_reservation_as_a
     assert plan.alternatives[0].cost_usd == Decimal("4983.55")
     assert "used more than 63% of the reserved hours" in plan.text
     assert "Recommended: on-demand ($7,925.76)" in plan.text
+    # a plan launches nothing, so availability is unknown: the text says on demand is tried first
+    assert "the workflow tries it first in us-east-1, us-west-2, in that order" in plan.reason
+    assert "If no region has capacity, it reserves the capacity-block below instead." in plan.reason
+
+
+def test_on_demand_above_the_budget_is_not_tried_so_the_plan_reserves() -> None:
+    # on demand runs from now (09:00) to latest_end (14 Dec 11:30): 314.5 h x 2 x $55.04 > $30,000
+    request = parse_request(
+        ec2_body(earliest_start=SOON.isoformat(), latest_end="2026-12-14T11:30:00Z"), now=NOW
+    )
+    assert request.strategy == "on-demand-first"
+    plan = recommend(request, [block(request)], now=NOW)
+    assert plan.option == "capacity-block"
+    assert plan.reason.startswith(
+        "On demand is not tried: on demand until 2026-12-14 11:30 UTC would cost about $34,620.16, above "
+        "the budget $30,000.00; the workflow reserves instead."
+    )
+
+
+def test_g6_on_demand_first_has_no_reservation_fallback() -> None:
+    body = request_body(
+        instance_type="ml.g6.12xlarge",
+        instance_count=1,
+        earliest_start=SOON.isoformat(),
+        latest_end=(SOON + timedelta(hours=48)).isoformat(),
+        duration_hours=24,
+    )
+    body["models"] = [{**m, "accelerators": 1, "cpu_cores": 4, "memory_mb": 16384} for m in body["models"]]
+    request = parse_request(body, now=NOW)
+    assert request.strategy == "on-demand-first"
+    plan = recommend(request, [], now=NOW)
+    assert plan.option == "on-demand"
+    assert plan.cost_usd == Decimal("110.44")  # 1 x 24 h x $4.6016
+    assert plan.alternatives == ()
+    assert (
+        "no reservation fallback: if no region has on-demand capacity, the request ends FAILED" in plan.reason
+    )
+    failed = recommend(request, [], now=NOW, on_demand_available=False)
+    assert failed.option == "none"
+    assert failed.reason == (
+        "No training plan exists for ml.g6.12xlarge, so it runs on demand only, and no on-demand capacity "
+        "was found: the request would end FAILED."
+    )
 
 
 def test_no_on_demand_capacity_and_spot_ok_recommends_spot() -> None:
-    request = parse_request(ec2_body(earliest_start=SOON.isoformat(), strategy="spot-ok"), now=NOW)
+    request = parse_request(
+        ec2_body(earliest_start=SOON.isoformat(), strategy="spot-ok", max_upfront_fee_usd="40000"), now=NOW
+    )
     plan = recommend(request, [block(request)], now=NOW, on_demand_available=False)
     assert plan.option == "spot"
     assert "interruptions" in plan.reason
 
 
 def test_reserved_strategy_recommends_the_cheapest_feasible_offering_and_states_the_saving() -> None:
-    request = parse_request(ec2_body(strategy="reserved"), now=NOW)
+    request = parse_request(ec2_body(strategy="reserved", earliest_start=SOON.isoformat()), now=NOW)
     cheap, dear = block(request, fee="4983.55"), block(request, fee="5200", offering_id="cb-2")
     plan = recommend(request, [dear, cheap], now=NOW)
     assert plan.option == "capacity-block"
@@ -84,7 +133,7 @@ def test_a_later_window_reserves_a_training_plan_for_sagemaker() -> None:
 
 
 def test_no_on_demand_capacity_for_a_window_starting_now_falls_back_to_reserving() -> None:
-    request = parse_request(ec2_body(earliest_start=SOON.isoformat()), now=NOW)
+    request = parse_request(ec2_body(earliest_start=SOON.isoformat(), max_upfront_fee_usd="40000"), now=NOW)
     plan = recommend(request, [block(request)], now=NOW, on_demand_available=False)
     assert plan.option == "capacity-block"
     assert "No on-demand capacity" in plan.reason

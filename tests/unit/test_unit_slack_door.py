@@ -265,8 +265,13 @@ def test_plan_answers_the_dry_run_with_the_regions_not_searched(harness: Harness
                 "availability_zone": "use1-az2",
             },
             "offerings": [{"upfront_fee_usd": "8000", "region": "us-east-1", "saving_percent": "71.2"}],
-            "regions_timed_out": ["eu-west-1"],
+            "regions_not_searched": {"eu-west-1": "not searched: the 2 s time limit was reached"},
             "quota_errors": {},
+            "advice": {
+                "option": "training-plan",
+                "on_demand_check": "not tried: strategy reserved always reserves",
+                "text": "Recommended: training-plan ($8,000.00). The request needs certainty.",
+            },
         }
 
     planned = slack_door.Door(door[0].signing_secret, door[0].guard, door[0].approvers, planner=planner)
@@ -281,9 +286,48 @@ def test_plan_answers_the_dry_run_with_the_regions_not_searched(harness: Harness
     assert seen[0][0]["dry_run"] is True
     assert seen[0][1] == slack_door.PLAN_TIME_LIMIT_SECONDS
     assert text.startswith("*Plan for req-1: DRY_RUN*")
-    assert "Not searched within Slack's 3 seconds: eu-west-1" in text
+    assert "Not searched within Slack's 3 seconds: eu-west-1;" in text
+    assert "\nRecommended: training-plan ($8,000.00). The request needs certainty.\n" in text
+    assert "\nOn-demand capacity: not tried: strategy reserved always reserves.\n" in text
+    assert "\nPick: $8000 in us-east-1 (use1-az2)" in text
     assert text.endswith("Nothing was bought.")
     assert harness.events.puts == []
+
+
+def test_design_example_reserving_g6_weeks_ahead_is_refused_naming_the_training_plan_types(
+    harness: Harness, door: Any
+) -> None:
+    # DESIGN.md's example: a later `from` defaults to strategy reserved, and ml.g6.* has no training plan
+    status, text = answer_of(
+        command(
+            harness,
+            door,
+            "reserve 4 ml.g6.12xlarge 1d from 2026-12-10 models=llama-eu,llama-us max=5000 accelerators=1 "
+            "memory=16384 cpus=4",
+        )
+    )
+    assert status == 200
+    assert text.startswith(
+        "The request is not valid:\n• `instance type`: ml.g6.12xlarge has no SageMaker training plan"
+    )
+    assert "training plans reserve ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p5.48xlarge" in text
+    assert harness.events.puts == []
+
+
+def test_g6_starting_now_is_requested_on_demand_first(harness: Harness, door: Any) -> None:
+    status, text = answer_of(
+        command(
+            harness,
+            door,
+            "reserve 4 ml.g6.12xlarge 1d models=llama-eu,llama-us max=5000 accelerators=1 memory=16384 "
+            "cpus=4",
+        )
+    )
+    assert status == 200
+    assert text.startswith("Reservation `req-"), text
+    [put] = harness.events.puts
+    assert put[1]["request"]["instance_type"] == "ml.g6.12xlarge"
+    assert put[1]["request"]["strategy"] == "on-demand-first"
 
 
 # ------------------------------------------------------------------------------------------ the buttons

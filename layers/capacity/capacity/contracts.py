@@ -423,3 +423,41 @@ class ScheduleDeleted(_Body):
 
     name: str
     deleted: bool
+
+
+PlanOption = Literal["on-demand", "spot", "capacity-block", "training-plan", "none"]
+"""The options of seed 000's decision framework (:mod:`capacity.recommendation`)."""
+
+
+class OptionCost(_Body):
+    """One option next to the recommended one: its cost in USD for the requested instance-hours (null when
+    no price is known) and a note (where, when, what the figure means)."""
+
+    option: PlanOption
+    cost_usd: Money | None
+    note: str
+
+
+class PlanAdvice(_Body):
+    """The option a ``POST /plans`` dry run recommends in seed 000's decision framework (DESIGN.md section 2):
+    start with the least restrictive option (on demand now; spot for ``spot-ok`` EC2 work) and reserve (a
+    ``training-plan`` on SageMaker, a ``capacity-block`` on EC2) when the start time or certainty requires
+    it.
+
+    ``cost_usd`` is the recommended option's cost (on demand: rate x instance_count x duration_hours in the
+    first region; reserved: the upfront fee), ``on_demand_cost_usd`` the same instance-hours on demand,
+    ``break_even_utilisation`` the best reservation's upfront fee / its on-demand equivalent (a fraction: it
+    pays off only when used more than this share of its hours). ``on_demand_available`` is always null in a
+    dry run (only launching tells, and a plan launches nothing); ``on_demand_check`` says how it was judged.
+    ``text`` is the whole explanation as a paragraph (what Slack shows). Money is USD (decimal strings).
+    """
+
+    option: PlanOption
+    reason: str
+    cost_usd: Money | None
+    on_demand_cost_usd: Money | None
+    break_even_utilisation: Money | None
+    on_demand_available: bool | None = None
+    on_demand_check: str
+    alternatives: list[OptionCost] = Field(default_factory=list)
+    text: str

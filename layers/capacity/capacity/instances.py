@@ -2,9 +2,10 @@
 
 Only types SageMaker training plans can reserve are listed: the botocore model's
 ``ReservedCapacityInstanceType`` enum (p4d, p4de, p5, p5e, p5en, p5.4xlarge, p6-b200, trn1, trn2) plus the
-G6 family, which seed 000 names as the one G family available on request. UltraServer types
-(``ml.p6e-gb200.36xlarge``) and types whose specifications are not public yet are left out: a request for
-them is rejected with the list of supported types.
+G6 family, which seed 000 names as the one G family available on request; it is not in the enum, so a
+request for ``ml.g6.*`` runs on demand only (strategy ``on-demand-first``, no reservation fallback).
+UltraServer types (``ml.p6e-gb200.36xlarge``) and types whose specifications are not public yet
+(``ml.p6-b300.48xlarge``) are left out: a request for them is rejected with the list of supported types.
 
 Figures are per instance, from the AWS instance type pages (accelerated computing, EC2 equivalents of the
 ``ml.*`` types): accelerator devices (GPUs; Trainium chips for trn*), vCPUs and memory in MiB. The
@@ -68,7 +69,8 @@ TRAINING_PLAN_INSTANCE_TYPES = frozenset(
     }
 )
 """The listed types a training plan can reserve: those in botocore's ``ReservedCapacityInstanceType`` enum
-(the G6 family is not in it, so ``ml.g6.*`` cannot be reserved; a unit test checks the enum)."""
+(the G6 family is not in it, so ``ml.g6.*`` cannot be reserved, only run on demand; a unit test checks the
+enum)."""
 
 CAPACITY_BLOCK_INSTANCE_TYPES = frozenset(
     {

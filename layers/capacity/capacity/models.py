@@ -352,17 +352,14 @@ class ReservationRequest(BaseModel):
                     + ", ".join(sorted(CAPACITY_BLOCK_INSTANCE_TYPES))
                 )
             return value
-        if value in INSTANCE_TYPES and value not in TRAINING_PLAN_INSTANCE_TYPES:
-            raise _problem(
-                f"{value!r} cannot be reserved with a training plan (botocore's ReservedCapacityInstanceType "
-                "does not list it): use one of " + ", ".join(sorted(TRAINING_PLAN_INSTANCE_TYPES))
-            )
         if value not in INSTANCE_TYPES:
             raise _problem(
-                f"{value!r} is not an instance type training plans can reserve for endpoints: use one of "
-                + ", ".join(sorted(INSTANCE_TYPES))
+                f"{value!r} is not a supported instance type: training plans reserve "
+                + ", ".join(sorted(TRAINING_PLAN_INSTANCE_TYPES))
+                + "; on demand only (strategy on-demand-first, no training plan): "
+                + ", ".join(sorted(set(INSTANCE_TYPES) - TRAINING_PLAN_INSTANCE_TYPES))
             )
-        return value
+        return value  # a type without training plans is checked against the strategy in _reservable
 
     @field_validator("instance_count")
     @classmethod
@@ -433,8 +430,12 @@ class ReservationRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _rules(self) -> Self:
+    def _rules(self, info: ValidationInfo) -> Self:
         problems = self._cross_field_problems()
+        # Without a clock (a schema check at the API door) the default is unknown: parse_request checks it.
+        strategy = self.strategy or self._default_for(info)
+        if strategy is not None:
+            problems.extend(self._reservable_problems(strategy))
         if problems:
             raise PydanticCustomError(
                 "request_rules",
@@ -445,16 +446,44 @@ class ReservationRequest(BaseModel):
             self.request_id = derive_request_id(self)
         return self
 
+    def _default_for(self, info: ValidationInfo) -> Strategy | None:
+        """The default strategy at the validation context's ``now`` (None without one)."""
+        now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
+        if not isinstance(now, datetime):
+            return None
+        soon = self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
+        runnable = self.platform == "sagemaker" or self.launch_template is not None
+        return "on-demand-first" if soon and runnable else "reserved"
+
     @model_validator(mode="after")
     def _default_strategy(self, info: ValidationInfo) -> Self:
         """``on-demand-first`` when the window starts within the next hour (and, for EC2, a launch template
         says what to run), else ``reserved``; a request re-read without ``now`` keeps ``reserved``."""
         if self.strategy is None:
-            now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
-            soon = isinstance(now, datetime) and self.earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
-            runnable = self.platform == "sagemaker" or self.launch_template is not None
-            self.strategy = "on-demand-first" if soon and runnable else "reserved"
+            self.strategy = self._default_for(info) or "reserved"
         return self
+
+    def _reservable_problems(self, strategy: Strategy) -> list[tuple[str, str]]:
+        """A SageMaker type without training plans (``ml.g6.*``: not in botocore's
+        ``ReservedCapacityInstanceType``) runs on demand only: a problem when the (defaulted) strategy
+        reserves."""
+        if (
+            self.platform != "sagemaker"
+            or strategy != "reserved"
+            or self.instance_type in TRAINING_PLAN_INSTANCE_TYPES
+        ):
+            return []
+        return [
+            (
+                "instance_type",
+                f"{self.instance_type} has no SageMaker training plan (botocore's "
+                "ReservedCapacityInstanceType does not list it), so strategy reserved cannot reserve it: "
+                "training plans reserve "
+                + ", ".join(sorted(TRAINING_PLAN_INSTANCE_TYPES))
+                + f". To run {self.instance_type} on demand only, start the window within the next hour "
+                "(strategy on-demand-first): there is then no reservation fallback",
+            )
+        ]
 
     def _cross_field_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
@@ -511,15 +540,33 @@ class ReservationRequest(BaseModel):
                     ("launch_template", "goes with platform ec2 (capacity blocks); remove it for SageMaker")
                 )
             return problems
+        problems = []
+        if self.idle_policy is not None:  # the idle alarm watches endpoint invocations
+            problems.append(
+                (
+                    "idle_policy",
+                    "releases on a SageMaker endpoint's idle invocations; platform ec2 has no endpoint (its "
+                    "instances are terminated before the capacity block ends): remove idle_policy",
+                )
+            )
         if self.models:
-            return [
+            problems.append(
                 (
                     "models",
                     "platform ec2 runs your own instances from launch_template; models are served only on "
                     "SageMaker endpoints: remove models or use platform sagemaker",
                 )
-            ]
-        return []
+            )
+        problems.extend(
+            (
+                f"models.{index}.scaling",
+                "scales inference component copies on a SageMaker endpoint; platform ec2 has none: remove "
+                "scaling",
+            )
+            for index, model in enumerate(self.models)
+            if model.scaling is not None
+        )
+        return problems
 
     def _fit_problems(self) -> list[tuple[str, str]]:
         spec = spec_for(self.instance_type)

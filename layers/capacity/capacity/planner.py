@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.models import Offering, ReservationRequest
 from capacity.pricing import format_usd
 from capacity.ranking import alternatives as nearest_alternatives
@@ -88,10 +89,24 @@ def quota_message(request: ReservationRequest, quota_errors: Mapping[str, str]) 
     )
 
 
+def no_training_plan_message(request: ReservationRequest) -> str:
+    """Why an on-demand-only type (``ml.g6.*``, no training plan) ends without capacity."""
+    return (
+        f"No training plan exists for {request.instance_type} (training plans reserve "
+        + ", ".join(sorted(TRAINING_PLAN_INSTANCE_TYPES))
+        + f"), so there is no reservation fallback: {request.instance_type} runs on demand only, and "
+        f"{request.instance_count} x {request.instance_type} on demand was not obtained in "
+        f"{', '.join(request.regions)} (no capacity, or not tried because it would cost more than the budget "
+        "or the approval threshold). Try again later, add regions, or pick a type training plans reserve."
+    )
+
+
 def alternatives_message(
     request: ReservationRequest, alternatives: Sequence[Offering], quota_errors: Mapping[str, str]
 ) -> str:
     """Why nothing matched and what is nearest (other durations, regions, counts), as one paragraph."""
+    if request.platform == "sagemaker" and request.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+        return no_training_plan_message(request)
     text = (
         f"No offering of {request.instance_count} x {request.instance_type} for {request.duration_hours} h "
         f"between {iso_z(request.earliest_start)} and {iso_z(request.latest_end)} in "

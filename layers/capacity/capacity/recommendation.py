@@ -24,6 +24,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
+from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.models import ON_DEMAND_FIRST_HORIZON, Offering, ReservationRequest
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.ranking import rank
@@ -86,6 +87,11 @@ def _reserved_option(request: ReservationRequest) -> Option:
     return "capacity-block" if request.platform == "ec2" else "training-plan"
 
 
+def reservable(request: ReservationRequest) -> bool:
+    """Whether the request's type can be reserved at all (``ml.g6.*`` has no training plan)."""
+    return request.platform == "ec2" or request.instance_type in TRAINING_PLAN_INSTANCE_TYPES
+
+
 def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
     where = (
         f"{best.region} ({best.availability_zone}), {short(best.start_time)} to {short(best.end_time)} UTC"
@@ -93,6 +99,61 @@ def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
     if best.saving_percent is not None and on_demand is not None:
         return f"upfront, {where}; {best.saving_percent:.1f}% below on demand if fully used"
     return f"upfront, {where}"
+
+
+def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | None:
+    """Why the workflow would not try on demand for an ``on-demand-first``/``spot-ok`` request (None: it
+    would): the on-demand cost from ``now`` to ``latest_end`` in the first region (the instances run until
+    then) above ``approval_above_usd`` or ``max_upfront_fee_usd`` (the reserving path asks or rejects).
+    The same rule as :mod:`capacity.logic.on_demand`."""
+    rate = on_demand_usd_per_hour(request.regions[0], request.instance_type)
+    if rate is None:
+        return None
+    hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
+    cost = on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
+    threshold = request.approval_above_usd
+    if threshold is not None and cost > threshold:
+        return (
+            f"on demand until {short(request.latest_end)} UTC would cost about {format_usd(cost)}, above the "
+            f"approval threshold {format_usd(threshold)}"
+        )
+    if cost > request.max_upfront_fee_usd:
+        return (
+            f"on demand until {short(request.latest_end)} UTC would cost about {format_usd(cost)}, above the "
+            f"budget {format_usd(request.max_upfront_fee_usd)}"
+        )
+    return None
+
+
+def on_demand_check(request: ReservationRequest, now: datetime) -> str:
+    """How a dry run judges on-demand availability (it never launches anything), as a sentence."""
+    if request.strategy == "reserved":
+        return "not tried: strategy reserved always reserves"
+    if request.earliest_start > now + ON_DEMAND_FIRST_HORIZON:
+        return (
+            f"not tried: the window starts {short(request.earliest_start)} UTC, more than an hour from now, "
+            "and on-demand capacity cannot be promised ahead"
+        )
+    skipped = on_demand_skip_reason(request, now)
+    if skipped is not None:
+        return f"not tried: {skipped}"
+    launch = "CreateEndpoint" if request.platform == "sagemaker" else "RunInstances"
+    return (
+        f"unknown: only launching ({launch}) tells whether on-demand capacity is free and a plan launches "
+        f"nothing; the workflow tries on demand first in {', '.join(request.regions)}, in that order"
+    )
+
+
+def _fallback(request: ReservationRequest, best: Offering | None) -> str:
+    """What the workflow does when on demand fails in every region."""
+    if not reservable(request):
+        return (
+            f" No training plan exists for {request.instance_type}, so there is no reservation fallback: "
+            "if no region has on-demand capacity, the request ends FAILED."
+        )
+    if best is not None:
+        return f" If no region has capacity, it reserves the {_reserved_option(request)} below instead."
+    return " If no region has capacity, it searches for a reservation then and fails if none is feasible."
 
 
 def recommend(
@@ -108,7 +169,8 @@ def recommend(
         request: the validated request (its ``strategy``, window, count, type and regions).
         offerings: normalised offerings (training plans or capacity blocks); infeasible ones are ignored.
         now: the current UTC time (does the window start within the hour?).
-        on_demand_available: whether on-demand capacity was found (None: not tried, assumed possible).
+        on_demand_available: whether on-demand capacity was found (None: not tried, assumed possible;
+            the workflow tries it first, region by region).
 
     Returns:
         A :class:`Recommendation`; its ``text`` is what a person reads.
@@ -127,6 +189,7 @@ def recommend(
     reserved = _reserved_option(request)
     starts_now = request.earliest_start <= now + ON_DEMAND_FIRST_HORIZON
     wants_on_demand = request.strategy in ("on-demand-first", "spot-ok") and starts_now
+    skipped = on_demand_skip_reason(request, now) if wants_on_demand else None
     od_note = (
         f"{request.instance_count} x {request.instance_type} for {request.duration_hours} h in {region} at "
         f"${rate:.2f}/instance-hour, paid per hour used, no guarantee it is available"
@@ -140,14 +203,20 @@ def recommend(
         else None
     )
 
-    if wants_on_demand and on_demand_available is not False:
+    if wants_on_demand and on_demand_available is not False and skipped is None:
         why = (
             "The window starts now and the request allows on-demand capacity: start with the least "
             "restrictive option and pay only for the hours used; reserve only if on demand is not available."
         )
+        if on_demand_available is None:
+            why += (
+                " Whether on-demand capacity is free is known only by launching, which a plan never does: "
+                f"the workflow tries it first in {', '.join(request.regions)}, in that order."
+            )
+        why += _fallback(request, best)
         alts: tuple[Alternative, ...] = (reserved_alt,) if reserved_alt else ()
         return Recommendation("on-demand", why, on_demand, on_demand, break_even, best, alts)
-    if wants_on_demand and request.strategy == "spot-ok" and request.platform == "ec2":
+    if wants_on_demand and skipped is None and request.strategy == "spot-ok" and request.platform == "ec2":
         why = (
             "No on-demand capacity was found; the work tolerates interruptions (spot-ok), so spot is the "
             "next least restrictive option (spot prices are below on demand; the on-demand figure is an "
@@ -156,22 +225,44 @@ def recommend(
         spot_alts = tuple(a for a in (on_demand_alt, reserved_alt) if a is not None)
         return Recommendation("spot", why, on_demand, on_demand, break_even, best, spot_alts)
     if best is not None:
-        if request.strategy == "reserved":
-            why = "The request needs certainty (strategy reserved): reserve the capacity now."
+        if skipped is not None:
+            why = f"On demand is not tried: {skipped}; the workflow reserves instead."
         elif not starts_now:
             why = (
                 f"The window starts {short(request.earliest_start)} UTC, more than an hour from now: "
                 "on-demand capacity cannot be promised that far ahead, so reserve it."
             )
+        elif request.strategy == "reserved":
+            why = "The request needs certainty (strategy reserved): reserve the capacity now."
         else:
             why = "No on-demand capacity was found in the candidate regions: reserve it."
         why += f" The cheapest feasible of {len(ranked)} offerings is chosen (lowest fee, earliest start)."
+        if best.upfront_fee_usd > request.max_upfront_fee_usd:
+            budget = format_usd(request.max_upfront_fee_usd)
+            why += (
+                f" Its fee is above the budget max_upfront_fee_usd {budget}, so nothing would be bought: "
+                "raise the budget or shorten the reservation."
+            )
         return Recommendation(
             reserved, why, best.upfront_fee_usd, on_demand, break_even, best, (on_demand_alt,)
         )
+    if not reservable(request):
+        why = (
+            f"No training plan exists for {request.instance_type}, so it runs on demand only"
+            + (f", and on demand is not tried: {skipped}" if skipped is not None else "")
+            + (", and no on-demand capacity was found" if on_demand_available is False else "")
+            + (
+                ", and the window does not start within the hour"
+                if not starts_now and request.strategy != "reserved"
+                else ""
+            )
+            + ": the request would end FAILED."
+        )
+        return Recommendation("none", why, None, on_demand, None, None, (on_demand_alt,))
     why = (
         "No feasible offering to reserve in the window"
         + (" and no on-demand capacity" if on_demand_available is False else "")
+        + (f" (on demand is not tried: {skipped})" if skipped is not None else "")
         + ": widen the window, add regions, or change the duration, count or instance type."
     )
     return Recommendation("none", why, None, on_demand, None, None, (on_demand_alt,))

@@ -4,8 +4,10 @@ The same code as the workflow, run in one call: :func:`~capacity.models.parse_re
 ``dry_run`` forced on), :func:`~capacity.logic.search.region_offerings` in every requested region (in
 preference order), :func:`~capacity.planner.decide` (the decision framework of seed 000 and DESIGN.md
 section 2: the cheapest feasible offering within the budget, each shown with its on-demand equivalent,
-saving and break-even utilisation). Searches stop at a time limit (API Gateway ends an integration after
-29 s): the regions not searched are named in the answer, never silently dropped.
+saving and break-even utilisation) and :func:`~capacity.recommendation.recommend` (which option: on demand
+now, spot, a training plan or a capacity block, why, its cost against the others). Searches stop at a
+time limit (API Gateway ends an integration after 29 s): the regions not searched are named in the answer,
+never silently dropped. A type without training plans (``ml.g6.*``) searches nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from capacity.contracts import OptionCost, PlanAdvice
 from capacity.errors import RetryableAwsError
 from capacity.logic.search import region_offerings
 from capacity.models import Offering, parse_request
 from capacity.planner import Decision, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
+from capacity.recommendation import Recommendation, on_demand_check, recommend, reservable
 
 PLAN_TIME_LIMIT_SECONDS = 20.0
 """Stop starting new region searches after this long (the API answers within API Gateway's 29 s)."""
@@ -39,7 +43,10 @@ class PlanResult(BaseModel):
     ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
     (a fraction: the capacity pays off when used more than this share of the reserved hours);
     ``alternatives`` the nearest infeasible ones. ``needs_approval`` is true when buying it would wait for
-    a person (fee above ``approval_above_usd``). Money is USD (decimal strings in JSON).
+    a person (fee above ``approval_above_usd``). ``advice`` says which option the decision framework
+    recommends (on demand now, spot, the training plan or capacity block, or none), why, what it costs
+    against the alternatives and the break-even utilisation of reserving; ``recommendation`` is the
+    reservation the workflow would buy if it reserves. Money is USD (decimal strings in JSON).
     """
 
     request_id: str
@@ -54,6 +61,23 @@ class PlanResult(BaseModel):
     regions_searched: list[str] = Field(default_factory=list)
     regions_not_searched: dict[str, str] = Field(
         default_factory=dict, description="region -> why it was not searched (time limit, AWS error)"
+    )
+    advice: PlanAdvice = Field(description="the recommended option, why, its cost against the others")
+
+
+def _advice(recommendation: Recommendation, check: str) -> PlanAdvice:
+    return PlanAdvice(
+        option=recommendation.option,
+        reason=recommendation.reason,
+        cost_usd=recommendation.cost_usd,
+        on_demand_cost_usd=recommendation.on_demand_cost_usd,
+        break_even_utilisation=recommendation.break_even_utilisation,
+        on_demand_available=None,
+        on_demand_check=check,
+        alternatives=[
+            OptionCost(option=a.option, cost_usd=a.cost_usd, note=a.note) for a in recommendation.alternatives
+        ],
+        text=recommendation.text,
     )
 
 
@@ -75,13 +99,15 @@ def plan_reservation(
     Raises:
         InvalidRequest: the request is invalid (each error names the field).
     """
-    request = parse_request({**body, "dry_run": True}, now=ports.clock())
+    now = ports.clock()
+    request = parse_request({**body, "dry_run": True}, now=now)
     started = monotonic()
     offerings: list[Offering] = []
     quota_errors: dict[str, str] = {}
     searched: list[str] = []
     skipped: dict[str, str] = {}
-    for region in request.regions:
+    # ml.g6.* has no training plan: nothing to search (the workflow runs it on demand only)
+    for region in request.regions if reservable(request) else ():
         if monotonic() - started >= time_limit_seconds:
             skipped[region] = f"not searched: the {time_limit_seconds:g} s time limit was reached"
             continue
@@ -95,7 +121,12 @@ def plan_reservation(
         if quota_error:
             quota_errors[region] = quota_error
     plan = decide(request, offerings, quota_errors=quota_errors)
+    # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
+    # workflow tries on demand first when the strategy and the start allow it.
+    recommendation = recommend(request, offerings, now=now, on_demand_available=None)
     reason = plan.reason
+    if not reservable(request):
+        reason = f"Nothing to reserve: {recommendation.reason}"
     if skipped:
         reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
     threshold = request.approval_above_usd
@@ -117,4 +148,5 @@ def plan_reservation(
         quota_errors=quota_errors,
         regions_searched=searched,
         regions_not_searched=skipped,
+        advice=_advice(recommendation, on_demand_check(request, now)),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from capacity.contracts import SearchInput, SearchOutput
 from capacity.errors import CapacityUnavailable, QuotaExceeded
+from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.logic.common import load_request
 from capacity.models import (
     MAX_DURATION_HOURS,
@@ -144,7 +145,8 @@ def region_offerings(
     ports: Ports, region: str, request: ReservationRequest
 ) -> tuple[list[Offering], str | None]:
     """Every offering of ``region`` for ``request`` on its platform (capacity blocks for ``ec2``, training
-    plans otherwise), deduplicated, and the quota error if a search hit one. Stores nothing.
+    plans otherwise), deduplicated, and the quota error if a search hit one. Stores nothing. A SageMaker type
+    without training plans (``ml.g6.*``) finds nothing without calling AWS.
 
     Raises:
         RetryableAwsError: throttling/5xx that outlasted botocore's retries.
@@ -152,6 +154,9 @@ def region_offerings(
     if request.platform == "ec2":
         blocks, quota_error = search_blocks(ports.ec2(region), request)
         return list({offering.key: offering for offering in blocks}.values()), quota_error
+    if request.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+        # ml.g6.* (on-demand-first only): SearchTrainingPlanOfferings would answer ValidationException
+        return [], None
     return find_offerings(ports.sagemaker(region), request)
 
 

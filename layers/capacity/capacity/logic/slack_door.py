@@ -68,7 +68,8 @@ USAGE = """*Usage:* `/gpu <command>`
 [timeout=<hours>] [id=<request id>]`
     e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
 models=llama-eu,llama-us max=30000`
-• `/gpu plan <same as reserve>`: where is capacity, what would it cost, what would be picked (buys nothing)
+• `/gpu plan <same as reserve>`: which option (on demand now or a training plan), why, what it costs against \
+the alternatives, the break-even utilisation of reserving, where capacity is (buys nothing)
 • `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
 • `/gpu cancel <request id>`: release it now (the requester or an approver)
 • `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
@@ -78,7 +79,10 @@ cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
 • `/gpu help`: this help
 Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
 existing SageMaker models (`models=name`, one inference component each); `max` is the most to pay upfront \
-in USD."""
+in USD. Without `from` the window starts now and on-demand capacity is tried first; with a later `from` a \
+training plan is reserved. `ml.g6.*` has no training plan: it runs on demand only, so give no `from` \
+(a later `from`, e.g. `/gpu reserve 4 ml.g6.12xlarge 1d from 2026-12-10 ...`, is refused and the answer \
+lists the types training plans reserve); when no region has on-demand capacity the request ends FAILED."""
 
 _OPTIONS = {
     "models",
@@ -469,15 +473,26 @@ def _plan(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> Sla
 
 
 def plan_text(result: Mapping[str, Any]) -> str:
-    """A dry run's answer: the decision and why, the pick, the best offerings, what was not searched."""
+    """A dry run's answer (:class:`~capacity.logic.plans.PlanResult` as JSON): the decision and why, the
+    recommended option with its cost against the alternatives and the break-even utilisation (``advice``),
+    how on-demand availability was judged, the reservation it would buy, the best offerings, and the regions
+    not searched within Slack's 3 seconds."""
     lines = [
         f"*Plan for {result.get('request_id')}: {result.get('decision')}*",
         str(result.get("reason") or ""),
     ]
+    advice = result.get("advice")
+    option = None
+    if isinstance(advice, Mapping):
+        option = advice.get("option")
+        lines.append(str(advice.get("text") or ""))
+        if advice.get("on_demand_check"):
+            lines.append(f"On-demand capacity: {advice['on_demand_check']}.")
     pick = result.get("recommendation")
     if isinstance(pick, Mapping):
+        label = "Pick" if option in (None, "training-plan", "capacity-block") else "If it reserves"
         lines.append(
-            f"Pick: ${pick.get('upfront_fee_usd')} in {pick.get('region')} "
+            f"{label}: ${pick.get('upfront_fee_usd')} in {pick.get('region')} "
             f"({pick.get('availability_zone')}), {pick.get('start_time')} to {pick.get('end_time')}; "
             "on-demand equivalent "
             f"${pick.get('on_demand_equivalent_usd')}, saving {pick.get('saving_percent')}%, break-even "
@@ -490,7 +505,7 @@ def plan_text(result: Mapping[str, Any]) -> str:
             f"{offering.get('start_time')} to {offering.get('end_time')} "
             f"(saving {offering.get('saving_percent')}%)"
         )
-    late = result.get("regions_timed_out") or []
+    late = result.get("regions_not_searched") or {}
     if late:
         lines.append(
             f"Not searched within Slack's 3 seconds: {', '.join(map(str, late))}; "
