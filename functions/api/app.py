@@ -130,6 +130,20 @@ def _identity() -> str:
     return api.caller(app.current_event.raw_event)
 
 
+def _as_sent(request: ReservationRequest) -> dict[str, Any]:
+    """The validated request as a dict, without the ``strategy`` the model defaulted.
+
+    The route's validation has no clock, so the model would default ``strategy`` to ``reserved``; the
+    logic's :func:`~capacity.models.parse_request` defaults it again with the (virtual) ``now``, which
+    makes a request whose window starts within the hour ``on-demand-first`` (issue 6).
+    """
+    body = request.model_dump(mode="json")
+    sent = app.current_event.json_body
+    if not isinstance(sent, Mapping) or sent.get("strategy") is None:
+        body.pop("strategy", None)
+    return body
+
+
 def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
     return Response(status_code=status, content_type="application/json", body=dict(body))
 
@@ -151,7 +165,7 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
     """Search every region of the request and rank the offerings; buys and stores nothing."""
-    return plans.plan_reservation(request.model_dump(mode="json"), _ports())
+    return plans.plan_reservation(_as_sent(request), _ports())
 
 
 # ------------------------------------------------------------------------------------ reservations
@@ -174,7 +188,7 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
     """Validate the request and put ``ReservationRequested`` once per ``request_id``."""
     ports = _ports()
     result = api.submit_reservation(
-        request.model_dump(mode="json"),
+        _as_sent(request),
         ports,
         persistence=api.persistence_layer(ports.settings),
         lambda_context=app.lambda_context,
