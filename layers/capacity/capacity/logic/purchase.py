@@ -26,6 +26,7 @@ from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import (
     BudgetExceeded,
+    ModelNotFound,
     OfferingExpired,
     PurchaseFailed,
     ReservationCancelled,
@@ -135,12 +136,33 @@ def _buy(
         return arn, summary
 
 
+def _require_models(request: ReservationRequest, ports: Ports, region: str) -> None:
+    """Every ``model_name`` of the request must exist in ``region`` (``DescribeModel``) before money is spent:
+    ``CreateInferenceComponent`` would otherwise fail only after the plan was bought.
+
+    Raises:
+        ModelNotFound: names the missing models and the region.
+    """
+    names = sorted({m.model_name for m in request.models if m.model_name})
+    if not names:
+        return
+    sagemaker = ports.sagemaker(region)
+    missing = [name for name in names if not sagemaker.model_exists(name)]
+    if missing:
+        raise ModelNotFound(
+            f"SageMaker model(s) {', '.join(missing)} do not exist in {region}, where the capacity would be "
+            f"bought; nothing was bought. Create them there (CreateModel) or give image and model_data_url "
+            f"instead, then request again."
+        )
+
+
 def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     """Buy (or adopt) the training plan for ``step.offering``, exactly once.
 
     Raises:
         ReservationNotFound: the request is not recorded.
         ReservationCancelled: the reservation was cancelled (or finished) before the purchase.
+        ModelNotFound: a ``model_name`` of the request names no model in the offering's region.
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
         OfferingExpired: the offering expired and one fresh search found nothing buyable.
         QuotaExceeded, PurchaseFailed: AWS refused the purchase.
@@ -157,6 +179,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         final = final_state(history)
         if final is not None:
             raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
+        _require_models(request, ports, step.offering.region)
         if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
             raise BudgetExceeded(
                 f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
