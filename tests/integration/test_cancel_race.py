@@ -13,6 +13,7 @@ import pytest
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import api_event, base_request, make_cloud, post_reservation, states
+from tests.integration.test_on_demand_first import sagemaker_now_request
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +71,21 @@ def test_a_cancel_during_a_create_back_off_leaves_nothing_billing_and_one_releas
             # The first release found nothing; the second, requested by create_endpoint after its creates,
             # deleted the endpoint and its config. (A component cannot be created on the deleted endpoint.)
             assert len(releases) >= 2
+
+
+def test_a_cancel_while_the_on_demand_endpoint_is_created_deletes_it_though_nothing_was_bought() -> None:
+    # On demand first: no PURCHASE until the endpoint serves, so no release knows its region; the on-demand
+    # step deletes what it created itself, in every candidate region, before it stops.
+    def creating() -> bool:
+        return any(c.operation == "CreateEndpoint" for c in cloud.dispatcher.calls)
+
+    with make_cloud() as cloud:
+        post_reservation(cloud, sagemaker_now_request())
+        cloud.run(stop_when=creating, max_wall_seconds=200)
+        assert _cancel(cloud)["statusCode"] == 202
+        cloud.run_until_idle(max_wall_seconds=300)
+        seen = states(cloud, RID)
+        assert "READY" not in seen
+        assert [s for s in seen if s in ("CANCELLED", "REJECTED", "FAILED")] == ["CANCELLED"]
+        assert cloud.billable_resources() == []
+        assert cloud.client("sagemaker").list_endpoint_configs()["EndpointConfigs"] == []
