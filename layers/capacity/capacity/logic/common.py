@@ -11,7 +11,7 @@ from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
-from capacity.errors import NameCollision, ReservationCancelled, ReservationNotFound
+from capacity.errors import ModelNotFound, NameCollision, ReservationCancelled, ReservationNotFound
 from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
 from capacity.models import FINAL_STATES, LedgerEntry, ReleaseRequestedDetail, ReservationRequest, State
 from capacity.ports import Ports
@@ -110,6 +110,27 @@ def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool
     raise ReservationCancelled(
         f"reservation {request_id} is {', '.join(sorted(s.value for s in stop))}; not {doing}"
     )
+
+
+def require_models(request: ReservationRequest, ports: Ports, region: str) -> None:
+    """Every ``model_name`` of the request must exist in ``region`` (``DescribeModel``) before money is spent:
+    ``CreateInferenceComponent`` would otherwise fail only after the plan was bought (or the on-demand
+    endpoint created).
+
+    Raises:
+        ModelNotFound: names the missing models and the region.
+    """
+    names = sorted({m.model_name for m in request.models if m.model_name})
+    if not names:
+        return
+    sagemaker = ports.sagemaker(region)
+    missing = [name for name in names if not sagemaker.model_exists(name)]
+    if missing:
+        raise ModelNotFound(
+            f"SageMaker model(s) {', '.join(missing)} do not exist in {region}, where the capacity would be "
+            f"bought; nothing was bought. Create them there (CreateModel) or give image and model_data_url "
+            f"instead, then request again."
+        )
 
 
 def final_state(history: list[LedgerEntry]) -> State | None:

@@ -37,7 +37,15 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
-from capacity.logic.common import Purchase, first_entry, load_request, post, states, stop_if_released
+from capacity.logic.common import (
+    Purchase,
+    first_entry,
+    load_request,
+    post,
+    require_models,
+    states,
+    stop_if_released,
+)
 from capacity.logic.deploy import production_variant
 from capacity.models import (
     FINAL_STATES,
@@ -111,6 +119,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
 
     Raises:
         ReservationCancelled: the reservation is releasing or final.
+        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in the region about to be tried.
         LaunchFailed: the instances stopped or terminated while starting, or never ran.
         QuotaExceeded, RetryableAwsError: from ``RunInstances``.
     """
@@ -232,6 +241,7 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
         if info is None:
             if not _cleaned(ports, request.id, failed):
                 return wait  # an earlier region's endpoint is still deleting
+            require_models(request, ports, region)  # before anything bills in this region
             if sagemaker.describe_endpoint_config(config) is None:
                 variant = production_variant(request, "")
                 del variant["CapacityReservationConfig"]  # on demand: no training plan

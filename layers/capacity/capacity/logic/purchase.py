@@ -26,7 +26,6 @@ from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import (
     BudgetExceeded,
-    ModelNotFound,
     OfferingExpired,
     PurchaseFailed,
     ReservationCancelled,
@@ -34,7 +33,7 @@ from capacity.errors import (
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.capacity_blocks import purchase_block
-from capacity.logic.common import ensure_owned, final_state, load_request, post, states
+from capacity.logic.common import ensure_owned, final_state, load_request, post, require_models, states
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
@@ -136,26 +135,6 @@ def _buy(
         return arn, summary
 
 
-def _require_models(request: ReservationRequest, ports: Ports, region: str) -> None:
-    """Every ``model_name`` of the request must exist in ``region`` (``DescribeModel``) before money is spent:
-    ``CreateInferenceComponent`` would otherwise fail only after the plan was bought.
-
-    Raises:
-        ModelNotFound: names the missing models and the region.
-    """
-    names = sorted({m.model_name for m in request.models if m.model_name})
-    if not names:
-        return
-    sagemaker = ports.sagemaker(region)
-    missing = [name for name in names if not sagemaker.model_exists(name)]
-    if missing:
-        raise ModelNotFound(
-            f"SageMaker model(s) {', '.join(missing)} do not exist in {region}, where the capacity would be "
-            f"bought; nothing was bought. Create them there (CreateModel) or give image and model_data_url "
-            f"instead, then request again."
-        )
-
-
 def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     """Buy (or adopt) the training plan for ``step.offering``, exactly once.
 
@@ -179,7 +158,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         final = final_state(history)
         if final is not None:
             raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
-        _require_models(request, ports, step.offering.region)
+        require_models(request, ports, step.offering.region)
         if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
             raise BudgetExceeded(
                 f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
