@@ -18,7 +18,11 @@ those modules only, the ``threading``/``time`` names they use for clock-aware st
 
 Lambda errors reach ASL with the function's ``errorType`` as the error name: moto's
 ``StateTaskLambda._from_error`` reads it from the ``FunctionError`` payload the local Lambda runtime
-returns (``{"errorType": <exception class name>, ...}``), so ``Retry``/``Catch`` by name work.
+returns (``{"errorType": <exception class name>, ...}``), so ``Retry``/``Catch`` by name work. A Lambda
+*service* error on ``Invoke`` (throttling, a 5xx) is named as Step Functions names it for a Lambda task,
+``Lambda.<error code>`` (``Lambda.TooManyRequestsException``, ``Lambda.ServiceException``...), where moto
+says ``Exception``: :func:`_lambda_service_error` replaces ``StateTaskLambda._from_error`` for that case,
+so the state machines' ``Retry`` on those names applies locally as on AWS.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import threading
 import time
 from types import ModuleType
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from localcloud.clock import VirtualClock
 
@@ -120,7 +126,41 @@ _PATCHES: tuple[tuple[str, str, str], ...] = (
     (f"{_PARSER}.asl.component.state.exec.state_task.service.state_task_service_callback", "time", "time"),
 )
 
-_saved: list[tuple[ModuleType, str, Any]] = []
+_saved: list[tuple[Any, str, Any]] = []
+_GENERIC_5XX = frozenset({"InternalFailure", "InternalError", "InternalServerError", "ServiceUnavailable"})
+_LAMBDA_TASK = f"{_PARSER}.asl.component.state.exec.state_task.state_task_lambda"
+
+
+def lambda_error_name(exc: ClientError) -> str:
+    """The Step Functions error name of a Lambda ``Invoke`` service error: ``Lambda.<code>`` (AWS Step
+    Functions developer guide, "Handling errors": ``Lambda.ServiceException``,
+    ``Lambda.TooManyRequestsException``...)."""
+    code = str(exc.response.get("Error", {}).get("Code") or "ServiceException")
+    if code in _GENERIC_5XX:  # Lambda's own 5xx for an internal failure is ServiceException
+        code = "ServiceException"
+    return code if code.startswith("Lambda.") else f"Lambda.{code}"
+
+
+def _lambda_service_error(original: Any) -> Any:
+    """``StateTaskLambda._from_error`` naming a :class:`ClientError` ``Lambda.<code>``, else ``original``."""
+
+    def _from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if not isinstance(ex, ClientError):
+            return original(self, env, ex)
+        module = importlib.import_module(_LAMBDA_TASK)
+        error = lambda_error_name(ex)
+        return module.FailureEvent(
+            env=env,
+            error_name=module.CustomErrorName(error),
+            event_type=module.HistoryEventType.LambdaFunctionFailed,
+            event_details=module.EventDetails(
+                lambdaFunctionFailedEventDetails=module.LambdaFunctionFailedEventDetails(
+                    error=error, cause=str(ex.response.get("Error", {}).get("Message", ""))
+                )
+            ),
+        )
+
+    return _from_error
 
 
 def install(clock: VirtualClock) -> None:
@@ -143,6 +183,9 @@ def install(clock: VirtualClock) -> None:
             raise ImportError(f"{module_name} has no {attribute!r}: moto's interpreter changed")
         _saved.append((module, attribute, getattr(module, attribute)))
         setattr(module, attribute, replacements[kind])
+    task = importlib.import_module(_LAMBDA_TASK).StateTaskLambda
+    _saved.append((task, "_from_error", task.__dict__["_from_error"]))
+    task._from_error = _lambda_service_error(task.__dict__["_from_error"])
 
 
 def uninstall() -> None:

@@ -130,19 +130,22 @@ def _identity() -> str:
     return api.caller(app.current_event.raw_event)
 
 
-def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
-    return Response(status_code=status, content_type="application/json", body=dict(body))
-
-
 def _as_sent(request: ReservationRequest) -> dict[str, Any]:
-    """The schema-checked request as JSON, without a ``strategy`` the caller did not send: the schema check
-    has no clock, so it defaults to ``reserved``; ``parse_request`` defaults it again at the current time
-    (``on-demand-first`` when the window starts within the hour)."""
+    """The validated request as a dict, without the ``strategy`` the model defaulted.
+
+    The route's validation has no clock, so the model would default ``strategy`` to ``reserved``; the
+    logic's :func:`~capacity.models.parse_request` defaults it again with the (virtual) ``now``, which
+    makes a request whose window starts within the hour ``on-demand-first`` (issue 6).
+    """
     body = request.model_dump(mode="json")
     sent = app.current_event.json_body
-    if not (isinstance(sent, dict) and "strategy" in sent):
+    if not isinstance(sent, Mapping) or sent.get("strategy") is None:
         body.pop("strategy", None)
     return body
+
+
+def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
+    return Response(status_code=status, content_type="application/json", body=dict(body))
 
 
 # ------------------------------------------------------------------------------------------- plans

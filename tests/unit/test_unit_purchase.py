@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 from capacity.contracts import PurchaseInput
-from capacity.errors import BudgetExceeded, NameCollision, OfferingExpired, ReservationCancelled
+from capacity.errors import (
+    BudgetExceeded,
+    ModelNotFound,
+    NameCollision,
+    OfferingExpired,
+    ReservationCancelled,
+)
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
 from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
@@ -206,3 +212,26 @@ def test_plan_tagged_for_another_request_is_never_adopted(harness: Harness) -> N
     with pytest.raises(NameCollision):
         purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     assert harness.ledger.get(request.id, PURCHASE) is None
+
+
+def test_a_model_missing_in_the_purchase_region_fails_before_any_money_is_spent(harness: Harness) -> None:
+    # Issue 5: "/gpu reserve models=x" bought a plan, then failed at CreateInferenceComponent.
+    request = record(harness)
+    harness.world.models = {("us-west-2", "llama-us-v3")}  # exists, but not where the offering is
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    with pytest.raises(ModelNotFound, match=r"llama-us-v3 do not exist in us-east-1.*nothing was bought"):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert creates(harness) == []
+    assert harness.ledger.get(request.id, PURCHASE_INTENT) is None
+    assert [c["name"] for c in harness.world.names("DescribeModel")] == ["llama-us-v3"]
+
+
+def test_models_given_by_image_need_no_describe_model(harness: Harness) -> None:
+    body = request_body()
+    body["models"] = [body["models"][0]]  # image + model_data_url only
+    request = record(harness, models=body["models"])
+    harness.world.models = set()
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    assert harness.world.names("DescribeModel") == []
+    assert len(creates(harness)) == 1

@@ -568,3 +568,33 @@ def test_components_in_service_after_a_failure_do_not_record_ready(harness: Harn
     with pytest.raises(ReservationCancelled):
         create_inference_components(ComponentsInput(request_id=request.id, action="status"), harness.ports)
     assert State.READY not in states(harness)
+
+
+def test_a_rejection_after_a_cancellation_records_no_second_outcome(harness: Harness) -> None:
+    # Fault soak: CANCELLED then REJECTED (an approval timing out while the DELETE was recorded).
+    request = record(harness)
+    harness.ledger.append_outcome(request.id, State.CANCELLED, actor="api", detail={"reason": "cancelled"})
+    posted = len(harness.slack.messages)
+    notify(
+        NotifyInput(kind="approval_outcome", request_id=request.id, approved=False, reason="States.Timeout"),
+        harness.ports,
+    )
+    cause = '{"errorMessage": "boom", "errorType": "PlanFailed"}'
+    notify(
+        NotifyInput(kind="failure", request_id=request.id, error=StepError(Error="PlanFailed", Cause=cause)),
+        harness.ports,
+    )
+    finals = [s for s in states(harness, request.id) if s in (State.CANCELLED, State.REJECTED, State.FAILED)]
+    assert finals == [State.CANCELLED]
+    assert len(harness.slack.messages) == posted
+
+
+def test_the_first_outcome_wins_even_when_the_other_writer_did_not_see_it(harness: Harness) -> None:
+    # Two steps that both read "no final state" yet: only the first outcome is appended; a retry of the
+    # same outcome appends nothing more; the release's RELEASED and a release failure may still follow.
+    request = record(harness)
+    assert harness.ledger.append_outcome(request.id, State.REJECTED, actor="choose") is not None
+    assert harness.ledger.append_outcome(request.id, State.CANCELLED, actor="api") is None
+    assert harness.ledger.append_outcome(request.id, State.REJECTED, actor="choose") is None
+    harness.ledger.append(request.id, State.RELEASED, actor="release")
+    assert states(harness, request.id)[-2:] == [State.REJECTED, State.RELEASED]

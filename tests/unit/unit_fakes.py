@@ -125,6 +125,8 @@ class World:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     endpoint_status_after_create: str = "Creating"
+    models: set[tuple[str, str]] = field(default_factory=lambda: {("*", "llama-us-v3")})
+    """``(region, model name)`` of the SageMaker models that exist (``*``: every region)."""
 
     def client(self, region: str) -> FakeSageMaker:
         return FakeSageMaker(region, self)
@@ -225,6 +227,10 @@ class FakeSageMaker:
         }
         self.world.tags[arn] = {t["Key"]: t["Value"] for t in tags}
         return True
+
+    def model_exists(self, name: str) -> bool:
+        self._log("DescribeModel", name=name)
+        return (self.region, name) in self.world.models or ("*", name) in self.world.models
 
     def describe_endpoint_config(self, name: str) -> dict[str, Any] | None:
         return self.world.configs.get(name)

@@ -97,6 +97,10 @@ class TrainingPlanNameInUse(CapacityError):
     """``CreateTrainingPlan`` answered ``ResourceInUse``: a plan with this name exists (adopt it)."""
 
 
+class ModelNotFound(CapacityError):
+    """A ``model_name`` of the request names no SageMaker model in the purchase region (nothing bought)."""
+
+
 class PlanFailed(CapacityError):
     """The training plan reached ``Failed`` or ``Expired`` before it could be used."""
 

@@ -44,6 +44,8 @@ PURCHASE = "PURCHASE"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"
 RELEASED_MARKER = "RELEASED"
+OUTCOME = "OUTCOME"
+"""Conditional marker of the reservation's one outcome (``CANCELLED``, ``REJECTED`` or ``FAILED``)."""
 SUBMITTED = "SUBMITTED"
 """Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
 CANCEL_REQUESTED = "CANCEL_REQUESTED"
@@ -246,6 +248,26 @@ class Ledger:
                 return _entry(item)
             seq += 1  # another writer took this sequence number in the same millisecond
         raise RetryableAwsError(f"could not find a free ledger sequence number for {request_id} at {prefix}")
+
+    def append_outcome(
+        self, request_id: str, state: State, *, actor: str, detail: Mapping[str, Any] | None = None
+    ) -> LedgerEntry | None:
+        """Append the outcome ``CANCELLED``, ``REJECTED`` or ``FAILED`` unless another one was recorded.
+
+        A reservation has one outcome: the conditional :data:`OUTCOME` item is put first, and only a step
+        recording the same outcome (a retry) goes on to append it (once). ``RELEASED`` may still follow
+        (the release of a cancelled or failed reservation), and so may a ``FAILED`` of the release (phase
+        ``release``, appended with :meth:`append`: resources may still bill). Found by the fault soak:
+        ``CANCELLED`` then ``REJECTED``/``FAILED`` in one ledger.
+
+        Returns:
+            The entry written, or None when another outcome (or this one, already) is recorded.
+        """
+        # "outcome", not "state": readers that scan items for a "state" see only the STATE# entries.
+        _, item = self.put_once(request_id, OUTCOME, {"outcome": state.value, "actor": actor})
+        if item.get("outcome") != state.value:
+            return None
+        return self.append(request_id, state, actor=actor, detail=detail, once=True)
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""

@@ -462,3 +462,41 @@ def test_the_exception_class_name_is_the_error_for_every_lambda_resource_form(
     described = _describe(harness, execution)
     assert described["status"] == "SUCCEEDED"
     assert json.loads(described["output"])["error"]["Error"] == "FatalError"
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        (FaultKind.THROTTLE, "Lambda.TooManyRequestsException"),
+        (FaultKind.SERVER_ERROR, "Lambda.ServiceException"),
+    ],
+)
+def test_a_lambda_service_error_on_a_direct_arn_task_is_named_as_on_aws_so_retry_matches(
+    harness: Harness, kind: FaultKind, error: str
+) -> None:
+    # Given a direct-ARN task retried only on the AWS name of the Lambda service error, and every Invoke
+    # failing with that service error for a while (more than the SDK's own retries)
+    definition = {
+        "StartAt": "T",
+        "States": {
+            "T": {
+                "Type": "Task",
+                "Resource": harness.arn("hello"),
+                "Retry": [{"ErrorEquals": [error], "IntervalSeconds": 2, "MaxAttempts": 10}],
+                "End": True,
+            }
+        },
+    }
+    harness.faults.add(FaultRule(service="lambda", operation="Invoke", kind=kind, times=6))
+    execution = _start(harness, definition, {"name": "gpu"})
+
+    # When
+    harness.clock.run_until_idle()
+
+    # Then Step Functions saw the error under its AWS name (moto says "Exception") and the Retry applied
+    described = _describe(harness, execution)
+    failed = [e for e in harness.history(execution) if e["type"] == "LambdaFunctionFailed"]
+    assert failed
+    assert {e["lambdaFunctionFailedEventDetails"]["error"] for e in failed} == {error}
+    assert described["status"] == "SUCCEEDED"
+    assert len(harness.lambdas.records) == 1  # the throttled calls never ran the function

@@ -293,6 +293,17 @@ class SageMakerAdapter:
             ),
         )
 
+    def model_exists(self, name: str) -> bool:
+        """``DescribeModel``: True when the SageMaker model ``name`` exists in this region."""
+        try:
+            self._call("DescribeModel", lambda: self._client.describe_model(ModelName=name))
+        except ClientError as exc:
+            # SageMaker answers ValidationException "Could not find model" for a missing model.
+            if _is_not_found(exc) or "could not find" in error_message(exc).lower():
+                return False
+            raise
+        return True
+
     def describe_endpoint_config(self, name: str) -> dict[str, Any] | None:
         """``DescribeEndpointConfig``; None when absent."""
         try:

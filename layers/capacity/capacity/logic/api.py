@@ -307,11 +307,10 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     awaiting = bool(history) and history[-1].state is State.AWAITING_APPROVAL
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
-    written = ledger.append(
-        request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"}, once=True
-    )
-    if written is None:  # a concurrent DELETE recorded it first and requests the release
-        return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+    written = ledger.append_outcome(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"})
+    if written is None:  # a concurrent DELETE (or a rejection, a failure) recorded the outcome first
+        final = final_state(ledger.history(request_id)) or State.CANCELLED
+        return {"request_id": request_id, "status": final.value, "links": links(request_id)}
     if awaiting:
         token = _latest_token(ports, request_id)
         if token:

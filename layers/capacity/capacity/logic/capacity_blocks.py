@@ -68,6 +68,7 @@ from capacity.logic.common import (
     load_request,
     post,
     states,
+    stop_if_released,
 )
 from capacity.logic.on_demand import on_demand_summary
 from capacity.models import (
@@ -460,12 +461,7 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
     purchase = load_purchase(ports, step.request_id)
     if purchase is None:
         raise PlanFailed(f"no capacity block purchase is recorded for {step.request_id!r}")
-    seen = states(ports.ledger.history(request.id))
-    stop = seen & STOP_STATES
-    if stop:
-        raise ReservationCancelled(
-            f"reservation {request.id} is {', '.join(sorted(s.value for s in stop))}; nothing is launched"
-        )
+    stop_if_released(ports, request.id, "launching")
     ec2 = ports.ec2(purchase.region)
     reservation_id = purchase.training_plan_name
     template = request.launch_template
@@ -488,6 +484,8 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
             capacity_reservation_id=reservation_id,
             market_type="capacity-block",
         )
+        # A release that ran while RunInstances was in flight found no instance: release again.
+        stop_if_released(ports, request.id, "launching")
     instances = ec2.find_instances(request.id)
     gone = [i.instance_id for i in instances if i.state not in ("pending", "running")]
     if gone:
@@ -570,10 +568,10 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
 
     ``begin`` records ``RELEASING`` and terminates every live instance tagged with the request;
     ``delete_components`` terminates what is still live and polls until none is (30 s doubling to 300 s,
-    :class:`ReleaseStuck` after :data:`MAX_TERMINATE_POLLS`); ``delete_endpoint`` and
-    ``delete_endpoint_config`` have nothing to do; ``finish`` verifies no instance is left, records
-    ``RELEASED`` once with the cost summary, puts ``ReservationReleased``, posts it and deletes the schedule.
-    The block itself is paid upfront and cannot be deleted.
+    :class:`ReleaseStuck` after :data:`MAX_TERMINATE_POLLS`); ``delete_scaling``, ``delete_alarms``,
+    ``delete_endpoint`` and ``delete_endpoint_config`` have nothing to do; ``finish`` verifies no instance
+    is left, records ``RELEASED`` once with the cost summary, puts ``ReservationReleased``, posts it and
+    deletes the schedule. The block itself is paid upfront and cannot be deleted.
 
     Raises:
         ReleaseStuck: instances still live after the last poll.
@@ -609,9 +607,16 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
             next_wait_seconds=backoff_seconds(step.attempt, base=POLL_SECONDS, cap=300),
             attempt=step.attempt + 1,
         )
-    if step.action in ("delete_endpoint", "delete_endpoint_config"):
-        return ReleaseOutput(done=True)
-    return _finish(step, ports, ec2, purchase)
+    if step.action == "finish":
+        return _finish(step, ports, ec2, purchase)
+    # delete_scaling, delete_alarms, delete_endpoint, delete_endpoint_config: SageMaker-only resources.
+    return ReleaseOutput(done=True)
+
+
+def live_instances(ports: Ports, purchase: Purchase, request_id: str) -> list[str]:
+    """Ids of the instances of ``request_id`` that still bill (pending, running, stopping...) in the
+    purchase's region."""
+    return [i.instance_id for i in _live(ports.ec2(purchase.region).find_instances(request_id))]
 
 
 def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:

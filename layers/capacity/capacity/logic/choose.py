@@ -60,7 +60,7 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                 "ReservationFailed",
                 ReservationFailedDetail(request_id=request.id, error="OfferingNotFound", reason=plan.reason),
             )
-        written = ports.ledger.append(
+        written = ports.ledger.append_outcome(
             request.id,
             State.FAILED,
             actor=ports.actor,
@@ -71,7 +71,6 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                 "alternatives": [o.summary().model_dump(mode="json") for o in plan.alternatives],
                 "quota_errors": dict(plan.quota_errors),
             },
-            once=True,
         )
         if written is not None:
             post(ports, messages.offerings_table(request, plan, []))
@@ -104,12 +103,11 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
             once=True,
         )
         if plan.decision is Decision.REJECTED:
-            ports.ledger.append(
+            ports.ledger.append_outcome(
                 request.id,
                 State.REJECTED,
                 actor=ports.actor,
                 detail={"error": "BudgetExceeded", "reason": plan.reason},
-                once=True,
             )
         if written is not None:
             post(ports, messages.offerings_table(request, plan, rank(offerings, request.regions)))

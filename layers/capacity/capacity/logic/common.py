@@ -11,9 +11,9 @@ from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
-from capacity.errors import NameCollision, ReservationNotFound
+from capacity.errors import ModelNotFound, NameCollision, ReservationCancelled, ReservationNotFound
 from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
-from capacity.models import FINAL_STATES, LedgerEntry, ReservationRequest, State
+from capacity.models import FINAL_STATES, LedgerEntry, ReleaseRequestedDetail, ReservationRequest, State
 from capacity.ports import Ports
 from capacity.timeutil import parse_utc
 
@@ -75,6 +75,62 @@ def require_purchase(ports: Ports, request_id: str) -> Purchase:
 def states(history: list[LedgerEntry]) -> set[State]:
     """The set of states a history has passed through."""
     return {entry.state for entry in history}
+
+
+STOP_STATES = FINAL_STATES | {State.RELEASING}
+"""States after which nothing billable may be created for a reservation."""
+
+
+def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool = True) -> list[LedgerEntry]:
+    """Check (strongly consistent ledger read) that the reservation may still create billable resources.
+
+    Called before a create *and after it*: a cancel or a release that ran while the create was in flight
+    (a throttling back-off, a slow call) may have finished before the resource existed, so it found nothing
+    to delete. When a stop state (``RELEASING``, ``RELEASED``, ``CANCELLED``, ``REJECTED``, ``FAILED``) is
+    recorded and ``release`` is set (and a ``PURCHASE`` is recorded), a new ``ReleaseRequested`` is put:
+    the release is re-entrant, deletes what the first pass missed, and its ``RELEASED`` marker keeps one
+    ``RELEASED`` entry. Found by the fault soak (docs/soak.md).
+
+    Returns:
+        The history read (oldest first), when no stop state is recorded.
+
+    Raises:
+        ReservationCancelled: a stop state is recorded (the message names it and ``doing``).
+    """
+    history = ports.ledger.history(request_id)
+    stop = states(history) & STOP_STATES
+    if not stop:
+        return history
+    if release and ports.ledger.get(request_id, PURCHASE) is not None:
+        releasing = first_entry(history, State.RELEASING)
+        reason = str(releasing.detail.get("reason") or "") if releasing else ""
+        reason = reason or ("cancelled" if State.CANCELLED in stop else "failed")
+        ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason=reason))
+        logger.info("%s: %s is %s; release requested again", doing, request_id, sorted(s.value for s in stop))
+    raise ReservationCancelled(
+        f"reservation {request_id} is {', '.join(sorted(s.value for s in stop))}; not {doing}"
+    )
+
+
+def require_models(request: ReservationRequest, ports: Ports, region: str) -> None:
+    """Every ``model_name`` of the request must exist in ``region`` (``DescribeModel``) before money is spent:
+    ``CreateInferenceComponent`` would otherwise fail only after the plan was bought (or the on-demand
+    endpoint created).
+
+    Raises:
+        ModelNotFound: names the missing models and the region.
+    """
+    names = sorted({m.model_name for m in request.models if m.model_name})
+    if not names:
+        return
+    sagemaker = ports.sagemaker(region)
+    missing = [name for name in names if not sagemaker.model_exists(name)]
+    if missing:
+        raise ModelNotFound(
+            f"SageMaker model(s) {', '.join(missing)} do not exist in {region}, where the capacity would be "
+            f"bought; nothing was bought. Create them there (CreateModel) or give image and model_data_url "
+            f"instead, then request again."
+        )
 
 
 def final_state(history: list[LedgerEntry]) -> State | None:

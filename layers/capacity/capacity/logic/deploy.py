@@ -17,7 +17,10 @@ Scaling (issue 4, :mod:`capacity.logic.scaling`): once every component is ``InSe
 ``SageMakerInferenceComponentInvocationsPerCopy``, and the scale-to-zero / scale-from-zero / idle-release
 alarms are put.
 
-Every create is idempotent: an existing resource with the deterministic name is adopted.
+Every create is idempotent: an existing resource with the deterministic name is adopted. The ledger is read
+again after the creates (:func:`~capacity.logic.common.stop_if_released`): when a cancel or a release was
+recorded meanwhile, a new ``ReleaseRequested`` deletes what was created and the step raises
+``ReservationCancelled``, so nothing outlives a cancel.
 """
 
 from __future__ import annotations
@@ -34,8 +37,16 @@ from capacity.contracts import (
     EndpointOutput,
     backoff_seconds,
 )
-from capacity.errors import ComponentFailed, EndpointFailed, ReservationCancelled, ResourceBusy
-from capacity.logic.common import ensure_owned, first_entry, load_request, post, require_purchase, states
+from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
+from capacity.logic.common import (
+    ensure_owned,
+    first_entry,
+    load_request,
+    post,
+    require_purchase,
+    states,
+    stop_if_released,
+)
 from capacity.logic.scaling import setup_scaling
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
@@ -43,7 +54,6 @@ from capacity.ports import Ports
 
 ENDPOINT_DEADLINE = timedelta(minutes=90)
 COMPONENTS_DEADLINE = timedelta(hours=2)
-_STOP_STATES = frozenset({State.RELEASING, State.RELEASED, State.CANCELLED, State.REJECTED, State.FAILED})
 
 
 def production_variant(request: ReservationRequest, plan_arn: str) -> dict[str, Any]:
@@ -88,13 +98,7 @@ def component_specification(model: ModelSpec) -> dict[str, Any]:
 
 
 def _guard(ports: Ports, request_id: str) -> list[Any]:
-    history = ports.ledger.history(request_id)
-    stop = states(history) & _STOP_STATES
-    if stop:
-        raise ReservationCancelled(
-            f"reservation {request_id} is {', '.join(sorted(s.value for s in stop))}; not deploying"
-        )
-    return history
+    return stop_if_released(ports, request_id, "deploying")
 
 
 def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
@@ -133,6 +137,8 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
         if info is None:
             sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
             info = sagemaker.describe_endpoint(name)
+        # A cancel during the creates (a throttling back-off) may have released before they existed.
+        _guard(ports, request.id)
         ports.ledger.append(
             request.id,
             State.DEPLOYING,
@@ -205,6 +211,7 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
                     copy_count=max(1, model.copies.initial),
                     tags=tags_for(request.id),
                 )
+        _guard(ports, request.id)  # a release that ran during the creates found nothing: release again
         return ComponentsOutput(
             status="Creating", component_names=names, next_wait_seconds=wait, attempt=step.attempt + 1
         )
@@ -227,6 +234,7 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
         # Scaling before READY: a component must exist to be registered, and a reservation is not
         # ready until it can scale (to zero and back). Upserts: a retried poll repeats them harmlessly.
         setup_scaling(ports, request, purchase.region)
+        history = _guard(ports, request.id)  # scaling and alarms put after a release's pass: release again
         if State.READY not in states(history):
             ports.events.put(
                 "ReservationReady",

@@ -44,12 +44,11 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     # put CANCEL_REQUESTED before this read, so a cancelled request never goes on to a purchase.
     cancel = ledger.get(request.id, CANCEL_REQUESTED)
     if cancel is not None:
-        ledger.append(
+        ledger.append_outcome(
             request.id,
             State.CANCELLED,
             actor=str(cancel.get("actor") or ports.actor),
             detail={"reason": "cancelled", "before": "record_request"},
-            once=True,
         )
         created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
     return RecordRequestOutput(

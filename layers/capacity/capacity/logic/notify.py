@@ -43,6 +43,7 @@ _FRIENDLY_ERRORS = {
     "Lambda.Unknown": "a Lambda function failed without a reason (out of memory or time?)",
     "ActivationTimeout": "the training plan did not become Active in time",
     "PlanFailed": "the training plan failed",
+    "ModelNotFound": "a model of the request does not exist",
     "EndpointFailed": "the endpoint failed",
     "ComponentFailed": "an inference component failed",
     "OfferingExpired": "the offering expired before it could be bought",
@@ -164,12 +165,11 @@ def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
     if step.approved:
         return NotifyOutput(notified=True, state=_current(ports, step.request_id))
     reason = outcome_reason(step)
-    written = ledger.append(
+    written = ledger.append_outcome(
         step.request_id,
         State.REJECTED,
         actor=step.approver or ports.actor,
         detail={"error": "ApprovalRejected", "reason": reason},
-        once=True,
     )
     if written is not None:
         post(ports, messages.approval_outcome(step.request_id, approved=False, reason=reason))
@@ -197,12 +197,11 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         ports.events.put(
             "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
         )
-    written = ledger.append(
+    written = ledger.append_outcome(
         step.request_id,
         State.FAILED,
         actor=ports.actor,
         detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
-        once=True,
     )
     if written is not None:
         post(ports, messages.failure(step.request_id, error=error.Error, reason=reason, releasing=attempted))

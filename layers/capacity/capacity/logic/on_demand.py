@@ -31,12 +31,21 @@ import logging
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from capacity.adapters.ec2 import LIVE_INSTANCE_STATES
 from capacity.adapters.sagemaker import tags_for
 from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
-from capacity.logic.common import Purchase, first_entry, load_request, post, states
+from capacity.logic.common import (
+    Purchase,
+    first_entry,
+    load_request,
+    post,
+    require_models,
+    states,
+    stop_if_released,
+)
 from capacity.logic.deploy import production_variant
 from capacity.models import (
     FINAL_STATES,
@@ -110,6 +119,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
 
     Raises:
         ReservationCancelled: the reservation is releasing or final.
+        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in the region about to be tried.
         LaunchFailed: the instances stopped or terminated while starting, or never ran.
         QuotaExceeded, RetryableAwsError: from ``RunInstances``.
     """
@@ -117,12 +127,8 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     now = ports.clock()
     if request.strategy == "reserved":
         return OnDemandOutput(outcome="skipped")
-    seen = states(ports.ledger.history(request.id))
-    stop = seen & STOP_STATES
-    if stop:
-        raise ReservationCancelled(
-            f"reservation {request.id} is {', '.join(sorted(s.value for s in stop))}; nothing is launched"
-        )
+    if states(ports.ledger.history(request.id)) & STOP_STATES:
+        return _abandon(request, ports, step.attempt)
     existing = ports.ledger.get(request.id, PURCHASE)
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
         if request.platform == "sagemaker":
@@ -213,7 +219,9 @@ def _record_try(
     )
 
 
-def _sagemaker(request: ReservationRequest, ports: Ports, attempt: int, now: datetime) -> OnDemandOutput:
+def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
+    request: ReservationRequest, ports: Ports, attempt: int, now: datetime
+) -> OnDemandOutput:
     """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
     ``ON_DEMAND_TRY#`` ledger items."""
     name, config = endpoint_name(request.id), endpoint_config_name(request.id)
@@ -233,6 +241,7 @@ def _sagemaker(request: ReservationRequest, ports: Ports, attempt: int, now: dat
         if info is None:
             if not _cleaned(ports, request.id, failed):
                 return wait  # an earlier region's endpoint is still deleting
+            require_models(request, ports, region)  # before anything bills in this region
             if sagemaker.describe_endpoint_config(config) is None:
                 variant = production_variant(request, "")
                 del variant["CapacityReservationConfig"]  # on demand: no training plan
@@ -244,6 +253,8 @@ def _sagemaker(request: ReservationRequest, ports: Ports, attempt: int, now: dat
                 )
             # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
             sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+            if states(ports.ledger.history(request.id)) & STOP_STATES:  # cancelled during the creates
+                return _abandon(request, ports, attempt)
             return wait.model_copy(update={"region": region})
         if info.status == "InService":
             _record_try(
@@ -301,6 +312,48 @@ def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
     return done
 
 
+def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDemandOutput:
+    """The reservation was cancelled or released while on-demand capacity was being tried.
+
+    With a ``PURCHASE`` recorded the release owns what runs: ``ReleaseRequested`` is put again (a release
+    that ran before the ``PURCHASE`` found nothing) and :class:`ReservationCancelled` raised. Without one,
+    no release knows the region: every on-demand endpoint and config (``sagemaker``) or instance (``ec2``)
+    of the request is deleted here in every candidate region, polling (outcome ``launched``) until all are
+    gone, then :class:`ReservationCancelled`.
+
+    Raises:
+        ReservationCancelled: nothing of the request is left here, or the release was requested again.
+    """
+    if ports.ledger.get(request.id, PURCHASE) is not None:
+        stop_if_released(ports, request.id, "launching on demand")
+    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    left: list[str] = []
+    for region in request.regions:
+        if request.platform == "ec2":
+            ec2 = ports.ec2(region)
+            live = [i for i in ec2.find_instances(request.id) if i.state in LIVE_INSTANCE_STATES]
+            ec2.terminate_instances([i.instance_id for i in live if i.state != "shutting-down"])
+            left.extend(f"instance {i.instance_id} in {region}" for i in live)
+            continue
+        sagemaker = ports.sagemaker(region)
+        info = sagemaker.describe_endpoint(name)
+        if info is None:
+            sagemaker.delete_endpoint_config(config)
+            continue
+        left.append(f"endpoint {name} in {region} ({info.status})")
+        if info.status not in ("Deleting", "Creating", "Updating"):  # Creating: refused, deleted next poll
+            sagemaker.delete_endpoint(name)
+    if left:
+        logger.info("%s stopped while on demand: deleting %s", request.id, ", ".join(left))
+        return OnDemandOutput(
+            outcome="launched",
+            market="on-demand",
+            next_wait_seconds=backoff_seconds(min(attempt, 3), base=30, cap=300),
+            attempt=attempt + 1,
+        )
+    raise ReservationCancelled(f"reservation {request.id} was stopped; nothing launched on demand is left")
+
+
 def _launched(
     request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
 ) -> OnDemandOutput:
@@ -326,6 +379,9 @@ def _launched(
             "instance_ids": ids,
         },
     )
+    # Cancelled while launching: the PURCHASE now tells a new release what to delete (a release that ran
+    # before it found nothing).
+    stop_if_released(ports, request.id, "launching on demand")
     release_at = request.latest_end - timedelta(minutes=request.release_margin_minutes)
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON

@@ -33,7 +33,7 @@ from capacity.errors import (
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.capacity_blocks import purchase_block
-from capacity.logic.common import ensure_owned, final_state, load_request, post, states
+from capacity.logic.common import ensure_owned, final_state, load_request, post, require_models, states
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
@@ -141,6 +141,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     Raises:
         ReservationNotFound: the request is not recorded.
         ReservationCancelled: the reservation was cancelled (or finished) before the purchase.
+        ModelNotFound: a ``model_name`` of the request names no model in the offering's region.
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
         OfferingExpired: the offering expired and one fresh search found nothing buyable.
         QuotaExceeded, PurchaseFailed: AWS refused the purchase.
@@ -157,6 +158,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         final = final_state(history)
         if final is not None:
             raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
+        require_models(request, ports, step.offering.region)
         if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
             raise BudgetExceeded(
                 f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "

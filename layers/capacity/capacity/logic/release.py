@@ -13,7 +13,10 @@ what is still billing, so the workflow's ``Catch`` tells a person instead of pol
 
 Exactly one ``RELEASED`` entry even when two releases race: ``finish`` puts a conditional ``RELEASED``
 marker item first; only its writer records the state, puts ``ReservationReleased`` and posts the
-summary. A reservation that never bought anything has nothing to release: every action is a no-op.
+summary. ``begin`` answers ``already_released`` on that marker only when nothing of the reservation still
+exists (:func:`still_billing`): a deployment step that created something after a release's pass puts a new
+``ReleaseRequested`` (:func:`~capacity.logic.common.stop_if_released`), and that release deletes it.
+A reservation that never bought anything has nothing to release: every action is a no-op.
 
 Re-entrant with a reserve workflow still deploying: ``delete_endpoint`` deletes components that appeared
 after ``delete_components`` (and waits), and ``finish`` removes scaling and alarms once more (a deployment
@@ -33,7 +36,7 @@ from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
-from capacity.logic.capacity_blocks import release_block
+from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
 from capacity.logic.on_demand import on_demand_summary
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
@@ -94,10 +97,15 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         raise InvalidRequest([FieldError("request_id", "is required (a non-empty string)")])
     ledger = ports.ledger
     marker = ledger.get(step.request_id, RELEASED_MARKER)
-    if marker is not None:
-        summary = CostSummary.model_validate(marker["summary"]) if marker.get("summary") else None
-        return ReleaseOutput(done=True, already_released=True, summary=summary)
     purchase = load_purchase(ports, step.request_id)
+    # Released already: done, unless a deployment that raced the release created something after its
+    # pass (it puts ReleaseRequested again): then this release deletes it; ``finish`` keeps one RELEASED.
+    if marker is not None and (step.action == "begin" or purchase is None):
+        left = still_billing(ports, step.request_id, purchase) if purchase is not None else []
+        if not left:
+            summary = CostSummary.model_validate(marker["summary"]) if marker.get("summary") else None
+            return ReleaseOutput(done=True, already_released=True, summary=summary)
+        logger.warning("%s was released but still has %s: releasing again", step.request_id, ", ".join(left))
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
@@ -121,6 +129,16 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     else:
         output = _DELETIONS[step.action](sagemaker, step.request_id, step.attempt)
     return output
+
+
+def still_billing(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
+    """What of the reservation still exists in the purchase's region: instances (``platform`` ``ec2``), or
+    inference components, the endpoint, its config, scalable targets, scaling policies and alarms."""
+    if purchase.platform == "ec2":
+        return [f"instance {i}" for i in live_instances(ports, purchase, request_id)]
+    models = _model_names(ports, request_id)
+    found = leftovers(ports.sagemaker(purchase.region), request_id, models)
+    return found + scaling_leftovers(ports, request_id, models, purchase.region)
 
 
 def _model_names(ports: Ports, request_id: str) -> list[str]:
