@@ -206,7 +206,10 @@ class VirtualClock:
         self._traveller = self._travel.start()
         me = threading.get_ident()
         self._owner = me
-        self._ignored = {t.ident for t in threading.enumerate() if t.ident is not None and t.ident != me}
+        # sys._current_frames() also lists raw _thread threads that threading.enumerate() does not know
+        # (pytest-xdist's execnet receiver is one): they are infrastructure too.
+        alive = {t.ident for t in threading.enumerate() if t.ident is not None} | set(sys._current_frames())
+        self._ignored = alive - {me}
         self._started = True
 
     def stop(self) -> None:
