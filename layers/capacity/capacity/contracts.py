@@ -8,6 +8,7 @@ strings, never a ``datetime`` or ``Decimal`` object, never ``ResponseMetadata``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,6 +123,15 @@ class PurchaseOutput(_Out):
     start_time: UtcDatetime
     end_time: UtcDatetime
     upfront_fee_usd: Money
+
+    @classmethod
+    def from_purchase_item(cls, item: Mapping[str, Any]) -> PurchaseOutput:
+        """The output from the ledger's ``PURCHASE`` item: plan or block (other keys ignored).
+
+        Raises:
+            KeyError: the item lacks one of the output's fields.
+        """
+        return cls.model_validate({key: item[key] for key in cls.model_fields})
 
 
 # 6. wait_for_activation

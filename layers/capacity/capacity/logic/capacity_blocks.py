@@ -267,19 +267,7 @@ def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Port
 def _after_purchase(
     request: ReservationRequest, item: Mapping[str, Any], ports: Ports, *, first: bool
 ) -> PurchaseOutput:
-    output = PurchaseOutput.model_validate(
-        {
-            key: item[key]
-            for key in (
-                "training_plan_arn",
-                "training_plan_name",
-                "region",
-                "start_time",
-                "end_time",
-                "upfront_fee_usd",
-            )
-        }
-    )
+    output = PurchaseOutput.from_purchase_item(item)
     margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
     release_at = output.end_time - margin
     # Scheduled as soon as the money is spent; the expiry warning event (40 minutes before the end, seen

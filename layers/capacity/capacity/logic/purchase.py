@@ -215,19 +215,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
 def _after_purchase(
     request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
 ) -> PurchaseOutput:
-    output = PurchaseOutput.model_validate(
-        {
-            key: item[key]
-            for key in (
-                "training_plan_arn",
-                "training_plan_name",
-                "region",
-                "start_time",
-                "end_time",
-                "upfront_fee_usd",
-            )
-        }
-    )
+    output = PurchaseOutput.from_purchase_item(item)
     # The release is scheduled as soon as the money is spent, so no later crash can leak an endpoint.
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id),
