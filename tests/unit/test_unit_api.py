@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import time_machine
 from capacity.adapters import clients
+from capacity.errors import ReservationCancelled
 from capacity.ledger import APPROVAL, Ledger
 from capacity.models import State, parse_request
 
@@ -231,6 +232,23 @@ def test_second_delete_puts_no_second_release(api: tuple[Any, str, FakeTasks]) -
     assert (second[0], second[1]["status"]) == (202, "CANCELLED")
     assert [e["detail-type"] for e in drain(tap)] == ["ReleaseRequested"]
     assert [e.state for e in ledger.history("demo-1")] == [State.REQUESTED, State.CANCELLED]
+
+
+def test_delete_fails_a_token_stored_by_an_approval_step_that_had_not_recorded_its_state_yet(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    # The approval step stores its token before it records AWAITING_APPROVAL: a DELETE in between reads
+    # PLANNED, and must still answer the waiting task (found by the fault soak, seed 1 lifecycle 176).
+    handler, _, tasks = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.append("demo-1", State.PLANNED, actor="choose")
+    ledger.put_once("demo-1", APPROVAL, {"task_token": "token-2"})
+    assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
+    assert [(kind, token) for kind, token, _ in tasks.calls] == [("failure", "token-2")]
+    with pytest.raises(ReservationCancelled, match="is CANCELLED: AWAITING_APPROVAL is not recorded"):
+        ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    assert [e.state for e in ledger.history("demo-1")] == [State.REQUESTED, State.PLANNED, State.CANCELLED]
 
 
 def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(

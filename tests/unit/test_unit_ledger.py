@@ -6,7 +6,9 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
+import pytest
 from capacity.adapters import clients
+from capacity.errors import ReservationCancelled
 from capacity.ledger import PURCHASE_INTENT, REQUEST, Ledger
 from capacity.models import State, parse_request
 
@@ -126,3 +128,64 @@ def test_request_item_holds_the_validated_request(aws: None) -> None:
     assert item is not None
     assert item["request"]["earliest_start"] == "2026-12-08T11:30:00Z"
     assert item["request"]["models"][0]["cpu_cores"] == 16
+
+
+def test_a_state_written_unless_outcome_never_follows_the_outcome(aws: None) -> None:
+    # AWAITING_APPROVAL must not land after CANCELLED (fault soak seed 1, lifecycle 176)
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    first = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    assert first is not None
+    assert first.sk == "STATE#2026-12-01T09:00:00.000Z#0000"
+    ledger.append_outcome("r1", State.CANCELLED, actor="api")
+    with pytest.raises(ReservationCancelled, match="r1 is CANCELLED: AWAITING_APPROVAL is not recorded"):
+        ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    assert [e.state for e in ledger.history("r1")] == [State.AWAITING_APPROVAL, State.CANCELLED]
+
+
+class ReplayingClient(RecordingClient):
+    """Runs each transaction once more after it committed (``replay``: a botocore retry after a lost
+    answer), or lets another writer take the sequence number just before it (``competitor``)."""
+
+    def __init__(
+        self, client: Any, *, replay: bool = False, competitor: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(client)
+        self.replay = replay
+        self.competitor = competitor
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.operations.append("transact_write_items")
+        if self.competitor is not None:  # another writer, same millisecond, same sequence number
+            self._client.put_item(TableName="ledger", Item=self.competitor)
+            self.competitor = None
+        answer = self._client.transact_write_items(**kwargs)
+        if self.replay:
+            self.replay = False
+            return self._client.transact_write_items(**kwargs)  # the Put's condition now fails
+        return answer
+
+
+def test_a_retried_transaction_that_had_committed_counts_as_the_writer(aws: None) -> None:
+    client = ReplayingClient(clients.dynamodb(REGION), replay=True)
+    ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
+    entry = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    assert entry is not None
+    assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0000"
+    assert [e.state for e in ledger.history("r1")] == [State.AWAITING_APPROVAL]
+    assert set(client.operations) <= {"put_item", "get_item", "query", "transact_write_items"}
+
+
+def test_a_sequence_number_taken_meanwhile_moves_the_transaction_to_the_next(aws: None) -> None:
+    sk = "STATE#2026-12-01T09:00:00.000Z#0000"
+    competitor = {
+        "request_id": {"S": "r1"},
+        "sk": {"S": sk},
+        "state": {"S": "PLANNED"},
+        "at": {"S": sk[6:30]},
+    }
+    client = ReplayingClient(clients.dynamodb(REGION), competitor=competitor)
+    ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
+    entry = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    assert entry is not None
+    assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0001"
+    assert [e.state for e in ledger.history("r1")] == [State.PLANNED, State.AWAITING_APPROVAL]

@@ -28,6 +28,7 @@ from capacity.errors import (
 )
 from capacity.ledger import APPROVAL
 from capacity.logic.activation import wait_for_activation
+from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
 from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.notify import notify, readable_reason
@@ -409,6 +410,39 @@ def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(h
     assert harness.ledger.get(request.id, APPROVAL) is None
     assert len(harness.slack.messages) == posted
     assert "ApprovalRequested" not in harness.events.types()
+
+
+def test_a_cancel_between_the_approval_check_and_its_write_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault soak seed 1, lifecycle 176: the DELETE landed after the approval step found no final state
+    # and before it recorded AWAITING_APPROVAL, so the ledger ended REQUESTED, PLANNED, CANCELLED,
+    # AWAITING_APPROVAL. The write is now conditional on no OUTCOME, and the DELETE fails the stored token.
+    request = record(harness, approval_above_usd="5000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    plan = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    put_once = harness.ledger.put_once
+
+    def put_then_cancel(request_id: str, sk: str, attributes: Any, **kwargs: Any) -> Any:
+        written = put_once(request_id, sk, attributes, **kwargs)
+        if sk == APPROVAL:  # the token is stored; the DELETE runs before AWAITING_APPROVAL is written
+            answer = cancel_reservation(request_id, harness.ports, actor="alice")
+            assert answer["status"] == "CANCELLED"
+        return written
+
+    monkeypatch.setattr(harness.ledger, "put_once", put_then_cancel)
+    with pytest.raises(ReservationCancelled, match="CANCELLED: AWAITING_APPROVAL is not recorded after"):
+        notify(
+            NotifyInput(kind="approval_request", request_id=request.id, task_token="tok-1", plan=plan),
+            harness.ports,
+        )
+    assert states(harness, request.id) == [State.REQUESTED, State.PLANNED, State.CANCELLED]
+    assert harness.tasks.calls == [
+        ("failure", "tok-1", {"error": "ReservationCancelled", "cause": "cancelled by alice"})
+    ]
+    assert not [m for m in harness.slack.messages if "approve_reservation" in str(m.blocks)]
 
 
 def test_rejected_approval_records_rejected(harness: Harness) -> None:

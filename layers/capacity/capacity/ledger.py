@@ -1,7 +1,8 @@
 """The reservations ledger: an append-only DynamoDB history of every state change and every dollar.
 
 Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item is put with
-``ConditionExpression attribute_not_exists(sk)``; nothing is ever updated or deleted.
+``ConditionExpression attribute_not_exists(sk)`` (a state that must not follow an outcome in one
+``TransactWriteItems`` with a ``ConditionCheck`` on ``OUTCOME``); nothing is ever updated or deleted.
 
 - State changes: ``sk = "STATE#<YYYY-MM-DDTHH:MM:SS.mmmZ>#<seq>"`` with ``state``, ``at``, ``actor``,
   ``detail`` (small map) and ``money_usd`` (decimal string) when money moves. ``seq`` (4 digits) orders
@@ -29,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
-from capacity.errors import RetryableAwsError
+from capacity.errors import ReservationCancelled, RetryableAwsError
 from capacity.models import LedgerEntry, ReservationRequest, State, parse_request
 from capacity.pricing import money_str
 from capacity.timeutil import iso_ms, utcnow
@@ -109,13 +110,7 @@ class Ledger:
             ``write_id``) wrote the item; ``item`` is the item as stored.
         """
         wid = write_id or uuid.uuid4().hex
-        item = {
-            **attributes,
-            "request_id": request_id,
-            "sk": sk,
-            "write_id": wid,
-            "written_at": iso_ms(self._clock()),
-        }
+        item = self._new_item(request_id, sk, attributes, wid)
         try:
             call_dynamodb(
                 "PutItem",
@@ -133,6 +128,17 @@ class Ledger:
                 raise RetryableAwsError(f"ledger item {sk} vanished after a conflict") from exc
             return existing.get("write_id") == wid, existing
         return True, deserialize_item(serialize_item(item))
+
+    def _new_item(
+        self, request_id: str, sk: str, attributes: Mapping[str, Any], write_id: str
+    ) -> dict[str, Any]:
+        return {
+            **attributes,
+            "request_id": request_id,
+            "sk": sk,
+            "write_id": write_id,
+            "written_at": iso_ms(self._clock()),
+        }
 
     def items(self, request_id: str, prefix: str | None = None) -> list[dict[str, Any]]:
         """Every item of the reservation (optionally those whose ``sk`` starts with ``prefix``)."""
@@ -217,14 +223,21 @@ class Ledger:
         detail: Mapping[str, Any] | None = None,
         money_usd: Decimal | None = None,
         once: bool = False,
+        unless_outcome: bool = False,
     ) -> LedgerEntry | None:
         """Append a state change ``STATE#<now ms>#<seq>``.
 
         Args:
             once: skip (return None) if the history already holds ``state`` (retried steps).
+            unless_outcome: write only if no :data:`OUTCOME` is recorded, atomically (one
+                ``TransactWriteItems``: a ``ConditionCheck`` on ``OUTCOME`` and the put). A step that must
+                never follow a cancel (``AWAITING_APPROVAL``) cannot slip in between a check and its write.
 
         Returns:
             The entry written, or None when ``once`` skipped it.
+
+        Raises:
+            ReservationCancelled: ``unless_outcome`` and an outcome is recorded (the message names it).
         """
         if once:
             for entry in self.history(request_id):
@@ -241,13 +254,65 @@ class Ledger:
         }
         if money_usd is not None:
             attributes["money_usd"] = money_str(money_usd)
+        put = self._put_unless_outcome if unless_outcome else self.put_once
         for _ in range(MAX_SEQ_ATTEMPTS):
             sk = f"{prefix}{seq:04d}"
-            created, item = self.put_once(request_id, sk, attributes)
+            created, item = put(request_id, sk, attributes)
             if created:
                 return _entry(item)
             seq += 1  # another writer took this sequence number in the same millisecond
         raise RetryableAwsError(f"could not find a free ledger sequence number for {request_id} at {prefix}")
+
+    def _put_unless_outcome(
+        self, request_id: str, sk: str, attributes: Mapping[str, Any]
+    ) -> tuple[bool, dict[str, Any]]:
+        """:meth:`put_once`, in one transaction with a check that no :data:`OUTCOME` item exists.
+
+        Raises:
+            ReservationCancelled: the outcome is recorded (then nothing was written).
+        """
+        wid = uuid.uuid4().hex
+        item = self._new_item(request_id, sk, attributes, wid)
+        key = {"request_id": {"S": request_id}, "sk": {"S": OUTCOME}}
+        try:
+            call_dynamodb(
+                "TransactWriteItems",
+                lambda: self._client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "ConditionCheck": {
+                                "TableName": self._table,
+                                "Key": key,
+                                "ConditionExpression": "attribute_not_exists(sk)",
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self._table,
+                                "Item": serialize_item(item),
+                                "ConditionExpression": "attribute_not_exists(sk)",
+                            }
+                        },
+                    ]
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            # A botocore retry of a transaction that did commit meets its own item: that is success.
+            existing = self.get(request_id, sk)
+            if existing is not None and existing.get("write_id") == wid:
+                return True, existing
+            outcome = self.get(request_id, OUTCOME)
+            if outcome is not None:
+                raise ReservationCancelled(
+                    f"reservation {request_id} is {outcome.get('outcome')}: {attributes.get('state')} "
+                    "is not recorded after it"
+                ) from exc
+            if existing is None:  # cancelled for another reason (a conflicting transaction): try again
+                raise RetryableAwsError(f"ledger transaction for {sk} was cancelled: {exc}") from exc
+            return False, existing
+        return True, deserialize_item(serialize_item(item))
 
     def append_outcome(
         self, request_id: str, state: State, *, actor: str, detail: Mapping[str, Any] | None = None

@@ -304,18 +304,19 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     final = final_state(history)
     if final is not None:  # already cancelled, rejected or failed: its release was requested then
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
-    awaiting = bool(history) and history[-1].state is State.AWAITING_APPROVAL
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
     written = ledger.append_outcome(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"})
     if written is None:  # a concurrent DELETE (or a rejection, a failure) recorded the outcome first
         final = final_state(ledger.history(request_id)) or State.CANCELLED
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
-    if awaiting:
-        token = _latest_token(ports, request_id)
-        if token:
-            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
-                ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
+    # The token is read after the outcome is recorded, not judged from the history read before: an
+    # approval step racing this DELETE stores its token first and records AWAITING_APPROVAL only while no
+    # outcome exists (Ledger.append unless_outcome), so either it sees CANCELLED or its token is seen here.
+    token = _latest_token(ports, request_id)
+    if token:
+        with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
+            ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
     ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
 

@@ -4,7 +4,8 @@
   ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
   ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).
   When the reservation already has a final state (cancelled meanwhile) it raises ``ReservationCancelled``
-  and records and posts nothing.
+  and records and posts nothing; ``AWAITING_APPROVAL`` is written only while no ``OUTCOME`` exists (one
+  transaction), so a DELETE landing between that check and the write cannot leave it after ``CANCELLED``.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
 - ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
@@ -136,6 +137,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             "offering": step.plan.offering.model_dump(mode="json") if step.plan.offering else None,
         },
         once=True,
+        unless_outcome=True,  # raises ReservationCancelled when a DELETE got in since the check above
     )
     if written is not None or created:
         post(
