@@ -4,14 +4,16 @@ Each sample is a fresh interpreter (a subprocess, like a new Lambda execution en
 
 1. imports the function's handler module from ``functions/<name>/app.py`` with the layer on ``sys.path``
    (timed: **import**: Powertools, pydantic models, boto3 and the layer, as Lambda's init phase does);
-2. then, untimed, starts moto and creates the template's DynamoDB tables and event bus;
-3. then runs the handler once on the function's first sample event from events/ (timed: **first
-   invocation**: botocore client creation, validation, the AWS calls answered by moto in-process).
+2. then, untimed, stands up the local cloud (``localcloud.LocalCloud``: moto plus the emulator of training
+   plans, capacity blocks and Slack) with the application's own template deployed;
+3. then runs the handler once, in the same process, on the function's first sample event from events/
+   (timed: **first invocation**: botocore client creation, validation, the AWS calls answered in-process).
 
-No network: the AWS calls are answered by moto, so the figure is the code's own cold cost, without AWS's
-latency. The reservation of the step events (``eval-week-49``) does not exist in the empty tables, so most
+No network: the AWS calls are answered in-process, so the figure is the code's own cold cost, without AWS's
+latency. The reservation of the step events (``eval-week-49``) does not exist in the fresh ledger, so most
 steps answer ``ReservationNotFound`` after their first DynamoDB read; the API function accepts the request
-(202, one ``PutEvents``). Environment variables are the function's own, resolved from the template.
+(202, one ``PutEvents``); the Slack function answers its signed sample (the cloud's clock starts at the
+signature's timestamp). Environment variables are the function's own, resolved from the template.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from bench.report import Section, ms
 from localcloud.template import Stack
@@ -41,14 +42,18 @@ spec = importlib.util.spec_from_file_location("app", spec_in["module"])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t1 = time.perf_counter()
-from moto import mock_aws
-import boto3
-with mock_aws():
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    for table in spec_in["tables"]:
-        ddb.create_table(**table)
-    for bus in spec_in["buses"]:
-        boto3.client("events", region_name="us-east-1").create_event_bus(Name=bus)
+from pathlib import Path
+from localcloud.cloud import LocalCloud
+# The whole stack on the local cloud (moto + the emulator of training plans, capacity blocks, Slack):
+# every AWS call of the first invocation has an answer, none is a "not implemented" error path.
+from datetime import UTC, datetime
+event = json.loads(open(spec_in["event"]).read())
+# A signed Slack sample is answered at the instant it was signed (Slack's 5-minute window), not 401.
+signed_at = (event.get("headers") or {}).get("X-Slack-Request-Timestamp")
+start = datetime.fromtimestamp(int(signed_at), UTC) if signed_at else None
+cloud = LocalCloud(Path(spec_in["template"]), start=start)
+cloud.start()
+try:
 
     class Context:
         function_name = spec_in["name"]
@@ -61,7 +66,6 @@ with mock_aws():
         def get_remaining_time_in_millis(self):
             return 60000
 
-    event = json.loads(open(spec_in["event"]).read())
     handler = getattr(module, spec_in["handler"])
     t2 = time.perf_counter()
     try:
@@ -70,32 +74,12 @@ with mock_aws():
     except Exception as exc:
         outcome = type(exc).__name__
     t3 = time.perf_counter()
+finally:
+    cloud.stop()
 print(json.dumps({"import": t1 - t0, "invoke": t3 - t2, "outcome": outcome}))
 """
 
 _BOTO3 = "import time; t0 = time.perf_counter(); import boto3; print(time.perf_counter() - t0)"
-
-
-def _tables(stack: Stack) -> list[dict[str, Any]]:
-    tables = []
-    for logical_id, resource in stack.resources.items():
-        if resource.type != "AWS::DynamoDB::Table":
-            continue
-        props = resource.properties
-        table = {
-            "TableName": stack.physical_id(logical_id),
-            "KeySchema": props["KeySchema"],
-            "AttributeDefinitions": props["AttributeDefinitions"],
-            "BillingMode": "PAY_PER_REQUEST",
-        }
-        if props.get("GlobalSecondaryIndexes"):  # the ledger's listing index defines two more attributes
-            table["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
-        tables.append(table)
-    return tables
-
-
-def _buses(stack: Stack) -> list[str]:
-    return [stack.physical_id(lid) for lid, r in stack.resources.items() if r.type == "AWS::Events::EventBus"]
 
 
 def _env(environment: dict[str, str], name: str) -> dict[str, str]:
@@ -109,9 +93,7 @@ def _env(environment: dict[str, str], name: str) -> dict[str, str]:
         AWS_LAMBDA_FUNCTION_NAME=name,
         POWERTOOLS_TRACE_DISABLED="true",
         POWERTOOLS_LOG_LEVEL="WARNING",  # the figure is the code's cost, not the terminal's
-        SLACK_CHANNEL_ID="",
     )
-    env.pop("SLACK_BOT_TOKEN_SECRET_ARN", None)
     return env
 
 
@@ -137,7 +119,6 @@ def run(quick: bool = False) -> Section:
     """Median import and first-invocation times per function over fresh interpreters."""
     samples = 1 if quick else 3
     stack = Stack.load(ROOT / "template.yaml")
-    tables, buses = _tables(stack), _buses(stack)
     boto3_times = [float(_sample([sys.executable, "-c", _BOTO3], dict(os.environ))) for _ in range(samples)]
     boto3_ms = ms(statistics.median(boto3_times))
     print(f"   bare import boto3: {boto3_ms} ms")
@@ -156,8 +137,7 @@ def run(quick: bool = False) -> Section:
             "handler": handler,
             "layers": [str(path) for path in spec.layer_dirs],
             "event": str(events[0]),
-            "tables": tables,
-            "buses": buses,
+            "template": str(ROOT / "template.yaml"),
         }
         env = _env(spec.environment, spec.name)
         runs = [
@@ -181,17 +161,17 @@ def run(quick: bool = False) -> Section:
         method=(
             f"Median of {samples} fresh interpreter(s) per function (subprocesses): the handler module's "
             "import (the init phase), then its first invocation on its first sample event from `events/`, "
-            "with moto answering the AWS calls in-process (set up untimed between the two). No network, so "
-            "AWS's own latency is not in the figures. Answer: the handler's HTTP status or exception "
-            "(`ReservationNotFound` is expected: the sample reservation is not in the empty tables). "
+            "with the local cloud (moto and the emulator, the template deployed) answering the AWS calls "
+            "in-process (set up untimed between the two). No network, so AWS's own latency is not in the "
+            "figures. Answer: the handler's HTTP status, `ok`, or the exception it raised "
+            "(`ReservationNotFound` is expected: the sample reservation is not in the fresh ledger). "
             f"For reference, a bare `import boto3` in a fresh interpreter of the same run: **{boto3_ms} ms** "
             f"(median of {samples})."
         ),
         table=rows,
         notes=[
-            "Read the import column as the cold-start cost: the first invocation here runs after moto's "
-            "setup, which has already loaded botocore's service models, so client creation is cheaper than "
-            "in a fresh Lambda environment. An answer `NotImplementedError` means moto lacks the API the "
-            "step calls first (`DescribeTrainingPlan`): that row's invocation time is moto's error path."
+            "Read the import column as the cold-start cost: the first invocation here runs after the local "
+            "cloud's setup, which has already loaded botocore's service models, so client creation is "
+            "cheaper than in a fresh Lambda environment."
         ],
     )
