@@ -9,7 +9,8 @@ SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 # checkov pins boto3 1.35 and an older pytest: it gets its own venv, like SAM CLI (docs/security.md).
 CHECKOV_VENV := .tools/checkov
-CHECKOV := $(CHECKOV_VENV)/bin/checkov
+# Through the venv's python, not its bin/checkov script: a script's shebang pins the path the venv was made at.
+CHECKOV := $(CHECKOV_VENV)/bin/python -m checkov.main
 CHECKOV_VERSION := 3.3.30
 # sam build looks for python3.13 on PATH: the project venv provides it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
