@@ -63,14 +63,12 @@ from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
 from capacity.logic.common import (
     Purchase,
     final_state,
-    first_entry,
     load_purchase,
     load_request,
     post,
     states,
     stop_if_released,
 )
-from capacity.logic.on_demand import on_demand_summary
 from capacity.models import (
     FINAL_STATES,
     CostSummary,
@@ -79,7 +77,6 @@ from capacity.models import (
     ReservationActiveDetail,
     ReservationPurchasedDetail,
     ReservationReadyDetail,
-    ReservationReleasedDetail,
     ReservationRequest,
     State,
 )
@@ -617,46 +614,22 @@ def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
 
 
 def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
-    # The same arithmetic as the SageMaker path; release.py imports this module, hence the late import.
-    from capacity.logic.release import cost_summary  # noqa: PLC0415
+    # The same ending as the SageMaker path; release.py imports this module, hence the late import.
+    from capacity.logic.release import record_released  # noqa: PLC0415
 
     left = [i.instance_id for i in _live(ec2.find_instances(step.request_id))]
     if left:
         raise LeftoverResources(
             f"release of {step.request_id} left instances tagged with it: {', '.join(left)}"
         )
-    history = ports.ledger.history(step.request_id)
-    releasing = first_entry(history, State.RELEASING)
-    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    if purchase.market in ("on-demand", "spot"):
-        summary = on_demand_summary(step.request_id, purchase, history, now=ports.clock())
-    else:
-        summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
-    created, item = ports.ledger.put_once(
-        step.request_id,
-        RELEASED_MARKER,
-        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
+    return record_released(
+        step,
+        ports,
+        purchase,
+        lambda summary, reason: released_message(
+            summary, request_id=step.request_id, reason=reason, market=purchase.market
+        ),
     )
-    if not created:
-        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
-        return ReleaseOutput(done=True, already_released=True, summary=stored)
-    ports.events.put(
-        "ReservationReleased",
-        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
-        resources=[purchase.training_plan_arn],
-    )
-    ports.ledger.append(
-        step.request_id,
-        State.RELEASED,
-        actor=ports.actor,
-        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
-    )
-    try:  # released before the schedule fired (expiry warning, cancel, failure): drop the schedule
-        ports.scheduler.delete(release_schedule_name(step.request_id))
-    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
-        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    post(ports, released_message(summary, request_id=step.request_id, reason=reason, market=purchase.market))
-    return ReleaseOutput(done=True, summary=summary)
 
 
 def released_message(
