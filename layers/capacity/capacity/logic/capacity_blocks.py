@@ -48,7 +48,6 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import (
-    ActivationTimeout,
     BudgetExceeded,
     LaunchFailed,
     LeftoverResources,
@@ -62,15 +61,16 @@ from capacity.errors import (
 from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
 from capacity.logic.common import (
     Purchase,
+    check_activation_deadlines,
     final_state,
     load_purchase,
     load_request,
     post,
+    record_activation,
     states,
     stop_if_released,
 )
 from capacity.models import (
-    FINAL_STATES,
     CostSummary,
     OfferingSummary,
     ReleaseRequestedDetail,
@@ -90,10 +90,6 @@ logger = logging.getLogger(__name__)
 
 RELEASE_REASON = "reservation-end"
 EXPIRY_REASON = "capacity-block-expiring"
-PAYMENT_DEADLINE = timedelta(hours=12)
-"""EC2 reports a failed payment "after up to 12 hours" (AWS_FACTS.md)."""
-DEADLINE_AFTER_START = timedelta(hours=2)
-STOP_STATES = FINAL_STATES | {State.RELEASING}
 ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "unavailable", "unsupported"})
 """Reservation states after which the block will never serve (botocore ``CapacityReservationState``)."""
 _AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "active": "Active"}
@@ -340,14 +336,9 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
             f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
             "was launched"
         )
-    history = ports.ledger.history(step.request_id)
-    seen = states(history)
-    stop = seen & STOP_STATES
-    if stop:
-        raise ReservationCancelled(
-            f"reservation {step.request_id} is {', '.join(sorted(s.value for s in stop))}; "
-            f"not recording capacity block state {reservation.state}"
-        )
+    history = stop_if_released(
+        ports, step.request_id, f"recording capacity block state {reservation.state}", release=False
+    )
     purchase = load_purchase(ports, step.request_id)
     start = reservation.start_time or (purchase.start_time if purchase else None)
     end = reservation.end_time or (purchase.end_time if purchase else None)
@@ -360,60 +351,44 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
         "available_instance_count": reservation.available_instance_count,
         **times,
     }
-    if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
-        written = ports.ledger.append(
-            step.request_id,
-            State.SCHEDULED,
-            actor=ports.actor,
-            detail={**detail, "observed": status == "Scheduled"},
-            once=True,
+    record_activation(
+        ports,
+        step.request_id,
+        states(history),
+        status,
+        scheduled=(
+            detail,
+            SlackMessage(
+                f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
+                f"{window}; 0 instances available until it starts (expected)."
+            ),
+        ),
+        active=(
+            detail,
+            SlackMessage(
+                f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
+                f"{reservation.available_instance_count} x {reservation.instance_type} available in "
+                f"{reservation.availability_zone}, {window}."
+            ),
+        ),
+        event=ReservationActiveDetail(
+            request_id=step.request_id,
+            training_plan_name=reservation.reservation_id,
+            region=step.region,
+            start_time=start,
+            end_time=end,
+        ),
+        arn=reservation.arn,
+    )
+    if status != "Active":
+        check_activation_deadlines(
+            history,
+            ports.clock(),
+            what=f"capacity block {reservation.reservation_id}",
+            state=reservation.state,
+            payment_state="payment-pending" if reservation.state == "payment-pending" else None,
+            start=start,
         )
-        if written is not None and status == "Scheduled":
-            post(
-                ports,
-                SlackMessage(
-                    f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
-                    f"{window}; 0 instances available until it starts (expected)."
-                ),
-            )
-    if status == "Active":
-        if State.ACTIVE not in seen:
-            ports.events.put(
-                "ReservationActive",
-                ReservationActiveDetail(
-                    request_id=step.request_id,
-                    training_plan_name=reservation.reservation_id,
-                    region=step.region,
-                    start_time=start,
-                    end_time=end,
-                ),
-                resources=[reservation.arn],
-            )
-        written = ports.ledger.append(
-            step.request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True
-        )
-        if written is not None:
-            post(
-                ports,
-                SlackMessage(
-                    f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
-                    f"{reservation.available_instance_count} x {reservation.instance_type} available in "
-                    f"{reservation.availability_zone}, {window}."
-                ),
-            )
-    else:
-        now = ports.clock()
-        purchased = next((e.at for e in history if e.state == State.PURCHASED), None)
-        if reservation.state == "payment-pending" and purchased and now > purchased + PAYMENT_DEADLINE:
-            raise PlanFailed(
-                f"capacity block {reservation.reservation_id} is still payment-pending at {iso_z(now)}, more "
-                f"than 12 hours after its purchase at {iso_z(purchased)}"
-            )
-        if start is not None and now > start + DEADLINE_AFTER_START:
-            raise ActivationTimeout(
-                f"capacity block {reservation.reservation_id} is still {reservation.state} at {iso_z(now)}, "
-                f"more than 2 hours after its start {iso_z(start)}"
-            )
     return ActivationOutput(
         status=status,
         attempt=step.attempt + 1,
