@@ -21,7 +21,6 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.models import ReservationActiveDetail
 from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
 
@@ -62,9 +61,13 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     history = stop_if_released(ports, step.request_id, f"recording plan status {plan.status}", release=False)
     record_activation(
         ports,
-        step.request_id,
+        step,
         states(history),
         plan.status,
+        name=plan.name,
+        arn=plan.arn,
+        start=start,
+        end=end,
         scheduled=(
             {"training_plan_name": plan.name, **times},
             messages.plan_status(
@@ -81,14 +84,6 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
                 end=window[1],
             ),
         ),
-        event=ReservationActiveDetail(
-            request_id=step.request_id,
-            training_plan_name=plan.name,
-            region=step.region,
-            start_time=start,
-            end_time=end,
-        ),
-        arn=plan.arn,
     )
     if plan.status != "Active":
         check_activation_deadlines(

@@ -74,7 +74,6 @@ from capacity.models import (
     CostSummary,
     OfferingSummary,
     ReleaseRequestedDetail,
-    ReservationActiveDetail,
     ReservationPurchasedDetail,
     ReservationReadyDetail,
     ReservationRequest,
@@ -353,9 +352,13 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
     }
     record_activation(
         ports,
-        step.request_id,
+        step,
         states(history),
         status,
+        name=reservation.reservation_id,
+        arn=reservation.arn,
+        start=start,
+        end=end,
         scheduled=(
             detail,
             SlackMessage(
@@ -371,14 +374,6 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
                 f"{reservation.availability_zone}, {window}."
             ),
         ),
-        event=ReservationActiveDetail(
-            request_id=step.request_id,
-            training_plan_name=reservation.reservation_id,
-            region=step.region,
-            start_time=start,
-            end_time=end,
-        ),
-        arn=reservation.arn,
     )
     if status != "Active":
         check_activation_deadlines(

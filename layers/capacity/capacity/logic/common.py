@@ -11,6 +11,7 @@ from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
+from capacity.contracts import ActivationInput
 from capacity.errors import (
     ActivationTimeout,
     ModelNotFound,
@@ -135,23 +136,26 @@ DEADLINE_AFTER_START = timedelta(hours=2)
 
 def record_activation(
     ports: Ports,
-    request_id: str,
+    step: ActivationInput,
     seen: set[State],
     status: str,
     *,
+    name: str,
+    arn: str,
+    start: datetime | None,
+    end: datetime | None,
     scheduled: tuple[dict[str, Any], SlackMessage],
     active: tuple[dict[str, Any], SlackMessage],
-    event: ReservationActiveDetail,
-    arn: str,
 ) -> None:
     """Record what one activation poll of a training plan or capacity block saw, each state once.
 
     ``status`` is the training plan spelling (``Pending``, ``Scheduled``, ``Active``). ``Scheduled`` or
     ``Active`` records ``SCHEDULED`` (``scheduled`` detail plus ``observed``: whether the poll saw
-    ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (``event``,
-    resource ``arn``) unless ``ACTIVE`` is in ``seen``, then records ``ACTIVE`` (``active`` detail) and
-    posts its message once.
+    ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (``name``: the
+    training plan name or capacity reservation id, ``start``/``end`` UTC; resource ``arn``) unless
+    ``ACTIVE`` is in ``seen``, then records ``ACTIVE`` (``active`` detail) and posts its message once.
     """
+    request_id = step.request_id
     if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
         detail, message = scheduled
         written = ports.ledger.append(
@@ -165,6 +169,13 @@ def record_activation(
             post(ports, message)
     if status == "Active":
         if State.ACTIVE not in seen:
+            event = ReservationActiveDetail(
+                request_id=request_id,
+                training_plan_name=name,
+                region=step.region,
+                start_time=start,
+                end_time=end,
+            )
             ports.events.put("ReservationActive", event, resources=[arn])
         detail, message = active
         written = ports.ledger.append(request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True)
