@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from capacity.models import Offering, ReservationRequest
+from capacity.models import Offering, OfferingSummary, ReservationRequest
 from capacity.pricing import (
     break_even_utilisation,
     on_demand_equivalent,
@@ -214,6 +214,27 @@ def rank(offerings: Iterable[Offering], regions: Sequence[str]) -> list[Offering
         (o for o in offerings if o.feasible),
         key=lambda o: (o.upfront_fee_usd, o.start_time, _region_rank(regions, o.region), o.offering_id),
     )
+
+
+def replacement(
+    offerings: Iterable[Offering], request: ReservationRequest, stale: OfferingSummary
+) -> Offering | None:
+    """What to buy instead of ``stale``, an offering that expired at the purchase, from a fresh search:
+    the best ranked offering other than ``stale`` when its fee is within ``max_upfront_fee_usd`` and, above
+    ``approval_above_usd``, not above ``stale``'s fee (the amount that was approved or under the
+    threshold); None otherwise (ranked by fee: when the best is not allowed, no other one is)."""
+    ranked = rank((o for o in offerings if o.offering_id != stale.offering_id), request.regions)
+    if not ranked or ranked[0].upfront_fee_usd > request.max_upfront_fee_usd:
+        return None
+    best = ranked[0]
+    threshold = request.approval_above_usd
+    if (
+        threshold is not None
+        and best.upfront_fee_usd > threshold
+        and best.upfront_fee_usd > stale.upfront_fee_usd
+    ):
+        return None
+    return best
 
 
 def alternatives(

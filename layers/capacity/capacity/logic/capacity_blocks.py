@@ -48,28 +48,28 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import (
-    BudgetExceeded,
     LaunchFailed,
     LeftoverResources,
     OfferingExpired,
     PlanFailed,
     PurchaseFailed,
     ReleaseStuck,
-    ReservationCancelled,
     RetryableAwsError,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
 from capacity.logic.common import (
     Purchase,
     check_activation_deadlines,
-    final_state,
     load_purchase,
     load_request,
     post,
     record_activation,
+    require_not_final,
+    require_within_budget,
     states,
     stop_if_released,
 )
+from capacity.logic.search import search_block_duration
 from capacity.models import (
     CostSummary,
     OfferingSummary,
@@ -82,7 +82,7 @@ from capacity.models import (
 from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
 from capacity.pricing import format_usd
-from capacity.ranking import normalise_block_offering, rank
+from capacity.ranking import replacement
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)
@@ -121,53 +121,27 @@ def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
 def _research(ec2: Ec2Port, request: ReservationRequest, stale: OfferingSummary) -> OfferingSummary | None:
     """One fresh search like the stale offering's; the cheapest within budget that costs no more than the
     stale one when above the approval threshold, or None."""
-    raw = ec2.describe_capacity_block_offerings(
-        instance_type=request.instance_type,
-        instance_count=request.instance_count,
-        start_after=request.earliest_start,
-        end_before=request.latest_end,
-        duration_hours=request.duration_hours,
-    )
-    found = [
-        offering
-        for offering in (
-            normalise_block_offering(
-                item,
-                region=ec2.region,
-                request=request,
-                searched_duration_hours=request.duration_hours,
-                searched_count=request.instance_count,
-            )
-            for item in raw
-        )
-        if offering is not None and offering.offering_id != stale.offering_id
-    ]
-    ranked = rank(found, request.regions)
-    if not ranked or ranked[0].upfront_fee_usd > request.max_upfront_fee_usd:
-        return None
-    best = ranked[0]
-    threshold = request.approval_above_usd
-    if (
-        threshold is not None
-        and best.upfront_fee_usd > threshold
-        and best.upfront_fee_usd > stale.upfront_fee_usd
-    ):
-        return None
-    return best.summary()
+    best = replacement(search_block_duration(ec2, request, request.duration_hours), request, stale)
+    return best.summary() if best is not None else None
+
+
+def _purchase(ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary) -> CapacityReservation:
+    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
+    try:
+        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags_for(request.id))
+    except RetryableAwsError:
+        found = _adopt(ec2, request.id)
+        if found is not None:
+            return found
+        raise
 
 
 def _buy(
     ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary
 ) -> tuple[CapacityReservation, OfferingSummary]:
-    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
-    tags = tags_for(request.id)
+    """:func:`_purchase` of ``offering``, or once of a fresh search's replacement when it expired."""
     try:
-        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags), offering
-    except RetryableAwsError:
-        found = _adopt(ec2, request.id)
-        if found is not None:
-            return found, offering
-        raise
+        return _purchase(ec2, request, offering), offering
     except OfferingExpired as exc:
         fresh = _research(ec2, request, offering)
         if fresh is None:
@@ -177,13 +151,7 @@ def _buy(
                 f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
                 "nothing was bought"
             ) from exc
-        try:
-            return ec2.purchase_capacity_block(offering_id=fresh.offering_id, tags=tags), fresh
-        except RetryableAwsError:
-            found = _adopt(ec2, request.id)
-            if found is not None:
-                return found, fresh
-            raise
+        return _purchase(ec2, request, fresh), fresh
 
 
 def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Ports) -> PurchaseOutput:
@@ -206,14 +174,8 @@ def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Port
     existing = ledger.get(request.id, PURCHASE)
     history = ledger.history(request.id)
     if existing is None:
-        final = final_state(history)
-        if final is not None:
-            raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
-        if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
-            raise BudgetExceeded(
-                f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
-                f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
-            )
+        require_not_final(history, request.id)
+        require_within_budget(request, step.offering)
         created, intent = ledger.put_once(
             request.id,
             PURCHASE_INTENT,

@@ -14,6 +14,7 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ActivationInput
 from capacity.errors import (
     ActivationTimeout,
+    BudgetExceeded,
     ModelNotFound,
     NameCollision,
     PlanFailed,
@@ -24,12 +25,14 @@ from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
 from capacity.models import (
     FINAL_STATES,
     LedgerEntry,
+    OfferingSummary,
     ReleaseRequestedDetail,
     ReservationActiveDetail,
     ReservationRequest,
     State,
 )
 from capacity.ports import Ports
+from capacity.pricing import format_usd
 from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)
@@ -213,6 +216,30 @@ def check_activation_deadlines(
     if start is not None and now > start + DEADLINE_AFTER_START:
         raise ActivationTimeout(
             f"{what} is still {state} at {iso_z(now)}, more than 2 hours after its start {iso_z(start)}"
+        )
+
+
+def require_not_final(history: list[LedgerEntry], request_id: str) -> None:
+    """Refuse to buy for a reservation that already ended.
+
+    Raises:
+        ReservationCancelled: a final state (cancelled, rejected, failed, released) is recorded.
+    """
+    final = final_state(history)
+    if final is not None:
+        raise ReservationCancelled(f"reservation {request_id} is {final.value}; nothing was bought")
+
+
+def require_within_budget(request: ReservationRequest, offering: OfferingSummary) -> None:
+    """Refuse to buy an offering above the request's budget.
+
+    Raises:
+        BudgetExceeded: ``upfront_fee_usd`` is above ``max_upfront_fee_usd``.
+    """
+    if offering.upfront_fee_usd > request.max_upfront_fee_usd:
+        raise BudgetExceeded(
+            f"offering {offering.offering_id} costs {format_usd(offering.upfront_fee_usd)}, "
+            f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
         )
 
 
