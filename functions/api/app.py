@@ -104,22 +104,23 @@ CONFLICTS: list[type[Exception]] = [
 ]
 
 
-def _error(description: str, model: type[ErrorsBody] | type[MessageBody]) -> OpenAPIResponse:
+def _body(description: str, model: type[Any]) -> OpenAPIResponse:
     return {"description": description, "content": {"application/json": {"model": model}}}
 
 
-def _ok(description: str, model: type[Any]) -> OpenAPIResponse:
-    return {"description": description, "content": {"application/json": {"model": model}}}
+INVALID = _body("the request breaks the schema: every problem, each naming the field and the fix", ErrorsBody)
+TOO_LARGE = _body(f"the body is larger than {MAX_BODY_BYTES} bytes", ErrorsBody)
+UNPROCESSABLE = _body("valid against the schema but cannot be carried out (see the messages)", ErrorsBody)
+NOT_FOUND = _body("no such reservation or schedule", MessageBody)
+CONFLICT = _body("the resource is not in a state that allows this", MessageBody)
+UNAVAILABLE = _body("AWS throttled or failed beyond retries: try again", MessageBody)
+ERRORS = {400: INVALID, 404: NOT_FOUND, 409: CONFLICT, 413: TOO_LARGE, 422: UNPROCESSABLE, 503: UNAVAILABLE}
+"""The documented error answers by status (the exception handlers below produce them)."""
 
 
-INVALID = _error(
-    "the request breaks the schema: every problem, each naming the field and the fix", ErrorsBody
-)
-TOO_LARGE = _error(f"the body is larger than {MAX_BODY_BYTES} bytes", ErrorsBody)
-UNPROCESSABLE = _error("valid against the schema but cannot be carried out (see the messages)", ErrorsBody)
-NOT_FOUND = _error("no such reservation or schedule", MessageBody)
-CONFLICT = _error("the resource is not in a state that allows this", MessageBody)
-UNAVAILABLE = _error("AWS throttled or failed beyond retries: try again", MessageBody)
+def _responses(status: int, description: str, model: type[Any], *errors: int) -> dict[int, OpenAPIResponse]:
+    """A route's documented answers: ``status`` with ``model``, then the ``errors`` statuses' bodies."""
+    return {status: _body(description, model), **{code: ERRORS[code] for code in errors}}
 
 
 def _ports() -> Ports:
@@ -154,13 +155,9 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
 @app.post(
     "/plans",
     summary="Dry run: where is capacity, what would it cost, what would be bought",
-    responses={
-        200: _ok("ranked offerings and the recommendation; nothing is bought", PlanResult),
-        400: INVALID,
-        413: TOO_LARGE,
-        422: UNPROCESSABLE,
-        503: UNAVAILABLE,
-    },
+    responses=_responses(
+        200, "ranked offerings and the recommendation; nothing is bought", PlanResult, 400, 413, 422, 503
+    ),
     tags=["plans"],
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
@@ -174,14 +171,7 @@ def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
 @app.post(
     "/reservations",
     summary="Request GPU capacity and the models to serve on it",
-    responses={
-        202: _ok("accepted: follow links.self", ReservationAccepted),
-        400: INVALID,
-        409: CONFLICT,
-        413: TOO_LARGE,
-        422: UNPROCESSABLE,
-        503: UNAVAILABLE,
-    },
+    responses=_responses(202, "accepted: follow links.self", ReservationAccepted, 400, 409, 413, 422, 503),
     tags=["reservations"],
 )
 def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response[ReservationAccepted]:
@@ -200,7 +190,7 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
 @app.get(
     "/reservations",
     summary="List reservations, newest first",
-    responses={200: _ok("one page", ReservationList), 400: INVALID, 422: UNPROCESSABLE, 503: UNAVAILABLE},
+    responses=_responses(200, "one page", ReservationList, 400, 422, 503),
     tags=["reservations"],
 )
 def list_reservations(
@@ -216,7 +206,7 @@ def list_reservations(
 @app.get(
     "/reservations/<request_id>",
     summary="A reservation's state, purchase and history",
-    responses={200: _ok("the reservation", ReservationView), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    responses=_responses(200, "the reservation", ReservationView, 400, 404, 503),
     tags=["reservations"],
 )
 def get_reservation(request_id: RequestId) -> ReservationView:
@@ -228,15 +218,9 @@ def get_reservation(request_id: RequestId) -> ReservationView:
 @app.post(
     "/reservations/<request_id>/approval",
     summary="Approve or reject the pending purchase",
-    responses={
-        200: _ok("the decision was passed to the waiting workflow", ApprovalResult),
-        400: INVALID,
-        404: NOT_FOUND,
-        409: CONFLICT,
-        413: TOO_LARGE,
-        422: UNPROCESSABLE,
-        503: UNAVAILABLE,
-    },
+    responses=_responses(
+        200, "the decision was passed to the waiting workflow", ApprovalResult, 400, 404, 409, 413, 422, 503
+    ),
     tags=["reservations"],
 )
 def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, Body()]) -> ApprovalResult:
@@ -250,13 +234,7 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
 @app.delete(
     "/reservations/<request_id>",
     summary="Cancel and release now",
-    responses={
-        202: _ok("cancelled; the release is requested", ReservationAccepted),
-        400: INVALID,
-        404: NOT_FOUND,
-        409: CONFLICT,
-        503: UNAVAILABLE,
-    },
+    responses=_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 409, 503),
     tags=["reservations"],
 )
 def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
@@ -271,14 +249,7 @@ def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
 @app.post(
     "/schedules",
     summary="Create a recurring reservation (EventBridge Scheduler)",
-    responses={
-        201: _ok("created", ScheduleView),
-        400: INVALID,
-        409: CONFLICT,
-        413: TOO_LARGE,
-        422: UNPROCESSABLE,
-        503: UNAVAILABLE,
-    },
+    responses=_responses(201, "created", ScheduleView, 400, 409, 413, 422, 503),
     tags=["schedules"],
 )
 def post_schedule(definition: Annotated[ScheduleDefinition, Body()]) -> Response[ScheduleView]:
@@ -290,7 +261,7 @@ def post_schedule(definition: Annotated[ScheduleDefinition, Body()]) -> Response
 @app.get(
     "/schedules",
     summary="List the recurring reservations",
-    responses={200: _ok("one page", ScheduleList), 400: INVALID, 422: UNPROCESSABLE, 503: UNAVAILABLE},
+    responses=_responses(200, "one page", ScheduleList, 400, 422, 503),
     tags=["schedules"],
 )
 def list_schedules(limit: Limit = 20, next_token: NextToken = None) -> ScheduleList:
@@ -301,7 +272,7 @@ def list_schedules(limit: Limit = 20, next_token: NextToken = None) -> ScheduleL
 @app.get(
     "/schedules/<name>",
     summary="One recurring reservation",
-    responses={200: _ok("the schedule", ScheduleView), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    responses=_responses(200, "the schedule", ScheduleView, 400, 404, 503),
     tags=["schedules"],
 )
 def get_schedule(name: ScheduleName) -> ScheduleView:
@@ -312,7 +283,7 @@ def get_schedule(name: ScheduleName) -> ScheduleView:
 @app.delete(
     "/schedules/<name>",
     summary="Delete a recurring reservation",
-    responses={200: _ok("deleted", ScheduleDeleted), 400: INVALID, 404: NOT_FOUND, 503: UNAVAILABLE},
+    responses=_responses(200, "deleted", ScheduleDeleted, 400, 404, 503),
     tags=["schedules"],
 )
 def delete_schedule(name: ScheduleName) -> ScheduleDeleted:

@@ -227,6 +227,19 @@ class NotifierPort(Protocol):
         ...
 
 
+class _PerRegion[P]:
+    """One port per region, made by ``make(region)`` on first use and reused."""
+
+    def __init__(self, make: Callable[[str], P]) -> None:
+        self._make = make
+        self._ports: dict[str, P] = {}
+
+    def __call__(self, region: str) -> P:
+        if region not in self._ports:
+            self._ports[region] = self._make(region)
+        return self._ports[region]
+
+
 class Ports:
     """Every collaborator of the logic, built lazily from :class:`~capacity.settings.Settings`.
 
@@ -267,15 +280,11 @@ class Ports:
         self._scheduler = scheduler
         self._tasks = tasks
         self._slack = slack
-        self._sagemaker_factory = sagemaker
-        self._sagemaker: dict[str, SageMakerPort] = {}
-        self._autoscaling_factory = autoscaling
-        self._autoscaling: dict[str, AutoScalingPort] = {}
-        self._alarms_factory = alarms
-        self._alarms: dict[str, AlarmsPort] = {}
+        self._sagemaker = _PerRegion[SageMakerPort](sagemaker or SageMakerAdapter)
+        self._autoscaling = _PerRegion[AutoScalingPort](autoscaling or AutoScalingAdapter)
+        self._alarms = _PerRegion[AlarmsPort](alarms or AlarmsAdapter)
         self._request_schedules = request_schedules
-        self._ec2_factory = ec2
-        self._ec2: dict[str, Ec2Port] = {}
+        self._ec2 = _PerRegion[Ec2Port](ec2 or Ec2Adapter)
 
     @property
     def actor(self) -> str:
@@ -355,28 +364,16 @@ class Ports:
 
     def sagemaker(self, region: str) -> SageMakerPort:
         """The SageMaker port for ``region`` (one per region, reused)."""
-        if region not in self._sagemaker:
-            factory = self._sagemaker_factory
-            self._sagemaker[region] = factory(region) if factory else SageMakerAdapter(region)
-        return self._sagemaker[region]
+        return self._sagemaker(region)
 
     def autoscaling(self, region: str) -> AutoScalingPort:
         """The Application Auto Scaling port for ``region`` (one per region, reused)."""
-        if region not in self._autoscaling:
-            factory = self._autoscaling_factory
-            self._autoscaling[region] = factory(region) if factory else AutoScalingAdapter(region)
-        return self._autoscaling[region]
+        return self._autoscaling(region)
 
     def alarms(self, region: str) -> AlarmsPort:
         """The CloudWatch alarms port for ``region`` (one per region, reused)."""
-        if region not in self._alarms:
-            factory = self._alarms_factory
-            self._alarms[region] = factory(region) if factory else AlarmsAdapter(region)
-        return self._alarms[region]
+        return self._alarms(region)
 
     def ec2(self, region: str) -> Ec2Port:
         """The EC2 port for ``region`` (one per region, reused)."""
-        if region not in self._ec2:
-            factory = self._ec2_factory
-            self._ec2[region] = factory(region) if factory else Ec2Adapter(region)
-        return self._ec2[region]
+        return self._ec2(region)

@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from capacity.models import Offering, ReservationRequest
+from capacity.models import Offering, OfferingSummary, ReservationRequest
 from capacity.pricing import (
     break_even_utilisation,
     on_demand_equivalent,
@@ -50,14 +50,9 @@ def normalise_offering(
     end the latest, zones are joined with ``,`` and the instance count is their sum when they cover the
     same period (split across zones) or the smallest count when they follow each other.
     """
-    if (raw.get("CurrencyCode") or "USD") != "USD":
-        return None
-    try:
-        fee = Decimal(str(raw.get("UpfrontFee", "")).replace(",", ""))
-    except InvalidOperation:
-        return None
+    fee = _usd_fee(raw)
     segments = _segments(raw)
-    if not segments or not fee.is_finite():
+    if fee is None or not segments:
         return None
     start = min(as_utc(seg["StartTime"]) for seg in segments)
     end = max(as_utc(seg["EndTime"]) for seg in segments)
@@ -70,31 +65,20 @@ def normalise_offering(
     hours = Decimal(duration_hours) + Decimal(int(raw.get("DurationMinutes") or 0)) / 60
     if count <= 0 or hours <= 0:
         return None
-
-    rate = on_demand_usd_per_hour(region, instance_type)
-    equivalent = on_demand_equivalent(rate, instance_count=count, hours=hours) if rate is not None else None
-    reasons = _infeasible_reasons(
-        request, instance_type=instance_type, count=count, duration_hours=duration_hours, start=start, end=end
-    )
-    return Offering(
-        offering_id=str(raw["TrainingPlanOfferingId"]),
+    return _offering(
+        str(raw["TrainingPlanOfferingId"]),
         region=region,
         availability_zone=",".join(zones) or region,
         instance_type=instance_type,
-        instance_count=count,
-        start_time=start,
-        end_time=end,
+        count=count,
+        start=start,
+        end=end,
         duration_hours=duration_hours,
-        upfront_fee_usd=fee,
-        usd_per_instance_hour=usd_per_instance_hour(fee, instance_count=count, hours=hours),
-        on_demand_usd_per_hour=rate,
-        on_demand_equivalent_usd=equivalent,
-        saving_percent=saving_percent(fee, equivalent) if equivalent else None,
-        break_even_utilisation=break_even_utilisation(fee, equivalent) if equivalent else None,
+        hours=hours,
+        fee=fee,
+        request=request,
         searched_duration_hours=searched_duration_hours,
         searched_count=searched_count,
-        feasible=not reasons,
-        infeasible_reason="; ".join(reasons) or None,
     )
 
 
@@ -112,14 +96,9 @@ def normalise_block_offering(
     the same USD figures and feasibility rules as a training plan offering; None when it cannot be
     compared (not USD, no fee, no dates, no instances).
     """
-    if (raw.get("CurrencyCode") or "USD") != "USD":
-        return None
-    try:
-        fee = Decimal(str(raw.get("UpfrontFee", "")).replace(",", ""))
-    except InvalidOperation:
-        return None
+    fee = _usd_fee(raw)
     start, end = raw.get("StartDate"), raw.get("EndDate")
-    if not isinstance(start, datetime) or not isinstance(end, datetime) or not fee.is_finite():
+    if fee is None or not isinstance(start, datetime) or not isinstance(end, datetime):
         return None
     start, end = as_utc(start), as_utc(end)
     count = int(raw.get("InstanceCount") or 0)
@@ -128,15 +107,62 @@ def normalise_block_offering(
     if count <= 0 or hours <= 0:
         return None
     instance_type = str(raw.get("InstanceType") or request.instance_type)
+    return _offering(
+        str(raw["CapacityBlockOfferingId"]),
+        region=region,
+        availability_zone=str(raw.get("AvailabilityZone") or region),
+        instance_type=instance_type,
+        count=count,
+        start=start,
+        end=end,
+        duration_hours=duration_hours,
+        hours=hours,
+        fee=fee,
+        request=request,
+        searched_duration_hours=searched_duration_hours,
+        searched_count=searched_count,
+    )
+
+
+def _usd_fee(raw: Mapping[str, Any]) -> Decimal | None:
+    """The offering's ``UpfrontFee`` (a string, maybe with thousands commas) in USD; None when the
+    ``CurrencyCode`` is not USD or the fee is not a finite number."""
+    if (raw.get("CurrencyCode") or "USD") != "USD":
+        return None
+    try:
+        fee = Decimal(str(raw.get("UpfrontFee", "")).replace(",", ""))
+    except InvalidOperation:
+        return None
+    return fee if fee.is_finite() else None
+
+
+def _offering(
+    offering_id: str,
+    *,
+    region: str,
+    availability_zone: str,
+    instance_type: str,
+    count: int,
+    start: datetime,
+    end: datetime,
+    duration_hours: int,
+    hours: Decimal,
+    fee: Decimal,
+    request: ReservationRequest,
+    searched_duration_hours: int,
+    searched_count: int,
+) -> Offering:
+    """An :class:`Offering` with the USD figures (on-demand equivalent of ``count`` x ``hours``, saving,
+    break-even) and the feasibility verdict shared by training plan and capacity block offerings."""
     rate = on_demand_usd_per_hour(region, instance_type)
     equivalent = on_demand_equivalent(rate, instance_count=count, hours=hours) if rate is not None else None
     reasons = _infeasible_reasons(
         request, instance_type=instance_type, count=count, duration_hours=duration_hours, start=start, end=end
     )
     return Offering(
-        offering_id=str(raw["CapacityBlockOfferingId"]),
+        offering_id=offering_id,
         region=region,
-        availability_zone=str(raw.get("AvailabilityZone") or region),
+        availability_zone=availability_zone,
         instance_type=instance_type,
         instance_count=count,
         start_time=start,
@@ -188,6 +214,27 @@ def rank(offerings: Iterable[Offering], regions: Sequence[str]) -> list[Offering
         (o for o in offerings if o.feasible),
         key=lambda o: (o.upfront_fee_usd, o.start_time, _region_rank(regions, o.region), o.offering_id),
     )
+
+
+def replacement(
+    offerings: Iterable[Offering], request: ReservationRequest, stale: OfferingSummary
+) -> Offering | None:
+    """What to buy instead of ``stale``, an offering that expired at the purchase, from a fresh search:
+    the best ranked offering other than ``stale`` when its fee is within ``max_upfront_fee_usd`` and, above
+    ``approval_above_usd``, not above ``stale``'s fee (the amount that was approved or under the
+    threshold); None otherwise (ranked by fee: when the best is not allowed, no other one is)."""
+    ranked = rank((o for o in offerings if o.offering_id != stale.offering_id), request.regions)
+    if not ranked or ranked[0].upfront_fee_usd > request.max_upfront_fee_usd:
+        return None
+    best = ranked[0]
+    threshold = request.approval_above_usd
+    if (
+        threshold is not None
+        and best.upfront_fee_usd > threshold
+        and best.upfront_fee_usd > stale.upfront_fee_usd
+    ):
+        return None
+    return best
 
 
 def alternatives(

@@ -101,11 +101,36 @@ def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
     return f"upfront, {where}"
 
 
-def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | None:
-    """Why the workflow would not try on demand for an ``on-demand-first``/``spot-ok`` request (None: it
-    would): the on-demand cost from ``now`` to ``latest_end`` in the first region (the instances run until
-    then) above ``approval_above_usd`` or ``max_upfront_fee_usd`` (the reserving path asks or rejects).
-    The same rule as :mod:`capacity.logic.on_demand`."""
+@dataclass(frozen=True)
+class OnDemandOverLimit:
+    """On demand from now to ``latest_end`` would cost more than the request allows, so the workflow reserves.
+
+    Attributes:
+        cost_usd: the on-demand cost (USD) of ``instance_count`` instances from now to ``latest_end`` in the
+            first region (the instances run until then).
+        limit: which limit it exceeds: ``approval`` (``approval_above_usd``: the reserving path asks for
+            approval) or ``budget`` (``max_upfront_fee_usd``).
+        limit_usd: that limit (USD).
+    """
+
+    cost_usd: Decimal
+    limit: Literal["approval", "budget"]
+    limit_usd: Decimal
+
+    def sentence(self, until: str) -> str:
+        """``on demand until <until> would cost about $X, above the <limit> $Y``."""
+        name = "approval threshold" if self.limit == "approval" else "budget"
+        return (
+            f"on demand until {until} would cost about {format_usd(self.cost_usd)}, above the {name} "
+            f"{format_usd(self.limit_usd)}"
+        )
+
+
+def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemandOverLimit | None:
+    """The workflow's cost rule for ``on-demand-first``/``spot-ok`` requests, shared by the plan (here) and
+    the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost from ``now`` to
+    ``latest_end`` in the first region is above ``approval_above_usd`` (checked first) or above
+    ``max_upfront_fee_usd``. None: within both, or no on-demand price is known for the type."""
     rate = on_demand_usd_per_hour(request.regions[0], request.instance_type)
     if rate is None:
         return None
@@ -113,16 +138,17 @@ def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | N
     cost = on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
     threshold = request.approval_above_usd
     if threshold is not None and cost > threshold:
-        return (
-            f"on demand until {short(request.latest_end)} UTC would cost about {format_usd(cost)}, above the "
-            f"approval threshold {format_usd(threshold)}"
-        )
+        return OnDemandOverLimit(cost, "approval", threshold)
     if cost > request.max_upfront_fee_usd:
-        return (
-            f"on demand until {short(request.latest_end)} UTC would cost about {format_usd(cost)}, above the "
-            f"budget {format_usd(request.max_upfront_fee_usd)}"
-        )
+        return OnDemandOverLimit(cost, "budget", request.max_upfront_fee_usd)
     return None
+
+
+def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | None:
+    """Why the workflow would not try on demand for an ``on-demand-first``/``spot-ok`` request (None: it
+    would), as a plan says it: :func:`on_demand_over_limit` with the end in ``YYYY-MM-DD HH:MM UTC``."""
+    over = on_demand_over_limit(request, now)
+    return over.sentence(f"{short(request.latest_end)} UTC") if over is not None else None
 
 
 def on_demand_check(request: ReservationRequest, now: datetime) -> str:

@@ -146,6 +146,19 @@ class Ec2Adapter:
                     ) from exc
             raise
 
+    def _every(self, operation: str, method: Callable[..., Any], key: str, **kwargs: Any) -> list[Any]:
+        """The ``key`` items of every page of ``operation`` (``NextToken`` followed; each page one
+        :meth:`_call`, so errors are translated the same way)."""
+        found: list[Any] = []
+        token: str | None = None
+        while True:
+            paged = {**kwargs, "NextToken": token} if token else kwargs
+            page = self._call(operation, lambda kw=paged: method(**kw))  # type: ignore[misc]
+            found.extend(page.get(key, []))
+            token = page.get("NextToken")
+            if not token:
+                return found
+
     # ------------------------------------------------------------------------------ capacity blocks
 
     def describe_capacity_block_offerings(
@@ -166,26 +179,17 @@ class Ec2Adapter:
             CapacityUnavailable: ``InsufficientInstanceCapacity``.
             RetryableAwsError: throttling/5xx after retries.
         """
-        found: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "InstanceType": instance_type,
-                "InstanceCount": instance_count,
-                "StartDateRange": start_after,
-                "EndDateRange": end_before,
-                "CapacityDurationHours": duration_hours,
-            }
-            if token:
-                kwargs["NextToken"] = token
-            page = self._call(
-                "DescribeCapacityBlockOfferings",
-                lambda kw=kwargs: self._client.describe_capacity_block_offerings(**kw),  # type: ignore[misc]
-            )
-            found.extend(dict(item) for item in page.get("CapacityBlockOfferings", []))
-            token = page.get("NextToken")
-            if not token:
-                return found
+        items = self._every(
+            "DescribeCapacityBlockOfferings",
+            self._client.describe_capacity_block_offerings,
+            "CapacityBlockOfferings",
+            InstanceType=instance_type,
+            InstanceCount=instance_count,
+            StartDateRange=start_after,
+            EndDateRange=end_before,
+            CapacityDurationHours=duration_hours,
+        )
+        return [dict(item) for item in items]
 
     def purchase_capacity_block(
         self, *, offering_id: str, tags: Sequence[Mapping[str, str]], platform: str = "Linux/UNIX"
@@ -234,20 +238,13 @@ class Ec2Adapter:
 
     def find_capacity_reservations(self, request_id: str) -> list[CapacityReservation]:
         """Reservations tagged ``capacity-orchestrator:request-id`` = ``request_id`` (every page)."""
-        found: list[CapacityReservation] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}]}
-            if token:
-                kwargs["NextToken"] = token
-            page = self._call(
-                "DescribeCapacityReservations",
-                lambda kw=kwargs: self._client.describe_capacity_reservations(**kw),  # type: ignore[misc]
-            )
-            found.extend(_reservation(item) for item in page.get("CapacityReservations", []))
-            token = page.get("NextToken")
-            if not token:
-                return found
+        items = self._every(
+            "DescribeCapacityReservations",
+            self._client.describe_capacity_reservations,
+            "CapacityReservations",
+            Filters=[{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}],
+        )
+        return [_reservation(item) for item in items]
 
     # ------------------------------------------------------------------------------ instances
 
@@ -295,31 +292,23 @@ class Ec2Adapter:
 
     def find_instances(self, request_id: str) -> list[Instance]:
         """Instances tagged ``capacity-orchestrator:request-id`` = ``request_id`` (any state, every page)."""
-        found: list[Instance] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}]}
-            if token:
-                kwargs["NextToken"] = token
-            page = self._call(
-                "DescribeInstances",
-                lambda kw=kwargs: self._client.describe_instances(**kw),  # type: ignore[misc]
+        reservations = self._every(
+            "DescribeInstances",
+            self._client.describe_instances,
+            "Reservations",
+            Filters=[{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}],
+        )
+        return [
+            Instance(
+                instance_id=str(item["InstanceId"]),
+                state=str((item.get("State") or {}).get("Name", "")),
+                instance_type=str(item.get("InstanceType", "")),
+                availability_zone=(item.get("Placement") or {}).get("AvailabilityZone"),
+                capacity_reservation_id=item.get("CapacityReservationId") or None,
             )
-            for reservation in page.get("Reservations", []):
-                for item in reservation.get("Instances", []):
-                    target = (item.get("CapacityReservationId")) or None
-                    found.append(
-                        Instance(
-                            instance_id=str(item["InstanceId"]),
-                            state=str((item.get("State") or {}).get("Name", "")),
-                            instance_type=str(item.get("InstanceType", "")),
-                            availability_zone=(item.get("Placement") or {}).get("AvailabilityZone"),
-                            capacity_reservation_id=target,
-                        )
-                    )
-            token = page.get("NextToken")
-            if not token:
-                return found
+            for reservation in reservations
+            for item in reservation.get("Instances", [])
+        ]
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None:
         """``TerminateInstances`` (idempotent: terminating a terminated instance is accepted)."""

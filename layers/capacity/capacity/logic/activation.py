@@ -10,21 +10,19 @@ hours"; SageMaker documents none, so the same bound is used), activation within 
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from capacity import messages
 from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
-from capacity.errors import ActivationTimeout, PlanFailed, ReservationCancelled
+from capacity.errors import PlanFailed
 from capacity.logic.capacity_blocks import block_activation
-from capacity.logic.common import load_purchase, post, states
-from capacity.models import FINAL_STATES, ReservationActiveDetail, State
+from capacity.logic.common import (
+    check_activation_deadlines,
+    load_purchase,
+    record_activation,
+    states,
+    stop_if_released,
+)
 from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
-
-DEADLINE_AFTER_START = timedelta(hours=2)
-PAYMENT_DEADLINE = timedelta(hours=12)
-STOP_STATES = FINAL_STATES | {State.RELEASING}
-"""After any of these, the workflow records no more progress (it raises ``ReservationCancelled``)."""
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
@@ -60,81 +58,41 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     end = plan.end_time or (purchase.end_time if purchase else None)
     times = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
     window = (short(start) + " UTC" if start else "?", short(end) + " UTC" if end else "?")
-    history = ports.ledger.history(step.request_id)
-    seen = states(history)
-    stop = seen & STOP_STATES
-    if stop:  # cancelled, released or failed meanwhile: the release owns the reservation now
-        raise ReservationCancelled(
-            f"reservation {step.request_id} is {', '.join(sorted(s.value for s in stop))}; "
-            f"not recording plan status {plan.status}"
-        )
-
-    if plan.status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
-        written = ports.ledger.append(
-            step.request_id,
-            State.SCHEDULED,
-            actor=ports.actor,
-            detail={"training_plan_name": plan.name, "observed": plan.status == "Scheduled", **times},
-            once=True,
-        )
-        if written is not None and plan.status == "Scheduled":
-            post(
-                ports,
-                messages.plan_status(
-                    step.request_id, plan_name=plan.name, status="Scheduled", start=window[0], end=window[1]
-                ),
-            )
-
-    if plan.status == "Active":
-        if State.ACTIVE not in seen:
-            ports.events.put(
-                "ReservationActive",
-                ReservationActiveDetail(
-                    request_id=step.request_id,
-                    training_plan_name=plan.name,
-                    region=step.region,
-                    start_time=start,
-                    end_time=end,
-                ),
-                resources=[plan.arn],
-            )
-        written = ports.ledger.append(
-            step.request_id,
-            State.ACTIVE,
-            actor=ports.actor,
-            detail={"training_plan_name": plan.name, "training_plan_arn": plan.arn, **times},
-            once=True,
-        )
-        if written is not None:
-            post(
-                ports,
-                messages.plan_status(
-                    step.request_id,
-                    plan_name=plan.name,
-                    status="Active (Scheduled -> Active)",
-                    start=window[0],
-                    end=window[1],
-                ),
-            )
-        return ActivationOutput(
-            status=plan.status,
-            attempt=step.attempt + 1,
-            next_wait_seconds=backoff_seconds(step.attempt, base=60, cap=900),
-        )
-
-    now = ports.clock()
-    if plan.status == "Pending":
-        history = ports.ledger.history(step.request_id)
-        purchased = next((e.at for e in history if e.state == State.PURCHASED), None)
-        if purchased is not None and now > purchased + PAYMENT_DEADLINE:
-            raise PlanFailed(
-                f"training plan {plan.name} is still Pending (payment) at {iso_z(now)}, more than 12 hours "
-                f"after its purchase at {iso_z(purchased)}"
-            )
-    if start is not None and now > start + DEADLINE_AFTER_START:
-        raise ActivationTimeout(
-            f"training plan {plan.name} is still {plan.status} at {iso_z(now)}, more than 2 hours after its "
-            f"start {iso_z(start)}"
+    history = stop_if_released(ports, step.request_id, f"recording plan status {plan.status}", release=False)
+    record_activation(
+        ports,
+        step,
+        states(history),
+        plan.status,
+        name=plan.name,
+        arn=plan.arn,
+        start=start,
+        end=end,
+        scheduled=(
+            {"training_plan_name": plan.name, **times},
+            messages.plan_status(
+                step.request_id, plan_name=plan.name, status="Scheduled", start=window[0], end=window[1]
+            ),
+        ),
+        active=(
+            {"training_plan_name": plan.name, "training_plan_arn": plan.arn, **times},
+            messages.plan_status(
+                step.request_id,
+                plan_name=plan.name,
+                status="Active (Scheduled -> Active)",
+                start=window[0],
+                end=window[1],
+            ),
+        ),
+    )
+    if plan.status != "Active":
+        check_activation_deadlines(
+            history,
+            ports.clock(),
+            what=f"training plan {plan.name}",
+            state=plan.status,
+            payment_state="Pending (payment)" if plan.status == "Pending" else None,
+            start=start,
         )
     return ActivationOutput(
         status=plan.status,

@@ -48,55 +48,47 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import (
-    ActivationTimeout,
-    BudgetExceeded,
     LaunchFailed,
     LeftoverResources,
     OfferingExpired,
     PlanFailed,
     PurchaseFailed,
     ReleaseStuck,
-    ReservationCancelled,
     RetryableAwsError,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
 from capacity.logic.common import (
     Purchase,
-    final_state,
-    first_entry,
+    check_activation_deadlines,
     load_purchase,
     load_request,
     post,
+    record_activation,
+    require_not_final,
+    require_within_budget,
     states,
     stop_if_released,
 )
-from capacity.logic.on_demand import on_demand_summary
+from capacity.logic.search import search_block_duration
 from capacity.models import (
-    FINAL_STATES,
     CostSummary,
     OfferingSummary,
     ReleaseRequestedDetail,
-    ReservationActiveDetail,
     ReservationPurchasedDetail,
     ReservationReadyDetail,
-    ReservationReleasedDetail,
     ReservationRequest,
     State,
 )
 from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
 from capacity.pricing import format_usd
-from capacity.ranking import normalise_block_offering, rank
+from capacity.ranking import replacement
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)
 
 RELEASE_REASON = "reservation-end"
 EXPIRY_REASON = "capacity-block-expiring"
-PAYMENT_DEADLINE = timedelta(hours=12)
-"""EC2 reports a failed payment "after up to 12 hours" (AWS_FACTS.md)."""
-DEADLINE_AFTER_START = timedelta(hours=2)
-STOP_STATES = FINAL_STATES | {State.RELEASING}
 ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "unavailable", "unsupported"})
 """Reservation states after which the block will never serve (botocore ``CapacityReservationState``)."""
 _AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "active": "Active"}
@@ -129,53 +121,27 @@ def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
 def _research(ec2: Ec2Port, request: ReservationRequest, stale: OfferingSummary) -> OfferingSummary | None:
     """One fresh search like the stale offering's; the cheapest within budget that costs no more than the
     stale one when above the approval threshold, or None."""
-    raw = ec2.describe_capacity_block_offerings(
-        instance_type=request.instance_type,
-        instance_count=request.instance_count,
-        start_after=request.earliest_start,
-        end_before=request.latest_end,
-        duration_hours=request.duration_hours,
-    )
-    found = [
-        offering
-        for offering in (
-            normalise_block_offering(
-                item,
-                region=ec2.region,
-                request=request,
-                searched_duration_hours=request.duration_hours,
-                searched_count=request.instance_count,
-            )
-            for item in raw
-        )
-        if offering is not None and offering.offering_id != stale.offering_id
-    ]
-    ranked = rank(found, request.regions)
-    if not ranked or ranked[0].upfront_fee_usd > request.max_upfront_fee_usd:
-        return None
-    best = ranked[0]
-    threshold = request.approval_above_usd
-    if (
-        threshold is not None
-        and best.upfront_fee_usd > threshold
-        and best.upfront_fee_usd > stale.upfront_fee_usd
-    ):
-        return None
-    return best.summary()
+    best = replacement(search_block_duration(ec2, request, request.duration_hours), request, stale)
+    return best.summary() if best is not None else None
+
+
+def _purchase(ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary) -> CapacityReservation:
+    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
+    try:
+        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags_for(request.id))
+    except RetryableAwsError:
+        found = _adopt(ec2, request.id)
+        if found is not None:
+            return found
+        raise
 
 
 def _buy(
     ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary
 ) -> tuple[CapacityReservation, OfferingSummary]:
-    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
-    tags = tags_for(request.id)
+    """:func:`_purchase` of ``offering``, or once of a fresh search's replacement when it expired."""
     try:
-        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags), offering
-    except RetryableAwsError:
-        found = _adopt(ec2, request.id)
-        if found is not None:
-            return found, offering
-        raise
+        return _purchase(ec2, request, offering), offering
     except OfferingExpired as exc:
         fresh = _research(ec2, request, offering)
         if fresh is None:
@@ -185,13 +151,7 @@ def _buy(
                 f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
                 "nothing was bought"
             ) from exc
-        try:
-            return ec2.purchase_capacity_block(offering_id=fresh.offering_id, tags=tags), fresh
-        except RetryableAwsError:
-            found = _adopt(ec2, request.id)
-            if found is not None:
-                return found, fresh
-            raise
+        return _purchase(ec2, request, fresh), fresh
 
 
 def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Ports) -> PurchaseOutput:
@@ -214,14 +174,8 @@ def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Port
     existing = ledger.get(request.id, PURCHASE)
     history = ledger.history(request.id)
     if existing is None:
-        final = final_state(history)
-        if final is not None:
-            raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
-        if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
-            raise BudgetExceeded(
-                f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
-                f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
-            )
+        require_not_final(history, request.id)
+        require_within_budget(request, step.offering)
         created, intent = ledger.put_once(
             request.id,
             PURCHASE_INTENT,
@@ -343,14 +297,9 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
             f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
             "was launched"
         )
-    history = ports.ledger.history(step.request_id)
-    seen = states(history)
-    stop = seen & STOP_STATES
-    if stop:
-        raise ReservationCancelled(
-            f"reservation {step.request_id} is {', '.join(sorted(s.value for s in stop))}; "
-            f"not recording capacity block state {reservation.state}"
-        )
+    history = stop_if_released(
+        ports, step.request_id, f"recording capacity block state {reservation.state}", release=False
+    )
     purchase = load_purchase(ports, step.request_id)
     start = reservation.start_time or (purchase.start_time if purchase else None)
     end = reservation.end_time or (purchase.end_time if purchase else None)
@@ -363,60 +312,40 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
         "available_instance_count": reservation.available_instance_count,
         **times,
     }
-    if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
-        written = ports.ledger.append(
-            step.request_id,
-            State.SCHEDULED,
-            actor=ports.actor,
-            detail={**detail, "observed": status == "Scheduled"},
-            once=True,
+    record_activation(
+        ports,
+        step,
+        states(history),
+        status,
+        name=reservation.reservation_id,
+        arn=reservation.arn,
+        start=start,
+        end=end,
+        scheduled=(
+            detail,
+            SlackMessage(
+                f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
+                f"{window}; 0 instances available until it starts (expected)."
+            ),
+        ),
+        active=(
+            detail,
+            SlackMessage(
+                f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
+                f"{reservation.available_instance_count} x {reservation.instance_type} available in "
+                f"{reservation.availability_zone}, {window}."
+            ),
+        ),
+    )
+    if status != "Active":
+        check_activation_deadlines(
+            history,
+            ports.clock(),
+            what=f"capacity block {reservation.reservation_id}",
+            state=reservation.state,
+            payment_state="payment-pending" if reservation.state == "payment-pending" else None,
+            start=start,
         )
-        if written is not None and status == "Scheduled":
-            post(
-                ports,
-                SlackMessage(
-                    f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
-                    f"{window}; 0 instances available until it starts (expected)."
-                ),
-            )
-    if status == "Active":
-        if State.ACTIVE not in seen:
-            ports.events.put(
-                "ReservationActive",
-                ReservationActiveDetail(
-                    request_id=step.request_id,
-                    training_plan_name=reservation.reservation_id,
-                    region=step.region,
-                    start_time=start,
-                    end_time=end,
-                ),
-                resources=[reservation.arn],
-            )
-        written = ports.ledger.append(
-            step.request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True
-        )
-        if written is not None:
-            post(
-                ports,
-                SlackMessage(
-                    f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
-                    f"{reservation.available_instance_count} x {reservation.instance_type} available in "
-                    f"{reservation.availability_zone}, {window}."
-                ),
-            )
-    else:
-        now = ports.clock()
-        purchased = next((e.at for e in history if e.state == State.PURCHASED), None)
-        if reservation.state == "payment-pending" and purchased and now > purchased + PAYMENT_DEADLINE:
-            raise PlanFailed(
-                f"capacity block {reservation.reservation_id} is still payment-pending at {iso_z(now)}, more "
-                f"than 12 hours after its purchase at {iso_z(purchased)}"
-            )
-        if start is not None and now > start + DEADLINE_AFTER_START:
-            raise ActivationTimeout(
-                f"capacity block {reservation.reservation_id} is still {reservation.state} at {iso_z(now)}, "
-                f"more than 2 hours after its start {iso_z(start)}"
-            )
     return ActivationOutput(
         status=status,
         attempt=step.attempt + 1,
@@ -617,46 +546,22 @@ def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
 
 
 def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
-    # The same arithmetic as the SageMaker path; release.py imports this module, hence the late import.
-    from capacity.logic.release import cost_summary  # noqa: PLC0415
+    # The same ending as the SageMaker path; release.py imports this module, hence the late import.
+    from capacity.logic.release import record_released  # noqa: PLC0415
 
     left = [i.instance_id for i in _live(ec2.find_instances(step.request_id))]
     if left:
         raise LeftoverResources(
             f"release of {step.request_id} left instances tagged with it: {', '.join(left)}"
         )
-    history = ports.ledger.history(step.request_id)
-    releasing = first_entry(history, State.RELEASING)
-    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    if purchase.market in ("on-demand", "spot"):
-        summary = on_demand_summary(step.request_id, purchase, history, now=ports.clock())
-    else:
-        summary = cost_summary(step.request_id, purchase, history, now=ports.clock())
-    created, item = ports.ledger.put_once(
-        step.request_id,
-        RELEASED_MARKER,
-        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
+    return record_released(
+        step,
+        ports,
+        purchase,
+        lambda summary, reason: released_message(
+            summary, request_id=step.request_id, reason=reason, market=purchase.market
+        ),
     )
-    if not created:
-        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
-        return ReleaseOutput(done=True, already_released=True, summary=stored)
-    ports.events.put(
-        "ReservationReleased",
-        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
-        resources=[purchase.training_plan_arn],
-    )
-    ports.ledger.append(
-        step.request_id,
-        State.RELEASED,
-        actor=ports.actor,
-        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
-    )
-    try:  # released before the schedule fired (expiry warning, cancel, failure): drop the schedule
-        ports.scheduler.delete(release_schedule_name(step.request_id))
-    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
-        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    post(ports, released_message(summary, request_id=step.request_id, reason=reason, market=purchase.market))
-    return ReleaseOutput(done=True, summary=summary)
 
 
 def released_message(

@@ -5,17 +5,35 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
-from capacity.errors import ModelNotFound, NameCollision, ReservationCancelled, ReservationNotFound
+from capacity.contracts import ActivationInput
+from capacity.errors import (
+    ActivationTimeout,
+    BudgetExceeded,
+    ModelNotFound,
+    NameCollision,
+    PlanFailed,
+    ReservationCancelled,
+    ReservationNotFound,
+)
 from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
-from capacity.models import FINAL_STATES, LedgerEntry, ReleaseRequestedDetail, ReservationRequest, State
+from capacity.models import (
+    FINAL_STATES,
+    LedgerEntry,
+    OfferingSummary,
+    ReleaseRequestedDetail,
+    ReservationActiveDetail,
+    ReservationRequest,
+    State,
+)
 from capacity.ports import Ports
-from capacity.timeutil import parse_utc
+from capacity.pricing import format_usd
+from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +128,119 @@ def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool
     raise ReservationCancelled(
         f"reservation {request_id} is {', '.join(sorted(s.value for s in stop))}; not {doing}"
     )
+
+
+PAYMENT_DEADLINE = timedelta(hours=12)
+"""EC2 reports a failed payment "after up to 12 hours" (AWS_FACTS.md); SageMaker documents no bound, so the
+same one is used for training plans."""
+DEADLINE_AFTER_START = timedelta(hours=2)
+"""A reservation not active two hours after its start time will not serve."""
+
+
+def record_activation(
+    ports: Ports,
+    step: ActivationInput,
+    seen: set[State],
+    status: str,
+    *,
+    name: str,
+    arn: str,
+    start: datetime | None,
+    end: datetime | None,
+    scheduled: tuple[dict[str, Any], SlackMessage],
+    active: tuple[dict[str, Any], SlackMessage],
+) -> None:
+    """Record what one activation poll of a training plan or capacity block saw, each state once.
+
+    ``status`` is the training plan spelling (``Pending``, ``Scheduled``, ``Active``). ``Scheduled`` or
+    ``Active`` records ``SCHEDULED`` (``scheduled`` detail plus ``observed``: whether the poll saw
+    ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (``name``: the
+    training plan name or capacity reservation id, ``start``/``end`` UTC; resource ``arn``) unless
+    ``ACTIVE`` is in ``seen``, then records ``ACTIVE`` (``active`` detail) and posts its message once.
+    """
+    request_id = step.request_id
+    if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
+        detail, message = scheduled
+        written = ports.ledger.append(
+            request_id,
+            State.SCHEDULED,
+            actor=ports.actor,
+            detail={**detail, "observed": status == "Scheduled"},
+            once=True,
+        )
+        if written is not None and status == "Scheduled":
+            post(ports, message)
+    if status == "Active":
+        if State.ACTIVE not in seen:
+            event = ReservationActiveDetail(
+                request_id=request_id,
+                training_plan_name=name,
+                region=step.region,
+                start_time=start,
+                end_time=end,
+            )
+            ports.events.put("ReservationActive", event, resources=[arn])
+        detail, message = active
+        written = ports.ledger.append(request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True)
+        if written is not None:
+            post(ports, message)
+
+
+def check_activation_deadlines(
+    history: list[LedgerEntry],
+    now: datetime,
+    *,
+    what: str,
+    state: str,
+    payment_state: str | None,
+    start: datetime | None,
+) -> None:
+    """Fail a reservation that is not active yet when it should be.
+
+    Args:
+        what: ``training plan <name>`` or ``capacity block <id>``, for the error.
+        state: its current state as AWS spells it.
+        payment_state: how to name the payment wait when the reservation waits for it, else None.
+        start: its start time (UTC), None when unknown.
+
+    Raises:
+        PlanFailed: still waiting for the payment :data:`PAYMENT_DEADLINE` after ``PURCHASED``.
+        ActivationTimeout: not active :data:`DEADLINE_AFTER_START` after ``start``.
+    """
+    purchased = first_entry(history, State.PURCHASED)
+    if payment_state is not None and purchased is not None and now > purchased.at + PAYMENT_DEADLINE:
+        raise PlanFailed(
+            f"{what} is still {payment_state} at {iso_z(now)}, more than 12 hours after its purchase at "
+            f"{iso_z(purchased.at)}"
+        )
+    if start is not None and now > start + DEADLINE_AFTER_START:
+        raise ActivationTimeout(
+            f"{what} is still {state} at {iso_z(now)}, more than 2 hours after its start {iso_z(start)}"
+        )
+
+
+def require_not_final(history: list[LedgerEntry], request_id: str) -> None:
+    """Refuse to buy for a reservation that already ended.
+
+    Raises:
+        ReservationCancelled: a final state (cancelled, rejected, failed, released) is recorded.
+    """
+    final = final_state(history)
+    if final is not None:
+        raise ReservationCancelled(f"reservation {request_id} is {final.value}; nothing was bought")
+
+
+def require_within_budget(request: ReservationRequest, offering: OfferingSummary) -> None:
+    """Refuse to buy an offering above the request's budget.
+
+    Raises:
+        BudgetExceeded: ``upfront_fee_usd`` is above ``max_upfront_fee_usd``.
+    """
+    if offering.upfront_fee_usd > request.max_upfront_fee_usd:
+        raise BudgetExceeded(
+            f"offering {offering.offering_id} costs {format_usd(offering.upfront_fee_usd)}, "
+            f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
+        )
 
 
 def require_models(request: ReservationRequest, ports: Ports, region: str) -> None:

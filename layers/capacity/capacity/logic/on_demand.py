@@ -58,7 +58,8 @@ from capacity.models import (
 )
 from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
 from capacity.ports import Ports
-from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
+from capacity.recommendation import on_demand_over_limit
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)
@@ -80,33 +81,16 @@ def markets(request: ReservationRequest) -> list[str]:
     return ["on-demand", "spot"] if request.strategy == "spot-ok" else ["on-demand"]
 
 
-def estimated_cost(request: ReservationRequest, region: str, now: datetime) -> Decimal | None:
-    """On-demand USD for ``instance_count`` instances from ``now`` to ``latest_end`` in ``region``."""
-    rate = on_demand_usd_per_hour(region, request.instance_type)
-    if rate is None:
-        return None
-    hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
-    return on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
-
-
 def _skip_reason(request: ReservationRequest, now: datetime) -> str | None:
     if request.strategy == "reserved":
         return None  # the usual case: nothing to say
     if request.dry_run:
         return "dry run: nothing is launched"
-    cost = estimated_cost(request, request.regions[0], now)
-    threshold = request.approval_above_usd
-    if cost is not None and threshold is not None and cost > threshold:
-        return (
-            f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
-            f"approval threshold {format_usd(threshold)}: reserving, which asks for approval"
-        )
-    if cost is not None and cost > request.max_upfront_fee_usd:
-        return (
-            f"on demand until {iso_z(request.latest_end)} would cost about {format_usd(cost)}, above the "
-            f"budget {format_usd(request.max_upfront_fee_usd)}: reserving"
-        )
-    return None
+    over = on_demand_over_limit(request, now)
+    if over is None:
+        return None
+    then = ": reserving, which asks for approval" if over.limit == "approval" else ": reserving"
+    return over.sentence(iso_z(request.latest_end)) + then
 
 
 def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa: PLR0911 - one per outcome

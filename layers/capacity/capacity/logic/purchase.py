@@ -25,20 +25,27 @@ from capacity import messages
 from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import (
-    BudgetExceeded,
     OfferingExpired,
     PurchaseFailed,
-    ReservationCancelled,
     TrainingPlanNameInUse,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.capacity_blocks import purchase_block
-from capacity.logic.common import ensure_owned, final_state, load_request, post, require_models, states
+from capacity.logic.common import (
+    ensure_owned,
+    load_request,
+    post,
+    require_models,
+    require_not_final,
+    require_within_budget,
+    states,
+)
+from capacity.logic.search import search_plans
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
 from capacity.pricing import format_usd
-from capacity.ranking import normalise_offering, rank
+from capacity.ranking import replacement
 from capacity.timeutil import iso_z, short
 
 RELEASE_REASON = "reservation-end"
@@ -65,57 +72,32 @@ def research(
     May buy: fee within ``max_upfront_fee_usd`` and, when above ``approval_above_usd``, not more than
     the stale offering's fee (the amount that was approved or under the threshold).
     """
-    raw = sagemaker.search_training_plan_offerings(
-        instance_type=request.instance_type,
-        instance_count=request.instance_count,
-        start_after=request.earliest_start,
-        end_before=request.latest_end,
-        duration_hours=request.duration_hours,
+    found = search_plans(
+        sagemaker, request, duration_hours=request.duration_hours, count=request.instance_count
     )
-    found = [
-        offering
-        for offering in (
-            normalise_offering(
-                item,
-                region=sagemaker.region,
-                request=request,
-                searched_duration_hours=request.duration_hours,
-                searched_count=request.instance_count,
-            )
-            for item in raw
-        )
-        if offering is not None and offering.offering_id != stale.offering_id
-    ]
-    ranked = rank(found, request.regions)
-    if not ranked:
-        return None
-    best = ranked[0]  # ranked by fee: if the best is not allowed, no other one is
-    if best.upfront_fee_usd > request.max_upfront_fee_usd:
-        return None
-    threshold = request.approval_above_usd
-    if (
-        threshold is not None
-        and best.upfront_fee_usd > threshold
-        and best.upfront_fee_usd > stale.upfront_fee_usd
-    ):
-        return None
-    return best
+    return replacement(found, request, stale)
+
+
+def _create(
+    sagemaker: SageMakerPort, request: ReservationRequest, name: str, offering_id: str
+) -> TrainingPlan | str:
+    """``CreateTrainingPlan`` (its ARN), or the existing plan called ``name`` on ``ResourceInUse``."""
+    try:
+        return sagemaker.create_training_plan(name=name, offering_id=offering_id, tags=tags_for(request.id))
+    except TrainingPlanNameInUse as exc:
+        plan = _adopt(sagemaker, name, request.id)
+        if plan is None:
+            raise PurchaseFailed(f"training plan name {name} is in use but the plan cannot be found") from exc
+        return plan
 
 
 def _buy(
     sagemaker: SageMakerPort, request: ReservationRequest, offering: OfferingSummary, name: str
 ) -> tuple[TrainingPlan | str, OfferingSummary]:
-    """Create the plan (or adopt it on ``ResourceInUse``). Returns (plan or ARN, offering bought)."""
-    tags = tags_for(request.id)
+    """Create the plan (or adopt it on ``ResourceInUse``), or once a fresh search's replacement when the
+    offering expired. Returns (plan or ARN, offering bought)."""
     try:
-        return sagemaker.create_training_plan(
-            name=name, offering_id=offering.offering_id, tags=tags
-        ), offering
-    except TrainingPlanNameInUse as exc:
-        plan = _adopt(sagemaker, name, request.id)
-        if plan is None:
-            raise PurchaseFailed(f"training plan name {name} is in use but the plan cannot be found") from exc
-        return plan, offering
+        return _create(sagemaker, request, name, offering.offering_id), offering
     except OfferingExpired as exc:
         fresh = research(sagemaker, request, offering)
         if fresh is None:
@@ -124,15 +106,7 @@ def _buy(
                 f"{request.instance_count} x {request.instance_type} offering for {request.duration_hours} h "
                 f"within the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
             ) from exc
-        summary = fresh.summary()
-        try:
-            arn = sagemaker.create_training_plan(name=name, offering_id=fresh.offering_id, tags=tags)
-        except TrainingPlanNameInUse:
-            plan = _adopt(sagemaker, name, request.id)
-            if plan is None:
-                raise PurchaseFailed(f"training plan name {name} is in use but cannot be found") from exc
-            return plan, summary
-        return arn, summary
+        return _create(sagemaker, request, name, fresh.offering_id), fresh.summary()
 
 
 def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
@@ -155,15 +129,9 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     existing = ledger.get(request.id, PURCHASE)
     history = ledger.history(request.id)
     if existing is None:
-        final = final_state(history)
-        if final is not None:
-            raise ReservationCancelled(f"reservation {request.id} is {final.value}; nothing was bought")
+        require_not_final(history, request.id)
         require_models(request, ports, step.offering.region)
-        if step.offering.upfront_fee_usd > request.max_upfront_fee_usd:
-            raise BudgetExceeded(
-                f"offering {step.offering.offering_id} costs {format_usd(step.offering.upfront_fee_usd)}, "
-                f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
-            )
+        require_within_budget(request, step.offering)
         created, intent = ledger.put_once(
             request.id,
             PURCHASE_INTENT,

@@ -33,6 +33,7 @@ from decimal import Decimal
 from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID, messages
+from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.ledger import RELEASED_MARKER
@@ -305,12 +306,36 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
         raise LeftoverResources(
             f"release of {step.request_id} left resources tagged with it: {', '.join(left)}"
         )
+    return record_released(
+        step,
+        ports,
+        purchase,
+        lambda summary, reason: messages.released(summary, request_id=step.request_id, reason=reason),
+    )
+
+
+def record_released(
+    step: ReleaseInput,
+    ports: Ports,
+    purchase: Purchase,
+    message: Callable[[CostSummary, str | None], SlackMessage],
+) -> ReleaseOutput:
+    """The end of every release (training plan, capacity block, on demand, spot), once nothing of the
+    reservation is left: the cost summary (:func:`cost_summary`; on-demand prices for ``market``
+    ``on-demand``/``spot``), then exactly once (the conditional ``RELEASED`` marker item) the
+    ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the release schedule and
+    the Slack post ``message(summary, reason)``.
+
+    Returns:
+        ``done`` with the summary; ``already_released`` with the stored summary when another release wrote
+        the marker first.
+    """
     history = ports.ledger.history(step.request_id)
     releasing = first_entry(history, State.RELEASING)
     reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = (  # an on-demand endpoint (strategy on-demand-first) costs its hours at the on-demand price
+    summary = (  # instances or an endpoint run on demand cost their hours at the on-demand price
         on_demand_summary(step.request_id, purchase, history, now=ports.clock())
-        if purchase.market == "on-demand"
+        if purchase.market in ("on-demand", "spot")
         else cost_summary(step.request_id, purchase, history, now=ports.clock())
     )
     created, item = ports.ledger.put_once(
@@ -332,11 +357,11 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
         actor=ports.actor,
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
     )
-    try:  # released early (cancel, failure): the end-of-reservation schedule is no longer needed
+    try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
         ports.scheduler.delete(release_schedule_name(step.request_id))
     except Exception as exc:  # the schedule firing later is harmless: release answers already_released
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    post(ports, messages.released(summary, request_id=step.request_id, reason=reason))
+    post(ports, message(summary, reason))
     return ReleaseOutput(done=True, summary=summary)
 
 

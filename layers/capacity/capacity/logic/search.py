@@ -36,9 +36,15 @@ def candidate_durations(request: ReservationRequest) -> list[int]:
     return durations
 
 
-def _search(
+def search_plans(
     sagemaker: SageMakerPort, request: ReservationRequest, *, duration_hours: int, count: int
 ) -> list[Offering]:
+    """One ``SearchTrainingPlanOfferings`` of ``count`` x the request's type for ``duration_hours`` in the
+    request's window, normalised (feasible or not).
+
+    Raises:
+        QuotaExceeded, RetryableAwsError: from the search.
+    """
     raw = sagemaker.search_training_plan_offerings(
         instance_type=request.instance_type,
         instance_count=count,
@@ -67,6 +73,33 @@ def block_durations(request: ReservationRequest) -> list[int]:
     return [request.duration_hours, *sorted(others, key=lambda h: (abs(h - request.duration_hours), h))]
 
 
+def search_block_duration(ec2: Ec2Port, request: ReservationRequest, duration_hours: int) -> list[Offering]:
+    """One paginated ``DescribeCapacityBlockOfferings`` of the request's count and type for
+    ``duration_hours`` in the request's window, normalised (feasible or not).
+
+    Raises:
+        QuotaExceeded, CapacityUnavailable, RetryableAwsError: from the search.
+    """
+    raw = ec2.describe_capacity_block_offerings(
+        instance_type=request.instance_type,
+        instance_count=request.instance_count,
+        start_after=request.earliest_start,
+        end_before=request.latest_end,
+        duration_hours=duration_hours,
+    )
+    found = (
+        normalise_block_offering(
+            item,
+            region=ec2.region,
+            request=request,
+            searched_duration_hours=duration_hours,
+            searched_count=request.instance_count,
+        )
+        for item in raw
+    )
+    return [offering for offering in found if offering is not None]
+
+
 def search_blocks(ec2: Ec2Port, request: ReservationRequest) -> tuple[list[Offering], str | None]:
     """Every capacity block offering of ``request`` in ``ec2.region``: one paginated
     ``DescribeCapacityBlockOfferings`` per duration of :func:`block_durations`.
@@ -77,27 +110,11 @@ def search_blocks(ec2: Ec2Port, request: ReservationRequest) -> tuple[list[Offer
     offerings: list[Offering] = []
     for duration in block_durations(request):
         try:
-            raw = ec2.describe_capacity_block_offerings(
-                instance_type=request.instance_type,
-                instance_count=request.instance_count,
-                start_after=request.earliest_start,
-                end_before=request.latest_end,
-                duration_hours=duration,
-            )
+            offerings.extend(search_block_duration(ec2, request, duration))
         except QuotaExceeded as exc:
             return offerings, str(exc)
         except CapacityUnavailable:
             continue  # no capacity for this duration: the others may have some
-        for item in raw:
-            offering = normalise_block_offering(
-                item,
-                region=ec2.region,
-                request=request,
-                searched_duration_hours=duration,
-                searched_count=request.instance_count,
-            )
-            if offering is not None:
-                offerings.append(offering)
     return offerings, None
 
 
@@ -120,7 +137,7 @@ def find_offerings(
     for duration in candidate_durations(request):
         try:
             offerings.extend(
-                _search(sagemaker, request, duration_hours=duration, count=request.instance_count)
+                search_plans(sagemaker, request, duration_hours=duration, count=request.instance_count)
             )
         except QuotaExceeded as exc:
             quota_error = str(exc)
@@ -128,7 +145,7 @@ def find_offerings(
     if request.instance_count > 1 and not any(o.feasible for o in offerings):
         try:
             offerings.extend(
-                _search(
+                search_plans(
                     sagemaker,
                     request,
                     duration_hours=request.duration_hours,
