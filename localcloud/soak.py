@@ -5,23 +5,37 @@ lifecycles, each on a fresh :class:`~localcloud.cloud.LocalCloud` of the applica
 from a seed derived from ``N`` and its index (:func:`lifecycle_seed`), so one lifecycle can be re-run alone
 with ``--only INDEX``. A lifecycle draws (:func:`make_scenario`):
 
-- a request: instance type and count, 1 or 2 models, 1-3 regions, duration 24-72 h, lead time 1-60 days, a
-  budget below or above the cheapest offering the market holds for it (looked up before the POST), an
-  approval threshold (none, above the budget, or below the cheapest offering) with an approver who
-  approves, rejects, never answers (timeout), answers late (after the offering expired) or after the
-  timeout; sometimes a dry run;
+- a request: ``platform`` ``sagemaker`` (training plan + endpoint: instance type and count, 1 or 2 models,
+  24-72 h, lead time 1-60 days) or, for a third, ``ec2`` (capacity block + instances from a launch template:
+  a capacity block type, 1-4 instances, 24 h to 14 days in 24 h steps, lead time 1-50 days, inside the
+  8-week horizon); 1-3 regions; for a fifth, a window that starts within the hour, so the strategy is
+  ``on-demand-first`` (the default then, or asked) or ``spot-ok`` (EC2) and on demand is tried first; a
+  budget below or above the cheapest offering (training plan or capacity block) the market holds for it
+  (for a window within the hour, the larger of that and the on-demand cost until ``latest_end``), an
+  approval threshold (none, above the budget, or below that figure) with an approver who approves,
+  rejects, never answers (timeout), answers late (after the offering expired) or after the timeout;
+  sometimes a dry run;
 - deliveries: the request is POSTed, and 1-4 more times (40% of lifecycles) POSTed or put straight on the
   bus, at random moments (at once, at a ledger state, or after the lifecycle ended);
-- cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay;
-- faults (:mod:`localcloud.faults`): throttling, 5xx and latency on random services, insufficient capacity
-  and stuck resources on random SageMaker operations, crashes after commit on random writes.
+- cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay (EC2: also while the
+  block is ``payment-pending``, the first minutes after ``PURCHASED``);
+- faults (:mod:`localcloud.faults`): throttling, 5xx and latency on random services (``ec2`` instead of
+  ``sagemaker`` in an EC2 lifecycle), insufficient capacity (searches, purchases, endpoints, inference
+  components; ``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``, ``RunInstances``), stuck
+  resources (SageMaker creations and deletions; a capacity block left ``payment-pending``),
+  ``payment_failed`` on ``PurchaseCapacityBlock``, crashes after commit on random writes (the purchase,
+  ``RunInstances``, ``TerminateInstances``, SageMaker creates, DynamoDB, EventBridge, Scheduler, Step
+  Functions).
 
 After the lifecycle is idle (nothing scheduled, nothing running) the invariants are checked
-(:func:`check`): no double purchase, nothing above budget, no purchase without the approval it needed (or
-in a dry run, or after a rejection), nothing billable left behind (unless AWS never finished a deletion
-because of an injected ``stuck`` fault and the application reported it: "RELEASE FAILED"), a final ledger
-state, and a Slack notification for every failure. The run prints the lifecycles per outcome, the faults
-fired per kind and every violation with the command that reproduces it; it exits 1 on any violation.
+(:func:`check`): no double purchase (training plans and capacity blocks, asked of the emulator directly),
+nothing above budget (a plan's or block's upfront fee, or what ran on demand until its end), no purchase
+without the approval it needed (or in a dry run, or after a rejection; on demand, which asks no approval,
+never above the threshold), nothing billable left behind (endpoints, instances...; unless AWS never
+finished a deletion because of an injected ``stuck`` fault and the application reported it: "RELEASE
+FAILED"), a final ledger state, and a Slack notification for every failure. The run prints the lifecycles
+per outcome and per platform/strategy/what ran, the faults fired per kind and every violation with the
+command that reproduces it; it exits 1 on any violation.
 
 Each lifecycle is bounded: ``--lifecycle-wall-seconds`` of real time and :data:`VIRTUAL_LIMIT` of virtual
 time; a lifecycle that does not become idle within them is a violation too.
@@ -57,7 +71,8 @@ TEMPLATE = ROOT / "template.yaml"
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 """Virtual start of every lifecycle (UTC)."""
 VIRTUAL_LIMIT = timedelta(days=150)
-"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days)."""
+"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days, blocks
+<= 14 days)."""
 DEFAULT_LIFECYCLE_WALL_SECONDS = 120.0
 REQUEST_ID = "soak"
 FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
