@@ -8,13 +8,13 @@ with ``--only INDEX``. A lifecycle draws (:func:`make_scenario`):
 - a request: ``platform`` ``sagemaker`` (training plan + endpoint: instance type and count, 1 or 2 models,
   24-72 h, lead time 1-60 days) or, for a third, ``ec2`` (capacity block + instances from a launch template:
   a capacity block type, 1-4 instances, 24 h to 14 days in 24 h steps, lead time 1-50 days, inside the
-  8-week horizon); 1-3 regions; for a fifth, a window that starts within the hour, so the strategy is
-  ``on-demand-first`` (the default then, or asked) or ``spot-ok`` (EC2) and on demand is tried first; a
-  budget below or above the cheapest offering (training plan or capacity block) the market holds for it
-  (for a window within the hour, the larger of that and the on-demand cost until ``latest_end``), an
-  approval threshold (none, above the budget, or below that figure) with an approver who approves,
-  rejects, never answers (timeout), answers late (after the offering expired) or after the timeout;
-  sometimes a dry run;
+  8-week horizon); 1-3 regions; for a fifth, a window that starts within the hour, so on demand is tried
+  first: strategy ``on-demand-first`` (the default then, or asked) or ``spot-ok`` (EC2; half of them find
+  no on-demand capacity, so spot is tried); a budget below or above the cheapest offering (training plan
+  or capacity block) the market holds for it (for a window within the hour, the larger of that and the
+  on-demand cost until ``latest_end``), an approval threshold (none, above the budget, or below that
+  figure) with an approver who approves, rejects, never answers (timeout), answers late (after the
+  offering expired) or after the timeout; sometimes a dry run;
 - deliveries: the request is POSTed, and 1-4 more times (40% of lifecycles) POSTed or put straight on the
   bus, at random moments (at once, at a ledger state, or after the lifecycle ended);
 - cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay (EC2: also while the
@@ -419,6 +419,18 @@ def make_scenario(seed: int, index: int) -> Scenario:
         actions.append(Action("cancel", phase, delay))
         if rng.random() < 0.25:
             actions.append(Action("cancel", phase, delay))
+    faults = _faults(rng, str(request.get("platform", "sagemaker")))
+    # spot-ok: half the time no on-demand capacity anywhere, so the spot tries run (drawn from a separate
+    # generator: the other draws of every lifecycle stay what they were).
+    if request.get("strategy") == "spot-ok" and random.Random(own + 1).random() < 0.5:
+        faults.append(
+            FaultRule(
+                service="ec2",
+                operation="RunInstances",
+                kind=FaultKind.INSUFFICIENT_CAPACITY,
+                match={"InstanceMarketOptions": None},  # on demand only: spot and block launches pass
+            )
+        )
     return Scenario(
         index=index,
         seed=own,
@@ -427,7 +439,7 @@ def make_scenario(seed: int, index: int) -> Scenario:
         approval=approval,
         approval_factor=approval_factor,
         actions=tuple(actions),
-        faults=tuple(_faults(rng, str(request.get("platform", "sagemaker")))),
+        faults=tuple(faults),
     )
 
 

@@ -235,6 +235,14 @@ def test_a_third_of_the_lifecycles_are_ec2_and_some_start_within_the_hour() -> N
     assert len(soon) == 35
     assert {s.request.get("strategy") for s in soon} == {None, "on-demand-first", "spot-ok"}
     assert all(s.request.get("platform") == "ec2" for s in soon if s.request.get("strategy") == "spot-ok")
+    # Half the spot-ok lifecycles find no on-demand capacity anywhere, so their spot tries run.
+    no_on_demand = [
+        s.index for s in soon if any(r.match == {"InstanceMarketOptions": None} for r in s.faults)
+    ]
+    assert no_on_demand == [49, 75, 105, 119, 164]
+    rule = next(r for r in drawn[49].faults if r.match)
+    assert rule.applies_to("ec2", "RunInstances", {"MinCount": 1, "MaxCount": 1})
+    assert not rule.applies_to("ec2", "RunInstances", {"InstanceMarketOptions": {"MarketType": "spot"}})
 
 
 def test_capacity_blocks_count_as_purchases_and_a_payment_failed_block_does_not() -> None:
