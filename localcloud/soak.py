@@ -5,23 +5,37 @@ lifecycles, each on a fresh :class:`~localcloud.cloud.LocalCloud` of the applica
 from a seed derived from ``N`` and its index (:func:`lifecycle_seed`), so one lifecycle can be re-run alone
 with ``--only INDEX``. A lifecycle draws (:func:`make_scenario`):
 
-- a request: instance type and count, 1 or 2 models, 1-3 regions, duration 24-72 h, lead time 1-60 days, a
-  budget below or above the cheapest offering the market holds for it (looked up before the POST), an
-  approval threshold (none, above the budget, or below the cheapest offering) with an approver who
-  approves, rejects, never answers (timeout), answers late (after the offering expired) or after the
-  timeout; sometimes a dry run;
+- a request: ``platform`` ``sagemaker`` (training plan + endpoint: instance type and count, 1 or 2 models,
+  24-72 h, lead time 1-60 days) or, for a third, ``ec2`` (capacity block + instances from a launch template:
+  a capacity block type, 1-4 instances, 24 h to 14 days in 24 h steps, lead time 1-50 days, inside the
+  8-week horizon); 1-3 regions; for a fifth, a window that starts within the hour, so on demand is tried
+  first: strategy ``on-demand-first`` (the default then, or asked) or ``spot-ok`` (EC2; half of them find
+  no on-demand capacity, so spot is tried); a budget below or above the cheapest offering (training plan
+  or capacity block) the market holds for it (for a window within the hour, the larger of that and the
+  on-demand cost until ``latest_end``), an approval threshold (none, above the budget, or below that
+  figure) with an approver who approves, rejects, never answers (timeout), answers late (after the
+  offering expired) or after the timeout; sometimes a dry run;
 - deliveries: the request is POSTed, and 1-4 more times (40% of lifecycles) POSTed or put straight on the
   bus, at random moments (at once, at a ledger state, or after the lifecycle ended);
-- cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay;
-- faults (:mod:`localcloud.faults`): throttling, 5xx and latency on random services, insufficient capacity
-  and stuck resources on random SageMaker operations, crashes after commit on random writes.
+- cancellations (DELETE, sometimes twice) at a random ledger state plus a random delay (EC2: also while the
+  block is ``payment-pending``, the first minutes after ``PURCHASED``);
+- faults (:mod:`localcloud.faults`): throttling, 5xx and latency on random services (``ec2`` instead of
+  ``sagemaker`` in an EC2 lifecycle), insufficient capacity (searches, purchases, endpoints, inference
+  components; ``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``, ``RunInstances``), stuck
+  resources (SageMaker creations and deletions; a capacity block left ``payment-pending``),
+  ``payment_failed`` on ``PurchaseCapacityBlock``, crashes after commit on random writes (the purchase,
+  ``RunInstances``, ``TerminateInstances``, SageMaker creates, DynamoDB, EventBridge, Scheduler, Step
+  Functions).
 
 After the lifecycle is idle (nothing scheduled, nothing running) the invariants are checked
-(:func:`check`): no double purchase, nothing above budget, no purchase without the approval it needed (or
-in a dry run, or after a rejection), nothing billable left behind (unless AWS never finished a deletion
-because of an injected ``stuck`` fault and the application reported it: "RELEASE FAILED"), a final ledger
-state, and a Slack notification for every failure. The run prints the lifecycles per outcome, the faults
-fired per kind and every violation with the command that reproduces it; it exits 1 on any violation.
+(:func:`check`): no double purchase (training plans and capacity blocks, asked of the emulator directly),
+nothing above budget (a plan's or block's upfront fee, or what ran on demand until its end), no purchase
+without the approval it needed (or in a dry run, or after a rejection; on demand, which asks no approval,
+never above the threshold), nothing billable left behind (endpoints, instances...; unless AWS never
+finished a deletion because of an injected ``stuck`` fault and the application reported it: "RELEASE
+FAILED"), a final ledger state, and a Slack notification for every failure. The run prints the lifecycles
+per outcome and per platform/strategy/what ran, the faults fired per kind and every violation with the
+command that reproduces it; it exits 1 on any violation.
 
 Each lifecycle is bounded: ``--lifecycle-wall-seconds`` of real time and :data:`VIRTUAL_LIMIT` of virtual
 time; a lifecycle that does not become idle within them is a violation too.
@@ -57,7 +71,8 @@ TEMPLATE = ROOT / "template.yaml"
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 """Virtual start of every lifecycle (UTC)."""
 VIRTUAL_LIMIT = timedelta(days=150)
-"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days)."""
+"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days, blocks
+<= 14 days)."""
 DEFAULT_LIFECYCLE_WALL_SECONDS = 120.0
 REQUEST_ID = "soak"
 FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
@@ -66,6 +81,20 @@ FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
 REGIONS = ("us-east-1", "us-west-2", "us-east-2", "eu-west-1")
 INSTANCE_TYPES = ("ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.p5.4xlarge", "ml.trn1.32xlarge")
 """Types training plans sell (``SearchTrainingPlanOfferings``' enum) that fit the soak's models."""
+EC2_INSTANCE_TYPES = ("p5.48xlarge", "p4d.24xlarge", "p5.4xlarge", "trn1.32xlarge", "p5e.48xlarge")
+"""EC2 types sold as capacity blocks (``capacity.instances.CAPACITY_BLOCK_INSTANCE_TYPES``) in every soak
+region."""
+EC2_DURATIONS = (24, 48, 72, 120, 168, 336)
+"""Capacity block durations the soak draws (hours): 24-hour steps up to 14 days (AWS_FACTS.md)."""
+EC2_MAX_LEAD_DAYS = 50
+"""Capacity blocks start at most 8 weeks ahead: the window (lead + up to 4 days) stays inside."""
+EC2_SHARE = 1 / 3
+"""The share of lifecycles drawn ``platform: ec2``."""
+NOW_SHARE = 0.2
+"""The share of lifecycles whose window starts within the hour (strategy ``on-demand-first``/``spot-ok``)."""
+LAUNCH_TEMPLATE = "soak-workers"
+"""The launch template every EC2 lifecycle names; created in each of its regions before the first POST."""
+AMI = "ami-0abcdef1234567890"
 IMAGE = (
     "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:"
     "2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04"
@@ -79,10 +108,22 @@ WIRE_SERVICES = (
     "cloudwatch",
     "application-auto-scaling",
 )
-"""Services that throttle or answer 5xx. Not ``lambda``: moto's ASL interpreter names a Lambda service error
-of a direct-ARN Task ``Exception`` instead of ``Lambda.TooManyRequestsException``/``Lambda.ServiceException``
-(what Step Functions names it, and what the state machines retry), so a fault there tests the emulation,
-not the application."""
+"""Services that throttle or answer 5xx in a SageMaker lifecycle. Not ``lambda``: moto's ASL interpreter
+named a Lambda service error of a direct-ARN Task ``Exception`` instead of ``Lambda.TooManyRequestsException``
+/``Lambda.ServiceException`` (what Step Functions names it, and what the state machines retry), so a fault
+there tested the emulation, not the application."""
+EC2_WIRE_SERVICES = ("ec2", "dynamodb", "scheduler", "eventbridge", "sfn")
+"""Services that throttle or answer 5xx in an EC2 lifecycle (capacity blocks and instances)."""
+EC2_INSUFFICIENT_OPERATIONS = ("DescribeCapacityBlockOfferings", "PurchaseCapacityBlock", "RunInstances")
+EC2_CRASH_TARGETS = (
+    ("ec2", "PurchaseCapacityBlock"),
+    ("ec2", "RunInstances"),
+    ("ec2", "TerminateInstances"),
+    ("dynamodb", "PutItem"),
+    ("eventbridge", "PutEvents"),
+    ("scheduler", "CreateSchedule"),
+    ("sfn", "SendTaskSuccess"),
+)
 INSUFFICIENT_OPERATIONS = (
     "SearchTrainingPlanOfferings",
     "CreateTrainingPlan",
@@ -144,7 +185,9 @@ class Scenario:
     """One randomized lifecycle, fully determined by ``seed`` (see :func:`make_scenario`).
 
     ``request`` is the POST body without ``max_upfront_fee_usd``/``approval_above_usd``: those are
-    ``budget_factor`` and ``approval_factor`` times the cheapest offering found before the POST (USD).
+    ``budget_factor`` and ``approval_factor`` times the cheapest offering (training plan or capacity block)
+    found before the POST, or, for a window that starts within the hour, the larger of that and what the
+    instances cost on demand until ``latest_end`` (USD: so the on-demand try is not always skipped).
     ``approval`` names the approver's behaviour (``none``: no threshold; ``not_needed``: threshold above the
     budget; ``approve``, ``reject``, ``timeout``, ``late``, ``after_timeout``).
     """
@@ -171,10 +214,13 @@ class Scenario:
             f"{a.kind}@{a.phase}" + (f"+{a.delay_hours:.1f}h" if a.delay_hours else "") for a in self.actions
         )
         return (
-            f"{r['instance_count']} x {r['instance_type']} {r['duration_hours']} h "
+            f"{r.get('platform', 'sagemaker')}"
+            + (f" {r['strategy']}" if r.get("strategy") else "")
+            + f": {r['instance_count']} x {r['instance_type']} {r['duration_hours']} h "
             f"from {r['earliest_start']} "
-            f"in {','.join(r['regions'])}, {len(r['models'])} model(s), budget x{self.budget_factor} of the "
-            f"cheapest, approval {self.approval}"
+            f"in {','.join(r['regions'])}, "
+            + (f"{len(r['models'])} model(s), " if r.get("models") else "")
+            + f"budget x{self.budget_factor} of the cheapest, approval {self.approval}"
             + (f" (threshold x{self.approval_factor})" if self.approval_factor is not None else "")
             + (", dry run" if r.get("dry_run") else "")
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
@@ -196,10 +242,47 @@ def _factor(rng: random.Random, low: float, high: float) -> Decimal:
 
 
 def _request(rng: random.Random) -> dict[str, Any]:
-    lead_days = rng.randint(1, 60)
-    duration = rng.choice((24, 48, 72))
-    start = START + timedelta(days=lead_days, hours=rng.randint(0, 23))
-    end = start + timedelta(hours=duration) + timedelta(days=rng.randint(0, 4))
+    """A POST body (without budget and threshold): ``platform`` ``ec2`` for :data:`EC2_SHARE` of the draws,
+    and for :data:`NOW_SHARE` a window that starts within the hour (the default strategy is then
+    ``on-demand-first``; EC2 sometimes asks ``spot-ok``)."""
+    platform = "ec2" if rng.random() < EC2_SHARE else "sagemaker"
+    soon = rng.random() < NOW_SHARE
+    if platform == "ec2":
+        duration = rng.choice(EC2_DURATIONS)
+        lead = timedelta(days=rng.randint(1, EC2_MAX_LEAD_DAYS), hours=rng.randint(0, 23))
+    else:
+        duration = rng.choice((24, 48, 72))
+        lead = timedelta(days=rng.randint(1, 60), hours=rng.randint(0, 23))
+    if soon:  # on demand runs until latest_end: a window little longer than the duration
+        lead = timedelta(minutes=rng.randint(5, 50))
+        extra = timedelta(days=rng.choice((0, 0, 1, 2)))
+    else:
+        extra = timedelta(days=rng.randint(0, 4))
+    start = START + lead
+    end = start + timedelta(hours=duration) + extra
+    body: dict[str, Any] = {
+        "request_id": REQUEST_ID,
+        "requester": "soak@example.com",
+        "earliest_start": _ts(start),
+        "latest_end": _ts(end),
+        "duration_hours": duration,
+        "regions": rng.sample(REGIONS, rng.randint(1, 3)),
+        "approval_timeout_hours": rng.randint(2, 6),
+        "dry_run": rng.random() < 0.05,
+    }
+    if platform == "ec2":
+        body.update(
+            platform="ec2",
+            instance_type=rng.choice(EC2_INSTANCE_TYPES),
+            instance_count=rng.choice((1, 1, 2, 4)),
+            launch_template={"name": LAUNCH_TEMPLATE, "version": "$Latest"},
+            release_margin_minutes=rng.choice((5, 60)),
+        )
+        if soon:
+            strategy = rng.choice((None, "on-demand-first", "spot-ok", "spot-ok"))
+            if strategy is not None:
+                body["strategy"] = strategy
+        return body
     models = [
         {
             "name": f"model-{i}",
@@ -216,19 +299,10 @@ def _request(rng: random.Random) -> dict[str, Any]:
     count = rng.choice((1, 1, 2, 4))
     if instance_type == "ml.p5.4xlarge" and count == 1:
         models = models[:1]  # one GPU: room for one model's first copy
-    return {
-        "request_id": REQUEST_ID,
-        "requester": "soak@example.com",
-        "instance_type": instance_type,
-        "instance_count": count,
-        "earliest_start": _ts(start),
-        "latest_end": _ts(end),
-        "duration_hours": duration,
-        "regions": rng.sample(REGIONS, rng.randint(1, 3)),
-        "approval_timeout_hours": rng.randint(2, 6),
-        "dry_run": rng.random() < 0.05,
-        "models": models,
-    }
+    body.update(instance_type=instance_type, instance_count=count, models=models)
+    if soon and rng.random() < 0.5:
+        body["strategy"] = "on-demand-first"  # else the default, for a window within the hour
+    return body
 
 
 def _approval(rng: random.Random, timeout_hours: int) -> tuple[str, Decimal | None, list[Action]]:
@@ -259,17 +333,20 @@ def _approval(rng: random.Random, timeout_hours: int) -> tuple[str, Decimal | No
     return mode, threshold, actions
 
 
-def _faults(rng: random.Random) -> list[FaultRule]:
+def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
+    ec2 = platform == "ec2"
+    aws = "ec2" if ec2 else "sagemaker"
+    wire = EC2_WIRE_SERVICES if ec2 else WIRE_SERVICES
     rules: list[FaultRule] = []
     if rng.random() < 0.5:
-        for service in rng.sample(WIRE_SERVICES, rng.randint(1, 4)):
+        for service in rng.sample(wire, rng.randint(1, 4)):
             rules.append(
                 FaultRule(
                     service=service, kind=FaultKind.THROTTLE, probability=round(rng.uniform(0.05, 0.3), 2)
                 )
             )
     if rng.random() < 0.4:
-        for service in rng.sample(WIRE_SERVICES, rng.randint(1, 3)):
+        for service in rng.sample(wire, rng.randint(1, 3)):
             rules.append(
                 FaultRule(
                     service=service, kind=FaultKind.SERVER_ERROR, probability=round(rng.uniform(0.05, 0.2), 2)
@@ -278,18 +355,19 @@ def _faults(rng: random.Random) -> list[FaultRule]:
     if rng.random() < 0.4:
         rules.append(
             FaultRule(
-                service=rng.choice(("*", "sagemaker", "dynamodb")),
+                service=rng.choice(("*", aws, "dynamodb")),
                 kind=FaultKind.LATENCY,
                 probability=round(rng.uniform(0.1, 0.5), 2),
                 latency_seconds=round(rng.uniform(0.2, 8.0), 1),  # botocore's read timeout is 60 s
             )
         )
-    if rng.random() < 0.25:
-        operation = rng.choice(INSUFFICIENT_OPERATIONS)
-        if operation == "SearchTrainingPlanOfferings":
+    if rng.random() < (0.35 if ec2 else 0.25):
+        operation = rng.choice(EC2_INSUFFICIENT_OPERATIONS if ec2 else INSUFFICIENT_OPERATIONS)
+        if operation in ("SearchTrainingPlanOfferings", "DescribeCapacityBlockOfferings", "RunInstances"):
+            # A search (or an on-demand/spot launch, region after region) that often finds nothing.
             rules.append(
                 FaultRule(
-                    service="sagemaker",
+                    service=aws,
                     operation=operation,
                     kind=FaultKind.INSUFFICIENT_CAPACITY,
                     probability=round(rng.uniform(0.3, 1.0), 2),
@@ -297,18 +375,20 @@ def _faults(rng: random.Random) -> list[FaultRule]:
             )
         else:
             rules.append(
-                FaultRule(
-                    service="sagemaker", operation=operation, kind=FaultKind.INSUFFICIENT_CAPACITY, times=1
-                )
+                FaultRule(service=aws, operation=operation, kind=FaultKind.INSUFFICIENT_CAPACITY, times=1)
             )
     if rng.random() < 0.15:
+        # EC2: a block whose payment never completes (stays payment-pending; the emulator's only stuck).
+        operation = "PurchaseCapacityBlock" if ec2 else rng.choice(STUCK_OPERATIONS)
+        rules.append(FaultRule(service=aws, operation=operation, kind=FaultKind.STUCK, times=1))
+    if ec2 and rng.random() < 0.15:
         rules.append(
             FaultRule(
-                service="sagemaker", operation=rng.choice(STUCK_OPERATIONS), kind=FaultKind.STUCK, times=1
+                service="ec2", operation="PurchaseCapacityBlock", kind=FaultKind.PAYMENT_FAILED, times=1
             )
         )
     if rng.random() < 0.4:
-        for service, operation in rng.sample(CRASH_TARGETS, rng.randint(1, 2)):
+        for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
             rules.append(
                 FaultRule(
                     service=service,
@@ -333,9 +413,24 @@ def make_scenario(seed: int, index: int) -> Scenario:
     if rng.random() < 0.35:
         phase = rng.choice(CANCEL_PHASES)
         delay = 0.0 if phase == "now" or rng.random() < 0.5 else round(rng.uniform(0.1, 48.0), 1)
+        if request.get("platform") == "ec2" and phase == "PURCHASED" and rng.random() < 0.5:
+            # While the block is payment-pending (Timings.block_payment_pending: 5 minutes).
+            delay = round(rng.uniform(0.0, 0.07), 3)
         actions.append(Action("cancel", phase, delay))
         if rng.random() < 0.25:
             actions.append(Action("cancel", phase, delay))
+    faults = _faults(rng, str(request.get("platform", "sagemaker")))
+    # spot-ok: half the time no on-demand capacity anywhere, so the spot tries run (drawn from a separate
+    # generator: the other draws of every lifecycle stay what they were).
+    if request.get("strategy") == "spot-ok" and random.Random(own + 1).random() < 0.5:
+        faults.append(
+            FaultRule(
+                service="ec2",
+                operation="RunInstances",
+                kind=FaultKind.INSUFFICIENT_CAPACITY,
+                match={"InstanceMarketOptions": None},  # on demand only: spot and block launches pass
+            )
+        )
     return Scenario(
         index=index,
         seed=own,
@@ -344,22 +439,33 @@ def make_scenario(seed: int, index: int) -> Scenario:
         approval=approval,
         approval_factor=approval_factor,
         actions=tuple(actions),
-        faults=tuple(_faults(rng)),
+        faults=tuple(faults),
     )
 
 
 # ---------------------------------------------------------------------------------------------- facts
 
 
+UNCHARGED = frozenset({"Failed", "payment-failed", "failed"})
+"""Statuses of a training plan (``Failed``) or capacity block (``payment-failed``, ``failed``) that charged
+nothing."""
+
+
 @dataclass(frozen=True)
 class PlanFact:
-    """A training plan that exists in the cloud (any region): what money was spent on."""
+    """A reservation bought in the cloud (any region): what money was spent on.
+
+    ``kind`` is ``training-plan`` (``name`` the plan's name, ``status`` its ``Status``) or ``capacity-block``
+    (``name`` the capacity reservation id ``cr-...``, ``status`` its ``State``); ``upfront_fee_usd`` in USD,
+    ``end_time`` UTC.
+    """
 
     name: str
     region: str
     status: str
     upfront_fee_usd: Decimal
     end_time: datetime
+    kind: str = "training-plan"
 
 
 @dataclass
@@ -404,8 +510,9 @@ class Facts:
         return next((i for i in self.items if i["sk"] == sk), None)
 
     def live_plans(self) -> list[PlanFact]:
-        """The plans that were bought (a ``Failed`` plan charged nothing)."""
-        return [p for p in self.plans if p.status != "Failed"]
+        """The training plans and capacity blocks that were paid for (a ``Failed`` plan or a
+        ``payment-failed`` block charged nothing). Blocks ``expired`` by now count: they were paid."""
+        return [p for p in self.plans if p.status not in UNCHARGED]
 
 
 def _plain(value: dict[str, Any]) -> Any:
@@ -475,6 +582,38 @@ def training_plans(cloud: LocalCloud) -> list[PlanFact]:
     return plans
 
 
+def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
+    """Every capacity block bought, in every region the emulated market sells in
+    (``DescribeCapacityReservations`` filtered on ``reservation-type`` ``capacity-block``, asked of the
+    emulator directly: no faults, no client). Its fee is the upfront fee of the offering it was bought from
+    (a capacity reservation does not carry it)."""
+    regions = sorted(set(cloud.emulator.market.regions()) | set(REGIONS))
+    fees = {
+        item.reservation_id: item.offering.fee_usd
+        for item in cloud.emulator.capacity_blocks.reservations.values()
+    }
+    found: list[PlanFact] = []
+    for region in regions:
+        params: dict[str, Any] = {"Filters": [{"Name": "reservation-type", "Values": ["capacity-block"]}]}
+        while True:
+            page = cloud.emulator.call("ec2", "DescribeCapacityReservations", params, region=region)
+            found.extend(
+                PlanFact(
+                    name=str(r["CapacityReservationId"]),
+                    region=region,
+                    status=str(r["State"]),
+                    upfront_fee_usd=Decimal(str(fees[r["CapacityReservationId"]])).quantize(Decimal("0.01")),
+                    end_time=r["EndDate"].astimezone(UTC),
+                    kind="capacity-block",
+                )
+                for r in page["CapacityReservations"]
+            )
+            if not page.get("NextToken"):
+                break
+            params = {**params, "NextToken": page["NextToken"]}
+    return found
+
+
 def collect_facts(
     cloud: LocalCloud,
     request: dict[str, Any],
@@ -483,7 +622,8 @@ def collect_facts(
     finished: bool = True,
     unfinished_reason: str = "",
 ) -> Facts:
-    """Read the ledger, the training plans, the billable resources and the Slack outbox of a lifecycle."""
+    """Read the ledger, the training plans and capacity blocks, the billable resources and the Slack outbox
+    of a lifecycle."""
     threshold = request.get("approval_above_usd")
     return Facts(
         request_id=str(request["request_id"]),
@@ -491,7 +631,7 @@ def collect_facts(
         approval_above_usd=Decimal(str(threshold)) if threshold is not None else None,
         dry_run=bool(request.get("dry_run")),
         items=ledger_items(cloud, str(request["request_id"])),
-        plans=training_plans(cloud),
+        plans=training_plans(cloud) + capacity_blocks(cloud),
         billable=[f"{r.resource_type} {r.name} ({r.status}, {r.region})" for r in cloud.billable_resources()],
         slack=[f"{m.text}\n{render_blocks(m.blocks)}" for m in cloud.outbox.messages],
         stuck_fired=any(f.kind is FaultKind.STUCK for f in cloud.faults.fired),
@@ -506,21 +646,53 @@ def collect_facts(
 
 
 def check_double_purchase(facts: Facts) -> list[str]:
-    """More than one training plan bought, or ``PURCHASED`` recorded more than once."""
+    """More than one reservation (training plan or capacity block) bought, or ``PURCHASED`` recorded more
+    than once."""
     problems = []
     live = facts.live_plans()
     if len(live) > 1:
         listed = "; ".join(f"{p.name} in {p.region} ${p.upfront_fee_usd}" for p in live)
-        problems.append(f"double purchase: {len(live)} training plans bought ({listed})")
+        kinds = {p.kind for p in live}
+        noun = {
+            frozenset({"training-plan"}): "training plans",
+            frozenset({"capacity-block"}): "capacity blocks",
+        }.get(frozenset(kinds), "reservations (training plans and capacity blocks)")
+        problems.append(f"double purchase: {len(live)} {noun} bought ({listed})")
     purchased = [i for i in facts.history() if i["state"] == "PURCHASED"]
     if len(purchased) > 1:
         problems.append(f"double purchase: PURCHASED recorded {len(purchased)} times in the ledger")
     return problems
 
 
+def on_demand_spend(facts: Facts) -> tuple[str, Decimal] | None:
+    """What the instances (or endpoint) launched on demand or on spot cost until the end the application
+    set for them (USD, at the on-demand rate its ``PURCHASE`` item records for the region launched in), with
+    a description; None when nothing ran on demand."""
+    purchase = facts.item("PURCHASE")
+    if purchase is None or purchase.get("market") not in ("on-demand", "spot"):
+        return None
+    rate = Decimal(str(purchase.get("on_demand_usd_per_hour") or "0"))
+    start = datetime.fromisoformat(str(purchase["start_time"]).replace("Z", "+00:00"))
+    end = datetime.fromisoformat(str(purchase["end_time"]).replace("Z", "+00:00"))
+    hours = Decimal(max(0, int((end - start).total_seconds()))) / Decimal(3600)
+    cost = (rate * int(purchase.get("instance_count") or 0) * hours).quantize(Decimal("0.01"))
+    what = (
+        f"{purchase.get('instance_count')} x {purchase.get('instance_type')} on {purchase['market']} in "
+        f"{purchase.get('region')} at ${rate}/h from {purchase['start_time']} to {purchase['end_time']}"
+    )
+    return what, cost
+
+
 def check_budget(facts: Facts) -> list[str]:
-    """A plan, or a ``PURCHASED`` amount, above ``max_upfront_fee_usd``."""
+    """A plan or capacity block, a ``PURCHASED`` amount, or capacity launched on demand until its end,
+    above ``max_upfront_fee_usd``."""
     budget = facts.max_upfront_fee_usd
+    spend = on_demand_spend(facts)
+    on_demand = (
+        [f"on demand above budget: {spend[0]} costs ${spend[1]} > max_upfront_fee_usd ${budget}"]
+        if spend is not None and spend[1] > budget
+        else []
+    )
     problems = [
         f"purchase above budget: {p.name} costs ${p.upfront_fee_usd} > max_upfront_fee_usd ${budget}"
         for p in facts.live_plans()
@@ -533,7 +705,7 @@ def check_budget(facts: Facts) -> list[str]:
         and i.get("money_usd") is not None
         and Decimal(str(i["money_usd"])) > budget
     )
-    return problems
+    return problems + on_demand
 
 
 def _bought_at(facts: Facts) -> str | None:
@@ -548,10 +720,19 @@ def _bought_at(facts: Facts) -> str | None:
 def check_approval(facts: Facts) -> list[str]:
     """A purchase above ``approval_above_usd`` without an ``APPROVAL_DECISION`` approve before it; a purchase
     in a dry run; a purchase after the reservation was rejected."""
+    problems = []
+    spend = on_demand_spend(facts)
+    if spend is not None:  # no approval is asked on demand: the application must reserve instead
+        if facts.dry_run:
+            problems.append(f"launched on demand in a dry run: {spend[0]}")
+        if facts.approval_above_usd is not None and spend[1] > facts.approval_above_usd:
+            problems.append(
+                f"on demand without approval: {spend[0]} costs ${spend[1]} > approval_above_usd "
+                f"${facts.approval_above_usd} (on demand asks no approval: it must reserve instead)"
+            )
     live = facts.live_plans()
     if not live:
-        return []
-    problems = []
+        return problems
     if facts.dry_run:
         problems.append(f"purchase in a dry run: {', '.join(p.name for p in live)}")
     bought_at = _bought_at(facts) or ""
@@ -659,6 +840,22 @@ def check(facts: Facts) -> list[str]:
     return [problem for checker in CHECKS for problem in checker(facts)]
 
 
+def route(request: dict[str, Any], facts: Facts, now: datetime = START) -> str:
+    """``<platform> <strategy> -> <what ran>``: the platform, the strategy asked (or its default at ``now``,
+    the first POST) and what the lifecycle ran on: ``on-demand``/``spot`` (the ``PURCHASE`` item's market),
+    ``training plan``, ``capacity block`` (paid for), or ``nothing``."""
+    platform = str(request.get("platform") or "sagemaker")
+    strategy = request.get("strategy") or ("on-demand-first" if starts_soon(request, now) else "reserved")
+    purchase = facts.item("PURCHASE")
+    if purchase is not None and purchase.get("market") in ("on-demand", "spot"):
+        ran = str(purchase["market"])
+    elif facts.live_plans():
+        ran = " + ".join(sorted({p.kind.replace("-", " ") for p in facts.live_plans()}))
+    else:
+        ran = "nothing"
+    return f"{platform} {strategy} -> {ran}"
+
+
 def outcome(facts: Facts) -> str:
     """The lifecycle's outcome: its final states in order (``CANCELLED+RELEASED``), ``DRY_RUN``, or why
     there is none (``NOT_ACCEPTED``, ``UNFINISHED``, ``NO_FINAL(<last state>)``)."""
@@ -698,6 +895,8 @@ class LifecycleResult:
     failures: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     timeline: str = ""
+    route: str = ""
+    """``<platform> <strategy> -> <what ran>`` (:func:`route`), e.g. ``ec2 spot-ok -> spot``."""
 
 
 class _Bounds:
@@ -748,10 +947,28 @@ def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetim
 def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
     """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None.
 
-    ``SearchTrainingPlanOfferings`` is asked of the emulator directly (no faults), as the application asks.
+    ``SearchTrainingPlanOfferings`` (``platform`` ``sagemaker``) or ``DescribeCapacityBlockOfferings``
+    (``ec2``, every page) is asked of the emulator directly (no faults), as the application asks.
     """
     fees: list[Decimal] = []
+    start = datetime.fromisoformat(request["earliest_start"])
+    end = datetime.fromisoformat(request["latest_end"])
     for region in request["regions"]:
+        if request.get("platform") == "ec2":
+            params: dict[str, Any] = {
+                "InstanceType": request["instance_type"],
+                "InstanceCount": request["instance_count"],
+                "StartDateRange": start,
+                "EndDateRange": end,
+                "CapacityDurationHours": request["duration_hours"],
+            }
+            while True:
+                page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
+                fees.extend(Decimal(str(o["UpfrontFee"])) for o in page.get("CapacityBlockOfferings", []))
+                if not page.get("NextToken"):
+                    break
+                params = {**params, "NextToken": page["NextToken"]}
+            continue
         answer = cloud.emulator.call(
             "sagemaker",
             "SearchTrainingPlanOfferings",
@@ -759,14 +976,41 @@ def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | N
                 "TargetResources": ["endpoint"],
                 "InstanceType": request["instance_type"],
                 "InstanceCount": request["instance_count"],
-                "StartTimeAfter": datetime.fromisoformat(request["earliest_start"]),
-                "EndTimeBefore": datetime.fromisoformat(request["latest_end"]),
+                "StartTimeAfter": start,
+                "EndTimeBefore": end,
                 "DurationHours": request["duration_hours"],
             },
             region=region,
         )
         fees.extend(Decimal(str(o["UpfrontFee"])) for o in answer.get("TrainingPlanOfferings", []))
     return min(fees) if fees else None
+
+
+def on_demand_cost(cloud: LocalCloud, request: dict[str, Any]) -> Decimal:
+    """What the request's instances cost on demand from now until ``latest_end`` in its first region (USD,
+    the emulated market's prices), the figure ``logic/on_demand.py`` compares with the budget."""
+    hours = Decimal(
+        max(0, int((datetime.fromisoformat(request["latest_end"]) - cloud.now()).total_seconds()))
+    ) / Decimal(3600)
+    rate = Decimal(
+        cloud.emulator.market.on_demand_usd_per_hour(request["regions"][0], request["instance_type"])
+    )
+    return rate * int(request["instance_count"]) * hours
+
+
+def starts_soon(request: dict[str, Any], now: datetime) -> bool:
+    """The window starts within the hour (``capacity.models.ON_DEMAND_FIRST_HORIZON``): on demand is tried."""
+    return datetime.fromisoformat(request["earliest_start"]) <= now + timedelta(hours=1)
+
+
+def create_launch_templates(cloud: LocalCloud, request: dict[str, Any]) -> None:
+    """The launch template an EC2 request names, in each of its regions (no faults: set up beforehand)."""
+    with cloud.dispatcher.exempt():
+        for region in request["regions"]:
+            cloud.client("ec2", region).create_launch_template(
+                LaunchTemplateName=LAUNCH_TEMPLATE,
+                LaunchTemplateData={"ImageId": AMI, "InstanceType": request["instance_type"]},
+            )
 
 
 def _money(value: Decimal) -> str:
@@ -947,7 +1191,11 @@ def run_lifecycle(
     )
     body = dict(scenario.request)
     with _quiet(), cloud:
+        if body.get("platform") == "ec2":
+            create_launch_templates(cloud, body)
         cheapest = cheapest_offering(cloud, body) or Decimal("20000")
+        if starts_soon(body, cloud.now()):
+            cheapest = max(cheapest, on_demand_cost(cloud, body))
         body["max_upfront_fee_usd"] = _money(cheapest * scenario.budget_factor)
         if scenario.approval_factor is not None:  # at most the budget (the request's own rule)
             factor = min(scenario.approval_factor, scenario.budget_factor)
@@ -989,6 +1237,7 @@ def run_lifecycle(
         ],
         answers=driver.answers,
         timeline=story,
+        route=route(body, facts),
     )
 
 
@@ -1007,6 +1256,11 @@ class SoakReport:
     def outcomes(self) -> Counter[str]:
         """Lifecycles per outcome."""
         return Counter(r.outcome for r in self.results)
+
+    @property
+    def routes(self) -> Counter[str]:
+        """Lifecycles per ``<platform> <strategy> -> <what ran>`` (:func:`route`)."""
+        return Counter(r.route for r in self.results)
 
     @property
     def faults(self) -> Counter[str]:
@@ -1115,6 +1369,8 @@ def format_report(report: SoakReport) -> str:
         )
     lines.append("lifecycles per outcome:")
     lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.outcomes.items()))
+    lines.append("lifecycles per platform, strategy -> what ran:")
+    lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.routes.items()))
     lines.append("faults fired per kind:")
     faults = report.faults
     lines.extend(f"  {kind.value:<34} {faults.get(kind.value, 0):>5}" for kind in FaultKind)

@@ -13,11 +13,13 @@ from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultKind
 from localcloud.soak import (
     IMAGE,
+    LAUNCH_TEMPLATE,
     REQUEST_ID,
     START,
     Action,
     Scenario,
     format_report,
+    make_scenario,
     run_lifecycle,
     soak,
 )
@@ -36,7 +38,21 @@ def test_twenty_randomized_lifecycles_with_faults_keep_every_rule() -> None:
     assert len(report.outcomes) >= 4, report.outcomes  # served, cancelled, rejected, failed...
     fired = {kind for kind, count in report.faults.items() if count}
     assert len(fired) >= 4, report.faults
+    # Seed 7 draws 7 EC2 lifecycles (2, 3, 6, 12, 14, 15, 16) and 4 windows within the hour.
+    assert [i for i in range(20) if make_scenario(SEED, i).request.get("platform") == "ec2"] == [
+        2,
+        3,
+        6,
+        12,
+        14,
+        15,
+        16,
+    ]
+    routes = report.routes
+    assert sum(n for r, n in routes.items() if r.startswith("ec2 ")) == 7, routes
+    assert routes["ec2 reserved -> capacity block"] >= 1, routes
     text = format_report(report)
+    assert "lifecycles per platform, strategy -> what ran:" in text
     assert "invariants: OK in 20 lifecycles" in text
     assert "lifecycles per outcome:" in text
     assert "faults fired per kind:" in text
@@ -149,3 +165,73 @@ def test_every_check_fires_on_a_real_cloud_broken_after_a_clean_lifecycle() -> N
     assert found.count("failure without a notification: FAILED at 2099-01-01T00:00:01.000Z (Tampered)") == 1
     assert broken.outcome == "RELEASED+FAILED"
     assert FaultKind.STUCK.value not in broken.faults
+
+
+def _ec2_scenario() -> Scenario:
+    start = START + timedelta(days=3)
+    return Scenario(
+        index=0,
+        seed=11,
+        request={
+            "request_id": REQUEST_ID,
+            "requester": "soak@example.com",
+            "platform": "ec2",
+            "instance_type": "p5.48xlarge",
+            "instance_count": 1,
+            "earliest_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "latest_end": (start + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "duration_hours": 24,
+            "regions": ["us-east-1"],
+            "approval_timeout_hours": 4,
+            "dry_run": False,
+            "launch_template": {"name": LAUNCH_TEMPLATE, "version": "$Latest"},
+        },
+        budget_factor=Decimal(2),
+        approval="none",
+        approval_factor=None,
+        actions=(),
+        faults=(),
+    )
+
+
+def _break_ec2(cloud: LocalCloud) -> None:
+    """After a clean EC2 lifecycle: a second capacity block bought in another region and an on-demand
+    instance left running."""
+    with cloud.dispatcher.exempt():
+        for region in ("us-west-2", "us-east-2", "eu-west-1"):
+            ec2 = cloud.client("ec2", region)
+            offerings = ec2.describe_capacity_block_offerings(
+                InstanceType="p5.48xlarge", InstanceCount=1, CapacityDurationHours=24
+            )["CapacityBlockOfferings"]
+            if offerings:
+                ec2.purchase_capacity_block(
+                    CapacityBlockOfferingId=offerings[0]["CapacityBlockOfferingId"],
+                    InstancePlatform="Linux/UNIX",
+                )
+                break
+        else:
+            pytest.fail("no capacity block offering anywhere for the second block")
+        cloud.client("ec2").run_instances(
+            MinCount=1, MaxCount=1, LaunchTemplate={"LaunchTemplateName": LAUNCH_TEMPLATE}
+        )
+
+
+def test_an_ec2_lifecycle_buys_one_block_and_the_checks_see_a_second_block_and_a_running_instance() -> None:
+    clean = run_lifecycle(_ec2_scenario())
+    assert clean.violations == []
+    assert clean.outcome == "RELEASED"
+    assert clean.route == "ec2 reserved -> capacity block"
+    assert [s for s in clean.states if s in ("PURCHASED", "SCHEDULED", "ACTIVE", "DEPLOYING", "READY")] == [
+        "PURCHASED",
+        "SCHEDULED",
+        "ACTIVE",
+        "DEPLOYING",
+        "READY",
+    ]
+
+    broken = run_lifecycle(_ec2_scenario(), tamper=_break_ec2)
+    found = "\n".join(broken.violations)
+    assert "double purchase: 2 capacity blocks bought (cr-" in found
+    assert "billable resource left after its reservation's end" in found
+    assert "instance i-" in found
+    assert "(running, us-east-1)" in found or "(pending, us-east-1)" in found

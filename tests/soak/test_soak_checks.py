@@ -4,7 +4,7 @@ and stays quiet on a lifecycle that kept the rules."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,10 +20,13 @@ from localcloud.soak import (
     check_failures_notified,
     check_final_state,
     make_scenario,
+    on_demand_spend,
     outcome,
+    route,
 )
 
 END = datetime(2026, 12, 20, 11, 30, tzinfo=UTC)
+CAPACITY_BLOCK_TYPES = {"p4d.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "trn1.32xlarge"}
 SERVED = [
     "REQUESTED",
     "PLANNED",
@@ -206,7 +209,112 @@ def test_scenarios_are_reproducible_from_the_seed_and_differ_between_lifecycles(
     assert any(s.budget_factor < 1 for s in drawn)
     assert any(s.budget_factor > 1 for s in drawn)
     kinds = {rule.kind.value for s in drawn for rule in s.faults}
-    # payment_failed only applies to PurchaseCapacityBlock (EC2); the soak's lifecycles are SageMaker ones.
-    assert kinds == {kind.value for kind in FaultKind} - {"payment_failed"}
+    assert kinds == {kind.value for kind in FaultKind}
     leads = {s.request["earliest_start"][:10] for s in drawn}
     assert len(leads) > 20
+
+
+def test_a_third_of_the_lifecycles_are_ec2_and_some_start_within_the_hour() -> None:
+    drawn = [make_scenario(1, i) for i in range(200)]
+    ec2 = [s for s in drawn if s.request.get("platform") == "ec2"]
+    assert len(ec2) == 55  # seed 1: 55 of 200 (EC2_SHARE is 1/3)
+    for scenario in ec2:
+        request = scenario.request
+        assert request["instance_type"] in CAPACITY_BLOCK_TYPES
+        assert request["duration_hours"] % 24 == 0
+        assert request["duration_hours"] <= 336
+        assert request["earliest_start"] < "2027-01-21"  # START + 50 days + 23 h: inside the 8 weeks
+        assert request["launch_template"] == {"name": "soak-workers", "version": "$Latest"}
+        assert "models" not in request
+    ec2_faults = {(r.service, r.operation, r.kind.value) for s in ec2 for r in s.faults}
+    assert ("ec2", "PurchaseCapacityBlock", "payment_failed") in ec2_faults
+    assert ("ec2", "PurchaseCapacityBlock", "crash_after_commit") in ec2_faults
+    assert ("ec2", "RunInstances", "insufficient_capacity") in ec2_faults
+    assert not {r.service for s in ec2 for r in s.faults} & {"sagemaker", "application-auto-scaling"}
+    soon = [s for s in drawn if s.request["earliest_start"].startswith("2026-11-30T09:")]
+    assert len(soon) == 35
+    assert {s.request.get("strategy") for s in soon} == {None, "on-demand-first", "spot-ok"}
+    assert all(s.request.get("platform") == "ec2" for s in soon if s.request.get("strategy") == "spot-ok")
+    # Half the spot-ok lifecycles find no on-demand capacity anywhere, so their spot tries run.
+    no_on_demand = [
+        s.index for s in soon if any(r.match == {"InstanceMarketOptions": None} for r in s.faults)
+    ]
+    assert no_on_demand == [49, 75, 105, 119, 164]
+    rule = next(r for r in drawn[49].faults if r.match)
+    assert rule.applies_to("ec2", "RunInstances", {"MinCount": 1, "MaxCount": 1})
+    assert not rule.applies_to("ec2", "RunInstances", {"InstanceMarketOptions": {"MarketType": "spot"}})
+
+
+def test_capacity_blocks_count_as_purchases_and_a_payment_failed_block_does_not() -> None:
+    block = PlanFact(
+        "cr-0123456789abcdef0", "us-west-2", "expired", Decimal("1200.00"), END, "capacity-block"
+    )
+    two = _facts(plans=[*_facts().plans, block])
+    assert check_double_purchase(two) == [
+        "double purchase: 2 reservations (training plans and capacity blocks) bought "
+        "(co-soak in us-east-1 $1000.00; cr-0123456789abcdef0 in us-west-2 $1200.00)"
+    ]
+    blocks = _facts(plans=[block, replace(block, name="cr-1", region="us-east-1", status="scheduled")])
+    assert check_double_purchase(blocks)[0].startswith("double purchase: 2 capacity blocks bought")
+    unpaid = replace(block, status="payment-failed")
+    assert check_double_purchase(_facts(plans=[*_facts().plans, unpaid])) == []
+    # A block's upfront fee is checked against the budget and the approval threshold like a plan's.
+    assert check_budget(_facts(plans=[block], items=_history(SERVED[:3]))) == []  # $1,200 is within $1,500
+    assert check_budget(_facts(plans=[replace(block, upfront_fee_usd=Decimal("1500.01"))])) == [
+        "purchase above budget: cr-0123456789abcdef0 costs $1500.01 > max_upfront_fee_usd $1500.00"
+    ]
+    no_decision = _facts(plans=[block], items=_without(_facts(), "APPROVAL_DECISION"))
+    assert check_approval(no_decision) == [
+        "purchase without approval: $1200.00 > approval_above_usd $500.00 and no APPROVAL_DECISION"
+    ]
+    # A block bought and then never released is a purchase that never ended released.
+    stopped = _facts(plans=[block], items=_history([*SERVED[:4], "FAILED"]))
+    assert "a purchase that never ended released" in check_final_state(stopped)[0]
+
+
+def _on_demand(market: str = "on-demand", rate: str = "55.04", hours: int = 10) -> dict[str, Any]:
+    end = datetime(2026, 11, 30, 9, 0, tzinfo=UTC) + timedelta(hours=hours)
+    return {
+        "sk": "PURCHASE",
+        "market": market,
+        "region": "us-east-1",
+        "instance_type": "p5.48xlarge",
+        "instance_count": 2,
+        "on_demand_usd_per_hour": rate,
+        "upfront_fee_usd": "0",
+        "start_time": "2026-11-30T09:00:00Z",
+        "end_time": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def test_on_demand_spend_is_held_to_the_budget_and_to_the_approval_threshold() -> None:
+    served = _history(["REQUESTED", "PLANNED", "DEPLOYING", "READY", "RELEASING", "RELEASED"])
+    # 2 x $55.04/h for 10 h = $1,100.80: within the $1,500 budget, above the $500 threshold.
+    base = _facts(items=[*served, _on_demand()], plans=[], approval_above_usd=None)
+    assert on_demand_spend(base) == (
+        "2 x p5.48xlarge on on-demand in us-east-1 at $55.04/h from 2026-11-30T09:00:00Z to "
+        "2026-11-30T19:00:00Z",
+        Decimal("1100.80"),
+    )
+    assert check(base) == []
+    assert route(
+        {"platform": "ec2", "strategy": "spot-ok", "earliest_start": "2026-11-30T09:10:00Z"}, base
+    ) == ("ec2 spot-ok -> on-demand")
+    above_threshold = replace(base, approval_above_usd=Decimal("500.00"))
+    assert check_approval(above_threshold) == [
+        "on demand without approval: 2 x p5.48xlarge on on-demand in us-east-1 at $55.04/h from "
+        "2026-11-30T09:00:00Z to 2026-11-30T19:00:00Z costs $1100.80 > approval_above_usd $500.00 (on demand "
+        "asks no approval: it must reserve instead)"
+    ]
+    dear = _facts(items=[*served, _on_demand("spot", hours=14)], plans=[], approval_above_usd=None)
+    assert check_budget(dear) == [
+        "on demand above budget: 2 x p5.48xlarge on spot in us-east-1 at $55.04/h from 2026-11-30T09:00:00Z "
+        "to 2026-11-30T23:00:00Z costs $1541.12 > max_upfront_fee_usd $1500.00"
+    ]
+    dry = replace(base, dry_run=True)
+    assert check_approval(dry)[0].startswith("launched on demand in a dry run: 2 x p5.48xlarge")
+    # A training plan's PURCHASE item (no market) is not on-demand spend.
+    assert (
+        on_demand_spend(_facts(items=[*_facts().items, {"sk": "PURCHASE", "upfront_fee_usd": "1000"}]))
+        is None
+    )

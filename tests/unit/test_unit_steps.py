@@ -445,6 +445,29 @@ def test_a_cancel_between_the_approval_check_and_its_write_wins(
     assert not [m for m in harness.slack.messages if "approve_reservation" in str(m.blocks)]
 
 
+def test_a_cancel_between_the_choice_check_and_its_write_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault soak seed 1, lifecycle 155 (an EC2 request, DynamoDB latency): the DELETE landed after
+    # choose_offering found no CANCELLED and before it recorded PLANNED, so the ledger ended REQUESTED,
+    # CANCELLED, PLANNED. PLANNED is now written only while no OUTCOME exists.
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    searches = search_all(harness, request)
+    listed = harness.ports.offerings.list
+
+    def list_then_cancel(request_id: str) -> Any:
+        found = listed(request_id)
+        assert cancel_reservation(request_id, harness.ports, actor="alice")["status"] == "CANCELLED"
+        return found
+
+    monkeypatch.setattr(harness.ports.offerings, "list", list_then_cancel)
+    with pytest.raises(ReservationCancelled, match="CANCELLED: PLANNED is not recorded after"):
+        choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
+    assert states(harness, request.id) == [State.REQUESTED, State.CANCELLED]
+    assert not [t for t in harness.slack.texts() if "Decision for demo-1" in t]
+
+
 def test_rejected_approval_records_rejected(harness: Harness) -> None:
     request = record(harness)
     out = notify(

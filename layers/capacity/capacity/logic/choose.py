@@ -2,8 +2,10 @@
 
 Records (once, so a retried step does not duplicate): ``FAILED`` for ``NO_OFFERING`` (reason with the
 nearest alternatives or the quota problem); otherwise ``PLANNED`` with the top offerings and the reason,
-followed by ``REJECTED`` when over budget. Posts the offerings table and the decision to Slack and puts
-``ReservationPlanned`` (and ``ReservationFailed`` for ``NO_OFFERING``).
+followed by ``REJECTED`` when over budget. ``PLANNED`` is written only while no ``OUTCOME`` exists (one
+transaction), so a DELETE landing after the step's cancel check cannot leave ``PLANNED`` after ``CANCELLED``.
+Posts the offerings table and the decision to Slack and puts ``ReservationPlanned`` (and
+``ReservationFailed`` for ``NO_OFFERING``).
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                 "quota_errors": dict(plan.quota_errors),
             },
             once=True,
+            # A DELETE landing after the check above must win (fault soak seed 1, lifecycle 155): raises
+            # ReservationCancelled and records nothing once an OUTCOME exists.
+            unless_outcome=True,
         )
         if plan.decision is Decision.REJECTED:
             ports.ledger.append_outcome(
