@@ -8,7 +8,7 @@ from typing import Any
 
 from capacity.models import Offering, parse_request
 from capacity.ranking import normalise_block_offering
-from capacity.recommendation import recommend
+from capacity.recommendation import on_demand_over_limit, recommend
 
 from tests.unit.test_unit_ec2_requests import ec2_body
 from tests.unit.unit_fakes import NOW, request_body
@@ -74,6 +74,26 @@ def test_on_demand_above_the_budget_is_not_tried_so_the_plan_reserves() -> None:
         "On demand is not tried: on demand until 2026-12-14 11:30 UTC would cost about $34,620.16, above "
         "the budget $30,000.00; the workflow reserves instead."
     )
+
+
+def test_the_on_demand_budget_check_uses_the_dearest_region_the_launch_may_land_in() -> None:
+    # 314.5 h x 2 x $55.04 = $34,620.16 in us-east-1, x 1.08 = $37,389.77 in eu-west-1: a budget between
+    # the two would be exceeded if us-east-1 is full and eu-west-1 launches, so on demand is not tried.
+    request = parse_request(
+        ec2_body(
+            earliest_start=SOON.isoformat(),
+            latest_end="2026-12-14T11:30:00Z",
+            max_upfront_fee_usd="36000",
+            regions=["us-east-1", "eu-west-1"],
+        ),
+        now=NOW,
+    )
+    over = on_demand_over_limit(request, NOW)
+    assert over is not None
+    assert (over.cost_usd, over.limit) == (Decimal("37389.77"), "budget")
+    assert recommend(request, [block(request)], now=NOW).option == "capacity-block"
+    cheaper = request.model_copy(update={"regions": ["us-east-1", "us-west-2"]})
+    assert on_demand_over_limit(cheaper, NOW) is None
 
 
 def test_g6_on_demand_first_has_no_reservation_fallback() -> None:

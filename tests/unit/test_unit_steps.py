@@ -27,6 +27,7 @@ from capacity.errors import (
     ResourceBusy,
 )
 from capacity.ledger import APPROVAL
+from capacity.logic import on_demand
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
@@ -466,6 +467,29 @@ def test_a_cancel_between_the_choice_check_and_its_write_wins(
         choose_offering(ChooseInput(request_id=request.id, searches=searches), harness.ports)
     assert states(harness, request.id) == [State.REQUESTED, State.CANCELLED]
     assert not [t for t in harness.slack.texts() if "Decision for demo-1" in t]
+
+
+def test_a_cancel_while_an_on_demand_launch_records_its_plan_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found in review of the EC2 soak: after the launch's stop check (and its PURCHASE), a DELETE could
+    # land before PLANNED/DEPLOYING were written, leaving them after CANCELLED.
+    request = record(harness, strategy="on-demand-first", earliest_start=NOW.isoformat())
+    schedule_release = harness.scheduler.schedule_release
+
+    def cancel_then_schedule(**kwargs: Any) -> bool:  # runs between the stop check and PLANNED
+        assert cancel_reservation(request.id, harness.ports, actor="alice")["status"] == "CANCELLED"
+        return schedule_release(**kwargs)
+
+    monkeypatch.setattr(harness.scheduler, "schedule_release", cancel_then_schedule)
+    with pytest.raises(ReservationCancelled, match="is CANCELLED; not launching on demand"):
+        on_demand._launched(
+            request, harness.ports, market="on-demand", region="us-east-1", ids=["i-0abc"], now=NOW
+        )
+    assert states(harness, request.id) == [State.REQUESTED, State.CANCELLED]
+    # the DELETE's release request, and one more from the launch (its PURCHASE tells what to delete)
+    assert harness.events.types().count("ReleaseRequested") == 2
+    assert "ReservationPlanned" not in harness.events.types()
 
 
 def test_rejected_approval_records_rejected(harness: Harness) -> None:

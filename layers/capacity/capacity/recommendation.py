@@ -106,8 +106,8 @@ class OnDemandOverLimit:
     """On demand from now to ``latest_end`` would cost more than the request allows, so the workflow reserves.
 
     Attributes:
-        cost_usd: the on-demand cost (USD) of ``instance_count`` instances from now to ``latest_end`` in the
-            first region (the instances run until then).
+        cost_usd: the on-demand cost (USD) of ``instance_count`` instances from now to ``latest_end`` at the
+            dearest rate among the request's regions (the instances run until then).
         limit: which limit it exceeds: ``approval`` (``approval_above_usd``: the reserving path asks for
             approval) or ``budget`` (``max_upfront_fee_usd``).
         limit_usd: that limit (USD).
@@ -129,11 +129,15 @@ class OnDemandOverLimit:
 def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemandOverLimit | None:
     """The workflow's cost rule for ``on-demand-first``/``spot-ok`` requests, shared by the plan (here) and
     the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost from ``now`` to
-    ``latest_end`` in the first region is above ``approval_above_usd`` (checked first) or above
-    ``max_upfront_fee_usd``. None: within both, or no on-demand price is known for the type."""
-    rate = on_demand_usd_per_hour(request.regions[0], request.instance_type)
-    if rate is None:
+    ``latest_end`` is above ``approval_above_usd`` (checked first) or above ``max_upfront_fee_usd``. The
+    cost is at the dearest rate among the request's regions: the launch may happen in any of them (the
+    first with free capacity), and the spend must stay within the limits wherever it lands. None: within
+    both, or no on-demand price is known for the type."""
+    rates = [on_demand_usd_per_hour(region, request.instance_type) for region in request.regions]
+    known = [rate for rate in rates if rate is not None]
+    if not known:
         return None
+    rate = max(known)
     hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
     cost = on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
     threshold = request.approval_above_usd

@@ -376,12 +376,47 @@ def _launched(
         + (f"; about ${rate:.2f} per instance-hour" if rate is not None else "")
         + "."
     )
+    try:
+        # Only while no outcome is recorded (one transaction each): a DELETE after the check above must not
+        # be followed by PLANNED/DEPLOYING; the check, run again, requests the release once more and raises.
+        _record_launch(request, ports, market=market, region=region, ids=ids, reason=reason, at=release_at)
+    except ReservationCancelled:
+        stop_if_released(ports, request.id, "launching on demand")
+        raise
+    if request.platform == "sagemaker":
+        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
+    return OnDemandOutput(
+        outcome="launched",
+        region=region,
+        market=market,
+        instance_ids=sorted(ids),
+        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
+        attempt=1,
+    )
+
+
+def _record_launch(
+    request: ReservationRequest,
+    ports: Ports,
+    *,
+    market: str,
+    region: str,
+    ids: list[str],
+    reason: str,
+    at: datetime,
+) -> None:
+    """``PLANNED`` (decision ``ON_DEMAND``, with its event and post) then ``DEPLOYING``, each once.
+
+    Raises:
+        ReservationCancelled: an outcome is recorded (see :meth:`capacity.ledger.Ledger.append`).
+    """
     written = ports.ledger.append(
         request.id,
         State.PLANNED,
         actor=ports.actor,
         detail={"decision": "ON_DEMAND", "reason": reason, "market": market, "region": region},
         once=True,
+        unless_outcome=True,
     )
     if written is not None:
         ports.events.put(
@@ -393,18 +428,9 @@ def _launched(
         request.id,
         State.DEPLOYING,
         actor=ports.actor,
-        detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(release_at)},
+        detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(at)},
         once=True,
-    )
-    if request.platform == "sagemaker":
-        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
-    return OnDemandOutput(
-        outcome="launched",
-        region=region,
-        market=market,
-        instance_ids=sorted(ids),
-        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
-        attempt=1,
+        unless_outcome=True,
     )
 
 
