@@ -50,7 +50,7 @@ def run(quick: bool = False) -> Section:
     if quick:
         notes.append("Test suite not timed (`make bench QUICK=1`).")
     else:
-        elapsed, code, last = _timed(["make", "test"])
+        elapsed, code, last = _timed(["make", "--no-print-directory", "test"])
         print(f"   make test: {elapsed:.1f} s (exit {code}: {last})")
         rows.append(["test suite and gates", "`make test`", f"{elapsed:.1f}", str(code), last])
     return Section(
