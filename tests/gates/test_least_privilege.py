@@ -136,6 +136,29 @@ def test_no_statement_grants_everything_or_unscoped_resources(stack: Stack) -> N
     assert problems == [], "\n".join(problems)
 
 
+def test_service_linked_roles_are_created_only_where_the_first_use_needs_them(stack: Stack) -> None:
+    # RunInstances with InstanceMarketOptions (strategy spot-ok) creates AWSServiceRoleForEC2Spot on the first
+    # spot launch of an account; RegisterScalableTarget creates Application Auto Scaling's role for SageMaker.
+    # Each function may create that one role, for that one service, and no other function any.
+    granted = {
+        where.split("/")[0]: (statement["Resource"], statement["Condition"])
+        for where, statement in _statements(stack)
+        if "iam:CreateServiceLinkedRole" in _as_list(statement.get("Action"))
+    }
+    role = "arn:aws:iam::123456789012:role/aws-service-role"
+    scaling = "sagemaker.application-autoscaling.amazonaws.com"
+    assert granted == {
+        "OnDemandFunctionRole": (
+            f"{role}/spot.amazonaws.com/AWSServiceRoleForEC2Spot",
+            {"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        ),
+        "CreateInferenceComponentsFunctionRole": (
+            f"{role}/{scaling}/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",
+            {"StringLike": {"iam:AWSServiceName": scaling}},
+        ),
+    }
+
+
 def test_only_the_managed_policies_sam_attaches(stack: Stack) -> None:
     attached = {
         (logical_id, arn)
