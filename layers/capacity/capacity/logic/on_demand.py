@@ -38,6 +38,7 @@ from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
 from capacity.logic.common import (
+    STOP_STATES,
     Purchase,
     first_entry,
     load_request,
@@ -48,7 +49,6 @@ from capacity.logic.common import (
 )
 from capacity.logic.deploy import production_variant
 from capacity.models import (
-    FINAL_STATES,
     CostSummary,
     LedgerEntry,
     ReservationPlannedDetail,
@@ -68,7 +68,6 @@ TRY_PREFIX = "ON_DEMAND_TRY#"
 RELEASE_REASON = "reservation-end"
 MAX_POLLS = 20
 _HOURS = Decimal("0.01")
-STOP_STATES = FINAL_STATES | {State.RELEASING}
 
 
 def client_token(request_id: str, market: str, region: str) -> str:
