@@ -100,3 +100,26 @@ def training_plans(cloud: LocalCloud) -> list[dict[str, Any]]:
 def slack_texts(cloud: LocalCloud) -> str:
     """Every Slack message posted, as one text."""
     return "\n".join(f"{m.text}\n{json.dumps(m.blocks)}" for m in cloud.outbox.messages)
+
+
+LIFECYCLE = [
+    "REQUESTED",
+    "PLANNED",
+    "PURCHASED",
+    "SCHEDULED",
+    "ACTIVE",
+    "DEPLOYING",
+    "READY",
+    "RELEASING",
+    "RELEASED",
+]
+"""The states of a reservation served from a purchase (training plan or capacity block), in order."""
+
+
+def in_order(seen: list[str], expected: list[str]) -> bool:
+    """True when ``expected`` occurs in ``seen`` as a subsequence (other states may come between)."""
+    position = 0
+    for state in seen:
+        if position < len(expected) and state == expected[position]:
+            position += 1
+    return position == len(expected)

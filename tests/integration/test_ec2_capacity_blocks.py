@@ -15,7 +15,9 @@ from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    LIFECYCLE,
     ROOT,
+    in_order,
     ledger_items,
     make_cloud,
     post_reservation,
@@ -29,17 +31,6 @@ EC2_EVENT = ROOT / "events/api_post_reservation_ec2.json"
 LAUNCH_TEMPLATE = ROOT / "events/ec2_create_launch_template.json"
 REQUEST_ID = "train-week-49-ec2"
 EC2_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
-LIFECYCLE = [
-    "REQUESTED",
-    "PLANNED",
-    "PURCHASED",
-    "SCHEDULED",
-    "ACTIVE",
-    "DEPLOYING",
-    "READY",
-    "RELEASING",
-    "RELEASED",
-]
 
 
 def ec2_request() -> dict[str, Any]:
@@ -77,14 +68,6 @@ def aws_calls(cloud: LocalCloud, operation: str) -> list[Any]:
     return [record for record in cloud.dispatcher.calls if record.operation == operation]
 
 
-def _in_order(seen: list[str], expected: list[str]) -> bool:
-    position = 0
-    for state in seen:
-        if position < len(expected) and state == expected[position]:
-            position += 1
-    return position == len(expected)
-
-
 # AWS events are regional: the stack (us-east-1) sees the expiry warnings of blocks in us-east-1 only, so
 # the other regions are searched but have no p5 capacity; elsewhere the release schedule is the trigger.
 ONLY_US_EAST_1 = MarketConfig(
@@ -100,7 +83,7 @@ def test_ec2_happy_path_buys_one_block_launches_into_it_and_terminates_on_the_ex
         cloud.run_until_idle()
 
         seen = states(cloud, REQUEST_ID)
-        assert _in_order(seen, LIFECYCLE), seen
+        assert in_order(seen, LIFECYCLE), seen
         # Every region searched, every page followed (the emulator pages at MaxResults).
         searched = {r.region for r in aws_calls(cloud, "DescribeCapacityBlockOfferings")}
         assert searched == set(EC2_REGIONS)

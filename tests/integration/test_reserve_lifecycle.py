@@ -12,9 +12,11 @@ import pytest
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    LIFECYCLE,
     START,
     api_event,
     base_request,
+    in_order,
     ledger_items,
     make_cloud,
     post_reservation,
@@ -24,26 +26,6 @@ from tests.integration.support import (
 )
 
 pytestmark = pytest.mark.integration
-
-LIFECYCLE = [
-    "REQUESTED",
-    "PLANNED",
-    "PURCHASED",
-    "SCHEDULED",
-    "ACTIVE",
-    "DEPLOYING",
-    "READY",
-    "RELEASING",
-    "RELEASED",
-]
-
-
-def _in_order(seen: list[str], expected: list[str]) -> bool:
-    position = 0
-    for state in seen:
-        if position < len(expected) and state == expected[position]:
-            position += 1
-    return position == len(expected)
 
 
 def test_happy_path_buys_once_serves_releases_and_leaves_nothing() -> None:
@@ -55,7 +37,7 @@ def test_happy_path_buys_once_serves_releases_and_leaves_nothing() -> None:
         cloud.run_until_idle()
 
         seen = states(cloud, "eval-week-49")
-        assert _in_order(seen, LIFECYCLE), seen
+        assert in_order(seen, LIFECYCLE), seen
         items = ledger_items(cloud, "eval-week-49")
         stamped = [item for item in items if item["sk"].startswith("STATE#")]
         assert all(item["at"].endswith("Z") for item in stamped)
@@ -216,7 +198,7 @@ def test_thirty_percent_throttling_still_completes_the_lifecycle() -> None:
         post_reservation(cloud, base_request())
         cloud.run_until_idle(max_wall_seconds=240)
         assert len(faults.fired) >= 10
-        assert _in_order(states(cloud, "eval-week-49"), LIFECYCLE)
+        assert in_order(states(cloud, "eval-week-49"), LIFECYCLE)
         assert len(training_plans(cloud)) == 1
         assert cloud.billable_resources() == []
 
