@@ -30,19 +30,29 @@ class FaultKind(StrEnum):
     SERVER_ERROR = "server_error"
     """An HTTP 5xx (``InternalFailure``/``ServiceUnavailable``)."""
     LATENCY = "latency"
-    """The call answers after ``latency_seconds`` of virtual time."""
+    """The call answers after ``latency_seconds`` of virtual time; past the caller's read timeout, the call
+    takes effect and the caller gets botocore's ``ReadTimeoutError`` at its read timeout instead."""
     INSUFFICIENT_CAPACITY = "insufficient_capacity"
     """The operation meets no capacity: an empty search, a failed purchase or a ``Failed`` resource."""
     STUCK = "stuck"
     """The resource the call creates, updates or deletes stays in its transitional state."""
     CRASH_AFTER_COMMIT = "crash_after_commit"
-    """The call takes effect, then the caller sees a read timeout instead of the answer."""
+    """The call takes effect, then the caller waits its client's read timeout and sees a read timeout."""
+    HANG = "hang"
+    """The service never answers: the call does not take effect, the caller waits its client's read timeout
+    (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets botocore's ``ReadTimeoutError``."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
 
 
 WIRE_KINDS = frozenset(
-    {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.LATENCY, FaultKind.CRASH_AFTER_COMMIT}
+    {
+        FaultKind.THROTTLE,
+        FaultKind.SERVER_ERROR,
+        FaultKind.LATENCY,
+        FaultKind.CRASH_AFTER_COMMIT,
+        FaultKind.HANG,
+    }
 )
 EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED})
 

@@ -6,7 +6,8 @@ runtime reports ``errorType = type(exc).__name__``), so each class name here is 
 machines can ``Retry`` or ``Catch`` (AWS Step Functions developer guide, "Error handling in Step
 Functions"). Rename a class and every state machine that names it must change too.
 
-Retryable errors (``retryable = True``): :class:`ResourceBusy` and :class:`RetryableAwsError`. Everything
+Retryable errors (``retryable = True``): :class:`ResourceBusy`, :class:`PurchaseUnconfirmed` and
+:class:`RetryableAwsError`. Everything
 else is final for the step that raised it and is routed to the failure path (notify + release).
 """
 
@@ -125,6 +126,16 @@ class ResourceBusy(CapacityError):
     """The endpoint (or component) is ``Creating``/``Updating``: SageMaker rejects changes; retry later."""
 
     retryable = True
+
+
+class PurchaseUnconfirmed(CapacityError):
+    """An earlier purchase call may have committed and is not visible in AWS yet: look again before buying."""
+
+    retryable = True
+
+
+class PurchaseInProgress(CapacityError):
+    """Another execution owns this request's purchase: this one must not buy (it ends quietly)."""
 
 
 class RetryableAwsError(CapacityError):
