@@ -244,6 +244,25 @@ class VirtualClock:
         """True between :meth:`start` and :meth:`stop`."""
         return self._started
 
+    def waits_for_a_driver(self) -> bool:
+        """False when a thread from outside the simulation (:meth:`outside`) asks while nothing runs it: no
+        driver is active and the caller does not own the clock (its waits would not drive it)."""
+        if not getattr(self._deadlines, "outside", False):
+            return True
+        with self._cv:
+            return bool(self._drivers) or threading.get_ident() == self._owner
+
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Mark the calling thread as arriving from outside the simulation for the block (an HTTP request of
+        ``serve``): what it asks of the simulation must not wait for a run that may not come."""
+        previous = getattr(self._deadlines, "outside", False)
+        self._deadlines.outside = True
+        try:
+            yield
+        finally:
+            self._deadlines.outside = previous
+
     # -- reading time ----------------------------------------------------------------------------------
 
     def now(self) -> datetime:

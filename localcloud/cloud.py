@@ -324,7 +324,10 @@ class LocalCloud:
         context.setdefault("requestTimeEpoch", int(self.clock.now().timestamp() * 1000))
         event["requestContext"] = context
         spec = self.stack.function(route.function)
-        result = self.lambdas.invoke(spec.arn, json.dumps(event).encode(), invocation_type="RequestResponse")
+        with self.clock.outside():  # an HTTP request of `serve` may come while nothing runs the simulation
+            result = self.lambdas.invoke(
+                spec.arn, json.dumps(event).encode(), invocation_type="RequestResponse"
+            )
         if result.function_error:
             return self._api_answer(method, path, 502, {"message": "Internal server error"})
         try:

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class FaultKind(StrEnum):
@@ -39,8 +39,8 @@ class FaultKind(StrEnum):
     CRASH_AFTER_COMMIT = "crash_after_commit"
     """The call takes effect, then the caller waits its client's read timeout and sees a read timeout."""
     HANG = "hang"
-    """The service never answers: the call does not take effect, the caller waits its client's read timeout
-    (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets botocore's ``ReadTimeoutError``."""
+    """The service never answers: the call does not take effect; the caller waits its client's read timeout
+    (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets ``ReadTimeoutError``."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
 
@@ -63,7 +63,8 @@ class FaultRule(BaseModel):
     ``service`` is botocore's hyphenated service id (``sagemaker``, ``ec2``, ``application-auto-scaling``,
     ``sagemaker-runtime``, ``cloudwatch``...) or ``*``; ``operation`` the API operation name
     (``CreateTrainingPlan``) or ``*``. ``match`` restricts the rule to calls whose top-level parameters
-    equal the given values. ``times`` caps how many calls it hits (None: no cap).
+    equal the given values. ``times`` caps how many calls it hits (None: no cap). ``not_before`` and
+    ``not_after`` (virtual UTC instants) restrict it to calls made in that window: an outage of an hour.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,10 +76,19 @@ class FaultRule(BaseModel):
     times: int | None = Field(default=None, ge=1)
     latency_seconds: float = Field(default=0.0, ge=0.0)
     match: dict[str, Any] = Field(default_factory=dict)
+    not_before: AwareDatetime | None = None
+    not_after: AwareDatetime | None = None
 
-    def applies_to(self, service: str, operation: str, params: dict[str, Any]) -> bool:
-        """True if this rule targets the call (before its probability is drawn)."""
+    def applies_to(
+        self, service: str, operation: str, params: dict[str, Any], at: datetime | None = None
+    ) -> bool:
+        """True if this rule targets the call made at ``at`` (before its probability is drawn)."""
         if self.service not in ("*", service) or self.operation not in ("*", operation):
+            return False
+        if at is not None and (
+            (self.not_before is not None and at < self.not_before)
+            or (self.not_after is not None and at >= self.not_after)
+        ):
             return False
         return all(params.get(key) == value for key, value in self.match.items())
 
@@ -126,10 +136,11 @@ class FaultInjector:
     def draw(self, service: str, operation: str, params: dict[str, Any]) -> list[FaultRule]:
         """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind."""
         fired: list[FaultRule] = []
+        now = datetime.now(UTC)
         with self._lock:
             kinds: set[FaultKind] = set()
             for index, rule in enumerate(self._rules):
-                if rule.kind in kinds or not rule.applies_to(service, operation, params):
+                if rule.kind in kinds or not rule.applies_to(service, operation, params, now):
                     continue
                 left = self._remaining.get(index)
                 if left is not None and left <= 0:

@@ -270,7 +270,7 @@ class _OutputRouter:
         return getattr(self.original, name)
 
 
-class SandboxTimedOut(BaseException):  # noqa: N818 - named as the Lambda error it stands for
+class SandboxTimedOut(BaseException):
     """Raised in a handler's thread when its invocation reaches the function timeout.
 
     A ``BaseException`` so that ``except Exception`` in the handler cannot swallow it: Lambda stops the
@@ -291,8 +291,9 @@ class _Cpu:
 
     A thread that wants it queues and waits in the clock; the clock's driver hands it over at quiescent
     points (a settle hook), choosing among the ready threads with the runtime's seeded random source, so
-    the interleaving of concurrent invocations is reproducible. Before the clock starts (or after it stops)
-    it is a plain lock.
+    the interleaving of concurrent invocations is reproducible. While nothing runs the simulation (before
+    the clock starts, after it stops, or for a thread from outside the simulation between two runs: an
+    HTTP request of ``serve``) it is a plain lock.
     """
 
     def __init__(self, clock: VirtualClock, seed: int) -> None:
@@ -315,7 +316,7 @@ class _Cpu:
             if self._owner == me:
                 self._depth += depth
                 return
-            if not self._clock.started:
+            if not self._clock.started or not self._clock.waits_for_a_driver():
                 while self._owner is not None:
                     self._cond.wait()
                 self._owner, self._depth = me, depth
@@ -429,8 +430,8 @@ class _PowertoolsLogging(_StateSlot):
         logger_module = sys.modules.get(self._LOGGER)
         if logger_module is None:
             return None
-        saved: dict[str, Any] = {"cold_start": logger_module.is_cold_start, "formats": {}}
-        logger_module.is_cold_start = True
+        saved: dict[str, Any] = {"cold_start": getattr(logger_module, "is_cold_start", True), "formats": {}}
+        setattr(logger_module, "is_cold_start", True)  # noqa: B010 - a module global, not an attribute we own
         for formatter in self._formatters():
             saved["formats"][id(formatter)] = (formatter, dict(formatter.log_format))
             formatter.clear_state()
@@ -440,7 +441,7 @@ class _PowertoolsLogging(_StateSlot):
         logger_module = sys.modules.get(self._LOGGER)
         if logger_module is None or value is None:
             return
-        logger_module.is_cold_start = value["cold_start"]
+        setattr(logger_module, "is_cold_start", value["cold_start"])  # noqa: B010 - as above
         for formatter, log_format in value["formats"].values():
             formatter.log_format = dict(log_format)
 
@@ -724,21 +725,16 @@ class LambdaRuntime:
             )
             end = self.clock.now()
             elapsed = (end - start).total_seconds()
-            if error_type == "Sandbox.Timedout" or elapsed > spec.timeout_seconds:
-                error_type = "Sandbox.Timedout"
+            response, error_type = self._checked(
+                spec,
+                request_id=request_id,
+                response=response,
+                error_type=error_type,
+                elapsed=elapsed,
+                buffer=buffer,
+            )
+            if error_type == "Sandbox.Timedout":
                 environment.broken = True  # Lambda resets an environment after a timeout
-                message = (
-                    f"RequestId: {request_id} Error: Task timed out after {spec.timeout_seconds:.2f} seconds"
-                )
-                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
-                buffer.write(f"{end.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {message}\n")
-            elif error_type is None and len(response) > SYNC_PAYLOAD_LIMIT_BYTES:
-                error_type = "Function.ResponseSizeTooLarge"
-                message = (
-                    "Response payload size exceeded maximum allowed payload size "
-                    f"({SYNC_PAYLOAD_LIMIT_BYTES} bytes)."
-                )
-                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
             buffer.write(f"END RequestId: {request_id}\n")
             buffer.write(
                 f"REPORT RequestId: {request_id}\tDuration: {elapsed * 1000:.2f} ms\t"
@@ -774,6 +770,32 @@ class LambdaRuntime:
         status = 200 if invocation_type == "RequestResponse" else 202
         return InvokeResult(status, response, "Unhandled" if error_type else None, log, request_id)
 
+    def _checked(
+        self,
+        spec: FunctionSpec,
+        *,
+        request_id: str,
+        response: bytes,
+        error_type: str | None,
+        elapsed: float,
+        buffer: io.StringIO,
+    ) -> tuple[bytes, str | None]:
+        """The answer after Lambda's own checks: the timeout and the response size quota."""
+        if error_type == "Sandbox.Timedout" or elapsed > spec.timeout_seconds:
+            message = (
+                f"RequestId: {request_id} Error: Task timed out after {spec.timeout_seconds:.2f} seconds"
+            )
+            buffer.write(f"{self.clock.now().strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {message}\n")
+            return json.dumps(
+                {"errorMessage": message, "errorType": "Sandbox.Timedout"}
+            ).encode(), "Sandbox.Timedout"
+        if error_type is None and len(response) > SYNC_PAYLOAD_LIMIT_BYTES:
+            message = "Response payload size exceeded maximum allowed payload size "
+            message += f"({SYNC_PAYLOAD_LIMIT_BYTES} bytes)."
+            error_type = "Function.ResponseSizeTooLarge"
+            return json.dumps({"errorMessage": message, "errorType": error_type}).encode(), error_type
+        return response, error_type
+
     def _run_handler(
         self,
         spec: FunctionSpec,
@@ -799,6 +821,30 @@ class LambdaRuntime:
                 _error_payload(f"Unable to unmarshal input: {exc}", "Runtime.UnmarshalError", [], request_id),
                 "Runtime.UnmarshalError",
             )
+        return self._call_handler(
+            spec,
+            handler=loaded.handler,
+            event=event,
+            invocation=invocation,
+            request_id=request_id,
+            log_stream=log_stream,
+            start=start,
+            client_context=client_context,
+        )
+
+    def _call_handler(
+        self,
+        spec: FunctionSpec,
+        *,
+        handler: Callable[[Any, Any], Any],
+        event: Any,
+        invocation: _Invocation,
+        request_id: str,
+        log_stream: str,
+        start: datetime,
+        client_context: Any,
+    ) -> tuple[bytes, str | None]:
+        """Call the handler under its deadline; returns (response payload, errorType or None)."""
         deadline = start + timedelta(seconds=spec.timeout_seconds)
         context = LambdaContext(
             spec=spec,
@@ -815,7 +861,7 @@ class LambdaRuntime:
 
         try:
             with self.clock.deadline(deadline, stop):
-                result = loaded.handler(event, context)
+                result = handler(event, context)
             return marshal_response(result), None
         except SandboxTimedOut:
             return b"", "Sandbox.Timedout"
@@ -872,10 +918,7 @@ class LambdaRuntime:
     def _environment(self, spec: FunctionSpec) -> _Environment:
         """A warm idle environment of the function, else a new one (its handler module imported anew)."""
         idle = self._idle.get(spec.name)
-        if idle:
-            environment = idle.pop()
-        else:
-            environment = self._load(spec)
+        environment = idle.pop() if idle else self._load(spec)
         environment.put_state()
         return environment
 

@@ -84,8 +84,8 @@ class StepError(_In):
 
 
 class DegradedStreak(_In):
-    """How long a step has been failing on transient faults (``notify`` kind ``degraded`` keeps it in
-    ``$.degraded``). Times are ``YYYY-MM-DDTHH:MM:SSZ`` (``""`` before the first fault)."""
+    """How long a step has been failing on transient faults (kept in the ledger's ``DEGRADED#<time>`` items
+    by ``notify`` kind ``degraded``). Times are ``YYYY-MM-DDTHH:MM:SSZ`` (``""`` before the first fault)."""
 
     state: str = ""
     since: str = ""
@@ -116,12 +116,11 @@ class NotifyInput(_In):
     """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
     ``reason``, optional ``error``), ``failure`` (``error``; ``phase`` ``release`` when the release
     workflow itself failed, so no new release is requested) or ``degraded`` (``state``: the step that
-    keeps failing, ``error``: its last transient fault, ``previous``: the streak so far)."""
+    keeps failing, ``error``: its last transient fault)."""
 
     kind: Literal["approval_request", "approval_outcome", "failure", "degraded"]
     request_id: str
     state: str | None = None
-    previous: DegradedStreak | None = None
     task_token: str | None = None
     plan: ChooseOutput | None = None
     approved: bool | None = None

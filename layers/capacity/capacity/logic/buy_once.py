@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
-from capacity.logic.common import require_not_final, require_within_budget, states
+from capacity.logic.common import require_not_final, require_within_budget, states, stop_if_released
 from capacity.models import OfferingSummary, ReservationRequest, State
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -119,7 +119,8 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
     """Buy (or adopt) ``step.offering`` for ``request``, exactly once (see the module docstring).
 
     Raises:
-        ReservationCancelled: the reservation is final before anything was bought.
+        ReservationCancelled: the reservation is final before anything was bought, or was cancelled while
+            it was bought (the purchase is recorded and its release requested again).
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
         PurchaseInProgress: another execution owns the purchase (this one must not buy).
         PurchaseUnconfirmed: an earlier purchase call may have committed and is not visible yet (retryable).
@@ -127,9 +128,15 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         ``RetryableAwsError``...).
     """
     ledger = ports.ledger
-    existing = ledger.get(request.id, PURCHASE)
     history = ledger.history(request.id)
+    # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
+    existing = reconcile(request, ports, buyer)
     if existing is None:
+        intent = ledger.get(request.id, PURCHASE_INTENT)
+        if intent is not None:
+            _refuse_another_owner(request, step, intent)
+            if not buyer.unique_call:
+                _wait_for_an_earlier_call(request, ports)
         require_not_final(history, request.id)
         buyer.preflight(request, ports, step.offering.region)
         require_within_budget(request, step.offering)
@@ -144,21 +151,24 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
                 "offering": step.offering.model_dump(mode="json"),
             },
         )
-        owner = str(intent.get("owner") or "")
-        if not created and owner and step.execution and owner != step.execution:
-            raise PurchaseInProgress(
-                f"the purchase for {request.id} belongs to execution {owner}; this execution "
-                f"({step.execution}) does not buy"
-            )
+        if not created:
+            _refuse_another_owner(request, step, intent)
         region = str(intent.get("region", step.offering.region))
-        offering = _last_offering(request, ports) or step.offering
-        bought = None if created else buyer.find(request, ports, region, offering)
-        if bought is None:
-            if not created and not buyer.unique_call:
-                _wait_for_an_earlier_call(request, ports)
-            bought = _buy(request, ports, buyer, region, step.offering)
+        bought = _buy(request, ports, buyer, region, step.offering)
         existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
-    return buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
+    output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
+    stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
+    return output
+
+
+def _refuse_another_owner(request: ReservationRequest, step: PurchaseInput, intent: dict[str, Any]) -> None:
+    """Raise :class:`PurchaseInProgress` when another execution wrote the intent."""
+    owner = str(intent.get("owner") or "")
+    if owner and step.execution and owner != step.execution:
+        raise PurchaseInProgress(
+            f"the purchase for {request.id} belongs to execution {owner}; this execution "
+            f"({step.execution}) does not buy"
+        )
 
 
 def _buy(

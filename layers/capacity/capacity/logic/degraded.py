@@ -36,15 +36,34 @@ def degraded(step: NotifyInput, ports: Ports) -> DegradedOutput:
     now = ports.clock()
     state = step.state or "?"
     error = step.error or StepError(Error="States.TaskFailed")
-    streak = _streak(step.previous or DegradedStreak(), state, now)
     ledger = ports.ledger
     request_id = step.request_id
+    notes = ledger.items(request_id, f"{DEGRADED}#")
+    previous = DegradedStreak.model_validate(notes[-1]["streak"]) if notes else DegradedStreak()
+    streak = _streak(previous, state, now)
     purchase = ledger.get(request_id, PURCHASE)
     at_stake = (
         purchase is not None
         or ledger.get(request_id, PURCHASE_INTENT) is not None
         or bool(ledger.items(request_id, ON_DEMAND_TRY_PREFIX))
     )
+    action, wait = "wait", 0
+    if not at_stake:
+        action = "fail"
+    elif states(ledger.history(request_id)) & STOP_STATES or (
+        purchase is not None and now >= parse_utc(str(purchase["end_time"]))
+    ):
+        action = "end"
+    else:
+        since = parse_utc(streak.since)
+        if now - since >= TELL_AFTER + streak.told * TELL_EVERY:
+            streak = streak.model_copy(update={"told": streak.told + 1})
+            minutes = int((now - since).total_seconds() // 60)
+            post(
+                ports,
+                messages.degraded(request_id, state=state, error=error.Error, since=since, minutes=minutes),
+            )
+        wait = min(MAX_WAIT_SECONDS, 60 * 2 ** min(streak.attempt - 1, 10))
     ledger.put_once(
         request_id,
         f"{DEGRADED}#{iso_ms(now)}",
@@ -52,31 +71,11 @@ def degraded(step: NotifyInput, ports: Ports) -> DegradedOutput:
             "actor": ports.actor,
             "state": state,
             "error": error.Error,
-            "since": streak.since,
-            "attempt": streak.attempt,
+            "action": action,
+            "streak": streak.model_dump(),
         },
     )
-    if not at_stake:
-        return _output("fail", 0, streak)
-    stopped = states(ledger.history(request_id)) & STOP_STATES
-    if stopped or (purchase is not None and now >= parse_utc(str(purchase["end_time"]))):
-        return _output("end", 0, streak)
-    since = parse_utc(streak.since)
-    told = streak.told
-    if now - since >= TELL_AFTER + told * TELL_EVERY:
-        told += 1
-        post(
-            ports,
-            messages.degraded(
-                request_id,
-                state=state,
-                error=error.Error,
-                since=since,
-                minutes=int((now - since).total_seconds() // 60),
-            ),
-        )
-    wait = min(MAX_WAIT_SECONDS, 60 * 2 ** min(streak.attempt - 1, 10))
-    return _output("wait", wait, streak.model_copy(update={"told": told}))
+    return DegradedOutput.model_validate({"action": action, "wait_seconds": wait, **streak.model_dump()})
 
 
 def _streak(previous: DegradedStreak, state: str, now: datetime) -> DegradedStreak:
@@ -84,9 +83,3 @@ def _streak(previous: DegradedStreak, state: str, now: datetime) -> DegradedStre
     if previous.state == state and previous.last_at and now - parse_utc(previous.last_at) <= STREAK_GAP:
         return previous.model_copy(update={"last_at": iso_z(now), "attempt": previous.attempt + 1})
     return DegradedStreak(state=state, since=iso_z(now), last_at=iso_z(now), attempt=1, told=0)
-
-
-def _output(action: str, wait_seconds: int, streak: DegradedStreak) -> DegradedOutput:
-    return DegradedOutput.model_validate(
-        {"action": action, "wait_seconds": wait_seconds, **streak.model_dump()}
-    )
