@@ -11,7 +11,8 @@ request after botocore has serialized and signed it and before anything would go
    the client's read timeout: a slower answer is a ``botocore.exceptions.ReadTimeoutError`` there, the call
    having taken effect), ``throttle`` and ``server_error`` answer the service's error without running the
    call, ``hang`` waits the client's read timeout and raises ``ReadTimeoutError`` without running it,
-   ``crash_after_commit`` runs the call, waits the read timeout and raises ``ReadTimeoutError``;
+   ``crash_after_commit`` runs the call, waits the read timeout and raises ``ReadTimeoutError``,
+   ``kill_caller`` runs the call and then stops the Lambda invocation that made it;
    ``insufficient_capacity``/``stuck`` are handed to the emulator;
 3. routes the call: ``lambda:Invoke``/``InvokeAsync`` of a template function to the in-process
    :class:`~localcloud.lambdas.LambdaRuntime`; operations the AWS emulator handles to
@@ -367,7 +368,11 @@ class Dispatcher:
             self.calls.append(record)
             self.counts[f"{service}.{operation}"] += 1
 
-        fired = self.faults.draw(service, operation, params) if self.faults is not None and injecting else []
+        fired = (
+            self.faults.draw(service, operation, params, from_lambda=record.caller is not None)
+            if self.faults is not None and injecting
+            else []
+        )
         record.faults = [rule.kind for rule in fired]
         refused = self._wire_faults(record, request, fired)
         if refused is not None:
@@ -384,6 +389,8 @@ class Dispatcher:
         if listeners and record.status is not None and record.status < 300:
             for listener in listeners:
                 listener(record)
+        if FaultKind.KILL_CALLER in record.faults and self.lambdas is not None:
+            self.lambdas.stop_caller()  # the call took effect; the invocation that made it dies here
         if FaultKind.CRASH_AFTER_COMMIT in record.faults or record.timed_out:
             # The call took effect; the caller never hears back (botocore retries it, as on AWS).
             if not record.timed_out:

@@ -41,6 +41,10 @@ class FaultKind(StrEnum):
     HANG = "hang"
     """The service never answers: the call does not take effect; the caller waits its client's read timeout
     (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets ``ReadTimeoutError``."""
+    KILL_CALLER = "kill_caller"
+    """The call takes effect, then the Lambda invocation that made it dies there (``Sandbox.Timedout``, as
+    at its timeout: out of memory, a crash): nothing after the call happens. Calls not made from a Lambda
+    are not hit."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
 
@@ -52,6 +56,7 @@ WIRE_KINDS = frozenset(
         FaultKind.LATENCY,
         FaultKind.CRASH_AFTER_COMMIT,
         FaultKind.HANG,
+        FaultKind.KILL_CALLER,
     }
 )
 EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED})
@@ -133,14 +138,22 @@ class FaultInjector:
             self._rules.clear()
             self._remaining.clear()
 
-    def draw(self, service: str, operation: str, params: dict[str, Any]) -> list[FaultRule]:
-        """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind."""
+    def draw(
+        self, service: str, operation: str, params: dict[str, Any], *, from_lambda: bool = True
+    ) -> list[FaultRule]:
+        """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind.
+
+        ``from_lambda`` False (a call of a state machine, a test) skips ``kill_caller`` rules: only a Lambda
+        invocation can die.
+        """
         fired: list[FaultRule] = []
         now = datetime.now(UTC)
         with self._lock:
             kinds: set[FaultKind] = set()
             for index, rule in enumerate(self._rules):
                 if rule.kind in kinds or not rule.applies_to(service, operation, params, now):
+                    continue
+                if rule.kind is FaultKind.KILL_CALLER and not from_lambda:
                     continue
                 left = self._remaining.get(index)
                 if left is not None and left <= 0:

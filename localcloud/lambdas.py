@@ -895,6 +895,17 @@ class LambdaRuntime:
             self._on_park()
             self._on_unpark()
 
+    def stop_caller(self) -> None:
+        """Stop the calling thread's invocation now, as at its timeout (the ``kill_caller`` fault).
+
+        Raises:
+            SandboxTimedOut: always, when the calling thread runs an invocation.
+        """
+        invocations = self._invocations()
+        if invocations:
+            invocations[-1].killed = True
+            raise SandboxTimedOut("the invocation died right after an AWS call (kill_caller fault)")
+
     def refuse_if_stopped(self) -> None:
         """Raise :class:`SandboxTimedOut` if the calling thread's invocation was stopped at its timeout."""
         invocations = self._invocations()

@@ -110,11 +110,14 @@ def test_one_reservation_requested_delivered_twice_buys_one_training_plan() -> N
         assert cloud.billable_resources() == []
 
 
-def test_a_purchase_lambda_stopped_right_after_create_training_plan_records_the_plan_once() -> None:
-    # Given DescribeTrainingPlan (the read-back after CreateTrainingPlan) hangs twice: 2 x 60 s reaches the
-    # purchase function's 120 s timeout after the plan was created and before PURCHASE is written
+@pytest.mark.parametrize("operation", ["CreateTrainingPlan", "DescribeTrainingPlan"])
+def test_a_purchase_lambda_stopped_right_after_create_training_plan_records_the_plan_once(
+    operation: str,
+) -> None:
+    # Given the purchase Lambda dies right after CreateTrainingPlan took effect (or right after reading the
+    # plan back), before PURCHASE is written
     faults = FaultInjector(
-        [FaultRule(service="sagemaker", operation="DescribeTrainingPlan", kind=FaultKind.HANG, times=2)]
+        [FaultRule(service="sagemaker", operation=operation, kind=FaultKind.KILL_CALLER, times=1)]
     )
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())

@@ -130,7 +130,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
     ledger = ports.ledger
     history = ledger.history(request.id)
     # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
-    existing = reconcile(request, ports, buyer)
+    existing = reconcile(request, ports, buyer, fallback=step.offering)
     if existing is None:
         intent = ledger.get(request.id, PURCHASE_INTENT)
         if intent is not None:
@@ -265,11 +265,15 @@ def record_purchase(
     return item
 
 
-def reconcile(request: ReservationRequest, ports: Ports, buyer: Buyer) -> dict[str, Any] | None:
+def reconcile(
+    request: ReservationRequest, ports: Ports, buyer: Buyer, *, fallback: OfferingSummary | None = None
+) -> dict[str, Any] | None:
     """What was bought for ``request``, recorded: the ``PURCHASE`` item, or the purchase an intent led to.
 
     With an intent and no ``PURCHASE``, AWS is asked (the buyer's lookup); a purchase found is recorded
     (``PURCHASE``, then the after-purchase step: release schedule, ``PURCHASED`` with the money, message).
+    ``fallback`` is the offering to record when the ledger names none (an intent written before intents
+    recorded their offering).
 
     Returns:
         The ``PURCHASE`` item, or None when nothing was bought.
@@ -285,13 +289,13 @@ def reconcile(request: ReservationRequest, ports: Ports, buyer: Buyer) -> dict[s
     if intent is None:
         return None
     region = str(intent["region"])
-    last = _last_offering(request, ports)
-    if last is None:  # pragma: no cover - every intent records its offering
+    last = _last_offering(request, ports) or fallback
+    if last is None:
         return None
     bought = buyer.find(request, ports, region, last)
     if bought is None:
         return None
-    chosen = OfferingSummary.model_validate(intent["offering"])
+    chosen = OfferingSummary.model_validate(intent["offering"]) if intent.get("offering") else last
     item = record_purchase(request, ports, buyer, region, bought, chosen=chosen)
     history = ledger.history(request.id)
     buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
