@@ -58,6 +58,16 @@ from localcloud.faults import EMULATOR_KINDS, FaultInjector, FaultKind, FaultRul
 from localcloud.lambdas import InvokeResult, LambdaRuntime
 
 
+class Authorizer(Protocol):
+    """What the dispatcher needs from IAM evaluation (``localcloud.iam.Iam``)."""
+
+    def authorize(
+        self, service: str, operation: str, params: Callable[[], dict[str, Any]], region: str
+    ) -> AwsError | None:
+        """None if the calling thread's principal may make the call (or is not evaluated), else the denial."""
+        ...
+
+
 class EmulatorLike(Protocol):
     """What the dispatcher needs from the AWS emulator (``localcloud.emulator.Emulator``)."""
 
@@ -249,6 +259,7 @@ class Dispatcher:
         lambdas: the in-process Lambda runtime (None: ``lambda:Invoke`` goes to moto).
         emulator: the AWS emulator (None: nothing is emulated).
         faults: the fault injector (None: no faults).
+        authorizer: IAM evaluation (None: every call is allowed), consulted before faults and routing.
 
     Attributes:
         calls: every call seen, in order.
@@ -262,8 +273,10 @@ class Dispatcher:
         lambdas: LambdaRuntime | None = None,
         emulator: EmulatorLike | None = None,
         faults: FaultInjector | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.clock = clock
+        self.authorizer = authorizer
         self.lambdas = lambdas
         self.emulator = emulator
         self.faults = faults
@@ -352,6 +365,9 @@ class Dispatcher:
         with self._lock:
             self.calls.append(record)
             self.counts[f"{service}.{operation}"] += 1
+        denied = self._authorize(record, request)
+        if denied is not None:
+            return denied
 
         fired = self.faults.draw(service, operation, params) if self.faults is not None and injecting else []
         record.faults = [rule.kind for rule in fired]
@@ -374,6 +390,19 @@ class Dispatcher:
             # The call took effect; the caller never hears back (botocore retries it, as on AWS).
             raise ReadTimeoutError(endpoint_url=request.url)
         return response
+
+    def _authorize(self, record: CallRecord, request: AWSPreparedRequest) -> AWSResponse | None:
+        """IAM's answer for the call: None if allowed, else the service's denial error response."""
+        if self.authorizer is None:
+            return None
+
+        def params() -> dict[str, Any]:
+            if not record.params and record.route == "moto":
+                record.params = self._parse(record.service, record.operation, request)
+            return record.params
+
+        error = self.authorizer.authorize(record.service, record.operation, params, record.region)
+        return None if error is None else self._error_response(record, request, error)
 
     def _wire_faults(
         self, record: CallRecord, request: AWSPreparedRequest, fired: list[FaultRule]
