@@ -22,6 +22,7 @@ bus, executions started and finished, Lambda invocations, schedules fired, Slack
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -194,7 +195,7 @@ class LocalCloud:
         self._session: boto3.session.Session | None = None
         self._final_executions: list[ExecutionSummary] | None = None
         self._api_responses: list[dict[str, Any]] = []
-        self._iam_installed: Callable[[], None] | None = None
+        self._iam_installed = contextlib.ExitStack()
         self.timeline.add_feed(self._lambda_entries)
         self.timeline.add_feed(self._slack_entries)
         self.timeline.add_feed(self._fault_entries)
@@ -233,9 +234,7 @@ class LocalCloud:
         try:
             if self.iam is not None:
                 self.iam.index()  # every policy parsed once, before anything runs
-                installed = self.iam.installed()
-                installed.__enter__()
-                self._iam_installed = lambda: installed.__exit__(None, None, None)
+                self._iam_installed.enter_context(self.iam.installed())
                 started.append(self._uninstall_iam)
                 self.clock.add_park_hooks(iam_context.on_park, iam_context.on_unpark)
             self.clock.start()
@@ -289,9 +288,7 @@ class LocalCloud:
         self._running = False
 
     def _uninstall_iam(self) -> None:
-        if self._iam_installed is not None:
-            self._iam_installed()
-            self._iam_installed = None
+        self._iam_installed.close()
 
     @property
     def running(self) -> bool:
@@ -363,7 +360,11 @@ class LocalCloud:
             source = f"arn:{self.stack.partition}:execute-api:{self.region}:{self.account_id}:{route.api_id}/"
             source += f"{context['stage']}/{method}{path}"
             denial = self.iam.authorize_service(
-                "apigateway.amazonaws.com", "lambda:InvokeFunction", spec.arn, source_arn=source, operation="Invoke"
+                "apigateway.amazonaws.com",
+                "lambda:InvokeFunction",
+                spec.arn,
+                source_arn=source,
+                operation="Invoke",
             )
             if denial is not None:
                 return self._api_answer(method, path, 500, {"message": "Internal server error"})
@@ -598,7 +599,9 @@ class LocalCloud:
         emulator: EmulatorLike = Emulator(**kwargs)
         return emulator
 
-    def _universal_target(self, service: str, operation: str, params: dict[str, Any], caller: TargetCaller) -> Any:
+    def _universal_target(
+        self, service: str, operation: str, params: dict[str, Any], caller: TargetCaller
+    ) -> Any:
         """Call an API as a Scheduler universal target does: as the schedule's role (IAM evaluates the call),
         without client faults (AWS calls it).
 

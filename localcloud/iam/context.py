@@ -47,7 +47,7 @@ class Principal:
 
     @property
     def arn(self) -> str:
-        """The session's ARN as IAM reports the caller: ``arn:aws:sts::<acct>:assumed-role/<role>/<session>``."""
+        """The session ARN IAM reports: ``arn:aws:sts::<acct>:assumed-role/<role>/<session>``."""
         partition = self.role_arn.split(":")[1]
         return f"arn:{partition}:sts::{self.account}:assumed-role/{self.role_name}/{self.session_name}"
 
@@ -117,7 +117,7 @@ def install_thread_inheritance() -> None:
             thread.run = run_as_starter  # type: ignore[method-assign]
         original(thread)
 
-    threading.Thread.start = start  # type: ignore[method-assign]
+    threading.Thread.start = start  # type: ignore[method-assign,assignment]
 
 
 def uninstall_thread_inheritance() -> None:

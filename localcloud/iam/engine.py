@@ -29,7 +29,7 @@ from localcloud.contracts import AwsError
 from localcloud.iam import context as principals
 from localcloud.iam.context import Principal
 from localcloud.iam.policy import Decision, PolicyError, RequestContext, Statement, decide, parse_policy
-from localcloud.iam.requests import Call, Check, Lookups, UnresolvedResource, checks_for
+from localcloud.iam.requests import Call, Check, Lookups, UnresolvedResourceError, checks_for
 from localcloud.iam.sar import UnknownActionError, reference
 
 __all__ = ["Denial", "Iam", "IamEvaluationError", "TargetCaller", "denied_error"]
@@ -221,15 +221,19 @@ class Iam:
                 self._trust[arn] = parse_policy(trust, f"role {logical_id} trust policy", resource_based=True)
         for logical_id, resource in stack.resources.items():
             if resource.type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-                document = parse_policy(resource.properties["PolicyDocument"], f"{resource.type} {logical_id}")
+                document = parse_policy(
+                    resource.properties["PolicyDocument"], f"{resource.type} {logical_id}"
+                )
                 for role in resource.properties.get("Roles") or []:
-                    arn = role if str(role).startswith("arn:") else role_by_name.get(str(role))
-                    if arn is not None:
-                        identity.setdefault(arn, []).extend(document)
+                    attached = str(role) if str(role).startswith("arn:") else role_by_name.get(str(role))
+                    if attached is not None:
+                        identity.setdefault(attached, []).extend(document)
             elif resource.type == "AWS::Lambda::Function":
                 self._function_roles[stack.physical_id(logical_id)] = str(resource.properties.get("Role", ""))
             elif resource.type == "AWS::StepFunctions::StateMachine":
-                self._machine_roles[stack.physical_id(logical_id)] = str(resource.properties.get("RoleArn", ""))
+                self._machine_roles[stack.physical_id(logical_id)] = str(
+                    resource.properties.get("RoleArn", "")
+                )
         self._index_resource_policies()
         self._identity = {arn: tuple(statements) for arn, statements in identity.items()}
 
@@ -240,7 +244,9 @@ class Iam:
         try:
             document = aws_managed_policy(arn)
         except KeyError as exc:
-            raise PolicyError(f"role {logical_id}: managed policy {arn} is not in moto's AWS managed policies") from exc
+            raise PolicyError(
+                f"role {logical_id}: managed policy {arn} is not in moto's AWS managed policies"
+            ) from exc
         return parse_policy(document, f"role {logical_id} managed policy {arn}")
 
     def _index_resource_policies(self) -> None:
@@ -273,23 +279,35 @@ class Iam:
                     parse_policy(document, f"AWS::Lambda::Permission {logical_id}", resource_based=True)
                 )
             elif resource.type == "AWS::SQS::QueuePolicy":
-                statements = parse_policy(props["PolicyDocument"], f"{resource.type} {logical_id}", resource_based=True)
+                statements = parse_policy(
+                    props["PolicyDocument"], f"{resource.type} {logical_id}", resource_based=True
+                )
                 for queue in props.get("Queues") or []:
                     found.setdefault(self.lookups.queue_arn(str(queue)), []).extend(statements)
             elif resource.type == "AWS::SNS::TopicPolicy":
-                statements = parse_policy(props["PolicyDocument"], f"{resource.type} {logical_id}", resource_based=True)
+                statements = parse_policy(
+                    props["PolicyDocument"], f"{resource.type} {logical_id}", resource_based=True
+                )
                 for topic in props.get("Topics") or []:
                     found.setdefault(str(topic), []).extend(statements)
             elif resource.type == "AWS::Events::EventBusPolicy":
                 bus = str(props.get("EventBusName") or "default")
-                bus_arn = bus if bus.startswith("arn:") else (
-                    f"arn:{stack.partition}:events:{stack.region}:{stack.account_id}:event-bus/{bus}"
+                bus_arn = (
+                    bus
+                    if bus.startswith("arn:")
+                    else (f"arn:{stack.partition}:events:{stack.region}:{stack.account_id}:event-bus/{bus}")
                 )
                 raw = props.get("Statement")
                 if raw is None:  # the older form: Action, Principal, Condition properties
-                    raw = {"Effect": "Allow", "Action": props.get("Action"), "Principal": {"AWS": props.get("Principal")}}
+                    raw = {
+                        "Effect": "Allow",
+                        "Action": props.get("Action"),
+                        "Principal": {"AWS": props.get("Principal")},
+                    }
                     if props.get("Condition"):
-                        raw["Condition"] = {"StringEquals": {props["Condition"]["Key"]: props["Condition"]["Value"]}}
+                        raw["Condition"] = {
+                            "StringEquals": {props["Condition"]["Key"]: props["Condition"]["Value"]}
+                        }
                 raw = {"Sid": props.get("StatementId", logical_id), "Resource": bus_arn, **raw}
                 found.setdefault(bus_arn, []).extend(
                     parse_policy(raw, f"{resource.type} {logical_id}", resource_based=True)
@@ -343,9 +361,17 @@ class Iam:
             return None
         self.index()
         try:
-            call = Call(service, operation, params(), region, self.stack.account_id, self.stack.partition, self.lookups)
+            call = Call(
+                service,
+                operation,
+                params(),
+                region,
+                self.stack.account_id,
+                self.stack.partition,
+                self.lookups,
+            )
             checks = checks_for(call, reference())
-        except (UnresolvedResource, UnknownActionError, KeyError, TypeError) as exc:
+        except (UnresolvedResourceError, UnknownActionError, KeyError, TypeError) as exc:
             raise IamEvaluationError(f"IAM cannot authorize {service} {operation}: {exc}") from exc
         for check in checks:
             denial = self._check_role(principal, check, service, operation, region)
@@ -368,7 +394,10 @@ class Iam:
             s
             for s in self._resource_policy(check.resource)
             if s.names_principal(
-                principal_arn=principal.arn, role_arn=principal.role_arn, account=principal.account, service=None
+                principal_arn=principal.arn,
+                role_arn=principal.role_arn,
+                account=principal.account,
+                service=None,
             )
         ]
         with self._lock:
@@ -377,10 +406,14 @@ class Iam:
         by_resource = decide(resource_statements, check.action, check.resource, context)
         if Decision.EXPLICIT_DENY in (by_identity, by_resource):
             where = "identity" if by_identity is Decision.EXPLICIT_DENY else "resource"
-            return self._deny(principal.arn, principal.role_name, check, service, operation, explicit=True, where=where)
+            return self._deny(
+                principal.arn, principal.role_name, check, service, operation, explicit=True, where=where
+            )
         if Decision.ALLOW in (by_identity, by_resource):
             return None
-        return self._deny(principal.arn, principal.role_name, check, service, operation, explicit=False, where="identity")
+        return self._deny(
+            principal.arn, principal.role_name, check, service, operation, explicit=False, where="identity"
+        )
 
     def _resource_policy(self, resource: str) -> tuple[Statement, ...]:
         statements = self._resource.get(resource)
@@ -452,7 +485,13 @@ class Iam:
                     caller.service, action, target_arn, source_arn=caller.source_arn, operation="deliver"
                 )
             return self._deny(
-                caller.service, "", Check(action, target_arn), service, "deliver", explicit=False, where="identity"
+                caller.service,
+                "",
+                Check(action, target_arn),
+                service,
+                "deliver",
+                explicit=False,
+                where="identity",
             )
         refused = self.assume(caller)
         if refused is not None:
@@ -473,7 +512,9 @@ class Iam:
         self.index()
         if caller.role_arn is None:
             return None
-        trust = RequestContext({"aws:sourcearn": caller.source_arn, "aws:sourceaccount": self.stack.account_id})
+        trust = RequestContext(
+            {"aws:sourcearn": caller.source_arn, "aws:sourceaccount": self.stack.account_id}
+        )
         statements = [
             s
             for s in self._trust.get(caller.role_arn, ())
@@ -511,7 +552,17 @@ class Iam:
         where: str,
     ) -> Denial:
         message = denied_message(principal_arn, check.action, check.resource, explicit=explicit, where=where)
-        denial = Denial(self.now(), principal_arn, role, check.action, check.resource, service, operation, explicit, message)
+        denial = Denial(
+            self.now(),
+            principal_arn,
+            role,
+            check.action,
+            check.resource,
+            service,
+            operation,
+            explicit,
+            message,
+        )
         with self._lock:
             self.denials.append(denial)
         if self.on_denial is not None:
@@ -541,7 +592,7 @@ class Iam:
             with principals.acting_as(Principal(role, str(name)[:64], "states")):
                 return original(backend, state_machine_arn, *args, **kwargs)
 
-        StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign]
+        StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign,assignment]
         try:
             yield
         finally:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from localcloud.contracts import AwsError
-
 
 class CloudLookups:
     """:class:`localcloud.iam.requests.Lookups` over a running local cloud.
@@ -32,25 +30,28 @@ class CloudLookups:
             return None
         service, region, resource = parts[2], parts[3], parts[5]
         try:
-            if service == "sagemaker" and self.emulator is not None:
-                answer = self.emulator.call("sagemaker", "ListTags", {"ResourceArn": arn}, region=region)
-                return _pairs(answer.get("Tags"))
-            if service == "ec2" and self.emulator is not None:
-                return self._ec2_tags(region, resource)
-            if service == "application-autoscaling" and self.emulator is not None:
-                answer = self.emulator.call(
-                    "application-auto-scaling", "ListTagsForResource", {"ResourceARN": arn}, region=region
-                )
-                return {str(k): str(v) for k, v in (answer.get("Tags") or {}).items()}
-            if service == "cloudwatch":
-                from moto.cloudwatch.models import cloudwatch_backends  # noqa: PLC0415
+            return self._tags(service, region, resource, arn)
+        except Exception:  # the emulator's AwsError, moto's own errors: an unknown resource has no tags
+            return None
 
-                tags = cloudwatch_backends[self.account_id][region].list_tags_for_resource(arn)
-                return {str(k): str(v) for k, v in (tags or {}).items()}
-        except (AwsError, KeyError, LookupError):
+    def _tags(self, service: str, region: str, resource: str, arn: str) -> dict[str, str] | None:
+        if service == "cloudwatch":
+            from moto.cloudwatch.models import cloudwatch_backends  # noqa: PLC0415
+
+            tags = cloudwatch_backends[self.account_id][region].list_tags_for_resource(arn)
+            return {str(k): str(v) for k, v in (tags or {}).items()}
+        if self.emulator is None:
             return None
-        except Exception:  # moto raises its own error types for unknown resources
-            return None
+        if service == "sagemaker":
+            answer = self.emulator.call("sagemaker", "ListTags", {"ResourceArn": arn}, region=region)
+            return _pairs(answer.get("Tags"))
+        if service == "ec2":
+            return self._ec2_tags(region, resource)
+        if service == "application-autoscaling":
+            answer = self.emulator.call(
+                "application-auto-scaling", "ListTagsForResource", {"ResourceARN": arn}, region=region
+            )
+            return {str(k): str(v) for k, v in (answer.get("Tags") or {}).items()}
         return None
 
     def _ec2_tags(self, region: str, resource: str) -> dict[str, str] | None:
@@ -68,7 +69,9 @@ class CloudLookups:
                 return _pairs(reservation.get("Tags"))
         return None
 
-    def scalable_target_arn(self, region: str, namespace: str, resource_id: str, dimension: str) -> str | None:
+    def scalable_target_arn(
+        self, region: str, namespace: str, resource_id: str, dimension: str
+    ) -> str | None:
         """The emulator's ARN of a registered scalable target (None if not registered)."""
         autoscaling = getattr(self.emulator, "autoscaling", None)
         if autoscaling is None:
@@ -126,7 +129,7 @@ class CloudLookups:
         return base + qualifier
 
     def queue_arn(self, queue_url: str) -> str:
-        """``https://sqs.<region>.amazonaws.com/<account>/<name>`` -> ``arn:aws:sqs:<region>:<account>:<name>``."""
+        """A queue URL (``https://sqs.<region>.amazonaws.com/<account>/<name>``) as its ARN."""
         if queue_url.startswith("arn:"):
             return queue_url
         split = urlsplit(queue_url)

@@ -111,84 +111,18 @@ class Condition:
         raw = context.get(self.key)
         present = raw is not None and raw != []
         if self.operator == "Null":
-            wanted = self.values[0].lower() == "true"
-            return (not present) is wanted
-        negated = "Not" in self.operator
+            return (not present) is (self.values[0].lower() == "true")
+        match, negated = _MATCHERS[self.operator]
         if not present:
-            if self.set_op == "ForAllValues":
-                return True
-            if self.set_op == "ForAnyValue":
-                return False
-            return self.if_exists or negated
+            # ForAllValues holds over an empty set; ForAnyValue needs a value; a negated operator (and
+            # ...IfExists) holds when the key is absent, every other operator fails.
+            return self.set_op == "ForAllValues" or (self.set_op is None and (self.if_exists or negated))
         request = [raw] if isinstance(raw, str) else list(raw or [])
-        if self.set_op == "ForAllValues":
-            return all(self._value_matches(v) for v in request)
+        hits = [any(match(p, value) for p in self.values) != negated for value in request]
         if self.set_op == "ForAnyValue":
-            return any(self._value_matches(v) for v in request)
-        if negated:
-            return all(self._value_matches(v) for v in request)
-        return any(self._value_matches(v) for v in request)
-
-    def _value_matches(self, value: str) -> bool:
-        """Does one request value satisfy the operator against the policy values?"""
-        op = self.operator
-        if op in ("StringEquals", "ArnEquals"):
-            return value in self.values if op == "StringEquals" else any(_arn_like(p, value) for p in self.values)
-        if op in ("StringNotEquals", "ArnNotEquals"):
-            if op == "StringNotEquals":
-                return value not in self.values
-            return not any(_arn_like(p, value) for p in self.values)
-        if op == "StringEqualsIgnoreCase":
-            return value.lower() in {p.lower() for p in self.values}
-        if op == "StringNotEqualsIgnoreCase":
-            return value.lower() not in {p.lower() for p in self.values}
-        if op in ("StringLike", "ArnLike"):
-            return any((_arn_like if op == "ArnLike" else glob_match)(p, value) for p in self.values)
-        if op in ("StringNotLike", "ArnNotLike"):
-            return not any((_arn_like if op == "ArnNotLike" else glob_match)(p, value) for p in self.values)
-        if op == "Bool":
-            return value.lower() in {p.lower() for p in self.values}
-        if op.startswith("Numeric"):
-            return _numeric(op, value, self.values)
-        raise PolicyError(f"condition operator {op} is not supported by the local cloud's IAM")
-
-
-_NUMERIC = {
-    "NumericEquals": lambda a, b: a == b,
-    "NumericNotEquals": lambda a, b: a != b,
-    "NumericLessThan": lambda a, b: a < b,
-    "NumericLessThanEquals": lambda a, b: a <= b,
-    "NumericGreaterThan": lambda a, b: a > b,
-    "NumericGreaterThanEquals": lambda a, b: a >= b,
-}
-_OPERATORS = frozenset(
-    {
-        "StringEquals",
-        "StringNotEquals",
-        "StringEqualsIgnoreCase",
-        "StringNotEqualsIgnoreCase",
-        "StringLike",
-        "StringNotLike",
-        "ArnEquals",
-        "ArnNotEquals",
-        "ArnLike",
-        "ArnNotLike",
-        "Bool",
-        "Null",
-        *_NUMERIC,
-    }
-)
-
-
-def _numeric(op: str, value: str, policy: tuple[str, ...]) -> bool:
-    try:
-        number = float(value)
-        compare = _NUMERIC[op]
-        if op == "NumericNotEquals":
-            return all(compare(number, float(p)) for p in policy)
-        return any(compare(number, float(p)) for p in policy)
-    except ValueError:
-        return False
+            return any(hits)
+        # ForAllValues, and a negated operator on a multivalued key: every value must satisfy it.
+        return all(hits) if self.set_op == "ForAllValues" or negated else any(hits)
 
 
 def _arn_like(pattern: str, arn: str) -> bool:
@@ -198,6 +132,39 @@ def _arn_like(pattern: str, arn: str) -> bool:
     if len(pattern_parts) != 6 or len(arn_parts) != 6:
         return glob_match(pattern, arn)
     return all(glob_match(p, a) for p, a in zip(pattern_parts, arn_parts, strict=True))
+
+
+def _numeric(compare: Callable[[float, float], bool]) -> Callable[[str, str], bool]:
+    def match(policy: str, value: str) -> bool:
+        try:
+            return compare(float(value), float(policy))
+        except ValueError:
+            return False
+
+    return match
+
+
+_MATCHERS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+    # operator -> (does one policy value match one request value, is the operator negated)
+    "StringEquals": (lambda p, v: p == v, False),
+    "StringNotEquals": (lambda p, v: p == v, True),
+    "StringEqualsIgnoreCase": (lambda p, v: p.lower() == v.lower(), False),
+    "StringNotEqualsIgnoreCase": (lambda p, v: p.lower() == v.lower(), True),
+    "StringLike": (glob_match, False),
+    "StringNotLike": (glob_match, True),
+    "ArnEquals": (_arn_like, False),
+    "ArnLike": (_arn_like, False),
+    "ArnNotEquals": (_arn_like, True),
+    "ArnNotLike": (_arn_like, True),
+    "Bool": (lambda p, v: p.lower() == v.lower(), False),
+    "NumericEquals": (_numeric(lambda v, p: v == p), False),
+    "NumericNotEquals": (_numeric(lambda v, p: v == p), True),
+    "NumericLessThan": (_numeric(lambda v, p: v < p), False),
+    "NumericLessThanEquals": (_numeric(lambda v, p: v <= p), False),
+    "NumericGreaterThan": (_numeric(lambda v, p: v > p), False),
+    "NumericGreaterThanEquals": (_numeric(lambda v, p: v >= p), False),
+}
+_OPERATORS = frozenset({*_MATCHERS, "Null"})
 
 
 def parse_conditions(block: Any, where: str) -> tuple[Condition, ...]:
@@ -246,7 +213,9 @@ class Principals:
     aws: tuple[str, ...]
     services: tuple[str, ...]
 
-    def matches(self, *, principal_arn: str | None, role_arn: str | None, account: str | None, service: str | None) -> bool:
+    def matches(
+        self, *, principal_arn: str | None, role_arn: str | None, account: str | None, service: str | None
+    ) -> bool:
         """True if the caller is one of these principals (a role session matches its role's ARN)."""
         if self.everyone:
             return True
@@ -266,7 +235,7 @@ def _principals(value: Any, where: str) -> Principals:
     if value == "*":
         return Principals(True, (), ())
     if not isinstance(value, dict):
-        raise PolicyError(f"{where}: Principal must be \"*\" or an object")
+        raise PolicyError(f'{where}: Principal must be "*" or an object')
     aws = _strings(value.get("AWS", []), f"{where}.AWS") if "AWS" in value else ()
     services = _strings(value.get("Service", []), f"{where}.Service") if "Service" in value else ()
     return Principals(False, aws, services)
@@ -330,48 +299,45 @@ def parse_policy(document: Any, where: str, *, resource_based: bool = False) -> 
         raise PolicyError(f"{where}: no Statement")
     if isinstance(raw_statements, dict):
         raw_statements = [raw_statements]
-    statements: list[Statement] = []
-    for index, raw in enumerate(raw_statements):
-        here = f"{where}.Statement[{index}]"
-        if not isinstance(raw, dict):
-            raise PolicyError(f"{here} must be an object")
-        try:
-            effect = Effect(raw.get("Effect"))
-        except ValueError as exc:
-            raise PolicyError(f"{here}.Effect must be Allow or Deny") from exc
-        if ("Action" in raw) == ("NotAction" in raw):
-            raise PolicyError(f"{here} needs exactly one of Action and NotAction")
-        if ("Resource" in raw) == ("NotResource" in raw) and not resource_based:
-            raise PolicyError(f"{here} needs exactly one of Resource and NotResource")
-        not_action = "NotAction" in raw
-        not_resource = "NotResource" in raw
-        resources = (
-            _strings(raw["NotResource" if not_resource else "Resource"], here) if not_resource or "Resource" in raw else ("*",)
-        )
-        principals: Principals | None = None
-        not_principal = False
-        if resource_based:
-            if "Principal" in raw:
-                principals = _principals(raw["Principal"], f"{here}.Principal")
-            elif "NotPrincipal" in raw:
-                principals = _principals(raw["NotPrincipal"], f"{here}.NotPrincipal")
-                not_principal = True
-            else:
-                raise PolicyError(f"{here}: a resource-based statement needs Principal or NotPrincipal")
-        statements.append(
-            Statement(
-                sid=str(raw.get("Sid", "")),
-                effect=effect,
-                actions=_strings(raw["NotAction" if not_action else "Action"], here),
-                not_action=not_action,
-                resources=resources,
-                not_resource=not_resource,
-                conditions=parse_conditions(raw.get("Condition"), here),
-                principals=principals,
-                not_principal=not_principal,
-            )
-        )
-    return tuple(statements)
+    return tuple(
+        _statement(raw, f"{where}.Statement[{index}]", resource_based)
+        for index, raw in enumerate(raw_statements)
+    )
+
+
+def _statement(raw: Any, here: str, resource_based: bool) -> Statement:
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{here} must be an object")
+    try:
+        effect = Effect(raw.get("Effect"))
+    except ValueError as exc:
+        raise PolicyError(f"{here}.Effect must be Allow or Deny") from exc
+    if ("Action" in raw) == ("NotAction" in raw):
+        raise PolicyError(f"{here} needs exactly one of Action and NotAction")
+    both = "Resource" in raw and "NotResource" in raw
+    if both or (not resource_based and "Resource" not in raw and "NotResource" not in raw):
+        raise PolicyError(f"{here} needs exactly one of Resource and NotResource")
+    not_action = "NotAction" in raw
+    not_resource = "NotResource" in raw
+    # A resource-based policy may leave Resource out: it then applies to the resource it is attached to.
+    resources = _strings(raw.get("NotResource" if not_resource else "Resource", "*"), here)
+    principals: Principals | None = None
+    if resource_based:
+        if "Principal" not in raw and "NotPrincipal" not in raw:
+            raise PolicyError(f"{here}: a resource-based statement needs Principal or NotPrincipal")
+        key = "Principal" if "Principal" in raw else "NotPrincipal"
+        principals = _principals(raw[key], f"{here}.{key}")
+    return Statement(
+        sid=str(raw.get("Sid", "")),
+        effect=effect,
+        actions=_strings(raw["NotAction" if not_action else "Action"], here),
+        not_action=not_action,
+        resources=resources,
+        not_resource=not_resource,
+        conditions=parse_conditions(raw.get("Condition"), here),
+        principals=principals,
+        not_principal=resource_based and "Principal" not in raw,
+    )
 
 
 class Decision(Enum):

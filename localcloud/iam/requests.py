@@ -11,7 +11,7 @@ For a call ``(service id, operation, parameters)``:
   their placeholders filled from the request (a parameter named like the placeholder, an alias of
   :data:`PLACEHOLDER_ALIASES`, a parameter that already is an ARN of that type, or a per-operation rule
   of :data:`_RESOLVERS`); an action with no resource type is authorized on ``*``. A required resource that
-  cannot be derived raises :class:`UnresolvedResource`: the call fails loudly, it is never allowed;
+  cannot be derived raises :class:`UnresolvedResourceError`: the call fails loudly, it is never allowed;
 - the extra authorizations AWS makes: ``iam:PassRole`` on every role ARN the request passes (with
   ``iam:PassedToService``), tag-on-create (``sagemaker:AddTags`` when a ``Create*`` carries ``Tags``,
   ``ec2:CreateTags`` with ``ec2:CreateAction`` for ``TagSpecifications``, ``cloudwatch:TagResource`` and
@@ -103,7 +103,7 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$")
 _ROLE_KEYS = re.compile(r"(?i)role_?arn$")
 
 
-class UnresolvedResource(Exception):
+class UnresolvedResourceError(Exception):
     """The resource of a call cannot be derived (the local cloud cannot authorize it: an internal error)."""
 
 
@@ -114,7 +114,9 @@ class Lookups(Protocol):
         """The current tags of the resource (None: unknown resource or not taggable)."""
         ...
 
-    def scalable_target_arn(self, region: str, namespace: str, resource_id: str, dimension: str) -> str | None:
+    def scalable_target_arn(
+        self, region: str, namespace: str, resource_id: str, dimension: str
+    ) -> str | None:
         """The ARN of a registered Application Auto Scaling target (None: not registered)."""
         ...
 
@@ -162,14 +164,16 @@ class Call:
         """The IAM service prefix.
 
         Raises:
-            UnresolvedResource: a service the local cloud has no IAM prefix for.
+            UnresolvedResourceError: a service the local cloud has no IAM prefix for.
         """
         prefix = SERVICE_PREFIX.get(self.service)
         if prefix is None:
-            raise UnresolvedResource(f"no IAM service prefix for {self.service}")
+            raise UnresolvedResourceError(f"no IAM service prefix for {self.service}")
         return prefix
 
-    def arn(self, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:
+    def arn(
+        self, service: str, resource: str, *, region: str | None = None, account: str | None = None
+    ) -> str:
         """``arn:<partition>:<service>:<region>:<account>:<resource>``."""
         return (
             f"arn:{self.partition}:{service}:{self.region if region is None else region}:"
@@ -181,7 +185,7 @@ def checks_for(call: Call, reference: Reference) -> list[Check]:
     """Every authorization the call needs, in the order AWS would make them.
 
     Raises:
-        UnresolvedResource: a required resource cannot be derived from the request.
+        UnresolvedResourceError: a required resource cannot be derived from the request.
         localcloud.iam.sar.UnknownActionError: the action is not in the reference.
     """
     if (call.service, call.operation) in UNAUTHORIZED_OPERATIONS:
@@ -208,7 +212,7 @@ def generic_resources(call: Call, action: Action, params: dict[str, Any] | None 
     """The ARNs the action is authorized on for these parameters (``["*"]`` for no resource type).
 
     Raises:
-        UnresolvedResource: a required resource type has no ARN in the request, or no type at all could
+        UnresolvedResourceError: a required resource type has no ARN in the request, or no type at all could
             be derived for an action that has only optional ones.
     """
     params = call.params if params is None else params
@@ -223,11 +227,12 @@ def generic_resources(call: Call, action: Action, params: dict[str, Any] | None 
         elif required:
             missing.append(resource_type.name)
     if missing:
-        raise UnresolvedResource(
-            f"{call.service} {call.operation}: no {', '.join(missing)} ARN for {action.qualified} in the request"
+        raise UnresolvedResourceError(
+            f"{call.service} {call.operation}: no {', '.join(missing)} ARN for {action.qualified} "
+            "in the request"
         )
     if not found:
-        raise UnresolvedResource(
+        raise UnresolvedResourceError(
             f"{call.service} {call.operation}: none of the resource types of {action.qualified} "
             f"({', '.join(rt.name for rt, _ in action.resource_types)}) can be derived from the request"
         )
@@ -358,7 +363,12 @@ Resolver = Callable[[Call, Reference], list[Check]]
 def _dynamodb_transact_write(call: Call, reference: Reference) -> list[Check]:
     """``TransactWriteItems``: each item is authorized as its own action on its table (DynamoDB developer
     guide, "Using IAM with DynamoDB transactions")."""
-    actions = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+    actions = {
+        "Put": "PutItem",
+        "Update": "UpdateItem",
+        "Delete": "DeleteItem",
+        "ConditionCheck": "ConditionCheckItem",
+    }
     checks: list[Check] = []
     for item in call.params.get("TransactItems") or []:
         for kind, name in actions.items():
@@ -454,7 +464,10 @@ def _autoscaling_target(call: Call, reference: Reference) -> list[Check]:
     action = reference.action(f"application-autoscaling:{call.operation}")
     params = call.params
     arn = call.lookups.scalable_target_arn(
-        call.region, str(params["ServiceNamespace"]), str(params["ResourceId"]), str(params["ScalableDimension"])
+        call.region,
+        str(params["ServiceNamespace"]),
+        str(params["ResourceId"]),
+        str(params["ScalableDimension"]),
     )
     resource = arn or call.arn("application-autoscaling", "scalable-target/*")
     context = request_tag_context(params.get("Tags"))
@@ -466,18 +479,24 @@ def _autoscaling_target(call: Call, reference: Reference) -> list[Check]:
 
 
 def _iam_service_linked_role(call: Call, reference: Reference) -> list[Check]:
-    """``CreateServiceLinkedRole``: the role ``aws-service-role/<service>/<name>`` with ``iam:AWSServiceName``."""
+    """``CreateServiceLinkedRole``: the role ``aws-service-role/<service>/<name>``, ``iam:AWSServiceName``."""
     service = str(call.params["AWSServiceName"])
     name = _SERVICE_LINKED_ROLE_NAMES.get(service)
     if name is None:
-        raise UnresolvedResource(f"iam CreateServiceLinkedRole: the role name of {service} is not known locally")
+        raise UnresolvedResourceError(
+            f"iam CreateServiceLinkedRole: the role name of {service} is not known locally"
+        )
     arn = f"arn:{call.partition}:iam::{call.account}:role/aws-service-role/{service}/{name}"
-    return [Check(reference.action("iam:CreateServiceLinkedRole").qualified, arn, {"iam:awsservicename": service})]
+    return [
+        Check(reference.action("iam:CreateServiceLinkedRole").qualified, arn, {"iam:awsservicename": service})
+    ]
 
 
 _SERVICE_LINKED_ROLE_NAMES = {
     "spot.amazonaws.com": "AWSServiceRoleForEC2Spot",
-    "sagemaker.application-autoscaling.amazonaws.com": "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",
+    "sagemaker.application-autoscaling.amazonaws.com": (
+        "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    ),
     "ec2scheduled.amazonaws.com": "AWSServiceRoleForEC2Scheduled",
 }
 
@@ -490,7 +509,9 @@ def _ec2_tag_specs(params: dict[str, Any], data: dict[str, Any] | None = None) -
     return found
 
 
-def _ec2_create_tags(call: Call, reference: Reference, arns: dict[str, str], tags: dict[str, dict[str, str]]) -> list[Check]:
+def _ec2_create_tags(
+    call: Call, reference: Reference, arns: dict[str, str], tags: dict[str, dict[str, str]]
+) -> list[Check]:
     """Tag-on-create: ``ec2:CreateTags`` on each tagged resource, with ``ec2:CreateAction`` (EC2 User
     Guide, "Grant permission to tag Amazon EC2 resources during creation")."""
     create_tags = reference.action("ec2:CreateTags").qualified
@@ -516,7 +537,8 @@ def _ec2_run_instances(call: Call, reference: Reference) -> list[Check]:
     if params.get("LaunchTemplate"):
         template = call.lookups.launch_template(call.region, dict(params["LaunchTemplate"]))
         if template is None:
-            return []  # EC2 answers InvalidLaunchTemplate*.NotFound before authorizing resources it cannot name
+            # EC2 answers InvalidLaunchTemplate*.NotFound before it authorizes what it cannot name.
+            return []
     data = template[1] if template else {}
 
     def pick(name: str) -> Any:
@@ -542,9 +564,9 @@ def _ec2_run_instances(call: Call, reference: Reference) -> list[Check]:
     resources.extend((call.arn("ec2", f"security-group/{g}"), {}) for g in groups or ["*"])
     if template is not None:
         resources.append((call.arn("ec2", f"launch-template/{template[0]}"), {}))
-    reservation = ((pick("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}).get(
-        "CapacityReservationId"
-    )
+    reservation = (
+        (pick("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    ).get("CapacityReservationId")
     if reservation:
         resources.append((call.arn("ec2", f"capacity-reservation/{reservation}"), {}))
     if pick("KeyName"):
@@ -555,14 +577,22 @@ def _ec2_run_instances(call: Call, reference: Reference) -> list[Check]:
     checks = []
     for arn, pairs in resources:
         if arn is None:
-            raise UnresolvedResource("ec2 RunInstances: no ImageId in the request or its launch template")
+            raise UnresolvedResourceError(
+                "ec2 RunInstances: no ImageId in the request or its launch template"
+            )
         checks.append(Check(action, arn, request_tag_context(pairs)))
     checks.extend(_ec2_create_tags(call, reference, arns, tags))
     profile = pick("IamInstanceProfile")
     if profile:
         role = call.lookups.instance_profile_role(dict(profile))
         if role is not None:
-            checks.append(Check(reference.action("iam:PassRole").qualified, role, {"iam:passedtoservice": "ec2.amazonaws.com"}))
+            checks.append(
+                Check(
+                    reference.action("iam:PassRole").qualified,
+                    role,
+                    {"iam:passedtoservice": "ec2.amazonaws.com"},
+                )
+            )
     return checks
 
 
@@ -591,13 +621,21 @@ def _ec2_instances(call: Call, reference: Reference) -> list[Check]:
 def _ec2_create_tags_call(call: Call, reference: Reference) -> list[Check]:
     """``CreateTags`` called on existing resources: each resource (by id prefix) with the request tags."""
     action = reference.action("ec2:CreateTags").qualified
-    kinds = {"i": "instance", "cr": "capacity-reservation", "vol": "volume", "eni": "network-interface", "lt": "launch-template"}
+    kinds = {
+        "i": "instance",
+        "cr": "capacity-reservation",
+        "vol": "volume",
+        "eni": "network-interface",
+        "lt": "launch-template",
+    }
     context = request_tag_context(call.params.get("Tags"))
     checks = []
     for resource in call.params.get("Resources") or []:
         kind = kinds.get(str(resource).split("-", 1)[0])
         if kind is None:
-            raise UnresolvedResource(f"ec2 CreateTags: the resource type of {resource} is not known locally")
+            raise UnresolvedResourceError(
+                f"ec2 CreateTags: the resource type of {resource} is not known locally"
+            )
         checks.append(Check(action, call.arn("ec2", f"{kind}/{resource}"), dict(context)))
     return checks
 

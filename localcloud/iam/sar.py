@@ -169,7 +169,8 @@ def _load() -> Reference:
     for prefix in INDEXED_PREFIXES:
         entry = raw[prefix]
         types = {
-            name: ResourceType(name, str(value["arn"])) for name, value in (entry.get("resources") or {}).items()
+            name: ResourceType(name, str(value["arn"]))
+            for name, value in (entry.get("resources") or {}).items()
         }
         actions: dict[str, Action] = {}
         for name, privilege in (entry.get("privileges") or {}).items():
