@@ -84,6 +84,8 @@ PLACEHOLDER_ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("logs", "LogStreamName"): ("logStreamName",),
     ("states", "StateMachineName"): ("name",),
     ("sqs", "QueueName"): ("QueueName",),
+    ("s3", "BucketName"): ("Bucket",),
+    ("s3", "ObjectName"): ("Key",),
 }
 """(IAM prefix, ARN placeholder) -> request parameters that hold its value."""
 
