@@ -65,6 +65,16 @@ from localcloud.faults import EMULATOR_KINDS, FaultInjector, FaultKind, FaultRul
 from localcloud.lambdas import InvokeResult, LambdaRuntime
 
 
+class Authorizer(Protocol):
+    """What the dispatcher needs from IAM evaluation (``localcloud.iam.Iam``)."""
+
+    def authorize(
+        self, service: str, operation: str, params: Callable[[], dict[str, Any]], region: str
+    ) -> AwsError | None:
+        """None if the calling thread's principal may make the call (or is not evaluated), else the denial."""
+        ...
+
+
 class EmulatorLike(Protocol):
     """What the dispatcher needs from the AWS emulator (``localcloud.emulator.Emulator``)."""
 
@@ -260,6 +270,7 @@ class Dispatcher:
         lambdas: the in-process Lambda runtime (None: ``lambda:Invoke`` goes to moto).
         emulator: the AWS emulator (None: nothing is emulated).
         faults: the fault injector (None: no faults).
+        authorizer: IAM evaluation (None: every call is allowed), consulted before faults and routing.
 
     Attributes:
         calls: every call seen, in order.
@@ -273,8 +284,10 @@ class Dispatcher:
         lambdas: LambdaRuntime | None = None,
         emulator: EmulatorLike | None = None,
         faults: FaultInjector | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.clock = clock
+        self.authorizer = authorizer
         self.lambdas = lambdas
         self.emulator = emulator
         self.faults = faults
@@ -367,6 +380,9 @@ class Dispatcher:
         with self._lock:
             self.calls.append(record)
             self.counts[f"{service}.{operation}"] += 1
+        denied = self._authorize(record, request)
+        if denied is not None:
+            return denied
 
         fired = (
             self.faults.draw(service, operation, params, from_lambda=record.caller is not None)
@@ -389,14 +405,36 @@ class Dispatcher:
         if listeners and record.status is not None and record.status < 300:
             for listener in listeners:
                 listener(record)
+        self._after_effect(record, request)
+        return response
+
+    def _after_effect(self, record: CallRecord, request: AWSPreparedRequest) -> None:
+        """The faults that strike once the call took effect: the caller dies, or never hears back.
+
+        Raises:
+            SandboxTimedOut: ``kill_caller`` (the invocation that made the call dies here).
+            ReadTimeoutError: ``crash_after_commit`` or a latency past the read timeout (botocore retries it,
+                as on AWS).
+        """
         if FaultKind.KILL_CALLER in record.faults and self.lambdas is not None:
-            self.lambdas.stop_caller()  # the call took effect; the invocation that made it dies here
+            self.lambdas.stop_caller()
         if FaultKind.CRASH_AFTER_COMMIT in record.faults or record.timed_out:
-            # The call took effect; the caller never hears back (botocore retries it, as on AWS).
             if not record.timed_out:
                 self.clock.sleep(_read_timeout(request))
             raise ReadTimeoutError(endpoint_url=request.url)
-        return response
+
+    def _authorize(self, record: CallRecord, request: AWSPreparedRequest) -> AWSResponse | None:
+        """IAM's answer for the call: None if allowed, else the service's denial error response."""
+        if self.authorizer is None:
+            return None
+
+        def params() -> dict[str, Any]:
+            if not record.params and record.route == "moto":
+                record.params = self._parse(record.service, record.operation, request)
+            return record.params
+
+        error = self.authorizer.authorize(record.service, record.operation, params, record.region)
+        return None if error is None else self._error_response(record, request, error)
 
     def _wire_faults(
         self, record: CallRecord, request: AWSPreparedRequest, fired: list[FaultRule]

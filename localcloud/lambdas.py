@@ -554,6 +554,8 @@ class LambdaRuntime:
         self._module_counter = itertools.count(1)
         self._stdout: _OutputRouter | None = None
         self._stderr: _OutputRouter | None = None
+        # Who a handler's AWS calls are made as (the cloud sets IAM's execution-role scope; None: nobody).
+        self.principal_scope: Callable[[str], contextlib.AbstractContextManager[None]] | None = None
         clock.add_park_hooks(self._on_park, self._on_unpark)
 
     # -- registry --------------------------------------------------------------------------------------
@@ -714,15 +716,17 @@ class LambdaRuntime:
         try:
             self.clock.touch()
             buffer.write(f"START RequestId: {request_id} Version: $LATEST\n")
-            response, error_type = self._run_handler(
-                spec,
-                payload,
-                invocation,
-                request_id=request_id,
-                log_stream=log_stream,
-                start=start,
-                client_context=client_context,
-            )
+            scope = self.principal_scope(spec.name) if self.principal_scope else contextlib.nullcontext()
+            with scope:
+                response, error_type = self._run_handler(
+                    spec,
+                    payload,
+                    invocation,
+                    request_id=request_id,
+                    log_stream=log_stream,
+                    start=start,
+                    client_context=client_context,
+                )
             end = self.clock.now()
             elapsed = (end - start).total_seconds()
             response, error_type = self._checked(

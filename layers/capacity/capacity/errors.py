@@ -144,6 +144,14 @@ class RetryableAwsError(CapacityError):
     retryable = True
 
 
+class AccessDenied(CapacityError):
+    """AWS refused a call for lack of permission (IAM ``AccessDenied``/``UnauthorizedOperation``...).
+
+    A deployment defect, never a transient fault and never "not found": the step stops and names the
+    action and resource AWS refused, so the role can be fixed. Not retryable.
+    """
+
+
 class LeftoverResources(CapacityError):
     """Release finished but resources tagged with the reservation still exist (names in the message)."""
 

@@ -26,7 +26,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from capacity.errors import RetryableAwsError
+from capacity.errors import AccessDenied, CapacityError, RetryableAwsError
 from capacity.settings import CallTimeouts
 
 if TYPE_CHECKING:
@@ -58,6 +58,17 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
     }
 )
+ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+        "AuthorizationError",
+        "UnauthorizedException",
+    }
+)
+"""The codes AWS services answer a call IAM refused with (EC2 ``UnauthorizedOperation``, SNS
+``AuthorizationError``, CloudWatch/IAM/S3 ``AccessDenied``, most JSON services ``AccessDeniedException``)."""
 SERVER_ERROR_CODES = frozenset(
     {
         "InternalFailure",
@@ -164,3 +175,16 @@ def retryable(exc: BaseException, operation: str) -> RetryableAwsError | None:
     if isinstance(exc, BotoCoreError):
         return RetryableAwsError(f"{operation}: {type(exc).__name__} after retries: {exc}")
     return RetryableAwsError(f"{operation}: {exc}")  # pragma: no cover - is_transient covers the rest
+
+
+def access_denied(exc: BaseException, operation: str) -> AccessDenied | None:
+    """An :class:`AccessDenied` naming what IAM refused if ``exc`` is a denial, else None."""
+    if isinstance(exc, ClientError) and error_code(exc) in ACCESS_DENIED_CODES:
+        return AccessDenied(f"{operation}: {error_code(exc)}: {error_message(exc)}")
+    return None
+
+
+def translate(exc: BaseException, operation: str) -> CapacityError | None:
+    """The domain error for ``exc``: :class:`RetryableAwsError` if transient, :class:`AccessDenied` if IAM
+    refused it, else None (the caller decides, or re-raises the ``ClientError``)."""
+    return retryable(exc, operation) or access_denied(exc, operation)

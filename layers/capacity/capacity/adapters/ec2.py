@@ -120,7 +120,7 @@ class Ec2Adapter:
             # EC2 answers InsufficientInstanceCapacity with HTTP 500: a capacity verdict, not a transient one.
             if isinstance(exc, ClientError) and error_code(exc) in _CAPACITY_CODES:
                 raise CapacityUnavailable(f"{operation} in {self.region}: {error_message(exc)}") from exc
-            translated = clients.retryable(exc, f"EC2 {operation} ({self.region})")
+            translated = clients.translate(exc, f"EC2 {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             if isinstance(exc, ClientError):
