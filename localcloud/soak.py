@@ -387,6 +387,12 @@ def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
                 service="ec2", operation="PurchaseCapacityBlock", kind=FaultKind.PAYMENT_FAILED, times=1
             )
         )
+    return rules + _crash_faults(rng, ec2=ec2, wire=wire)
+
+
+def _crash_faults(rng: random.Random, *, ec2: bool, wire: Sequence[str]) -> list[FaultRule]:
+    """Calls that take effect and are not answered, Lambdas that die after a call, services that hang."""
+    rules: list[FaultRule] = []
     if rng.random() < 0.4:
         for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
             rules.append(
@@ -397,6 +403,21 @@ def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
                     times=rng.randint(1, 2),
                 )
             )
+    if rng.random() < 0.3:
+        # A Lambda that dies right after an AWS call took effect (the purchase, a create, a ledger write).
+        for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
+            rules.append(
+                FaultRule(
+                    service=service, operation=operation, kind=FaultKind.KILL_CALLER, times=rng.randint(1, 2)
+                )
+            )
+    if rng.random() < 0.2:
+        # A service that never answers now and then: the caller waits its read timeout, nothing happens.
+        rules.append(
+            FaultRule(
+                service=rng.choice(wire), kind=FaultKind.HANG, probability=round(rng.uniform(0.02, 0.1), 2)
+            )
+        )
     return rules
 
 
