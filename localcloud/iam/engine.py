@@ -237,6 +237,20 @@ class Iam:
         self._index_resource_policies()
         self._identity = {arn: tuple(statements) for arn, statements in identity.items()}
 
+    def add_role_policy(self, role_arn: str, document: dict[str, Any]) -> None:
+        """Give a role outside the stack (a developer's, another team's) an identity policy, so calls made
+        as it (:func:`localcloud.iam.acting_as`) are evaluated like any other: tests of the doors that must
+        stay closed to the rest of the account.
+
+        Raises:
+            PolicyError: the document cannot be read.
+        """
+        self.index()
+        assert self._identity is not None
+        statements = parse_policy(document, f"role {role_arn} (added)")
+        with self._lock:
+            self._identity[role_arn] = (*self._identity.get(role_arn, ()), *statements)
+
     def _managed(self, arn: str, logical_id: str) -> tuple[Statement, ...]:
         for other_id, resource in self.stack.resources.items():
             if resource.type == "AWS::IAM::ManagedPolicy" and self.stack.physical_id(other_id) == arn:
