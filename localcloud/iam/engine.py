@@ -246,10 +246,11 @@ class Iam:
             PolicyError: the document cannot be read.
         """
         self.index()
-        assert self._identity is not None
         statements = parse_policy(document, f"role {role_arn} (added)")
         with self._lock:
-            self._identity[role_arn] = (*self._identity.get(role_arn, ()), *statements)
+            identity = self._identity or {}
+            identity[role_arn] = (*identity.get(role_arn, ()), *statements)
+            self._identity = identity
 
     def _managed(self, arn: str, logical_id: str) -> tuple[Statement, ...]:
         for other_id, resource in self.stack.resources.items():
