@@ -7,6 +7,7 @@ from typing import Any
 
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest
+from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
 from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
 from capacity.ports import Ports
@@ -30,6 +31,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     """
     if not isinstance(event, Mapping) or not isinstance(event.get("detail"), Mapping):
         raise InvalidRequest([FieldError("detail", "the event has no detail object")])
+    check_depth(event["detail"], field="detail")  # anyone's event: its shape must not crash the reader
     detail = parse_model(ReservationRequestedDetail, event["detail"])
     try:
         request = parse_request(detail.request, now=ports.clock())

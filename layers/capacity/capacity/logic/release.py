@@ -36,6 +36,7 @@ from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
+from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
@@ -92,6 +93,7 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         RetryableAwsError: throttling/5xx after retries.
     """
     if step.action == "begin" and step.detail is not None:
+        check_depth(step.detail, field="detail")
         detail = parse_model(ReleaseRequestedDetail, step.detail)
         step = step.model_copy(update={"request_id": detail.request_id, "reason": detail.reason})
     if not step.request_id.strip():

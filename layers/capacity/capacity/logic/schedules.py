@@ -31,6 +31,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from capacity.errors import DuplicateRequest, FieldError, InvalidRequest, ScheduleExists, ScheduleNotFound
+from capacity.jsonsafe import check_depth
 from capacity.logic import api
 from capacity.models import StrictBool, StrictInt, parse_model, parse_request
 from capacity.ports import Ports
@@ -391,6 +392,7 @@ def run_schedule(
             template's start is now in the past); Scheduler retries and then drops it, so the ledger
             holds nothing for that date.
     """
+    check_depth(event, field="event")
     run = parse_model(ScheduledRun, event)
     try:
         scheduled = parse_utc(run.scheduled_time)

@@ -39,7 +39,7 @@ from urllib.parse import parse_qs
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from capacity import messages
+from capacity import jsonsafe, messages
 from capacity.adapters.slack import respond
 from capacity.errors import (
     InvalidRequest,
@@ -663,6 +663,18 @@ APPROVE = "approve_reservation"
 REJECT = "reject_reservation"
 
 
+def _payload(text: str) -> dict[str, Any] | SlackAnswer:
+    """The interaction's JSON ``payload`` (nesting bounded, :mod:`capacity.jsonsafe`), or the 400 to answer;
+    a payload that is not an object is answered with an empty 200 (nothing to act on)."""
+    try:
+        payload = jsonsafe.loads(text, field="payload")
+    except InvalidRequest as exc:
+        return SlackAnswer(400, {"message": str(exc)})
+    except ValueError:
+        return SlackAnswer(400, {"message": "payload is not JSON"})
+    return payload if isinstance(payload, dict) else SlackAnswer(200, {})
+
+
 def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     """Answer a verified interaction (``block_actions`` of the approval message's buttons).
 
@@ -670,11 +682,10 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     goes to the interaction's ``response_url``: an ephemeral refusal for a non-approver or a decision
     that came too late, or the approval message replaced by the outcome.
     """
-    try:
-        payload = json.loads(payload_text)
-    except ValueError:
-        return SlackAnswer(400, {"message": "payload is not JSON"})
-    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+    payload = _payload(payload_text)
+    if isinstance(payload, SlackAnswer):
+        return payload
+    if payload.get("type") != "block_actions":
         return SlackAnswer(200, {})
     actions = [a for a in payload.get("actions") or [] if isinstance(a, dict)]
     action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT)), None)
