@@ -3,6 +3,11 @@
 These messages are the demo's timeline too, so each one is complete on its own: what happened, to which
 reservation, with the money (USD) and times (UTC). Tables are fixed-width code blocks.
 
+Text that comes from a request or from outside (requesters, approvers, reasons, error messages, names
+AWS or a person chose) is passed through :func:`escape` wherever it is interpolated, so that a requester
+called ``<!channel> <https://evil.example|Approve>`` is shown as those characters, never as a channel
+mention or a link (Slack, "Formatting text for app surfaces": escape ``&``, ``<`` and ``>``).
+
 Each message has Block Kit ``blocks`` (a header, the details as a section and fields, a context line with
 the request id; Slack's "Block Kit" reference) and the same content as plain mrkdwn ``text``, which Slack
 shows in notifications and clients without blocks. Each names its ``request_id`` so that
@@ -11,6 +16,7 @@ shows in notifications and clients without blocks. Each names its ``request_id``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -35,9 +41,22 @@ HEADER_LIMIT = 150  # characters of plain text in a header block
 FIELDS_LIMIT = 10  # fields in one section block
 
 
+_SLACK_USER_ID = re.compile(r"^[A-Z0-9]{1,64}$")
+
+
+def escape(text: object) -> str:
+    """``text`` made inert in Slack mrkdwn: ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;`` and ``&gt;``, the
+    three characters Slack's control sequences (mentions, ``<!channel>``, links) are made of (Slack,
+    "Formatting text for app surfaces", "Escaping text"). Slack shows the characters themselves."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def mention(requester: str) -> str:
-    """``<@U123>`` for a Slack requester (``slack:U123``), else the requester as given."""
-    return f"<@{requester.removeprefix('slack:')}>" if requester.startswith("slack:") else requester
+    """``<@U123>`` for a Slack requester (``slack:U123``, a real user id), else the requester escaped."""
+    user = requester.removeprefix("slack:")
+    if requester.startswith("slack:") and _SLACK_USER_ID.match(user):
+        return f"<@{user}>"
+    return escape(requester)
 
 
 def blocks(
@@ -170,14 +189,15 @@ def offerings_table(request: ReservationRequest, plan: Plan, ranked: Sequence[Of
     if plan.alternatives:
         rows = [offering_row(i, o) for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], start=1)]
         notes = [
-            f"{i:>2}  {o.infeasible_reason}" for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], 1)
+            f"{i:>2}  {escape(o.infeasible_reason)}"
+            for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], 1)
         ]
         lines.append("Nearest alternatives (not matching the request):")
         lines.append("```\n" + "\n".join([_HEADER, *rows, "", "Why not:", *notes]) + "\n```")
     if plan.quota_errors:
         lines.append(
             "Quota errors: "
-            + "; ".join(f"{region}: {msg}" for region, msg in sorted(plan.quota_errors.items()))
+            + "; ".join(f"{region}: {escape(msg)}" for region, msg in sorted(plan.quota_errors.items()))
         )
     text = "\n".join(lines)
     return _message(text, f"Offerings for {request.id}", request_id=request.id)
@@ -185,7 +205,7 @@ def offerings_table(request: ReservationRequest, plan: Plan, ranked: Sequence[Of
 
 def decision(request: ReservationRequest, plan: Plan) -> SlackMessage:
     """The decision and why."""
-    text = f"*Decision for {request.id}: {plan.decision.value}*\n{plan.reason}"
+    text = f"*Decision for {request.id}: {plan.decision.value}*\n{escape(plan.reason)}"
     return _message(text, f"Planned {request.id}: {plan.decision.value}", request_id=request.id)
 
 
@@ -196,7 +216,7 @@ def approval_request(
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     text = (
         f"*Approval needed for {request.id}* (requested by {mention(request.requester)}): buy {what}?\n"
-        f"{reason}\n"
+        f"{escape(reason)}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
         f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "approver": ..., '
         f'"reason": ...}}; no answer means nothing is bought.'
@@ -243,7 +263,7 @@ def approval_decided(
     verdict = "Approved" if approved else "Rejected"
     after = "the purchase goes ahead." if approved else "nothing is bought."
     text = f"*{verdict} by {mention(approver)}*: {request_id}, {after}" + (
-        f"\n{offering_text}" if offering_text else ""
+        f"\n{escape(offering_text)}" if offering_text else ""
     )
     return _message(text, f"{verdict}: {request_id}", request_id=request_id)
 
@@ -261,7 +281,7 @@ def approval_outcome(request_id: str, *, approved: bool, reason: str) -> SlackMe
     """The approval's outcome (rejected, or timed out)."""
     verdict = "approved" if approved else "not approved"
     tail = "" if approved else " Nothing was bought."
-    text = f"*Reservation {request_id} {verdict}*: {reason}.{tail}"
+    text = f"*Reservation {request_id} {verdict}*: {escape(reason)}.{tail}"
     return _message(text, f"{request_id} {verdict}", request_id=request_id)
 
 
@@ -316,14 +336,14 @@ def ready(request_id: str, *, region: str, endpoint: str, components: Sequence[s
 def failure(request_id: str, *, error: str, reason: str, releasing: bool) -> SlackMessage:
     """A failure with its reason and what happens next."""
     after = " Releasing whatever was created." if releasing else " Nothing was bought."
-    text = f"*{request_id} FAILED* ({error}): {reason}{after}"
+    text = f"*{request_id} FAILED* ({escape(error)}): {escape(reason)}{after}"
     return _message(text, f"Failed: {request_id}", request_id=request_id)
 
 
 def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:
     """The release failed: what is still billing (in ``reason``) and that a person must act."""
     text = (
-        f"*{request_id} RELEASE FAILED* ({error}): {reason.rstrip('.')}. "
+        f"*{request_id} RELEASE FAILED* ({escape(error)}): {escape(reason.rstrip('.'))}. "
         "Resources of this reservation may still be billing: "
         "a person must delete them (SageMaker console or CLI) and check the ledger."
     )
@@ -333,15 +353,15 @@ def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage
 def release_rejected(request_id: str, *, reason: str) -> SlackMessage:
     """A release request that was rejected before it identified a reservation: nothing was touched."""
     text = (
-        f"*Release request for {request_id} rejected* (InvalidRequest): {reason.rstrip('.')}. It was not "
-        "acted on: nothing was deleted or checked."
+        f"*Release request for {escape(request_id)} rejected* (InvalidRequest): "
+        f"{escape(reason.rstrip('.'))}. It was not acted on: nothing was deleted or checked."
     )
     return SlackMessage(text, blocks("Release request rejected", text))  # no reservation identified
 
 
 def released(summary: CostSummary | None, *, request_id: str, reason: str | None) -> SlackMessage:
     """The release and the cost summary (fixed-width)."""
-    why = f" ({reason})" if reason else ""
+    why = f" ({escape(reason)})" if reason else ""
     if summary is None:
         text = f"*{request_id} released*{why}: nothing had been bought, nothing to delete."
         return _message(text, f"Released: {request_id}", request_id=request_id)
@@ -407,7 +427,9 @@ __all__ = [
     "blocks",
     "decision",
     "describe_offering",
+    "escape",
     "failure",
+    "mention",
     "offering_row",
     "offerings_table",
     "plan_status",

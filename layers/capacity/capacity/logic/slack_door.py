@@ -368,7 +368,7 @@ def _invalid_text(exc: InvalidRequest) -> str:
         head, _, tail = error.field.partition(".")
         name = _FIELD_NAMES.get(head, head)
         where = f"{name}.{tail}" if tail and head == "models" else name
-        lines.append(f"• `{where}`: {error.message}")
+        lines.append(f"• `{where}`: {messages.escape(error.message)}")
     return "The request is not valid:\n" + "\n".join(lines)
 
 
@@ -377,7 +377,8 @@ def _ephemeral(text: str) -> SlackAnswer:
 
 
 def _usage(problem: str | None = None) -> SlackAnswer:
-    return _ephemeral(f"{problem}\n\n{USAGE}" if problem else USAGE)
+    """The usage, after ``problem`` (which may echo the user's words: escaped)."""
+    return _ephemeral(f"{messages.escape(problem)}\n\n{USAGE}" if problem else USAGE)
 
 
 @dataclass(frozen=True)
@@ -447,7 +448,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
     except InvalidRequest as exc:
         return _ephemeral(_invalid_text(exc))
     except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
-        return _ephemeral(str(exc))
+        return _ephemeral(messages.escape(exc))
 
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
@@ -515,7 +516,7 @@ def plan_text(result: Mapping[str, Any]) -> str:
     if isinstance(errors, Mapping) and errors:
         lines.append("Quota errors: " + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())))
     lines.append("Nothing was bought.")
-    return "\n".join(line for line in lines if line)
+    return "\n".join(messages.escape(line) for line in lines if line)
 
 
 def _one_id(args: Sequence[str], what: str) -> str:
@@ -545,7 +546,7 @@ def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
     steps = "\n".join(
         f"• {entry.get('at')}  {entry.get('state')}"
         + (
-            f" ({entry['detail']['reason']})"
+            f" ({messages.escape(entry['detail']['reason'])})"
             if isinstance(entry.get("detail"), dict) and entry["detail"].get("reason")
             else ""
         )
@@ -698,7 +699,8 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     if not user_id or user_id not in door.approvers:
         door.respond(
             response_url,
-            f"Sorry <@{user_id}>, only approvers may approve or reject {request_id}; nothing was changed.",
+            f"Sorry {messages.mention(f'slack:{user_id}')}, only approvers may approve or reject "
+            f"{messages.escape(request_id)}; nothing was changed.",
             ephemeral=True,
         )
         return SlackAnswer(200, {})
@@ -711,7 +713,7 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
             identity=approver,  # the signed request proves who pressed the button
         )
     except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
-        door.respond(response_url, f"{request_id}: {exc}", ephemeral=True)
+        door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
         return SlackAnswer(200, {})
     decided = messages.approval_decided(request_id, approved=approved, approver=approver)
     door.respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
