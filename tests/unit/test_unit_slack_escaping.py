@@ -105,6 +105,11 @@ def test_the_slack_door_escapes_what_it_echoes(harness: Harness) -> None:
 
 def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harness: Harness) -> None:
     responses: list[dict[str, Any]] = []
+
+    def respond(url: str, text: str, **kwargs: Any) -> bool:
+        responses.append({"text": text})
+        return True
+
     harness.clock.now = SIGNED_AT
     request = parse_request(request_body(), now=None)
     harness.ledger.record_request(request, actor="tests")
@@ -115,7 +120,7 @@ def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harnes
         signing_secret=local_secret,
         guard=_Guard(),
         approvers=frozenset({"U0APPROVER"}),
-        respond=lambda url, text, **kw: responses.append({"text": text}) or True,
+        respond=respond,
     )
     body = interaction_body(request.id, approve=False, user_id="U0APPROVER")
     slack_door.handle(
