@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from capacity.contracts import RecordRequestOutput
-from capacity.errors import FieldError, InvalidRequest
+from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
 from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
@@ -39,7 +39,12 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     event_id = str(event.get("id") or "") or None
     ledger = ports.ledger
-    created = ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    try:
+        created = ledger.record_request(request, actor=ports.actor, write_id=event_id)
+    except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
+        return RecordRequestOutput(
+            request_id=request.id, duplicate=True, regions=list(request.regions), dry_run=request.dry_run
+        )
     if created and detail.slack is not None:  # only the delivery that recorded the request sets its thread
         ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=event_id)
     # Checked after REQUEST is written: a DELETE either sees REQUEST (and records CANCELLED itself) or

@@ -7,7 +7,8 @@
   and records and posts nothing; ``AWAITING_APPROVAL`` is written only while no ``OUTCOME`` exists (one
   transaction), so a DELETE landing between that check and the write cannot leave it after ``CANCELLED``.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
-- ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
+- ``failure``: records ``FAILED`` with a readable reason unless a final state already exists (or the step
+  stopped with ``ReservationCancelled`` because a release started: a stop is not a failure), puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
   ``ReleaseRequested`` (reason ``failed``), posts.
 - ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
@@ -26,7 +27,7 @@ from capacity import messages
 from capacity.contracts import NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.ledger import APPROVAL, PURCHASE_INTENT
-from capacity.logic.common import final_state, load_request, post, states
+from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.models import (
     ApprovalRequestedDetail,
     ReleaseRequestedDetail,
@@ -188,6 +189,10 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     final = final_state(history)
     if final is not None:
         return NotifyOutput(notified=True, state=final.value)
+    if error.Error == "ReservationCancelled" and states(history) & STOP_STATES:
+        # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
+        # release owns what exists.
+        return NotifyOutput(notified=True, state=history[-1].state.value)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
     # (it would fail the same way): it is reported for a person to look at.
     attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
