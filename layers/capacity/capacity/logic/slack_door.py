@@ -46,6 +46,7 @@ from capacity.errors import (
     NotAwaitingApproval,
     ReservationClosed,
     ReservationNotFound,
+    RetryableAwsError,
     ScheduleExists,
     ScheduleNotFound,
     SlackUnauthorized,
@@ -438,9 +439,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
     }
-    run = handlers.get(subcommand)
-    if run is None:
-        return _usage(f"`{subcommand}` is not a /gpu command.")
+    run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
         return run()
     except UsageError as exc:
@@ -449,6 +448,8 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         return _ephemeral(_invalid_text(exc))
     except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
         return _ephemeral(messages.escape(exc))
+    except RetryableAwsError as exc:  # nothing is lost: the same command again picks up where this stopped
+        return _ephemeral(f"AWS is busy ({messages.escape(exc)}): send the same command again.")
 
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
@@ -704,9 +705,18 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
             ephemeral=True,
         )
         return SlackAnswer(200, {})
+    _decide(request_id, approved=approved, user_id=user_id, response_url=response_url, ports=ports, door=door)
+    return SlackAnswer(200, {})
+
+
+def _decide(
+    request_id: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
+) -> None:
+    """An approver's press: record and hand back the decision, and tell the approver what happened (the
+    approval message replaced by the outcome, or an ephemeral line saying why not)."""
     approver = f"slack:{user_id}"
     try:
-        api.decide_approval(
+        result = api.decide_approval(
             request_id,
             {"approved": approved, "approver": approver, "reason": "pressed in Slack"},
             ports,
@@ -714,10 +724,21 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
         )
     except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
         door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
-        return SlackAnswer(200, {})
-    decided = messages.approval_decided(request_id, approved=approved, approver=approver)
+        return
+    except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
+        door.respond(
+            response_url,
+            messages.escape(
+                f"{request_id}: your decision is recorded but AWS is busy ({exc}); press the button again "
+                "to pass it on to the waiting workflow."
+            ),
+            ephemeral=True,
+        )
+        return
+    decided = messages.approval_decided(
+        request_id, approved=bool(result["approved"]), approver=str(result["approver"])
+    )
     door.respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
-    return SlackAnswer(200, {})
 
 
 __all__ = [
