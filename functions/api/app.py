@@ -58,6 +58,7 @@ from capacity.errors import (
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
+    OutOfScope,
     ReservationClosed,
     ReservationNotFound,
     RetryableAwsError,
@@ -309,6 +310,12 @@ def unsupported_content(exc: RequestUnsupportedContentType) -> Response[Any]:
     """400: the body is not JSON (``Content-Type`` other than ``application/json``)."""
     message = "is not supported: send the body as JSON with Content-Type: application/json"
     return _problems(400, [FieldError("Content-Type", message)])
+
+
+@app.exception_handler(OutOfScope)  # type: ignore[untyped-decorator]
+def out_of_scope(exc: OutOfScope) -> Response[Any]:
+    """400: the request names a model bucket or an instance role this deployment does not allow."""
+    return _problems(400, exc.errors)
 
 
 @app.exception_handler(InvalidRequest)  # type: ignore[untyped-decorator]

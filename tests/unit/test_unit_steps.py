@@ -702,3 +702,16 @@ def test_a_cancel_between_the_request_and_its_requested_state_wins(
     assert out.duplicate is True  # the workflow ends quietly: nothing is searched or bought
     assert states(harness) == [State.CANCELLED]
     assert harness.events.types() == ["ReleaseRequested"]
+
+
+def test_a_failure_after_an_on_demand_launch_requests_its_release(harness: Harness) -> None:
+    # Issue 13, defect 5: on-demand instances that never ran (LaunchFailed after 20 polls) were recorded
+    # FAILED but released only by the schedule at latest_end: on demand records a PURCHASE, no intent.
+    request = record(harness)
+    harness.ledger.put_once(
+        request.id, "PURCHASE", {"market": "on-demand", "region": "us-east-1", "platform": "ec2"}
+    )
+    error = StepError(Error="LaunchFailed", Cause="1 of 2 on-demand instances running after 20 polls")
+    notify(NotifyInput(kind="failure", request_id=request.id, error=error), harness.ports)
+    assert harness.events.types() == ["ReservationFailed", "ReleaseRequested"]
+    assert "Releasing whatever was created" in harness.slack.texts()[-1]

@@ -340,12 +340,29 @@ def failure(request_id: str, *, error: str, reason: str, releasing: bool) -> Sla
     return _message(text, f"Failed: {request_id}", request_id=request_id)
 
 
-def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:
-    """The release failed: what is still billing (in ``reason``) and that a person must act."""
+def release_failure(
+    request_id: str,
+    *,
+    error: str,
+    reason: str,
+    leftovers: Sequence[str] = (),
+    retry_at: str | None = None,
+    attempt: int | None = None,
+) -> SlackMessage:
+    """A release attempt failed: why, every resource still there (``leftovers``), when the release is tried
+    again (``retry_at``, UTC text), and that a person must act if it keeps failing."""
+    left = f"\nStill there (billing until deleted): {escape(', '.join(leftovers))}." if leftovers else ""
+    which = f" (attempt {attempt})" if attempt else ""
+    after = (
+        f"the release is tried again at {retry_at} (every attempt is reported here) until nothing is left; "
+        "if it keeps failing, "
+        if retry_at
+        else ""
+    )
     text = (
-        f"*{request_id} RELEASE FAILED* ({escape(error)}): {escape(reason.rstrip('.'))}. "
-        "Resources of this reservation may still be billing: "
-        "a person must delete them (SageMaker console or CLI) and check the ledger."
+        f"*{request_id} RELEASE FAILED*{which} ({escape(error)}): {escape(reason.rstrip('.'))}.{left}\n"
+        f"Resources of this reservation may still be billing: {after}a person must delete them (SageMaker "
+        "or EC2 console or CLI) and check the ledger."
     )
     return _message(text, f"Release failed: {request_id}", request_id=request_id)
 

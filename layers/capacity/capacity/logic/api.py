@@ -56,6 +56,7 @@ from capacity.ledger import (
     REQUEST,
     SUBMITTED,
 )
+from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, states
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
@@ -112,10 +113,12 @@ def submit_reservation(
 
     Raises:
         InvalidRequest: the request is invalid (each error names the field).
+        OutOfScope: it names a model bucket or an instance role the deployment does not allow (400).
         IdempotencyAlreadyInProgressError: the same request id is being submitted right now.
         DuplicateRequest: the request id was already submitted with a different body.
     """
     request = parse_request(body, now=ports.clock())
+    require_in_scope(request, ports)  # before anything is put: buckets and instance roles allowed
     payload = request.model_dump(mode="json")
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:

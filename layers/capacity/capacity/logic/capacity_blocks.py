@@ -57,6 +57,7 @@ from capacity.errors import (
     RetryableAwsError,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
+from capacity.logic.checks import require_deployable
 from capacity.logic.common import (
     Purchase,
     check_activation_deadlines,
@@ -164,6 +165,8 @@ def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Port
 
     Raises:
         ReservationCancelled: the reservation is final before the purchase.
+        LaunchTemplateNotFound: the launch template (or its version) does not exist in the offering's region,
+            or its instance role is not allowed.
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
         OfferingExpired: the offering expired and one fresh search found nothing buyable.
         CapacityUnavailable, QuotaExceeded, PurchaseFailed: EC2 refused the purchase.
@@ -175,6 +178,7 @@ def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Port
     history = ledger.history(request.id)
     if existing is None:
         require_not_final(history, request.id)
+        require_deployable(request, ports, step.offering.region)  # the launch template exists there
         require_within_budget(request, step.offering)
         created, intent = ledger.put_once(
             request.id,

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from capacity.contracts import RecordRequestOutput
-from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
+from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
+from capacity.logic.checks import require_in_scope
 from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
 from capacity.ports import Ports
 
@@ -35,6 +36,9 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     detail = parse_model(ReservationRequestedDetail, event["detail"])
     try:
         request = parse_request(detail.request, now=ports.clock())
+        require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
+    except OutOfScope as exc:
+        raise OutOfScope([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     event_id = str(event.get("id") or "") or None

@@ -12,21 +12,26 @@
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
   ``ReleaseRequested`` (reason ``failed``), posts.
 - ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
-  ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt), puts
+  ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt: ``attempt_id``), puts
   ``ReservationFailed`` (its reason says the release failed) and posts that a person must act. Never
   puts ``ReleaseRequested`` (no loop). A release request rejected before it named a reservation
-  (``InvalidRequest``) only posts: nothing was identified, nothing was deleted.
+  (``InvalidRequest``) only posts: nothing was identified, nothing was deleted. The release workflow
+  itself reports its failed attempts with what is left and the next try
+  (:func:`report_release_failure`, from ``release_capacity``'s ``attempt_failed``); this task is its
+  fallback when that step cannot run.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 
 from capacity import messages
 from capacity.contracts import NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE_INTENT
+from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.models import (
     ApprovalRequestedDetail,
@@ -35,7 +40,7 @@ from capacity.models import (
     State,
 )
 from capacity.ports import Ports
-from capacity.timeutil import iso_ms
+from capacity.timeutil import iso_ms, iso_z, short
 
 _FRIENDLY_ERRORS = {
     "States.Timeout": "a step took longer than its timeout",
@@ -195,7 +200,9 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         return NotifyOutput(notified=True, state=history[-1].state.value)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
     # (it would fail the same way): it is reported for a person to look at.
-    attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    # On demand has no purchase intent: its PURCHASE (instances or an endpoint that missed its deadline)
+    # is what a release deletes.
+    attempted = any(ledger.get(step.request_id, sk) is not None for sk in (PURCHASE_INTENT, PURCHASE))
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
@@ -223,24 +230,51 @@ def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: 
         return NotifyOutput(
             notified=True, state=_current(ports, step.request_id) if step.request_id else None
         )
-    ledger = ports.ledger
-    history = ledger.history(step.request_id)
-    releasing = [e for e in history if e.state is State.RELEASING]
-    since = releasing[-1].at if releasing else None
-    reported = any(
-        e.state is State.FAILED and e.detail.get("phase") == "release" and (since is None or e.at >= since)
-        for e in history
-    )
-    if reported:  # a retried notify task: already recorded and told
-        return NotifyOutput(notified=True, state=State.FAILED.value)
+    report_release_failure(ports, step.request_id, error=error, attempt_id=step.attempt_id)
+    return NotifyOutput(notified=True, state=State.FAILED.value)
+
+
+def report_release_failure(
+    ports: Ports,
+    request_id: str,
+    *,
+    error: StepError,
+    attempt_id: str | None,
+    attempt: int | None = None,
+    leftovers: Sequence[str] = (),
+    retry_at: datetime | None = None,
+) -> bool:
+    """Record and tell one failed release attempt: ``FAILED`` (``detail.phase = "release"``, with the
+    attempt, what is left and when the release is tried again, UTC), ``ReservationFailed`` and the Slack
+    alert naming every leftover. Always, whatever the reservation's state: resources may still bill.
+
+    Once per attempt: ``attempt_id`` is the release execution's name, so a retried task records nothing
+    twice while every later attempt (a retry, the end-of-reservation release failing the same way) is
+    recorded and told. Without an ``attempt_id``, once per ``RELEASING``.
+
+    Returns:
+        True when this call recorded it, False when the attempt was already reported.
+    """
+    history = ports.ledger.history(request_id)
+    previous = [e for e in history if e.state is State.FAILED and e.detail.get("phase") == "release"]
+    if attempt_id is not None:
+        reported = any(e.detail.get("attempt_id") == attempt_id for e in previous)
+    else:
+        releasing = [e for e in history if e.state is State.RELEASING]
+        since = releasing[-1].at if releasing else None
+        reported = any(since is None or e.at >= since for e in previous)
+    if reported:  # a retried task: already recorded and told
+        return False
+    reason = readable_reason(error)
+    left = f"; still there: {', '.join(leftovers)}" if leftovers else ""
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(
-            request_id=step.request_id, error=error.Error, reason=f"release failed: {reason}"
+            request_id=request_id, error=error.Error, reason=f"release failed: {reason}{left}"[:4000]
         ),
     )
-    ledger.append(
-        step.request_id,
+    ports.ledger.append(
+        request_id,
         State.FAILED,
         actor=ports.actor,
         detail={
@@ -248,10 +282,24 @@ def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: 
             "error": error.Error,
             "reason": reason,
             "cause": (error.Cause or "")[:2000],
+            "attempt_id": attempt_id,
+            "attempt": attempt if attempt is not None else len(previous) + 1,
+            "leftovers": list(leftovers),
+            "retry_at": iso_z(retry_at) if retry_at else None,
         },
     )
-    post(ports, messages.release_failure(step.request_id, error=error.Error, reason=reason))
-    return NotifyOutput(notified=True, state=State.FAILED.value)
+    post(
+        ports,
+        messages.release_failure(
+            request_id,
+            error=error.Error,
+            reason=reason,
+            leftovers=leftovers,
+            retry_at=f"{short(retry_at)} UTC" if retry_at else None,
+            attempt=attempt,
+        ),
+    )
+    return True
 
 
 def _current(ports: Ports, request_id: str) -> str | None:

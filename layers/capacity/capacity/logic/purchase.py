@@ -31,11 +31,11 @@ from capacity.errors import (
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.capacity_blocks import purchase_block
+from capacity.logic.checks import require_deployable
 from capacity.logic.common import (
     ensure_owned,
     load_request,
     post,
-    require_models,
     require_not_final,
     require_within_budget,
     states,
@@ -130,7 +130,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     history = ledger.history(request.id)
     if existing is None:
         require_not_final(history, request.id)
-        require_models(request, ports, step.offering.region)
+        require_deployable(request, ports, step.offering.region)
         require_within_budget(request, step.offering)
         created, intent = ledger.put_once(
             request.id,

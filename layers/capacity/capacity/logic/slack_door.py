@@ -52,6 +52,7 @@ from capacity.errors import (
     SlackUnauthorized,
 )
 from capacity.logic import api, schedules
+from capacity.logic.checks import require_in_scope
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import iso_z
@@ -455,6 +456,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
     request = parse_request(body, now=ports.clock())
+    require_in_scope(request, ports)
     ports.events.put(
         "ReservationRequested",
         ReservationRequestedDetail(request=request.model_dump(mode="json"), slack=origin),
