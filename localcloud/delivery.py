@@ -37,6 +37,7 @@ from moto.sns.models import sns_backends
 from moto.sqs.models import sqs_backends
 from moto.stepfunctions.responses import get_backend
 
+from localcloud.iam import TargetCaller
 from localcloud.timeline import Kind, Timeline
 
 EVENT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -45,6 +46,14 @@ EVENT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _ENABLED_STATES = ("ENABLED", "ENABLED_WITH_ALL_CLOUDTRAIL_MANAGEMENT_EVENTS")
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+|\*)\]|\['([^']+)'\]")
 _PLACEHOLDER = re.compile(r"<([A-Za-z0-9_.\-]+)>")
+
+
+class TargetAuthorizer(Protocol):
+    """IAM's side of a delivery (``localcloud.iam.Iam``)."""
+
+    def authorize_target(self, caller: TargetCaller, target_arn: str) -> Any:
+        """None if ``caller`` may deliver to ``target_arn``, else the denial (with its ``message``)."""
+        ...
 
 
 class LambdaInvoker(Protocol):
@@ -259,6 +268,7 @@ class EventDelivery:
         self._lock = threading.RLock()
         self._original: Any = None
         self.deliveries: list[Delivery] = []
+        self.authorizer: TargetAuthorizer | None = None  # IAM: targets are reached only when it allows
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -420,7 +430,8 @@ class EventDelivery:
             payload, error = "", f"input transformation failed: {exc}"
         if error is None:
             try:
-                self.send(arn, payload, origin=f"rule {self.label(rule_name)}")
+                caller = TargetCaller("events.amazonaws.com", rule_arn, target.get("RoleArn"))
+                self.send(arn, payload, origin=f"rule {self.label(rule_name)}", caller=caller)
             except TargetError as exc:
                 error = str(exc)
         record = Delivery(
@@ -444,11 +455,19 @@ class EventDelivery:
     # -------------------------------------------------------------------------------------------- targets
 
     def send(
-        self, arn: str, payload: str, *, origin: str, event_bus_parameters: dict[str, Any] | None = None
+        self,
+        arn: str,
+        payload: str,
+        *,
+        origin: str,
+        event_bus_parameters: dict[str, Any] | None = None,
+        caller: TargetCaller | None = None,
     ) -> str:
         """Deliver ``payload`` to a target ARN as EventBridge (or Scheduler) does; returns what was done.
 
-        Lambda: asynchronous invoke. Step Functions: StartExecution with a generated name. Event bus:
+        ``caller`` (the service, the rule's or schedule's ARN and the target's role) is authorized first
+        when IAM is on: a denied delivery raises :class:`TargetError` with IAM's message. Lambda:
+        asynchronous invoke. Step Functions: StartExecution with a generated name. Event bus:
         a new event (for Scheduler targets, from ``event_bus_parameters`` ``DetailType``/``Source`` and
         the payload as detail) or the same event forwarded (rule targets). SQS: SendMessage. SNS: Publish.
 
@@ -460,6 +479,10 @@ class EventDelivery:
         if len(parts) < 6 or not arn.startswith("arn:"):
             raise TargetError(f"{arn!r} is not an ARN")
         service, region, account, resource = parts[2], parts[3], parts[4], parts[5]
+        if caller is not None and self.authorizer is not None:
+            denial = self.authorizer.authorize_target(caller, arn)
+            if denial is not None:
+                raise TargetError(f"access denied: {denial.message}")
         if service == "lambda":
             self.lambdas.invoke(arn, payload.encode(), invocation_type="Event")
             return f"invoked {resource.split(':')[1] if ':' in resource else resource}"

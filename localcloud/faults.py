@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class FaultKind(StrEnum):
@@ -30,19 +30,34 @@ class FaultKind(StrEnum):
     SERVER_ERROR = "server_error"
     """An HTTP 5xx (``InternalFailure``/``ServiceUnavailable``)."""
     LATENCY = "latency"
-    """The call answers after ``latency_seconds`` of virtual time."""
+    """The call answers after ``latency_seconds`` of virtual time; past the caller's read timeout, the call
+    takes effect and the caller gets botocore's ``ReadTimeoutError`` at its read timeout instead."""
     INSUFFICIENT_CAPACITY = "insufficient_capacity"
     """The operation meets no capacity: an empty search, a failed purchase or a ``Failed`` resource."""
     STUCK = "stuck"
     """The resource the call creates, updates or deletes stays in its transitional state."""
     CRASH_AFTER_COMMIT = "crash_after_commit"
-    """The call takes effect, then the caller sees a read timeout instead of the answer."""
+    """The call takes effect, then the caller waits its client's read timeout and sees a read timeout."""
+    HANG = "hang"
+    """The service never answers: the call does not take effect; the caller waits its client's read timeout
+    (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets ``ReadTimeoutError``."""
+    KILL_CALLER = "kill_caller"
+    """The call takes effect, then the Lambda invocation that made it dies there (``Sandbox.Timedout``, as
+    at its timeout: out of memory, a crash): nothing after the call happens. Calls not made from a Lambda
+    are not hit."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
 
 
 WIRE_KINDS = frozenset(
-    {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.LATENCY, FaultKind.CRASH_AFTER_COMMIT}
+    {
+        FaultKind.THROTTLE,
+        FaultKind.SERVER_ERROR,
+        FaultKind.LATENCY,
+        FaultKind.CRASH_AFTER_COMMIT,
+        FaultKind.HANG,
+        FaultKind.KILL_CALLER,
+    }
 )
 EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED})
 
@@ -53,7 +68,8 @@ class FaultRule(BaseModel):
     ``service`` is botocore's hyphenated service id (``sagemaker``, ``ec2``, ``application-auto-scaling``,
     ``sagemaker-runtime``, ``cloudwatch``...) or ``*``; ``operation`` the API operation name
     (``CreateTrainingPlan``) or ``*``. ``match`` restricts the rule to calls whose top-level parameters
-    equal the given values. ``times`` caps how many calls it hits (None: no cap).
+    equal the given values. ``times`` caps how many calls it hits (None: no cap). ``not_before`` and
+    ``not_after`` (virtual UTC instants) restrict it to calls made in that window: an outage of an hour.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,10 +81,19 @@ class FaultRule(BaseModel):
     times: int | None = Field(default=None, ge=1)
     latency_seconds: float = Field(default=0.0, ge=0.0)
     match: dict[str, Any] = Field(default_factory=dict)
+    not_before: AwareDatetime | None = None
+    not_after: AwareDatetime | None = None
 
-    def applies_to(self, service: str, operation: str, params: dict[str, Any]) -> bool:
-        """True if this rule targets the call (before its probability is drawn)."""
+    def applies_to(
+        self, service: str, operation: str, params: dict[str, Any], at: datetime | None = None
+    ) -> bool:
+        """True if this rule targets the call made at ``at`` (before its probability is drawn)."""
         if self.service not in ("*", service) or self.operation not in ("*", operation):
+            return False
+        if at is not None and (
+            (self.not_before is not None and at < self.not_before)
+            or (self.not_after is not None and at >= self.not_after)
+        ):
             return False
         return all(params.get(key) == value for key, value in self.match.items())
 
@@ -113,13 +138,22 @@ class FaultInjector:
             self._rules.clear()
             self._remaining.clear()
 
-    def draw(self, service: str, operation: str, params: dict[str, Any]) -> list[FaultRule]:
-        """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind."""
+    def draw(
+        self, service: str, operation: str, params: dict[str, Any], *, from_lambda: bool = True
+    ) -> list[FaultRule]:
+        """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind.
+
+        ``from_lambda`` False (a call of a state machine, a test) skips ``kill_caller`` rules: only a Lambda
+        invocation can die.
+        """
         fired: list[FaultRule] = []
+        now = datetime.now(UTC)
         with self._lock:
             kinds: set[FaultKind] = set()
             for index, rule in enumerate(self._rules):
-                if rule.kind in kinds or not rule.applies_to(service, operation, params):
+                if rule.kind in kinds or not rule.applies_to(service, operation, params, now):
+                    continue
+                if rule.kind is FaultKind.KILL_CALLER and not from_lambda:
                     continue
                 left = self._remaining.get(index)
                 if left is not None and left <= 0:

@@ -44,6 +44,7 @@ from moto.scheduler.models import scheduler_backends
 
 from localcloud.contracts import Due
 from localcloud.delivery import EventDelivery, TargetError, envelope
+from localcloud.iam import TargetCaller
 from localcloud.timeline import Kind, Timeline
 
 _OVERDUE_DELAY = timedelta(seconds=1)
@@ -412,7 +413,8 @@ class SchedulerTicker:
     """Fires Scheduler schedules and scheduled EventBridge rules at their virtual instants (a Ticker).
 
     ``delivery`` sends payloads to targets (and rule targets with their input transformation);
-    ``universal`` calls a universal-target API (``service``, ``Operation``, params) and is optional.
+    ``universal`` calls a universal-target API (``service``, ``Operation``, params, and the caller: the
+    schedule and its role, as whom the call is made) and is optional.
     ``regions`` are scanned for schedules and rules (default: every region in use).
     """
 
@@ -422,7 +424,7 @@ class SchedulerTicker:
         *,
         timeline: Timeline | None = None,
         regions: list[str] | None = None,
-        universal: Callable[[str, str, dict[str, Any]], Any] | None = None,
+        universal: Callable[[str, str, dict[str, Any], TargetCaller], Any] | None = None,
     ) -> None:
         self.delivery = delivery
         self.timeline = timeline
@@ -591,7 +593,8 @@ class SchedulerTicker:
             )
         error: str | None = None
         try:
-            self._send_schedule_target(arn, target, payload, f"schedule {group}/{schedule.name}")
+            caller = TargetCaller("scheduler.amazonaws.com", str(schedule.arn), target.get("RoleArn"))
+            self._send_schedule_target(arn, target, payload, f"schedule {group}/{schedule.name}", caller)
         except TargetError as exc:
             error = str(exc)
             self._note(f"schedule {group}/{schedule.name}: target not reached: {error}")
@@ -600,7 +603,9 @@ class SchedulerTicker:
             with contextlib.suppress(Exception):  # the application may have deleted it already
                 backend.delete_schedule(group, schedule.name)
 
-    def _send_schedule_target(self, arn: str, target: dict[str, Any], payload: str, origin: str) -> str:
+    def _send_schedule_target(
+        self, arn: str, target: dict[str, Any], payload: str, origin: str, caller: TargetCaller
+    ) -> str:
         if arn.startswith("arn:aws:scheduler:::aws-sdk:") or ":scheduler:::aws-sdk:" in arn:
             _, _, spec = arn.partition(":aws-sdk:")
             service, _, action = spec.partition(":")
@@ -609,12 +614,16 @@ class SchedulerTicker:
             operation = action[:1].upper() + action[1:]
             try:
                 params = json.loads(payload) if payload else {}
-                self.universal(service, operation, params)
+                self.universal(service, operation, params, caller)
             except Exception as exc:  # the API's own error is the outcome
                 raise TargetError(f"{service}:{operation} failed: {exc}") from exc
             return f"called {service}:{operation}"
         return self.delivery.send(
-            arn, payload, origin=origin, event_bus_parameters=target.get("EventBridgeParameters") or {}
+            arn,
+            payload,
+            origin=origin,
+            event_bus_parameters=target.get("EventBridgeParameters") or {},
+            caller=caller,
         )
 
     def _fire_rule(self, rule: Any, region: str, at: datetime) -> None:

@@ -709,7 +709,9 @@ def test_a_failure_after_an_on_demand_launch_requests_its_release(harness: Harne
     # FAILED but released only by the schedule at latest_end: on demand records a PURCHASE, no intent.
     request = record(harness)
     harness.ledger.put_once(
-        request.id, "PURCHASE", {"market": "on-demand", "region": "us-east-1", "platform": "ec2"}
+        request.id,
+        "PURCHASE",
+        {"market": "on-demand", "region": "us-east-1", "platform": "ec2", "upfront_fee_usd": "0"},
     )
     error = StepError(Error="LaunchFailed", Cause="1 of 2 on-demand instances running after 20 polls")
     notify(NotifyInput(kind="failure", request_id=request.id, error=error), harness.ports)

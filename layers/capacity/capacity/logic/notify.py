@@ -7,10 +7,14 @@
   and records and posts nothing; ``AWAITING_APPROVAL`` is written only while no ``OUTCOME`` exists (one
   transaction), so a DELETE landing between that check and the write cannot leave it after ``CANCELLED``.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
-- ``failure``: records ``FAILED`` with a readable reason unless a final state already exists (or the step
-  stopped with ``ReservationCancelled`` because a release started: a stop is not a failure), puts
+- ``degraded``: a step that keeps failing on transient faults once money is at stake
+  (:mod:`capacity.logic.degraded`).
+- ``failure``: first records whatever a purchase intent bought
+  (:func:`~capacity.logic.purchase.reconcile_purchase`: ``PURCHASE``, release schedule, ``PURCHASED`` with
+  the money), then records ``FAILED`` with a readable reason unless a final state already exists (or the
+  step stopped with ``ReservationCancelled`` because a release started: a stop is not a failure), puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
-  ``ReleaseRequested`` (reason ``failed``), posts.
+  ``ReleaseRequested`` (reason ``failed``), posts (with the money already paid, if any).
 - ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
   ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt: ``attempt_id``), puts
   ``ReservationFailed`` (its reason says the release failed) and posts that a person must act. Never
@@ -27,12 +31,15 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import NotifyInput, NotifyOutput, StepError
+from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
+from capacity.logic.degraded import degraded
+from capacity.logic.purchase import reconcile_purchase
 from capacity.models import (
     ApprovalRequestedDetail,
     ReleaseRequestedDetail,
@@ -83,7 +90,7 @@ def readable_reason(error: StepError) -> str:
     return friendly or message or f"{error.Error} (no cause given)"
 
 
-def notify(step: NotifyInput, ports: Ports) -> NotifyOutput:
+def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
     """Handle one notification.
 
     Raises:
@@ -94,6 +101,8 @@ def notify(step: NotifyInput, ports: Ports) -> NotifyOutput:
         return _approval_request(step, ports)
     if step.kind == "approval_outcome":
         return _approval_outcome(step, ports)
+    if step.kind == "degraded":
+        return degraded(step, ports)
     return _failure(step, ports)
 
 
@@ -198,11 +207,16 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
         # release owns what exists.
         return NotifyOutput(notified=True, state=history[-1].state.value)
+    # Whatever an intent bought is recorded (with its release schedule) before the reservation is failed.
+    bought = reconcile_purchase(ports, step.request_id)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
-    # (it would fail the same way): it is reported for a person to look at.
-    # On demand has no purchase intent: its PURCHASE (instances or an endpoint that missed its deadline)
-    # is what a release deletes.
-    attempted = any(ledger.get(step.request_id, sk) is not None for sk in (PURCHASE_INTENT, PURCHASE))
+    # (it would fail the same way): it is reported for a person to look at. On demand has no purchase
+    # intent: its PURCHASE (instances, or an endpoint that missed its deadline) is what a release deletes.
+    attempted = (
+        bought is not None
+        or ledger.get(step.request_id, PURCHASE_INTENT) is not None
+        or ledger.get(step.request_id, PURCHASE) is not None
+    )
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
@@ -218,7 +232,14 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
     )
     if written is not None:
-        post(ports, messages.failure(step.request_id, error=error.Error, reason=reason, releasing=attempted))
+        fee = Decimal(str(bought.get("upfront_fee_usd") or 0)) if bought is not None else Decimal(0)
+        spent = fee if fee > 0 else None  # on demand pays by the hour, nothing upfront
+        post(
+            ports,
+            messages.failure(
+                step.request_id, error=error.Error, reason=reason, releasing=attempted, spent=spent
+            ),
+        )
     return NotifyOutput(notified=True, state=State.FAILED.value)
 
 
