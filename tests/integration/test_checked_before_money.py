@@ -167,3 +167,26 @@ def test_slack_plan_reports_the_missing_models() -> None:
         reply = json.loads(answer["body"])["text"]
         assert "NOT_DEPLOYABLE" in reply
         assert "llama-eu do not exist in" in reply
+
+
+def test_on_demand_skips_a_region_without_the_model_and_serves_from_one_with_it() -> None:
+    body = _with_model_name(
+        "llama-west", earliest_start="2026-11-29T12:00:00Z", latest_end="2026-12-03T12:00:00Z"
+    )
+    body.pop("approval_above_usd", None)  # on demand for the window costs more than the demo's threshold
+    with make_cloud() as cloud:
+        _create_model(cloud, "llama-west", "us-west-2")
+        post_reservation(cloud, body)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=300)
+        tries = sorted(
+            (i for i in ledger_items(cloud, RID) if i["sk"].startswith("ON_DEMAND_TRY#")),
+            key=lambda t: int(t["order"]),
+        )
+        assert [(t["region"], t["outcome"]) for t in tries] == [
+            ("us-east-1", "not-usable"),
+            ("us-west-2", "in-service"),
+        ]
+        assert "llama-west' does not exist in us-east-1" in tries[0]["error"]
+        created = [c.region for c in cloud.dispatcher.calls if c.operation == "CreateEndpoint"]
+        assert created == ["us-west-2"]
+        assert training_plans(cloud) == []

@@ -66,6 +66,7 @@ from capacity.logic.common import (
     record_activation,
     states,
     stop_if_released,
+    void_purchase,
 )
 from capacity.logic.search import search_block_duration
 from capacity.models import (
@@ -271,6 +272,7 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
     if reservation is None:
         raise PlanFailed(f"capacity reservation {step.training_plan_name} does not exist in {step.region}")
     if reservation.state in ENDED_STATES:
+        void_purchase(ports, step.request_id, reservation.state)
         raise PlanFailed(
             f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
             "was launched"

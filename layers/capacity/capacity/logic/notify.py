@@ -36,7 +36,7 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT
+from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.purchase import reconcile_purchase
@@ -225,15 +225,23 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         ports.events.put(
             "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
         )
+    voided = ledger.get(step.request_id, PURCHASE_VOIDED)
+    refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
     written = ledger.append_outcome(
         step.request_id,
         State.FAILED,
         actor=ports.actor,
-        detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
+        detail={
+            "error": error.Error,
+            "reason": reason,
+            "cause": (error.Cause or "")[:2000],
+            **({"charged": False, "aws_status": voided["status"]} if voided is not None else {}),
+        },
+        money_usd=refund,  # AWS charged nothing for it: the money recorded at PURCHASED is reversed
     )
     if written is not None:
         fee = Decimal(str(bought.get("upfront_fee_usd") or 0)) if bought is not None else Decimal(0)
-        spent = fee if fee > 0 else None  # on demand pays by the hour, nothing upfront
+        spent = fee if fee > 0 and voided is None else None  # on demand pays by the hour, nothing upfront
         post(
             ports,
             messages.failure(

@@ -48,7 +48,7 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
-from capacity.logic.checks import region_problems, require_deployable
+from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
@@ -68,7 +68,7 @@ from capacity.models import (
     State,
 )
 from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
-from capacity.ports import Ports
+from capacity.ports import Ports, SageMakerPort
 from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
 from capacity.recommendation import on_demand_over_limit
 from capacity.timeutil import iso_z, short
@@ -116,7 +116,8 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
 
     Raises:
         ReservationCancelled: the reservation is releasing or final.
-        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in the region about to be tried.
+        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in any region (a region without it
+            is recorded ``not-usable`` and skipped).
         LaunchFailed: the instances stopped or terminated while starting, or never ran.
         QuotaExceeded, RetryableAwsError: from ``RunInstances``.
     """
@@ -243,7 +244,7 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
 ) -> OnDemandOutput:
     """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
     ``ON_DEMAND_TRY#`` ledger items."""
-    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    name = endpoint_name(request.id)
     wait = OnDemandOutput(
         outcome="launched",
         market="on-demand",
@@ -263,18 +264,10 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
                     request, ports, failed, now, "a failed region's endpoint still deleting"
                 )
                 return wait  # an earlier region's endpoint is still deleting
-            require_deployable(request, ports, region)  # before anything bills in this region
-            if sagemaker.describe_endpoint_config(config) is None:
-                variant = production_variant(request, "")
-                del variant["CapacityReservationConfig"]  # on demand: no training plan
-                sagemaker.create_endpoint_config(
-                    name=config,
-                    variant=variant,
-                    execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
-                    tags=tags_for(request.id),
-                )
-            # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
-            sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+            if not _usable(request, ports, region, order):  # a model is missing here: try the next region
+                failed.append(region)
+                continue
+            _create_endpoint(request, ports, sagemaker)
             if states(ports.ledger.history(request.id)) & STOP_STATES:  # cancelled during the creates
                 return _abandon(request, ports, attempt)
             return wait.model_copy(update={"region": region})
@@ -320,6 +313,9 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
     if not _cleaned(ports, request.id, failed):
         _check_phase_deadline(request, ports, failed, now, "a failed region's endpoint still deleting")
         return wait
+    outcomes = [ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{r}") or {} for r in request.regions]
+    if all(t.get("outcome") == "not-usable" for t in outcomes):  # nowhere to run: do not reserve either
+        raise not_deployable(request, {r: region_problems(request, ports, r) for r in request.regions})
     post(
         ports,
         SlackMessage(
@@ -328,6 +324,35 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
         ),
     )
     return OnDemandOutput(outcome="unavailable")
+
+
+def _usable(request: ReservationRequest, ports: Ports, region: str, order: int) -> bool:
+    """What the request names exists in ``region`` (:func:`~capacity.logic.checks.region_problems`), checked
+    before anything bills there; when not, the try is recorded (``not-usable``, why) and False."""
+    problems = region_problems(request, ports, region)
+    if problems:
+        why = "; ".join(p.message for p in problems)
+        _record_try(
+            ports, request, market="on-demand", region=region, order=order, outcome="not-usable", error=why
+        )
+    return not problems
+
+
+def _create_endpoint(request: ReservationRequest, ports: Ports, sagemaker: SageMakerPort) -> None:
+    """The on-demand endpoint config (no ``CapacityReservationConfig``) and endpoint, of the reservation's
+    names (a retry finds them)."""
+    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    if sagemaker.describe_endpoint_config(config) is None:
+        variant = production_variant(request, "")
+        del variant["CapacityReservationConfig"]  # on demand: no training plan
+        sagemaker.create_endpoint_config(
+            name=config,
+            variant=variant,
+            execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
+            tags=tags_for(request.id),
+        )
+    # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
+    sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
 
 
 def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
