@@ -33,11 +33,21 @@ from tests.integration.test_on_demand_first import sagemaker_now_request
 pytestmark = pytest.mark.integration
 
 RID = "eval-week-49"
-BOTOCORE_ATTEMPTS = 6  # max_attempts 5 retries after the first call: every attempt of one call fails
+OUTAGE = timedelta(minutes=1)
+"""Long enough for every attempt (and back-off) of the door's one call, over before the person retries."""
 
 
-def _failing(service: str, operation: str) -> FaultRule:
-    return FaultRule(service=service, operation=operation, kind=FaultKind.THROTTLE, times=BOTOCORE_ATTEMPTS)
+def _failing(cloud: LocalCloud, service: str, operation: str) -> FaultRule:
+    """``operation`` throttled, every attempt, for :data:`OUTAGE` from now."""
+    now = cloud.now()
+    return FaultRule(
+        service=service, operation=operation, kind=FaultKind.THROTTLE, not_before=now, not_after=now + OUTAGE
+    )
+
+
+def _later(cloud: LocalCloud) -> None:
+    """The person retries a few minutes later (the outage is over)."""
+    cloud.run(until=cloud.now() + 5 * OUTAGE, max_wall_seconds=200)
 
 
 def _slack(cloud: LocalCloud, path: str, body: str, offset: int = 0) -> dict[str, Any]:
@@ -65,9 +75,10 @@ def test_a_cancel_retried_after_its_release_request_failed_releases_the_endpoint
         post_reservation(cloud, sagemaker_now_request())  # on demand: an endpoint billing by the hour
         cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
         assert cloud.billable_resources() != []
-        faults.add(_failing("eventbridge", "PutEvents"))
+        faults.add(_failing(cloud, "eventbridge", "PutEvents"))
         assert _cancel(cloud, door, 0) == 503  # CANCELLED recorded, ReleaseRequested not put
         assert "CANCELLED" in states(cloud, RID)
+        _later(cloud)
         assert _cancel(cloud, door, 1) == 202  # the client's retry
         cloud.run(until=cloud.now() + timedelta(hours=2), max_wall_seconds=300)
         assert states(cloud, RID)[-1] == "RELEASED"
@@ -98,10 +109,11 @@ def test_an_approval_whose_hand_back_failed_is_handed_back_on_retry_and_buys(doo
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, body)
         cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=200)
-        faults.add(_failing("sfn", "SendTaskSuccess"))
+        faults.add(_failing(cloud, "sfn", "SendTaskSuccess"))
         if door == "api":
             first, _ = _approve_by_api(cloud, 0)
             assert first == 503
+            _later(cloud)
             second, answer = _approve_by_api(cloud, 1)
             assert second == 200, answer
             assert answer["status"] == "APPROVED"
@@ -110,6 +122,7 @@ def test_an_approval_whose_hand_back_failed_is_handed_back_on_retry_and_buys(doo
             # "press again", or an error when botocore's back-off outlasts the door's 10 s timeout
             assert _slack(cloud, "/slack/interactions", press)["statusCode"] in (200, 502)
             assert "APPROVAL_DECISION" in [i["sk"] for i in ledger_items(cloud, RID)]
+            _later(cloud)
             again = interaction_body(RID, approve=True, user_id="U0APPROVER", message_ts="1.000002")
             assert _slack(cloud, "/slack/interactions", again, 1)["statusCode"] == 200
         cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
