@@ -38,7 +38,9 @@ per outcome and per platform/strategy/what ran, the faults fired per kind and ev
 command that reproduces it; it exits 1 on any violation.
 
 Each lifecycle is bounded: ``--lifecycle-wall-seconds`` of real time and :data:`VIRTUAL_LIMIT` of virtual
-time; a lifecycle that does not become idle within them is a violation too.
+time; a lifecycle that does not become idle within them is a violation too. Releases retry until nothing
+bills, so a lifecycle whose deletion AWS never finishes (an injected ``stuck``) never becomes idle: it is over
+once its release failed, was reported and was tried again (:data:`RETRIED_ATTEMPTS` failed attempts).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ VIRTUAL_LIMIT = timedelta(days=150)
 """A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days, blocks
 <= 14 days)."""
 DEFAULT_LIFECYCLE_WALL_SECONDS = 120.0
+RETRIED_ATTEMPTS = 2
+"""Failed release attempts after which a lifecycle with a stuck deletion counts as over (see
+``_Driver.retrying_stuck``)."""
 REQUEST_ID = "soak"
 FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
 """Final ledger states (``capacity.models.FINAL_STATES``)."""
@@ -1256,6 +1261,16 @@ class _Driver:
             self._states = ledger_states(self.cloud, REQUEST_ID, self._ddb)
         return self._states
 
+    def retrying_stuck(self) -> bool:
+        """A ``stuck`` fault fired and the release has failed, been reported and been tried again at least
+        once since: releases retry until nothing bills, so a resource AWS never finishes deleting keeps the
+        lifecycle from ever becoming idle. It is over for the soak (its checks accept a stuck deletion that
+        the application reported)."""
+        seen = self.states()
+        if "RELEASING" not in seen or not any(f.kind is FaultKind.STUCK for f in self.cloud.faults.fired):
+            return False
+        return seen[seen.index("RELEASING") :].count("FAILED") >= RETRIED_ATTEMPTS
+
     def api(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now()))
         label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
@@ -1352,9 +1367,11 @@ class _Driver:
             until = min(targets) if targets else None
             result = self.cloud.run(
                 until=until,
-                stop_when=lambda: bool(self.bounds.exceeded()) or self._notice(),
+                stop_when=lambda: bool(self.bounds.exceeded()) or self._notice() or self.retrying_stuck(),
                 max_wall_seconds=self.bounds.remaining(),
             )
+            if self.retrying_stuck() and not self.pending:
+                return None  # AWS never finishes the deletion (injected): the release retries, reported
             if result.reason == "idle":
                 if not self.pending:
                     return None

@@ -28,7 +28,6 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -42,6 +41,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from capacity import jsonsafe
 from capacity.contracts import (
     ApprovalResult,
     ErrorsBody,
@@ -58,6 +58,7 @@ from capacity.errors import (
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
+    OutOfScope,
     ReservationClosed,
     ReservationNotFound,
     RetryableAwsError,
@@ -76,7 +77,7 @@ logger = Logger()
 app = APIGatewayRestResolver(
     enable_validation=True,
     response_validation_error_http_code=HTTPStatus(500),  # a response off its schema is our bug
-    json_body_deserializer=lambda text: json.loads(text, parse_float=Decimal),  # money is never a float
+    json_body_deserializer=jsonsafe.loads,  # money is never a float; nesting is bounded
 )
 
 API_TITLE = "Capacity Orchestrator API"
@@ -311,6 +312,12 @@ def unsupported_content(exc: RequestUnsupportedContentType) -> Response[Any]:
     return _problems(400, [FieldError("Content-Type", message)])
 
 
+@app.exception_handler(OutOfScope)  # type: ignore[untyped-decorator]
+def out_of_scope(exc: OutOfScope) -> Response[Any]:
+    """400: the request names a model bucket or an instance role this deployment does not allow."""
+    return _problems(400, exc.errors)
+
+
 @app.exception_handler(InvalidRequest)  # type: ignore[untyped-decorator]
 def unprocessable(exc: InvalidRequest) -> Response[Any]:
     """422: the request matched the schema but the logic cannot carry it out (the messages say why)."""
@@ -336,7 +343,8 @@ def unavailable(exc: RetryableAwsError) -> Response[Any]:
 
 
 def _precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """400 for a body that is not JSON or is marked base64 but is not, 413 above :data:`MAX_BODY_BYTES`."""
+    """400 for a body that is not JSON, is marked base64 but is not, or nests deeper than
+    :data:`capacity.jsonsafe.MAX_DEPTH` levels; 413 above :data:`MAX_BODY_BYTES`."""
     body = event.get("body")
     if not isinstance(body, str) or not body:
         return None
@@ -355,6 +363,10 @@ def _precheck(event: Mapping[str, Any]) -> dict[str, Any] | None:
         raw = body.encode("utf-8")
     if len(raw) > MAX_BODY_BYTES:
         return _proxy(413, "body", f"is {len(raw)} bytes; the limit is {MAX_BODY_BYTES} bytes (64 KiB)")
+    try:  # before anything parses it: json.loads recurses once per level and would crash the function
+        jsonsafe.check_text(raw.decode("utf-8"), field="body")
+    except InvalidRequest as exc:
+        return _proxy(400, exc.errors[0].field, exc.errors[0].message)
     return None
 
 

@@ -1,9 +1,12 @@
-"""Lambda ``release_capacity``: delete components, endpoint and config, verify, report the cost.
+"""Lambda ``release_capacity``: delete components, endpoint and config, verify, report the cost; after a
+failed attempt, name what is left and schedule the next one.
 
-In: ``{"request_id", "action": "begin" | "delete_components" | "delete_endpoint" |
-"delete_endpoint_config" | "finish", "reason"?}``. Out: ``{"done", "remaining", "next_wait_seconds",
-"already_released", "summary" | null}``. Safe to run twice and when nothing was ever created.
-Env: LEDGER_TABLE, EVENT_BUS_NAME, SCHEDULE_GROUP (to delete the release schedule early), SLACK_*.
+In: ``{"request_id", "action": "begin" | "delete_scaling" | "delete_alarms" | "delete_components" |
+"delete_endpoint" | "delete_endpoint_config" | "finish" | "attempt_failed", "reason"?, "error"?,
+"attempt_id"?}``. Out: ``{"done", "remaining", "next_wait_seconds", "already_released", "summary" | null,
+"leftovers", "retry_at"}``. Safe to run twice and when nothing was ever created.
+Env: LEDGER_TABLE, EVENT_BUS_NAME, SCHEDULE_GROUP (to delete the release schedule early, and to schedule
+the next attempt with SCHEDULER_ROLE_ARN and RELEASE_TARGET_ARN), SLACK_*.
 """
 
 from __future__ import annotations

@@ -80,6 +80,8 @@ PLACEHOLDER_ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("secretsmanager", "SecretId"): ("SecretId",),
     ("events", "EventBusName"): ("EventBusName",),
     ("iam", "RoleNameWithPath"): ("RoleName",),
+    # GetInstanceProfile names the profile without its path: a grant on instance-profile/* matches, as on AWS.
+    ("iam", "InstanceProfileNameWithPath"): ("InstanceProfileName",),
     ("logs", "LogGroupName"): ("logGroupName",),
     ("logs", "LogStreamName"): ("logStreamName",),
     ("states", "StateMachineName"): ("name",),

@@ -46,6 +46,8 @@ STAR_ONLY_ACTIONS: dict[str, str] = {
     "ec2:DescribeCapacityReservations": "Describe* on the account",
     "ec2:DescribeInstanceTypeOfferings": "Describe* on the account",
     "ec2:DescribeInstances": "Describe* on the account (filtered by the request-id tag)",
+    # Its row in the Service Authorization Reference lists no resource type (only the ec2:Region key).
+    "ec2:DescribeLaunchTemplateVersions": "Describe* on the account (the request's launch template)",
     # Amazon EventBridge Scheduler: ListSchedules takes the group as a parameter, not as a resource.
     "scheduler:ListSchedules": "List* on the account",
     # Amazon CloudWatch: metric data has no ARN (scope with the cloudwatch:namespace condition instead).

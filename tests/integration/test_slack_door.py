@@ -135,6 +135,9 @@ def test_a_replayed_or_stale_slack_request_is_refused_and_puts_nothing() -> None
 
 def test_plan_in_slack_answers_a_dry_run_and_buys_nothing() -> None:
     with _cloud() as cloud:
+        _models(
+            cloud
+        )  # a plan checks them where it would buy (tests/integration/test_checked_before_money.py)
         body = command_body(
             "plan 2 ml.p5.48xlarge 3d from 2026-12-06 until 2026-12-13 models=llama-eu max=12000"
         )

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from capacity.adapters.ec2 import CapacityReservation, Instance
+from capacity.adapters.ec2 import CapacityReservation, Instance, LaunchTemplateVersion
 from capacity.contracts import PurchaseInput
 from capacity.errors import BudgetExceeded, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
@@ -73,6 +73,9 @@ class FakeEc2:
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None:
         return None
+
+    def launch_template_version(self, launch_template: Mapping[str, str]) -> LaunchTemplateVersion | None:
+        return LaunchTemplateVersion("lt-0123456789abcdef0", "gpu-workers", 1, None)
 
 
 def ports_with(h: Harness, ec2: FakeEc2) -> Ports:

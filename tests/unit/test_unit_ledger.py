@@ -63,8 +63,9 @@ def test_nothing_is_ever_updated_or_deleted(aws: None) -> None:
     ledger.append(request.id, State.PLANNED, actor="a", once=True)
     ledger.put_once(request.id, PURCHASE_INTENT, {"x": 1})
     ledger.put_once(request.id, PURCHASE_INTENT, {"x": 2})
-    # Then only puts, gets and queries were used, and the first values stand
-    assert set(recorder.operations) <= {"put_item", "get_item", "query"}
+    # Then only puts, gets and queries were used (a transaction is a conditional put with a condition
+    # check on OUTCOME: REQUESTED is written only while no outcome is), and the first values stand
+    assert set(recorder.operations) <= {"put_item", "get_item", "query", "transact_write_items"}
     intent = ledger.get(request.id, PURCHASE_INTENT)
     assert intent is not None
     assert intent["x"] == 1

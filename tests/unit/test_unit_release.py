@@ -15,11 +15,11 @@ from capacity.contracts import (
     ReleaseOutput,
     SearchInput,
 )
-from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
+from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy, RetryableAwsError
 from capacity.logic.choose import choose_offering
 from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.purchase import purchase_capacity
-from capacity.logic.release import MAX_POLL_ATTEMPTS, release_capacity
+from capacity.logic.release import MAX_POLL_ATTEMPTS, release_capacity, retry_delay
 from capacity.logic.search import search_offerings
 from capacity.models import State, parse_request
 
@@ -233,3 +233,72 @@ def test_begin_takes_request_id_and_reason_from_the_detail(harness: Harness) -> 
     assert out == ReleaseOutput(done=False)
     releasing = harness.ledger.history("demo-1")[-1]
     assert (releasing.state, releasing.detail["reason"]) == (State.RELEASING, "cancelled")
+
+
+def _attempt_failed(h: Harness, attempt_id: str, error: str = "RetryableAwsError") -> ReleaseOutput:
+    return release_capacity(
+        ReleaseInput.model_validate(
+            {
+                "request_id": "demo-1",
+                "action": "attempt_failed",
+                "attempt_id": attempt_id,
+                "error": {"Error": error, "Cause": "DeleteInferenceComponent throttled after retries"},
+            }
+        ),
+        h.ports,
+    )
+
+
+def test_a_failed_attempt_names_every_leftover_schedules_the_next_and_is_told_once(harness: Harness) -> None:
+    deployed(harness)
+    first = _attempt_failed(harness, "arn:exec:1")
+    assert first.attempt == 1
+    assert first.retry_at == harness.clock() + timedelta(minutes=10)
+    assert set(first.leftovers) >= {
+        "endpoint co-demo-1 (InService)",
+        "endpoint config co-demo-1-config",
+        "inference component co-demo-1-llama-eu (InService)",
+        "inference component co-demo-1-llama-us (InService)",
+        "scalable target inference-component/co-demo-1-llama-eu",
+    }
+    assert harness.scheduler.schedules["co-demo-1-retry-1"]["reason"] == "release-retry"
+    again = _attempt_failed(harness, "arn:exec:1")  # the task retried: nothing twice
+    assert (again.attempt, again.retry_at) == (1, first.retry_at)
+    second = _attempt_failed(harness, "arn:exec:2")
+    assert (second.attempt, second.retry_at) == (2, harness.clock() + timedelta(minutes=20))
+    failed = [e for e in harness.ledger.history("demo-1") if e.detail.get("phase") == "release"]
+    assert [e.detail["attempt"] for e in failed] == [1, 2]
+    assert harness.events.types().count("ReservationFailed") == 2
+    alerts = [t for t in harness.slack.texts() if "RELEASE FAILED" in t]
+    assert len(alerts) == 2
+    assert "endpoint config co-demo-1-config" in alerts[0]
+    assert "tried again at" in alerts[0]
+
+
+def test_a_listing_that_fails_too_names_what_may_be_left(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed(harness)
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise RetryableAwsError("SageMaker ListInferenceComponents throttled")
+
+    monkeypatch.setattr(FakeSageMaker, "list_inference_components", throttled)
+    out = _attempt_failed(harness, "arn:exec:1")
+    assert any(
+        "endpoint co-demo-1, endpoint config co-demo-1-config, inference components co-demo-1-llama-eu"
+        in left
+        and "not checked: SageMaker ListInferenceComponents throttled" in left
+        for left in out.leftovers
+    )
+    assert out.retry_at is not None
+
+
+def test_retries_back_off_to_hourly_and_never_stop() -> None:
+    assert [retry_delay(n) for n in (1, 2, 3, 4, 50)] == [
+        timedelta(minutes=10),
+        timedelta(minutes=20),
+        timedelta(minutes=40),
+        timedelta(hours=1),
+        timedelta(hours=1),
+    ]

@@ -196,7 +196,8 @@ def test_the_issue_example_parses_into_a_request() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("reserve 2 ml.p5.48xlarge", "give at least `<count> <instance type> <duration>`"),
+        # Escaped as Slack expects (&lt; shows as <): the problem text may echo the user's words.
+        ("reserve 2 ml.p5.48xlarge", "give at least `&lt;count&gt; &lt;instance type&gt; &lt;duration&gt;`"),
         ("reserve 2 ml.p5.48xlarge 3d models=a", "`max=` is required"),
         ("reserve 2 ml.p5.48xlarge 36x models=a max=1", "`36x` is not a duration"),
         ("reserve 2 ml.p5.48xlarge 3d models=a max=1 colour=red", "`colour=red` is not understood"),

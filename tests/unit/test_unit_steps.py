@@ -32,6 +32,7 @@ from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
 from capacity.logic.deploy import create_endpoint, create_inference_components
+from capacity.logic.intake import record_request
 from capacity.logic.notify import notify, readable_reason
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.search import search_offerings
@@ -679,3 +680,40 @@ def test_the_first_outcome_wins_even_when_the_other_writer_did_not_see_it(harnes
     assert harness.ledger.append_outcome(request.id, State.REJECTED, actor="choose") is None
     harness.ledger.append(request.id, State.RELEASED, actor="release")
     assert states(harness, request.id)[-2:] == [State.REJECTED, State.RELEASED]
+
+
+def test_a_cancel_between_the_request_and_its_requested_state_wins(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 13, defect 8: a DELETE landing between record_request's REQUEST item and its REQUESTED state
+    # left the ledger CANCELLED -> REQUESTED (and the workflow went on to search and buy).
+    ledger = harness.ledger
+    put_once = ledger.put_once
+
+    def cancel_after_the_request(request_id: str, sk: str, *args: Any, **kwargs: Any) -> Any:
+        result = put_once(request_id, sk, *args, **kwargs)
+        if sk == "REQUEST":
+            cancel_reservation(request_id, harness.ports, actor="arn:aws:iam::123456789012:user/bob")
+        return result
+
+    monkeypatch.setattr(ledger, "put_once", cancel_after_the_request)
+    event = {"id": "event-1", "detail": {"schema_version": 1, "request": request_body()}}
+    out = record_request(event, harness.ports)
+    assert out.duplicate is True  # the workflow ends quietly: nothing is searched or bought
+    assert states(harness) == [State.CANCELLED]
+    assert harness.events.types() == ["ReleaseRequested"]
+
+
+def test_a_failure_after_an_on_demand_launch_requests_its_release(harness: Harness) -> None:
+    # Issue 13, defect 5: on-demand instances that never ran (LaunchFailed after 20 polls) were recorded
+    # FAILED but released only by the schedule at latest_end: on demand records a PURCHASE, no intent.
+    request = record(harness)
+    harness.ledger.put_once(
+        request.id,
+        "PURCHASE",
+        {"market": "on-demand", "region": "us-east-1", "platform": "ec2", "upfront_fee_usd": "0"},
+    )
+    error = StepError(Error="LaunchFailed", Cause="1 of 2 on-demand instances running after 20 polls")
+    notify(NotifyInput(kind="failure", request_id=request.id, error=error), harness.ports)
+    assert harness.events.types() == ["ReservationFailed", "ReleaseRequested"]
+    assert "Releasing whatever was created" in harness.slack.texts()[-1]

@@ -128,6 +128,8 @@ class NotifyInput(_In):
     approver: str | None = None
     error: StepError | None = None
     phase: Literal["reserve", "release"] | None = None
+    attempt_id: str | None = Field(default=None, max_length=256)
+    """``failure`` of ``phase`` ``release``: the release execution's name (one record per attempt)."""
 
 
 class NotifyOutput(_Out):
@@ -282,15 +284,17 @@ ReleaseAction = Literal[
     "delete_endpoint",
     "delete_endpoint_config",
     "finish",
+    "attempt_failed",
 ]
 
 
 class ReleaseInput(_In):
-    """``{"request_id", "action", "reason"?, "attempt"?, "detail"?}``.
+    """``{"request_id", "action", "reason"?, "attempt"?, "detail"?, "error"?, "attempt_id"?}``.
 
     ``begin`` gets the ``ReleaseRequested`` event's ``detail`` and validates it (``request_id`` is ``""``
     when the event did not carry a string one). ``attempt`` counts the polls of ``delete_components`` /
-    ``delete_endpoint`` (backoff and deadline).
+    ``delete_endpoint`` (backoff and deadline). ``attempt_failed`` gets the ``error`` the workflow caught
+    and ``attempt_id`` (the release execution's name: one record and one alert per failed execution).
     """
 
     request_id: str = ""
@@ -298,10 +302,14 @@ class ReleaseInput(_In):
     reason: str | None = None
     attempt: int = Field(default=0, ge=0)
     detail: Any = None
+    error: StepError | None = None
+    attempt_id: str | None = Field(default=None, max_length=256)
 
 
 class ReleaseOutput(_Out):
-    """``{"done", "remaining", "next_wait_seconds", "attempt", "already_released", "summary" | null}``."""
+    """``{"done", "remaining", "next_wait_seconds", "attempt", "already_released", "summary" | null,
+    "leftovers", "retry_at" | null}`` (``attempt_failed``: what is still there and when the release is tried
+    again, UTC)."""
 
     done: bool
     remaining: int = 0
@@ -309,6 +317,8 @@ class ReleaseOutput(_Out):
     attempt: int = 0
     already_released: bool = False
     summary: CostSummary | None = None
+    leftovers: list[str] = Field(default_factory=list)
+    retry_at: UtcDatetime | None = None
 
 
 def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:

@@ -98,8 +98,31 @@ class TrainingPlanNameInUse(CapacityError):
     """``CreateTrainingPlan`` answered ``ResourceInUse``: a plan with this name exists (adopt it)."""
 
 
-class ModelNotFound(CapacityError):
-    """A ``model_name`` of the request names no SageMaker model in the purchase region (nothing bought)."""
+class NotDeployable(CapacityError):
+    """What the request names cannot be used where the capacity would be bought or launched (checked
+    before any approval, purchase or launch, :mod:`capacity.logic.checks`): nothing was bought.
+
+    Attributes:
+        errors: every problem, each naming the request's field.
+    """
+
+    def __init__(self, message: str, errors: list[FieldError] | None = None) -> None:
+        self.errors = list(errors or [])
+        super().__init__(message)
+
+
+class ModelNotFound(NotDeployable):
+    """A ``model_name`` of the request names no SageMaker model in the region (nothing bought)."""
+
+
+class LaunchTemplateNotFound(NotDeployable):
+    """The request's launch template (or its version) does not exist in the region, or its instance profile
+    runs as a role the deployment does not allow (nothing bought)."""
+
+
+class OutOfScope(InvalidRequest):
+    """The request names something outside what the administrator allows (a model artifact bucket, an
+    instance role): the API answers 400 naming the field; nothing is put on the bus."""
 
 
 class PlanFailed(CapacityError):

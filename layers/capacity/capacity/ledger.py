@@ -51,6 +51,8 @@ PURCHASE_VOIDED = "PURCHASE_VOIDED"
 DEGRADED = "DEGRADED"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"
+APPROVAL_DELIVERED = "APPROVAL_DELIVERED"
+"""Put once the recorded decision was handed back to the waiting task (``SendTaskSuccess``/``Failure``)."""
 RELEASED_MARKER = "RELEASED"
 OUTCOME = "OUTCOME"
 """Conditional marker of the reservation's one outcome (``CANCELLED``, ``REJECTED`` or ``FAILED``)."""
@@ -161,12 +163,20 @@ class Ledger:
     def record_request(self, request: ReservationRequest, *, actor: str, write_id: str | None = None) -> bool:
         """Put the ``REQUEST`` item and the ``REQUESTED`` state.
 
+        ``REQUESTED`` is written only while no outcome is recorded (:meth:`append` ``unless_outcome``): a
+        ``DELETE`` landing between the two writes finds ``REQUEST`` and records ``CANCELLED``, and the
+        ledger never reads ``CANCELLED -> REQUESTED`` (issue 13, defect 8).
+
         Args:
             write_id: the delivery's stable id (the EventBridge event id), so a retried delivery is not
                 mistaken for a duplicate.
 
         Returns:
             True for a new request (or a retry of the delivery that created it), False for a duplicate.
+
+        Raises:
+            ReservationCancelled: the request was cancelled between the two writes (nothing more is
+                written; the workflow must stop).
         """
         created, _ = self.put_once(
             request.id,
@@ -181,6 +191,7 @@ class Ledger:
                 actor=actor,
                 detail={"requester": request.requester, "dry_run": request.dry_run},
                 once=True,
+                unless_outcome=True,
             )
         return created
 

@@ -3,6 +3,11 @@
 These messages are the demo's timeline too, so each one is complete on its own: what happened, to which
 reservation, with the money (USD) and times (UTC). Tables are fixed-width code blocks.
 
+Text that comes from a request or from outside (requesters, approvers, reasons, error messages, names
+AWS or a person chose) is passed through :func:`escape` wherever it is interpolated, so that a requester
+called ``<!channel> <https://evil.example|Approve>`` is shown as those characters, never as a channel
+mention or a link (Slack, "Formatting text for app surfaces": escape ``&``, ``<`` and ``>``).
+
 Each message has Block Kit ``blocks`` (a header, the details as a section and fields, a context line with
 the request id; Slack's "Block Kit" reference) and the same content as plain mrkdwn ``text``, which Slack
 shows in notifications and clients without blocks. Each names its ``request_id`` so that
@@ -11,6 +16,7 @@ shows in notifications and clients without blocks. Each names its ``request_id``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -36,9 +42,22 @@ HEADER_LIMIT = 150  # characters of plain text in a header block
 FIELDS_LIMIT = 10  # fields in one section block
 
 
+_SLACK_USER_ID = re.compile(r"^[A-Z0-9]{1,64}$")
+
+
+def escape(text: object) -> str:
+    """``text`` made inert in Slack mrkdwn: ``&``, ``<`` and ``>`` as ``&amp;``, ``&lt;`` and ``&gt;``, the
+    three characters Slack's control sequences (mentions, ``<!channel>``, links) are made of (Slack,
+    "Formatting text for app surfaces", "Escaping text"). Slack shows the characters themselves."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def mention(requester: str) -> str:
-    """``<@U123>`` for a Slack requester (``slack:U123``), else the requester as given."""
-    return f"<@{requester.removeprefix('slack:')}>" if requester.startswith("slack:") else requester
+    """``<@U123>`` for a Slack requester (``slack:U123``, a real user id), else the requester escaped."""
+    user = requester.removeprefix("slack:")
+    if requester.startswith("slack:") and _SLACK_USER_ID.match(user):
+        return f"<@{user}>"
+    return escape(requester)
 
 
 def blocks(
@@ -171,14 +190,15 @@ def offerings_table(request: ReservationRequest, plan: Plan, ranked: Sequence[Of
     if plan.alternatives:
         rows = [offering_row(i, o) for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], start=1)]
         notes = [
-            f"{i:>2}  {o.infeasible_reason}" for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], 1)
+            f"{i:>2}  {escape(o.infeasible_reason)}"
+            for i, o in enumerate(plan.alternatives[:ALTERNATIVE_ROWS], 1)
         ]
         lines.append("Nearest alternatives (not matching the request):")
         lines.append("```\n" + "\n".join([_HEADER, *rows, "", "Why not:", *notes]) + "\n```")
     if plan.quota_errors:
         lines.append(
             "Quota errors: "
-            + "; ".join(f"{region}: {msg}" for region, msg in sorted(plan.quota_errors.items()))
+            + "; ".join(f"{region}: {escape(msg)}" for region, msg in sorted(plan.quota_errors.items()))
         )
     text = "\n".join(lines)
     return _message(text, f"Offerings for {request.id}", request_id=request.id)
@@ -186,7 +206,7 @@ def offerings_table(request: ReservationRequest, plan: Plan, ranked: Sequence[Of
 
 def decision(request: ReservationRequest, plan: Plan) -> SlackMessage:
     """The decision and why."""
-    text = f"*Decision for {request.id}: {plan.decision.value}*\n{plan.reason}"
+    text = f"*Decision for {request.id}: {plan.decision.value}*\n{escape(plan.reason)}"
     return _message(text, f"Planned {request.id}: {plan.decision.value}", request_id=request.id)
 
 
@@ -197,7 +217,7 @@ def approval_request(
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     text = (
         f"*Approval needed for {request.id}* (requested by {mention(request.requester)}): buy {what}?\n"
-        f"{reason}\n"
+        f"{escape(reason)}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
         f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "approver": ..., '
         f'"reason": ...}}; no answer means nothing is bought.'
@@ -244,7 +264,7 @@ def approval_decided(
     verdict = "Approved" if approved else "Rejected"
     after = "the purchase goes ahead." if approved else "nothing is bought."
     text = f"*{verdict} by {mention(approver)}*: {request_id}, {after}" + (
-        f"\n{offering_text}" if offering_text else ""
+        f"\n{escape(offering_text)}" if offering_text else ""
     )
     return _message(text, f"{verdict}: {request_id}", request_id=request_id)
 
@@ -262,7 +282,7 @@ def approval_outcome(request_id: str, *, approved: bool, reason: str) -> SlackMe
     """The approval's outcome (rejected, or timed out)."""
     verdict = "approved" if approved else "not approved"
     tail = "" if approved else " Nothing was bought."
-    text = f"*Reservation {request_id} {verdict}*: {reason}.{tail}"
+    text = f"*Reservation {request_id} {verdict}*: {escape(reason)}.{tail}"
     return _message(text, f"{request_id} {verdict}", request_id=request_id)
 
 
@@ -322,26 +342,43 @@ def failure(
     after = " Releasing whatever was created." if releasing else " Nothing was bought."
     if spent is not None:
         after = f" {format_usd(spent)} was already paid upfront (not refundable).{after}"
-    text = f"*{request_id} FAILED* ({error}): {reason}{after}"
+    text = f"*{request_id} FAILED* ({escape(error)}): {escape(reason)}{after}"
     return _message(text, f"Failed: {request_id}", request_id=request_id)
 
 
 def degraded(request_id: str, *, state: str, error: str, since: datetime, minutes: int) -> SlackMessage:
     """A reserve step keeps failing on transient AWS faults; the reservation is kept and retried."""
     text = (
-        f"*{request_id} delayed*: step {state} has failed on transient AWS faults ({error}) since "
+        f"*{request_id} delayed*: step {state} has failed on transient AWS faults ({escape(error)}) since "
         f"{short(since)} UTC ({minutes} min). The reservation is kept: the step is retried until it works or "
         "the reservation ends. Nothing to do unless this lasts; AWS Health may say more."
     )
     return _message(text, f"Delayed: {request_id}", request_id=request_id)
 
 
-def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:
-    """The release failed: what is still billing (in ``reason``) and that a person must act."""
+def release_failure(
+    request_id: str,
+    *,
+    error: str,
+    reason: str,
+    leftovers: Sequence[str] = (),
+    retry_at: str | None = None,
+    attempt: int | None = None,
+) -> SlackMessage:
+    """A release attempt failed: why, every resource still there (``leftovers``), when the release is tried
+    again (``retry_at``, UTC text), and that a person must act if it keeps failing."""
+    left = f"\nStill there (billing until deleted): {escape(', '.join(leftovers))}." if leftovers else ""
+    which = f" (attempt {attempt})" if attempt else ""
+    after = (
+        f"the release is tried again at {retry_at} (every attempt is reported here) until nothing is left; "
+        "if it keeps failing, "
+        if retry_at
+        else ""
+    )
     text = (
-        f"*{request_id} RELEASE FAILED* ({error}): {reason.rstrip('.')}. "
-        "Resources of this reservation may still be billing: "
-        "a person must delete them (SageMaker console or CLI) and check the ledger."
+        f"*{request_id} RELEASE FAILED*{which} ({escape(error)}): {escape(reason.rstrip('.'))}.{left}\n"
+        f"Resources of this reservation may still be billing: {after}a person must delete them (SageMaker "
+        "or EC2 console or CLI) and check the ledger."
     )
     return _message(text, f"Release failed: {request_id}", request_id=request_id)
 
@@ -349,15 +386,15 @@ def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage
 def release_rejected(request_id: str, *, reason: str) -> SlackMessage:
     """A release request that was rejected before it identified a reservation: nothing was touched."""
     text = (
-        f"*Release request for {request_id} rejected* (InvalidRequest): {reason.rstrip('.')}. It was not "
-        "acted on: nothing was deleted or checked."
+        f"*Release request for {escape(request_id)} rejected* (InvalidRequest): "
+        f"{escape(reason.rstrip('.'))}. It was not acted on: nothing was deleted or checked."
     )
     return SlackMessage(text, blocks("Release request rejected", text))  # no reservation identified
 
 
 def released(summary: CostSummary | None, *, request_id: str, reason: str | None) -> SlackMessage:
     """The release and the cost summary (fixed-width)."""
-    why = f" ({reason})" if reason else ""
+    why = f" ({escape(reason)})" if reason else ""
     if summary is None:
         text = f"*{request_id} released*{why}: nothing had been bought, nothing to delete."
         return _message(text, f"Released: {request_id}", request_id=request_id)
@@ -423,7 +460,9 @@ __all__ = [
     "blocks",
     "decision",
     "describe_offering",
+    "escape",
     "failure",
+    "mention",
     "offering_row",
     "offerings_table",
     "plan_status",

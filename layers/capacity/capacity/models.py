@@ -78,6 +78,13 @@ StrictBool = Annotated[bool, Strict()]
 Money = Annotated[Decimal, PlainSerializer(_money_json, return_type=str, when_used="json")]
 """USD as :class:`~decimal.Decimal`; JSON form a plain decimal string (``"30000"``, ``"8523.65"``)."""
 
+MAX_REQUEST_USD = Decimal("100000000")
+"""The largest amount a request may name (USD 100 million): 64 x ml.p5.48xlarge on demand for the longest
+plan, 182 days, is about USD 15 million. Beyond it an amount is a typo or an attack (``1e400`` once reached
+``decimal.InvalidOperation`` in the planner), refused at the door naming the field."""
+MONEY_DECIMAL_PLACES = 2
+"""Request amounts are whole cents."""
+
 ALLOWED_INSTANCE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """Training plan instance counts (AWS_FACTS.md, SageMaker training plans)."""
 MIN_DURATION_HOURS = 24
@@ -322,8 +329,10 @@ class ReservationRequest(BaseModel):
     latest_end: UtcDatetime
     duration_hours: StrictInt
     regions: list[str] = Field(min_length=1, max_length=10)
-    max_upfront_fee_usd: Money = Field(gt=0)
-    approval_above_usd: Money | None = Field(default=None, ge=0)
+    max_upfront_fee_usd: Money = Field(gt=0, le=MAX_REQUEST_USD, decimal_places=MONEY_DECIMAL_PLACES)
+    approval_above_usd: Money | None = Field(
+        default=None, ge=0, le=MAX_REQUEST_USD, decimal_places=MONEY_DECIMAL_PLACES
+    )
     approval_timeout_hours: StrictInt = Field(default=24, ge=1, le=168)
     dry_run: StrictBool = False
     release_margin_minutes: StrictInt = Field(default=60, ge=5, le=1440)
@@ -644,6 +653,10 @@ _FRIENDLY = {
     "bool_type": "must be true or false (a JSON boolean, not a string or a number)",
     "decimal_parsing": 'must be an amount in US dollars, like "30000" or "12500.50"',
     "decimal_type": 'must be an amount in US dollars, like "30000" or "12500.50"',
+    "finite_number": 'must be a finite amount in US dollars, like "30000" (not NaN or Infinity)',
+    "decimal_max_places": 'must be whole cents: at most 2 decimal places, like "12500.50"',
+    "decimal_max_digits": f"must be at most {MAX_REQUEST_USD:,f} US dollars",
+    "decimal_whole_digits": f"must be at most {MAX_REQUEST_USD:,f} US dollars",
 }
 _MISSING_HINT = {
     "max_upfront_fee_usd": 'is required: set the budget, the most to pay upfront in USD (e.g. "30000")',

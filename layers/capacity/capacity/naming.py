@@ -96,6 +96,12 @@ ALARM_PREFIX = "capacity-orchestrator/"
 found by :func:`alarm_prefix` (``/`` cannot occur in a base name: no prefix of one id matches another)."""
 
 
+def release_retry_schedule_name(request_id: str, attempt: int) -> str:
+    """``co-<id>-retry-<attempt>``: the one-time schedule that starts the next release attempt after a failed
+    one (within Scheduler's 64 characters)."""
+    return f"{base_name(request_id)}-retry-{attempt}"
+
+
 def alarm_prefix(request_id: str) -> str:
     """``capacity-orchestrator/co-<id>/``: the prefix of every alarm of the reservation."""
     return f"{ALARM_PREFIX}{base_name(request_id)}/"

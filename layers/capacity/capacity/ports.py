@@ -18,8 +18,9 @@ from capacity.adapters import clients
 from capacity.adapters.autoscaling import AutoScalingAdapter
 from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
 from capacity.adapters.dynamodb import OfferingStore
-from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance
+from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance, LaunchTemplateVersion
 from capacity.adapters.events import EventPublisher
+from capacity.adapters.iam import IamAdapter
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
 from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
@@ -194,6 +195,14 @@ class Ec2Port(Protocol):
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None: ...
 
+    def launch_template_version(self, launch_template: Mapping[str, str]) -> LaunchTemplateVersion | None: ...
+
+
+class IamPort(Protocol):
+    """Reads instance profiles (:class:`~capacity.adapters.iam.IamAdapter`)."""
+
+    def instance_profile_roles(self, profile: str) -> list[str] | None: ...
+
 
 class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
@@ -251,6 +260,7 @@ class Ports:
         autoscaling: region -> Application Auto Scaling port; default :class:`AutoScalingAdapter`.
         alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
         ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
+        iam: the IAM port; default :class:`~capacity.adapters.iam.IamAdapter`.
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -271,6 +281,7 @@ class Ports:
         clock: Callable[[], datetime] = utcnow,
         request_schedules: RequestSchedules | None = None,
         ec2: Callable[[str], Ec2Port] | None = None,
+        iam: IamPort | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -302,6 +313,7 @@ class Ports:
                 )
             )
         )
+        self._iam = iam
 
     @property
     def actor(self) -> str:
@@ -397,3 +409,11 @@ class Ports:
     def ec2(self, region: str) -> Ec2Port:
         """The EC2 port for ``region`` (one per region, reused)."""
         return self._ec2(region)
+
+    @property
+    def iam(self) -> IamPort:
+        """IAM (global; instance profiles)."""
+        if self._iam is None:
+            region = self.settings.region
+            self._iam = IamAdapter(region, clients.client("iam", region, self.settings.call_timeouts))
+        return self._iam

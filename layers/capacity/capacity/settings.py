@@ -22,6 +22,11 @@ Environment variables (set by ``template.yaml``):
 ``SLACK_SIGNING_SECRET_ARN`` Secrets Manager secret holding the Slack app's signing secret (Slack door)
 ``SLACK_APPROVER_IDS``     comma-separated Slack user ids allowed to press Approve/Reject (Slack door)
 ``OFFERINGS_TTL_DAYS``     days the offerings stay in OFFERINGS_TABLE (default 14)
+``MODEL_ARTIFACT_BUCKETS`` comma-separated S3 buckets a model's ``model_data_url`` may name (template
+                           parameter ``ModelArtifactBuckets``; empty: none; unset: not checked)
+``INSTANCE_ROLE_ARNS``     comma-separated ARNs of the IAM roles EC2 instances may run as, through the
+                           instance profile of a request's launch template (``InstanceRoleArns``; empty:
+                           none)
 ``AWS_CALL_TIMEOUTS``      ``connect,read,attempts`` of every AWS client (default ``3,10,3``: CallTimeouts)
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
@@ -132,6 +137,11 @@ class Settings:
     slack_signing_secret_arn: str = ""
     slack_approver_ids: str = ""
     offerings_ttl_days: int = 14
+    model_artifact_buckets: frozenset[str] | None = None
+    """The S3 buckets model artifacts may come from; None when ``MODEL_ARTIFACT_BUCKETS`` is not set (not
+    checked: the template always sets it, on every function)."""
+    instance_role_arns: frozenset[str] | None = None
+    """The ARNs of the IAM roles EC2 instances may run as (``INSTANCE_ROLE_ARNS``); None when not set."""
     call_timeouts: CallTimeouts = CallTimeouts()
 
     @classmethod
@@ -161,6 +171,8 @@ class Settings:
             region=region,
             function_name=source.get("AWS_LAMBDA_FUNCTION_NAME", "").strip() or "capacity-orchestrator",
             offerings_ttl_days=int(ttl_text),
+            model_artifact_buckets=_names(source.get("MODEL_ARTIFACT_BUCKETS")),
+            instance_role_arns=_names(source.get("INSTANCE_ROLE_ARNS")),
             call_timeouts=timeouts,
             **values,
         )
@@ -191,3 +203,10 @@ class Settings:
     def slack_enabled(self) -> bool:
         """True when both the Slack channel and the token secret are configured."""
         return bool(self.slack_channel_id and self.slack_token_secret_arn)
+
+
+def _names(text: str | None) -> frozenset[str] | None:
+    """A comma (or space) separated list as a set; None when the variable is not set at all."""
+    if text is None:
+        return None
+    return frozenset(part for part in text.replace(",", " ").split() if part)

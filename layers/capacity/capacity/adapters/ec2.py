@@ -2,7 +2,8 @@
 
 Shapes follow the botocore EC2 model installed with the layer and the EC2 API reference
 (``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``, ``DescribeCapacityReservations``,
-``RunInstances``, ``DescribeInstances``, ``TerminateInstances``). ``ClientError`` codes become domain errors:
+``RunInstances``, ``DescribeInstances``, ``TerminateInstances``, ``DescribeLaunchTemplateVersions``).
+``ClientError`` codes become domain errors:
 
 ======================================================== ===========================================
 throttling / 5xx / timeouts (after retries)               :class:`~capacity.errors.RetryableAwsError`
@@ -59,6 +60,28 @@ class CapacityReservation:
     start_time: datetime | None
     end_time: datetime | None
     tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class LaunchTemplateVersion:
+    """``DescribeLaunchTemplateVersions`` essentials of the version a request names: the template's id and
+    name, the version number, and the instance profile its instances get (``IamInstanceProfile``: its
+    name, or the ARN when the template names it by ARN; None without one)."""
+
+    template_id: str
+    template_name: str
+    version: int
+    instance_profile: str | None
+
+
+_TEMPLATE_GONE = frozenset(
+    {
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.VersionNotFound",
+        "InvalidLaunchTemplateId.Malformed",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -275,6 +298,38 @@ class Ec2Adapter:
             }
         answer = self._call("RunInstances", lambda: self._client.run_instances(**kwargs))
         return [str(item["InstanceId"]) for item in answer.get("Instances", [])]
+
+    def launch_template_version(self, launch_template: Mapping[str, str]) -> LaunchTemplateVersion | None:
+        """The version ``launch_template`` names (``RunInstances``' ``LaunchTemplate``: ``LaunchTemplateId``
+        or ``LaunchTemplateName``, and ``Version``: a number, ``$Latest`` or ``$Default``), read with
+        ``DescribeLaunchTemplateVersions``; None when the template or that version does not exist in this
+        region (launch templates are regional).
+
+        Raises:
+            RetryableAwsError: throttling/5xx after retries.
+        """
+        kwargs = {key: value for key, value in launch_template.items() if key != "Version"}
+        kwargs["Versions"] = [launch_template.get("Version") or "$Default"]  # type: ignore[assignment]
+        try:
+            answer = self._call(
+                "DescribeLaunchTemplateVersions",
+                lambda: self._client.describe_launch_template_versions(**kwargs),
+            )
+        except ClientError as exc:
+            if error_code(exc) in _TEMPLATE_GONE:
+                return None
+            raise
+        versions = answer.get("LaunchTemplateVersions") or []
+        if not versions:
+            return None
+        found = versions[0]
+        profile = (found.get("LaunchTemplateData") or {}).get("IamInstanceProfile") or {}
+        return LaunchTemplateVersion(
+            template_id=str(found.get("LaunchTemplateId", "")),
+            template_name=str(found.get("LaunchTemplateName", "")),
+            version=int(found.get("VersionNumber") or 0),
+            instance_profile=profile.get("Name") or profile.get("Arn") or None,
+        )
 
     def find_instances(self, request_id: str) -> list[Instance]:
         """Instances tagged ``capacity-orchestrator:request-id`` = ``request_id`` (any state, every page)."""

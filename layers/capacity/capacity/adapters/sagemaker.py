@@ -72,6 +72,8 @@ class EndpointInfo:
     status: str
     failure_reason: str | None
     config_name: str | None
+    created: datetime | None = None
+    """``CreationTime`` (UTC)."""
 
 
 @dataclass(frozen=True)
@@ -360,6 +362,7 @@ class SageMakerAdapter:
             status=answer["EndpointStatus"],
             failure_reason=answer.get("FailureReason"),
             config_name=answer.get("EndpointConfigName"),
+            created=_utc(answer.get("CreationTime")),
         )
 
     def delete_endpoint(self, name: str) -> bool:

@@ -6,11 +6,14 @@
 - ``GET /reservations/{id}``: the ledger history and the current state.
 - ``GET /reservations?status=&limit=&next_token=``: the reservations, newest first, optionally only those
   whose current state is ``status`` (ledger GSI ``listing``; ``next_token`` is opaque).
-- ``POST /reservations/{id}/approval``: ``SendTaskSuccess``/``SendTaskFailure`` (error
-  ``ApprovalRejected``) with the stored task token.
+- ``POST /reservations/{id}/approval``: records the decision (the first one counts), then
+  ``SendTaskSuccess``/``SendTaskFailure`` (error ``ApprovalRejected``) with the stored task token; a
+  decision whose hand-back failed (throttled: 503) is handed back again by the next call.
 - ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
   ``cancelled``); a pending approval task is failed with ``ReservationCancelled`` (no ``REJECTED``);
-  a repeated DELETE answers 202 and puts nothing.
+  a repeated DELETE answers 202 and, while something bought may still bill (a ``PURCHASE`` or
+  ``PURCHASE_INTENT`` and no ``RELEASED``), puts ``ReleaseRequested`` again: the first one may have failed
+  after ``CANCELLED`` was recorded (issue 13, defect 6).
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ from capacity.errors import (
 from capacity.ledger import (
     APPROVAL,
     APPROVAL_DECISION,
+    APPROVAL_DELIVERED,
     CANCEL_REQUESTED,
     LISTING,
     PURCHASE,
+    PURCHASE_INTENT,
     REQUEST,
     SUBMITTED,
 )
+from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, states
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
@@ -107,10 +113,12 @@ def submit_reservation(
 
     Raises:
         InvalidRequest: the request is invalid (each error names the field).
+        OutOfScope: it names a model bucket or an instance role the deployment does not allow (400).
         IdempotencyAlreadyInProgressError: the same request id is being submitted right now.
         DuplicateRequest: the request id was already submitted with a different body.
     """
     request = parse_request(body, now=ports.clock())
+    require_in_scope(request, ports)  # before anything is put: buckets and instance roles allowed
     payload = request.model_dump(mode="json")
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +245,10 @@ def decide_approval(
     Raises:
         InvalidRequest: the body is invalid, or names no approver and there is no identity.
         ReservationNotFound: unknown reservation.
-        NotAwaitingApproval: the reservation is not waiting for approval, or the task no longer waits.
+        NotAwaitingApproval: the reservation is not waiting for approval, the task no longer waits, or
+            another decision was recorded first (it is handed back if that had not happened yet).
+        RetryableAwsError: the hand-back was throttled (503): the decision is recorded, and the same call
+            again hands it back.
     """
     decision = parse_model(ApprovalDecision, body)
     approver = decision.approver or identity
@@ -255,25 +266,52 @@ def decide_approval(
         "identity": identity,
         "reason": decision.reason,
     }
-    # The decision is recorded first, conditionally: only the caller that wrote it answers the task.
+    # The decision is recorded first, conditionally: only the first decision counts. It is handed back to
+    # the waiting task until that succeeded once (APPROVAL_DELIVERED): a throttled SendTaskSuccess answered
+    # 503, and the retry must deliver the recorded decision, not answer 409 while the workflow times out.
     created, stored = ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)
-    if not created:
-        verdict = "approved" if stored.get("approved") else "rejected"
+    if not created and ports.ledger.get(request_id, APPROVAL_DELIVERED) is not None:
+        raise NotAwaitingApproval(_already(request_id, stored))
+    _hand_back(ports, request_id, token, stored)
+    if not created and bool(stored.get("approved")) != decision.approved:
         raise NotAwaitingApproval(
-            f"reservation {request_id} was already {verdict} at {stored.get('written_at', '?')} "
-            f"by {stored.get('approver') or stored.get('actor') or 'unknown'}"
+            _already(request_id, stored) + " (that decision stands; it was passed on now)"
         )
-    if decision.approved:
-        ports.tasks.succeed(token, answer)
-    else:
-        cause = f"rejected by {approver}" + (f": {decision.reason}" if decision.reason else "")
-        ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
     return {
         "request_id": request_id,
-        "approved": decision.approved,
-        "status": "APPROVED" if decision.approved else "REJECTED",
-        "approver": approver,
+        "approved": bool(stored.get("approved")),
+        "status": "APPROVED" if stored.get("approved") else "REJECTED",
+        "approver": str(stored.get("approver") or approver),
     }
+
+
+def _already(request_id: str, stored: Mapping[str, Any]) -> str:
+    verdict = "approved" if stored.get("approved") else "rejected"
+    return (
+        f"reservation {request_id} was already {verdict} at {stored.get('written_at', '?')} "
+        f"by {stored.get('approver') or stored.get('actor') or 'unknown'}"
+    )
+
+
+def _hand_back(ports: Ports, request_id: str, token: str, stored: Mapping[str, Any]) -> None:
+    """Answer the waiting approval task with the recorded decision, then record that it was delivered.
+
+    Raises:
+        NotAwaitingApproval: the task no longer waits (timed out, or answered by an earlier hand-back whose
+            answer was lost).
+        RetryableAwsError: Step Functions throttled or failed: nothing is lost, the same call again hands
+            the recorded decision back.
+    """
+    decision = {key: stored.get(key) for key in ("approved", "approver", "identity", "reason")}
+    if stored.get("approved"):
+        ports.tasks.succeed(token, decision)
+    else:
+        reason = stored.get("reason")
+        cause = f"rejected by {stored.get('approver')}" + (f": {reason}" if reason else "")
+        ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
+    ports.ledger.put_once(
+        request_id, APPROVAL_DELIVERED, {"token": token, "approved": stored.get("approved")}
+    )
 
 
 def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str, Any]:
@@ -282,11 +320,15 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
 
-    A second DELETE (already cancelled, rejected or failed) answers the same way and puts nothing.
+    A second DELETE (already cancelled, rejected or failed) answers the same way and, while anything bought
+    may still bill (:func:`_may_bill`), requests the release again: the release is idempotent, and the
+    first ``ReleaseRequested`` may never have been put (a 503 after ``CANCELLED`` was recorded; the
+    client's retry used to answer 202 and put nothing while an on-demand endpoint ran for 71 more hours).
 
     Raises:
         ReservationNotFound: unknown reservation.
         ReservationClosed: already released.
+        RetryableAwsError: the ledger or the bus failed beyond retries (503: send the DELETE again).
     """
     ledger = ports.ledger
     history = ledger.history(request_id)
@@ -302,7 +344,11 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     if State.RELEASED in seen:
         raise ReservationClosed(f"reservation {request_id} is already released")
     final = final_state(history)
-    if final is not None:  # already cancelled, rejected or failed: its release was requested then
+    if final is not None:  # already cancelled, rejected or failed: request the release again if needed
+        if _may_bill(ports, request_id):
+            ports.events.put(
+                "ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled")
+            )
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
@@ -319,6 +365,13 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
             ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
     ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+
+
+def _may_bill(ports: Ports, request_id: str) -> bool:
+    """Something bought for a reservation not yet ``RELEASED`` may still bill: a ``PURCHASE`` (or a
+    ``PURCHASE_INTENT``: AWS may have taken the money) is recorded."""
+    ledger = ports.ledger
+    return ledger.get(request_id, PURCHASE) is not None or ledger.get(request_id, PURCHASE_INTENT) is not None
 
 
 def caller(event: Mapping[str, Any]) -> str:

@@ -56,6 +56,7 @@ from capacity.errors import (
 )
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.buy_once import Bought
+from capacity.logic.checks import require_deployable
 from capacity.logic.common import (
     Purchase,
     check_activation_deadlines,
@@ -129,7 +130,10 @@ class CapacityBlockBuyer:
     unique_call = False  # no client token, no name: a second call buys a second block
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
-        """Nothing beyond the shared checks."""
+        """The launch template and its version exist in the block's region, and its instance profile runs as
+        an allowed role (``LaunchTemplateNotFound``; :func:`~capacity.logic.checks.require_deployable`): the
+        instances start from it days later, when nothing can be undone."""
+        require_deployable(request, ports, region)
 
     def find(
         self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary

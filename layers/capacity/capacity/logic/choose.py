@@ -1,5 +1,10 @@
 """Step 3, ``choose_offering``: rank the stored offerings, decide, record, tell people.
 
+Only offerings in regions where what the request names exists (``model_name`` models, the launch template
+and its version, an allowed instance role: :mod:`capacity.logic.checks`) are considered; when every region
+with a feasible offering fails that check the step raises ``ModelNotFound``/``LaunchTemplateNotFound``
+(recorded ``FAILED`` by the workflow) before anyone is asked to approve.
+
 Records (once, so a retried step does not duplicate): ``FAILED`` for ``NO_OFFERING`` (reason with the
 nearest alternatives or the quota problem); otherwise ``PLANNED`` with the top offerings and the reason,
 followed by ``REJECTED`` when over budget. ``PLANNED`` is written only while no ``OUTCOME`` exists (one
@@ -10,9 +15,12 @@ Posts the offerings table and the decision to Slack and puts ``ReservationPlanne
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from capacity import messages
 from capacity.contracts import ChooseInput, ChooseOutput
 from capacity.errors import ReservationCancelled
+from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
 from capacity.models import (
     ReservationFailedDetail,
@@ -33,6 +41,8 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
     Raises:
         ReservationNotFound: the request is not recorded.
         ReservationCancelled: the reservation was cancelled before the choice.
+        ModelNotFound, LaunchTemplateNotFound: every region with a feasible offering lacks what the request
+            names (nothing is planned, nobody is asked to approve, nothing is bought).
     """
     request = load_request(ports, step.request_id)
     history = ports.ledger.history(request.id)
@@ -42,7 +52,12 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
 
     offerings = ports.offerings.list(request.id)
     quota_errors = {s.region: s.quota_error for s in step.searches if s.quota_error}
+    # Before anyone is asked to approve or anything is bought: only regions where what the request names
+    # exists (models, launch template) may be chosen (issue 13, defect 10).
+    offerings, blocked = deployable_offerings(request, ports, offerings)
     plan = decide(request, offerings, quota_errors=quota_errors)
+    if blocked:
+        plan = replace(plan, reason=f"{plan.reason} {not_considered(blocked)}")
     summary = plan.offering.summary() if plan.offering else None
 
     if plan.decision is Decision.NO_OFFERING:

@@ -15,7 +15,6 @@ from capacity.contracts import ActivationInput
 from capacity.errors import (
     ActivationTimeout,
     BudgetExceeded,
-    ModelNotFound,
     NameCollision,
     PlanFailed,
     ReservationCancelled,
@@ -260,27 +259,6 @@ def require_within_budget(request: ReservationRequest, offering: OfferingSummary
         raise BudgetExceeded(
             f"offering {offering.offering_id} costs {format_usd(offering.upfront_fee_usd)}, "
             f"above the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
-        )
-
-
-def require_models(request: ReservationRequest, ports: Ports, region: str) -> None:
-    """Every ``model_name`` of the request must exist in ``region`` (``DescribeModel``) before money is spent:
-    ``CreateInferenceComponent`` would otherwise fail only after the plan was bought (or the on-demand
-    endpoint created).
-
-    Raises:
-        ModelNotFound: names the missing models and the region.
-    """
-    names = sorted({m.model_name for m in request.models if m.model_name})
-    if not names:
-        return
-    sagemaker = ports.sagemaker(region)
-    missing = [name for name in names if not sagemaker.model_exists(name)]
-    if missing:
-        raise ModelNotFound(
-            f"SageMaker model(s) {', '.join(missing)} do not exist in {region}, where the capacity would be "
-            f"bought; nothing was bought. Create them there (CreateModel) or give image and model_data_url "
-            f"instead, then request again."
         )
 
 

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from capacity.contracts import RecordRequestOutput
-from capacity.errors import FieldError, InvalidRequest
+from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
+from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
+from capacity.logic.checks import require_in_scope
 from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
 from capacity.ports import Ports
 
@@ -38,14 +40,23 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         event = event["event"]
     if not isinstance(event, Mapping) or not isinstance(event.get("detail"), Mapping):
         raise InvalidRequest([FieldError("detail", "the event has no detail object")])
+    check_depth(event["detail"], field="detail")  # anyone's event: its shape must not crash the reader
     detail = parse_model(ReservationRequestedDetail, event["detail"])
     try:
         request = parse_request(detail.request, now=ports.clock())
+        require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
+    except OutOfScope as exc:
+        raise OutOfScope([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     writer = execution or str(event.get("id") or "") or None
     ledger = ports.ledger
-    created = ledger.record_request(request, actor=ports.actor, write_id=writer)
+    try:
+        created = ledger.record_request(request, actor=ports.actor, write_id=writer)
+    except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
+        return RecordRequestOutput(
+            request_id=request.id, duplicate=True, regions=list(request.regions), dry_run=request.dry_run
+        )
     if created and detail.slack is not None:  # only the execution that recorded the request sets its thread
         ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=writer)
     # Checked after REQUEST is written: a DELETE either sees REQUEST (and records CANCELLED itself) or

@@ -11,27 +11,33 @@
   (:mod:`capacity.logic.degraded`).
 - ``failure``: first records whatever a purchase intent bought
   (:func:`~capacity.logic.purchase.reconcile_purchase`: ``PURCHASE``, release schedule, ``PURCHASED`` with
-  the money), then records ``FAILED`` with a readable reason unless a final state already exists, puts
+  the money), then records ``FAILED`` with a readable reason unless a final state already exists (or the
+  step stopped with ``ReservationCancelled`` because a release started: a stop is not a failure), puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
   ``ReleaseRequested`` (reason ``failed``), posts (with the money already paid, if any).
 - ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
-  ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt), puts
+  ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt: ``attempt_id``), puts
   ``ReservationFailed`` (its reason says the release failed) and posts that a person must act. Never
   puts ``ReleaseRequested`` (no loop). A release request rejected before it named a reservation
-  (``InvalidRequest``) only posts: nothing was identified, nothing was deleted.
+  (``InvalidRequest``) only posts: nothing was identified, nothing was deleted. The release workflow
+  itself reports its failed attempts with what is left and the next try
+  (:func:`report_release_failure`, from ``release_capacity``'s ``attempt_failed``); this task is its
+  fallback when that step cannot run.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 
 from capacity import messages
 from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE_INTENT, PURCHASE_VOIDED
-from capacity.logic.common import final_state, load_request, post, states
+from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.purchase import reconcile_purchase
 from capacity.models import (
@@ -41,7 +47,7 @@ from capacity.models import (
     State,
 )
 from capacity.ports import Ports
-from capacity.timeutil import iso_ms
+from capacity.timeutil import iso_ms, iso_z, short
 
 _FRIENDLY_ERRORS = {
     "States.Timeout": "a step took longer than its timeout",
@@ -197,11 +203,20 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     final = final_state(history)
     if final is not None:
         return NotifyOutput(notified=True, state=final.value)
+    if error.Error == "ReservationCancelled" and states(history) & STOP_STATES:
+        # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
+        # release owns what exists.
+        return NotifyOutput(notified=True, state=history[-1].state.value)
     # Whatever an intent bought is recorded (with its release schedule) before the reservation is failed.
     bought = reconcile_purchase(ports, step.request_id)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
-    # (it would fail the same way): it is reported for a person to look at.
-    attempted = bought is not None or ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    # (it would fail the same way): it is reported for a person to look at. On demand has no purchase
+    # intent: its PURCHASE (instances, or an endpoint that missed its deadline) is what a release deletes.
+    attempted = (
+        bought is not None
+        or ledger.get(step.request_id, PURCHASE_INTENT) is not None
+        or ledger.get(step.request_id, PURCHASE) is not None
+    )
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
@@ -225,7 +240,8 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         money_usd=refund,  # AWS charged nothing for it: the money recorded at PURCHASED is reversed
     )
     if written is not None:
-        spent = Decimal(str(bought["upfront_fee_usd"])) if bought is not None and voided is None else None
+        fee = Decimal(str(bought.get("upfront_fee_usd") or 0)) if bought is not None else Decimal(0)
+        spent = fee if fee > 0 and voided is None else None  # on demand pays by the hour, nothing upfront
         post(
             ports,
             messages.failure(
@@ -243,24 +259,51 @@ def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: 
         return NotifyOutput(
             notified=True, state=_current(ports, step.request_id) if step.request_id else None
         )
-    ledger = ports.ledger
-    history = ledger.history(step.request_id)
-    releasing = [e for e in history if e.state is State.RELEASING]
-    since = releasing[-1].at if releasing else None
-    reported = any(
-        e.state is State.FAILED and e.detail.get("phase") == "release" and (since is None or e.at >= since)
-        for e in history
-    )
-    if reported:  # a retried notify task: already recorded and told
-        return NotifyOutput(notified=True, state=State.FAILED.value)
+    report_release_failure(ports, step.request_id, error=error, attempt_id=step.attempt_id)
+    return NotifyOutput(notified=True, state=State.FAILED.value)
+
+
+def report_release_failure(
+    ports: Ports,
+    request_id: str,
+    *,
+    error: StepError,
+    attempt_id: str | None,
+    attempt: int | None = None,
+    leftovers: Sequence[str] = (),
+    retry_at: datetime | None = None,
+) -> bool:
+    """Record and tell one failed release attempt: ``FAILED`` (``detail.phase = "release"``, with the
+    attempt, what is left and when the release is tried again, UTC), ``ReservationFailed`` and the Slack
+    alert naming every leftover. Always, whatever the reservation's state: resources may still bill.
+
+    Once per attempt: ``attempt_id`` is the release execution's name, so a retried task records nothing
+    twice while every later attempt (a retry, the end-of-reservation release failing the same way) is
+    recorded and told. Without an ``attempt_id``, once per ``RELEASING``.
+
+    Returns:
+        True when this call recorded it, False when the attempt was already reported.
+    """
+    history = ports.ledger.history(request_id)
+    previous = [e for e in history if e.state is State.FAILED and e.detail.get("phase") == "release"]
+    if attempt_id is not None:
+        reported = any(e.detail.get("attempt_id") == attempt_id for e in previous)
+    else:
+        releasing = [e for e in history if e.state is State.RELEASING]
+        since = releasing[-1].at if releasing else None
+        reported = any(since is None or e.at >= since for e in previous)
+    if reported:  # a retried task: already recorded and told
+        return False
+    reason = readable_reason(error)
+    left = f"; still there: {', '.join(leftovers)}" if leftovers else ""
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(
-            request_id=step.request_id, error=error.Error, reason=f"release failed: {reason}"
+            request_id=request_id, error=error.Error, reason=f"release failed: {reason}{left}"[:4000]
         ),
     )
-    ledger.append(
-        step.request_id,
+    ports.ledger.append(
+        request_id,
         State.FAILED,
         actor=ports.actor,
         detail={
@@ -268,10 +311,24 @@ def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: 
             "error": error.Error,
             "reason": reason,
             "cause": (error.Cause or "")[:2000],
+            "attempt_id": attempt_id,
+            "attempt": attempt if attempt is not None else len(previous) + 1,
+            "leftovers": list(leftovers),
+            "retry_at": iso_z(retry_at) if retry_at else None,
         },
     )
-    post(ports, messages.release_failure(step.request_id, error=error.Error, reason=reason))
-    return NotifyOutput(notified=True, state=State.FAILED.value)
+    post(
+        ports,
+        messages.release_failure(
+            request_id,
+            error=error.Error,
+            reason=reason,
+            leftovers=leftovers,
+            retry_at=f"{short(retry_at)} UTC" if retry_at else None,
+            attempt=attempt,
+        ),
+    )
+    return True
 
 
 def _current(ports: Ports, request_id: str) -> str | None:

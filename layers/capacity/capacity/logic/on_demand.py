@@ -22,6 +22,16 @@ steps terminate them), the release scheduled at ``latest_end - release_margin_mi
 
 Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window above
 ``max_upfront_fee_usd`` or above ``approval_above_usd`` (the reserving path asks for the approval).
+
+Deadlines (issue 13, defect 5): an on-demand endpoint not ``InService`` :data:`ENDPOINT_DEADLINE` after its
+``CreationTime``, or any on-demand wait (a failed region's endpoint still deleting, a cancel waiting for a
+``Creating`` endpoint to become deletable) still going :data:`PHASE_DEADLINE` after ``REQUESTED``, ends the
+tries: the try is recorded (outcome ``timed-out``), a ``PURCHASE`` with ``market`` ``on-demand`` and
+``timed_out`` names the region so that a release can delete what bills there, and the step raises
+``EndpointFailed`` (the workflow records ``FAILED``, tells the requester and requests the release, which
+retries until SageMaker lets it delete) or, after a cancel, requests the release and raises
+``ReservationCancelled``. EC2 instances not running after :data:`MAX_POLLS` polls raise ``LaunchFailed``,
+released the same way.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import hashlib
 import logging
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import NoReturn
 
 from capacity.adapters.ec2 import LIVE_INSTANCE_STATES
 from capacity.adapters.sagemaker import tags_for
@@ -37,17 +48,17 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
+from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
     first_entry,
     load_request,
     post,
-    require_models,
     states,
     stop_if_released,
 )
-from capacity.logic.deploy import production_variant
+from capacity.logic.deploy import ENDPOINT_DEADLINE, production_variant
 from capacity.models import (
     CostSummary,
     LedgerEntry,
@@ -57,7 +68,7 @@ from capacity.models import (
     State,
 )
 from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
-from capacity.ports import Ports
+from capacity.ports import Ports, SageMakerPort
 from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
 from capacity.recommendation import on_demand_over_limit
 from capacity.timeutil import iso_z, short
@@ -67,6 +78,9 @@ logger = logging.getLogger(__name__)
 TRY_PREFIX = "ON_DEMAND_TRY#"
 RELEASE_REASON = "reservation-end"
 MAX_POLLS = 20
+PHASE_DEADLINE = timedelta(hours=3)
+"""The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
+the deletions after a cancel), counted from ``REQUESTED``."""
 _HOURS = Decimal("0.01")
 
 
@@ -102,7 +116,8 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
 
     Raises:
         ReservationCancelled: the reservation is releasing or final.
-        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in the region about to be tried.
+        ModelNotFound: (``sagemaker``) a ``model_name`` names no model in any region (a region without it
+            is recorded ``not-usable`` and skipped).
         LaunchFailed: the instances stopped or terminated while starting, or never ran.
         QuotaExceeded, RetryableAwsError: from ``RunInstances``.
     """
@@ -113,6 +128,8 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     if states(ports.ledger.history(request.id)) & STOP_STATES:
         return _abandon(request, ports, step.attempt)
     existing = ports.ledger.get(request.id, PURCHASE)
+    if existing is not None and existing.get("timed_out"):  # a retried step after the deadline
+        raise EndpointFailed(str(existing.get("timed_out")))
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
         if request.platform == "sagemaker":
             return OnDemandOutput(
@@ -128,9 +145,29 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         return _sagemaker(request, ports, step.attempt, now)
     if step.action == "status":
         return OnDemandOutput(outcome="unavailable")
+    return _ec2_tries(request, ports, now)
+
+
+def _ec2_tries(request: ReservationRequest, ports: Ports, now: datetime) -> OnDemandOutput:
+    """``RunInstances`` on demand (then spot) region by region; a region where the launch template cannot
+    be used (:func:`~capacity.logic.checks.region_problems`) is recorded and skipped."""
     tries: list[str] = []
+    unusable = {region: region_problems(request, ports, region) for region in request.regions}
     for market in markets(request):
         for region in request.regions:
+            if unusable[region]:  # the launch template is missing there (or its role is not allowed)
+                why = "; ".join(p.message for p in unusable[region])
+                _record_try(
+                    ports,
+                    request,
+                    market=market,
+                    region=region,
+                    order=len(tries) + 1,
+                    outcome="not-usable",
+                    error=why,
+                )
+                tries.append(f"{market} in {region}: {why}")
+                continue
             ec2 = ports.ec2(region)
             try:
                 ids = ec2.run_instances(
@@ -207,7 +244,7 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
 ) -> OnDemandOutput:
     """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
     ``ON_DEMAND_TRY#`` ledger items."""
-    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    name = endpoint_name(request.id)
     wait = OnDemandOutput(
         outcome="launched",
         market="on-demand",
@@ -223,19 +260,14 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
         info = sagemaker.describe_endpoint(name)
         if info is None:
             if not _cleaned(ports, request.id, failed):
-                return wait  # an earlier region's endpoint is still deleting
-            require_models(request, ports, region)  # before anything bills in this region
-            if sagemaker.describe_endpoint_config(config) is None:
-                variant = production_variant(request, "")
-                del variant["CapacityReservationConfig"]  # on demand: no training plan
-                sagemaker.create_endpoint_config(
-                    name=config,
-                    variant=variant,
-                    execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
-                    tags=tags_for(request.id),
+                _check_phase_deadline(
+                    request, ports, failed, now, "a failed region's endpoint still deleting"
                 )
-            # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
-            sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+                return wait  # an earlier region's endpoint is still deleting
+            if not _usable(request, ports, region, order):  # a model is missing here: try the next region
+                failed.append(region)
+                continue
+            _create_endpoint(request, ports, sagemaker)
             if states(ports.ledger.history(request.id)) & STOP_STATES:  # cancelled during the creates
                 return _abandon(request, ports, attempt)
             return wait.model_copy(update={"region": region})
@@ -266,9 +298,24 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
             continue
         if info.status == "Failed":
             raise EndpointFailed(f"on-demand endpoint {name} in {region} failed: {info.failure_reason}")
+        created = info.created or _requested_at(ports, request.id, now)
+        if now > created + ENDPOINT_DEADLINE:
+            minutes = int((now - created).total_seconds() // 60)
+            _give_up(
+                request,
+                ports,
+                region,
+                f"on-demand endpoint {name} in {region} is still {info.status} {minutes} minutes after its "
+                f"creation (deadline {int(ENDPOINT_DEADLINE.total_seconds() // 60)} minutes)",
+                order=order,
+            )
         return wait.model_copy(update={"region": region})
     if not _cleaned(ports, request.id, failed):
+        _check_phase_deadline(request, ports, failed, now, "a failed region's endpoint still deleting")
         return wait
+    outcomes = [ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{r}") or {} for r in request.regions]
+    if all(t.get("outcome") == "not-usable" for t in outcomes):  # nowhere to run: do not reserve either
+        raise not_deployable(request, {r: region_problems(request, ports, r) for r in request.regions})
     post(
         ports,
         SlackMessage(
@@ -277,6 +324,35 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
         ),
     )
     return OnDemandOutput(outcome="unavailable")
+
+
+def _usable(request: ReservationRequest, ports: Ports, region: str, order: int) -> bool:
+    """What the request names exists in ``region`` (:func:`~capacity.logic.checks.region_problems`), checked
+    before anything bills there; when not, the try is recorded (``not-usable``, why) and False."""
+    problems = region_problems(request, ports, region)
+    if problems:
+        why = "; ".join(p.message for p in problems)
+        _record_try(
+            ports, request, market="on-demand", region=region, order=order, outcome="not-usable", error=why
+        )
+    return not problems
+
+
+def _create_endpoint(request: ReservationRequest, ports: Ports, sagemaker: SageMakerPort) -> None:
+    """The on-demand endpoint config (no ``CapacityReservationConfig``) and endpoint, of the reservation's
+    names (a retry finds them)."""
+    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
+    if sagemaker.describe_endpoint_config(config) is None:
+        variant = production_variant(request, "")
+        del variant["CapacityReservationConfig"]  # on demand: no training plan
+        sagemaker.create_endpoint_config(
+            name=config,
+            variant=variant,
+            execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
+            tags=tags_for(request.id),
+        )
+    # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
+    sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
 
 
 def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
@@ -293,6 +369,78 @@ def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
             continue
         sagemaker.delete_endpoint_config(config)
     return done
+
+
+def _requested_at(ports: Ports, request_id: str, now: datetime) -> datetime:
+    requested = first_entry(ports.ledger.history(request_id), State.REQUESTED)
+    return requested.at if requested is not None else now
+
+
+def _check_phase_deadline(
+    request: ReservationRequest, ports: Ports, regions: list[str], now: datetime, waiting: str
+) -> None:
+    """Give up (:func:`_give_up`, in the first of ``regions`` where an endpoint remains) once the on-demand
+    tries have waited :data:`PHASE_DEADLINE` since ``REQUESTED``."""
+    since = _requested_at(ports, request.id, now)
+    if now <= since + PHASE_DEADLINE:
+        return
+    name = endpoint_name(request.id)
+    region = next((r for r in regions if ports.sagemaker(r).describe_endpoint(name) is not None), None)
+    if region is None:
+        return  # gone meanwhile: the next poll goes on
+    hours = PHASE_DEADLINE.total_seconds() / 3600
+    _give_up(
+        request, ports, region, f"on demand still waiting for {waiting} in {region} after {hours:g} hours"
+    )
+
+
+def _give_up(
+    request: ReservationRequest, ports: Ports, region: str, why: str, *, order: int | None = None
+) -> NoReturn:
+    """The deadline passed with an endpoint still in ``region``: record the try (``timed-out``), hand the
+    region to the release (a ``PURCHASE`` item marked ``timed_out``, no fee: no release knows the region
+    otherwise), and stop.
+
+    Raises:
+        EndpointFailed: the workflow records ``FAILED``, tells the requester and requests the release.
+        ReservationCancelled: a stop state is recorded: the release is requested again here.
+    """
+    _record_try(
+        ports,
+        request,
+        market="on-demand",
+        region=region,
+        order=order or request.regions.index(region) + 1,
+        outcome="timed-out",
+        error=why,
+    )
+    reason = f"{why}; giving up: it is deleted as soon as SageMaker allows (the release retries until then)"
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    now = ports.clock()
+    ports.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "actor": ports.actor,
+            "platform": request.platform,
+            "market": "on-demand",
+            "timed_out": reason,
+            "training_plan_arn": "",
+            "training_plan_name": "",
+            "capacity_reservation_id": "",
+            "availability_zone": "",
+            "region": region,
+            "start_time": iso_z(now),
+            "end_time": iso_z(max(now, request.latest_end)),
+            "upfront_fee_usd": "0",
+            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
+            "instance_type": request.instance_type,
+            "instance_count": request.instance_count,
+            "instance_ids": [],
+        },
+    )
+    stop_if_released(ports, request.id, "waiting for on-demand capacity")  # cancelled: release requested
+    raise EndpointFailed(reason)
 
 
 def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDemandOutput:
@@ -328,6 +476,14 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
             sagemaker.delete_endpoint(name)
     if left:
         logger.info("%s stopped while on demand: deleting %s", request.id, ", ".join(left))
+        if request.platform == "sagemaker":  # a Creating endpoint cannot be deleted: not forever here
+            _check_phase_deadline(
+                request,
+                ports,
+                list(request.regions),
+                ports.clock(),
+                "its endpoint to be deletable after a stop",
+            )
         return OnDemandOutput(
             outcome="launched",
             market="on-demand",

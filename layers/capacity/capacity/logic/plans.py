@@ -8,6 +8,14 @@ saving and break-even utilisation) and :func:`~capacity.recommendation.recommend
 now, spot, a training plan or a capacity block, why, its cost against the others). Searches stop at a
 time limit (API Gateway ends an integration after 29 s): the regions not searched are named in the answer,
 never silently dropped. A type without training plans (``ml.g6.*``) searches nothing.
+
+Like the workflow, the dry run checks what the request names where it would run
+(:func:`~capacity.logic.checks.region_problems`: ``model_name`` models, the launch template and its version,
+its instance role) in each region searched (every region, for on demand only): those regions' offerings are
+not considered and are listed in ``unusable_regions`` with why; when no region with a feasible offering
+passes, ``decision`` is ``NOT_DEPLOYABLE`` (the workflow would fail before asking anyone to approve) and
+nothing "would be bought". Scopes (model artifact buckets, instance roles) are checked first
+(:func:`~capacity.logic.checks.require_in_scope`: 400).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from capacity.contracts import OptionCost, PlanAdvice
 from capacity.errors import RetryableAwsError
+from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
 from capacity.logic.search import region_offerings
 from capacity.models import Offering, parse_request
 from capacity.planner import Decision, decide
@@ -30,6 +39,8 @@ from capacity.recommendation import Recommendation, on_demand_check, recommend, 
 PLAN_TIME_LIMIT_SECONDS = 20.0
 """Stop starting new region searches after this long (the API answers within API Gateway's 29 s)."""
 MAX_RANKED = 20
+NOT_DEPLOYABLE = "NOT_DEPLOYABLE"
+"""The dry run's decision when feasible offerings exist only where what the request names does not."""
 """How many ranked offerings the answer lists (the best first)."""
 
 
@@ -37,7 +48,9 @@ class PlanResult(BaseModel):
     """The dry run's answer.
 
     ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (``recommendation``, the
-    cheapest feasible offering, is above ``max_upfront_fee_usd``) or ``NO_OFFERING`` (no recommendation);
+    cheapest feasible offering, is above ``max_upfront_fee_usd``), ``NO_OFFERING`` (no recommendation) or
+    ``NOT_DEPLOYABLE`` (feasible offerings exist only in regions where what the request names - a
+    ``model_name``, the launch template or its version - does not exist: ``unusable_regions`` says why);
     ``reason`` says why in a sentence (the same text the workflow would record). ``offerings`` are the
     feasible ones, best first (at most 20), each with
     ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
@@ -50,7 +63,7 @@ class PlanResult(BaseModel):
     """
 
     request_id: str
-    decision: str = Field(description="DRY_RUN, REJECTED or NO_OFFERING")
+    decision: str = Field(description="DRY_RUN, REJECTED, NO_OFFERING or NOT_DEPLOYABLE")
     reason: str
     recommendation: Offering | None = None
     needs_approval: bool = False
@@ -61,6 +74,11 @@ class PlanResult(BaseModel):
     regions_searched: list[str] = Field(default_factory=list)
     regions_not_searched: dict[str, str] = Field(
         default_factory=dict, description="region -> why it was not searched (time limit, AWS error)"
+    )
+    unusable_regions: dict[str, str] = Field(
+        default_factory=dict,
+        description="region -> what the request names that does not exist there (its offerings are not "
+        "considered)",
     )
     advice: PlanAdvice = Field(description="the recommended option, why, its cost against the others")
 
@@ -101,6 +119,7 @@ def plan_reservation(
     """
     now = ports.clock()
     request = parse_request({**body, "dry_run": True}, now=now)
+    require_in_scope(request, ports)
     started = monotonic()
     offerings: list[Offering] = []
     quota_errors: dict[str, str] = {}
@@ -120,27 +139,37 @@ def plan_reservation(
         offerings.extend(found)
         if quota_error:
             quota_errors[region] = quota_error
+    checked = searched if reservable(request) else list(request.regions)
+    blocked = {r: issues for r in checked if (issues := region_problems(request, ports, r))}
+    feasible_regions = {o.region for o in offerings if o.feasible}
+    offerings = [o for o in offerings if o.region not in blocked]
     plan = decide(request, offerings, quota_errors=quota_errors)
     # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
     # workflow tries on demand first when the strategy and the start allow it.
     recommendation = recommend(request, offerings, now=now, on_demand_available=None)
     reason = plan.reason
+    decision = plan.decision.value
     if not reservable(request):
         reason = f"Nothing to reserve: {recommendation.reason}"
+    if feasible_regions and feasible_regions <= set(blocked):
+        decision = NOT_DEPLOYABLE
+        reason = f"Would buy nothing: {not_deployable(request, blocked)}"
+    elif blocked:
+        reason += f" {not_considered(blocked)}"
     if skipped:
         reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
     threshold = request.approval_above_usd
     needs_approval = (
-        plan.decision is Decision.DRY_RUN
+        decision == Decision.DRY_RUN.value
         and plan.offering is not None
         and threshold is not None
         and plan.offering.upfront_fee_usd > threshold
     )
     return PlanResult(
         request_id=request.id,
-        decision=plan.decision.value,
+        decision=decision,
         reason=reason,
-        recommendation=plan.offering,
+        recommendation=plan.offering if decision != NOT_DEPLOYABLE else None,
         needs_approval=needs_approval,
         offerings=rank(offerings, request.regions)[:MAX_RANKED],
         offerings_considered=plan.considered,
@@ -148,5 +177,6 @@ def plan_reservation(
         quota_errors=quota_errors,
         regions_searched=searched,
         regions_not_searched=skipped,
+        unusable_regions={r: "; ".join(p.message for p in issues) for r, issues in blocked.items()},
         advice=_advice(recommendation, on_demand_check(request, now)),
     )

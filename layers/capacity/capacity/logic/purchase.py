@@ -27,7 +27,8 @@ from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision, PurchaseFailed, TrainingPlanNameInUse
 from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile
 from capacity.logic.capacity_blocks import CapacityBlockBuyer
-from capacity.logic.common import ensure_owned, load_request, post, require_models
+from capacity.logic.checks import require_deployable
+from capacity.logic.common import ensure_owned, load_request, post
 from capacity.logic.search import search_plans
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
@@ -46,8 +47,9 @@ class TrainingPlanBuyer:
     unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
-        """Every ``model_name`` must exist in the purchase region (``ModelNotFound``)."""
-        require_models(request, ports, region)
+        """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
+        :func:`~capacity.logic.checks.require_deployable`)."""
+        require_deployable(request, ports, region)
 
     def find(
         self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary

@@ -27,18 +27,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.adapters.slack import SlackMessage
-from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
+from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
+from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
-from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
@@ -50,10 +52,12 @@ from capacity.models import (
     parse_model,
 )
 from capacity.naming import (
+    alarm_prefix,
     base_name,
     endpoint_config_name,
     endpoint_name,
     inference_component_name,
+    release_retry_schedule_name,
     release_schedule_name,
 )
 from capacity.ports import Ports, SageMakerPort
@@ -64,6 +68,7 @@ from capacity.pricing import (
     saving_percent,
     usd,
 )
+from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +78,10 @@ MAX_POLL_SECONDS = 300
 MAX_POLL_ATTEMPTS = 28
 _BUSY_ENDPOINT = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 _HOURS = Decimal("0.01")
+RETRY_FIRST = timedelta(minutes=10)
+RETRY_EVERY = timedelta(hours=1)
+RETRY_REASON = "release-retry"
+"""``ReleaseRequested`` reason of the attempt scheduled after a failed one."""
 
 
 def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
@@ -81,7 +90,9 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     Actions: ``begin`` (records ``RELEASING``; ``already_released`` if it was), ``delete_scaling``,
     ``delete_alarms``, ``delete_components``,
     ``delete_endpoint``, ``delete_endpoint_config``, ``finish`` (verify, record ``RELEASED`` with the
-    cost summary, put ``ReservationReleased``, post the summary, delete the release schedule).
+    cost summary, put ``ReservationReleased``, post the summary, delete the release schedule), and
+    ``attempt_failed`` (the workflow caught an error: name every leftover, schedule the next attempt,
+    record and tell this one; see :func:`_attempt_failed`).
 
     Raises:
         InvalidRequest: ``begin`` got a ``detail`` that is not a valid ``ReleaseRequested`` detail.
@@ -91,7 +102,15 @@ def release_capacity(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
             scalable targets, scaling policies, alarms).
         RetryableAwsError: throttling/5xx after retries.
     """
+    if step.action == "attempt_failed":
+        return _attempt_failed(step, ports)
+    return _release_step(step, ports)
+
+
+def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
+    """One deletion, verification or bookkeeping action of :func:`release_capacity`."""
     if step.action == "begin" and step.detail is not None:
+        check_depth(step.detail, field="detail")
         detail = parse_model(ReleaseRequestedDetail, step.detail)
         step = step.model_copy(update={"request_id": detail.request_id, "reason": detail.reason})
     if not step.request_id.strip():
@@ -204,7 +223,9 @@ def _delete_endpoint(sagemaker: SageMakerPort, request_id: str, attempt: int = 0
 
 
 def leftovers(sagemaker: SageMakerPort, request_id: str, model_names: list[str]) -> list[str]:
-    """Names of endpoints, endpoint configs and inference components of the reservation still present.
+    """Endpoints, endpoint configs and inference components of the reservation still present, each named
+    with its kind (``endpoint co-x (Deleting)``, ``endpoint config co-x-config``, ``inference component
+    co-x-m (InService)``), sorted.
 
     A resource counts when it carries the tag ``capacity-orchestrator:request-id`` = ``request_id``,
     or (when its tags cannot be read) when it has one of the reservation's deterministic names.
@@ -217,23 +238,63 @@ def leftovers(sagemaker: SageMakerPort, request_id: str, model_names: list[str])
         tags = sagemaker.resource_tags(arn)
         return tags.get(TAG_REQUEST_ID) == request_id if tags is not None else name in expected
 
-    def listings() -> Iterator[Callable[[], list[tuple[str, str]]]]:
-        yield lambda: [(c.name, c.arn) for c in sagemaker.list_inference_components(endpoint_name=endpoint)]
-        yield lambda: [(c.name, c.arn) for c in sagemaker.list_inference_components(name_contains=base)]
-        yield lambda: sagemaker.list_endpoint_names(base)
-        yield lambda: sagemaker.list_endpoint_config_names(base)
+    def listings() -> Iterator[Callable[[], list[tuple[str, str, str]]]]:
+        def components(*, on: str | None = None, named: str | None = None) -> list[tuple[str, str, str]]:
+            found = sagemaker.list_inference_components(endpoint_name=on, name_contains=named)
+            return [(c.name, c.arn, f"inference component {c.name} ({c.status})") for c in found]
 
-    found: set[str] = set()
+        yield lambda: components(on=endpoint)
+        yield lambda: components(named=base)
+        yield lambda: [(n, a, f"endpoint {n}") for n, a in sagemaker.list_endpoint_names(base)]
+        yield lambda: [(n, a, f"endpoint config {n}") for n, a in sagemaker.list_endpoint_config_names(base)]
+
+    found: dict[str, str] = {}
     for listing in listings():
         try:
-            found.update(name for name, arn in listing() if ours(name, arn))
+            found.update((name, label) for name, arn, label in listing() if ours(name, arn))
         except ClientError as exc:  # an unsupported listing must not hide the direct checks below
             logger.warning("listing for leftovers failed: %s", exc)
-    if sagemaker.describe_endpoint(endpoint) is not None:
-        found.add(endpoint)
+    info = sagemaker.describe_endpoint(endpoint)
+    if info is not None:
+        found[endpoint] = f"endpoint {endpoint} ({info.status})"
     if sagemaker.describe_endpoint_config(config) is not None:
-        found.add(config)
-    return sorted(found)
+        found[config] = f"endpoint config {config}"
+    return sorted(found.values())
+
+
+def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
+    """Everything of the reservation that may still bill, each named with its kind (:func:`still_billing`),
+    for a person to act on. Best effort: a listing that fails (often the very trouble that failed the
+    release) is replaced by what it would have looked for, marked "not checked"."""
+    if purchase.platform == "ec2":
+        checks: list[tuple[str, Callable[[], list[str]]]] = [
+            (
+                f"instances tagged {TAG_REQUEST_ID}={request_id} in {purchase.region}",
+                lambda: [f"instance {i}" for i in live_instances(ports, purchase, request_id)],
+            )
+        ]
+    else:
+        models = _model_names(ports, request_id)
+        components = ", ".join(inference_component_name(request_id, m) for m in models)
+        checks = [
+            (
+                f"endpoint {endpoint_name(request_id)}, endpoint config {endpoint_config_name(request_id)}, "
+                f"inference components {components or '(none)'} in {purchase.region}",
+                lambda: leftovers(ports.sagemaker(purchase.region), request_id, models),
+            ),
+            (
+                f"scalable targets, scaling policies and alarms {alarm_prefix(request_id)}* in "
+                f"{purchase.region}",
+                lambda: scaling_leftovers(ports, request_id, models, purchase.region),
+            ),
+        ]
+    found: list[str] = []
+    for expected, check in checks:
+        try:
+            found.extend(check())
+        except Exception as exc:
+            found.append(f"{expected} (not checked: {exc})")
+    return found
 
 
 def cost_summary(
@@ -282,6 +343,57 @@ def cost_summary(
         ),
         effective_usd_per_served_instance_hour=usd(fee / (served * count)) if served > 0 else None,
     )
+
+
+def retry_delay(attempt: int) -> timedelta:
+    """How long after failed attempt ``attempt`` (1, 2, ...) the release is tried again: 10, 20, 40
+    minutes, then every hour, for as long as it fails (something may still bill)."""
+    delay: timedelta = min(RETRY_FIRST * 2 ** min(max(attempt - 1, 0), 8), RETRY_EVERY)
+    return delay
+
+
+def _attempt_failed(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
+    """``attempt_failed``: the workflow caught ``step.error`` (after its retries). Releases retry until
+    nothing bills (issue 13, defect 4): name every leftover (:func:`named_leftovers`), schedule the next
+    attempt (``co-<id>-retry-<n>``, ``ReleaseRequested`` at ``now +`` :func:`retry_delay`), then record and
+    tell this attempt (:func:`~capacity.logic.notify.report_release_failure`, once per ``attempt_id``). The
+    workflow then fails, so ``ReleaseFailuresAlarm`` pages operations for every failed attempt.
+
+    A release request that named no reservation (``InvalidRequest``) is only reported: nothing to retry.
+    """
+    error = step.error or StepError(Error="States.TaskFailed")
+    if not step.request_id or error.Error == "InvalidRequest":
+        who = step.request_id or "(no request_id)"
+        post(ports, messages.release_rejected(who, reason=readable_reason(error)))
+        return ReleaseOutput(done=True)
+    request_id = step.request_id
+    purchase = load_purchase(ports, request_id)
+    left = named_leftovers(ports, request_id, purchase) if purchase is not None else []
+    history = ports.ledger.history(request_id)
+    failed = [e for e in history if e.state is State.FAILED and e.detail.get("phase") == "release"]
+    mine = next((e for e in failed if e.detail.get("attempt_id") == step.attempt_id), None)
+    attempt = int(mine.detail.get("attempt") or 0) if mine is not None else len(failed) + 1
+    retry_at: datetime | None = None
+    if purchase is not None and State.RELEASED not in states(history):
+        retry_at = ports.clock() + retry_delay(attempt)
+        created = ports.scheduler.schedule_release(
+            name=release_retry_schedule_name(request_id, attempt),
+            at=retry_at,
+            request_id=request_id,
+            reason=RETRY_REASON,
+        )
+        if not created and mine is not None and mine.detail.get("retry_at"):  # a retried task: keep its time
+            retry_at = parse_utc(str(mine.detail["retry_at"]))
+    report_release_failure(
+        ports,
+        request_id,
+        error=error,
+        attempt_id=step.attempt_id,
+        attempt=attempt,
+        leftovers=left,
+        retry_at=retry_at,
+    )
+    return ReleaseOutput(done=False, remaining=len(left), attempt=attempt, leftovers=left, retry_at=retry_at)
 
 
 def _stop_scaling_or_alarms(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput:

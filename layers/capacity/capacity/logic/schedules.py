@@ -30,8 +30,17 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from capacity.errors import DuplicateRequest, FieldError, InvalidRequest, ScheduleExists, ScheduleNotFound
+from capacity.errors import (
+    DuplicateRequest,
+    FieldError,
+    InvalidRequest,
+    OutOfScope,
+    ScheduleExists,
+    ScheduleNotFound,
+)
+from capacity.jsonsafe import check_depth
 from capacity.logic import api
+from capacity.logic.checks import require_in_scope
 from capacity.models import StrictBool, StrictInt, parse_model, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import as_utc, iso_z, parse_utc
@@ -213,6 +222,19 @@ def _validate_template(definition: ScheduleDefinition, now: datetime) -> None:
         raise InvalidRequest([FieldError(_template_field(e.field), e.message) for e in exc.errors]) from exc
 
 
+def _require_template_in_scope(definition: ScheduleDefinition, ports: Ports) -> None:
+    """Every run would be refused outside the allowed buckets and instance roles: refuse the schedule.
+
+    Raises:
+        OutOfScope: naming ``request.<field>`` (an API 400).
+    """
+    request = parse_request(request_for_run(definition, ports.clock()), now=None)
+    try:
+        require_in_scope(request, ports)
+    except OutOfScope as exc:
+        raise OutOfScope([FieldError(_template_field(e.field), e.message) for e in exc.errors]) from exc
+
+
 def _template_field(field: str) -> str:
     if field == "latest_end":
         return "window_hours"
@@ -257,10 +279,12 @@ def create_schedule(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
 
     Raises:
         InvalidRequest: the definition or its request template is invalid (fields named).
+        OutOfScope: the template names a model bucket or an instance role the deployment does not allow.
         ScheduleExists: a schedule with this name exists (delete it first).
     """
     definition = parse_model(ScheduleDefinition, body)
     _validate_template(definition, ports.clock())
+    _require_template_in_scope(definition, ports)
     target_input = json.dumps(
         {
             "schedule": definition.model_dump(mode="json"),
@@ -391,6 +415,7 @@ def run_schedule(
             template's start is now in the past); Scheduler retries and then drops it, so the ledger
             holds nothing for that date.
     """
+    check_depth(event, field="event")
     run = parse_model(ScheduledRun, event)
     try:
         scheduled = parse_utc(run.scheduled_time)

@@ -39,18 +39,20 @@ from urllib.parse import parse_qs
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from capacity import messages
+from capacity import jsonsafe, messages
 from capacity.adapters.slack import respond
 from capacity.errors import (
     InvalidRequest,
     NotAwaitingApproval,
     ReservationClosed,
     ReservationNotFound,
+    RetryableAwsError,
     ScheduleExists,
     ScheduleNotFound,
     SlackUnauthorized,
 )
 from capacity.logic import api, schedules
+from capacity.logic.checks import require_in_scope
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import iso_z
@@ -368,7 +370,7 @@ def _invalid_text(exc: InvalidRequest) -> str:
         head, _, tail = error.field.partition(".")
         name = _FIELD_NAMES.get(head, head)
         where = f"{name}.{tail}" if tail and head == "models" else name
-        lines.append(f"• `{where}`: {error.message}")
+        lines.append(f"• `{where}`: {messages.escape(error.message)}")
     return "The request is not valid:\n" + "\n".join(lines)
 
 
@@ -377,7 +379,8 @@ def _ephemeral(text: str) -> SlackAnswer:
 
 
 def _usage(problem: str | None = None) -> SlackAnswer:
-    return _ephemeral(f"{problem}\n\n{USAGE}" if problem else USAGE)
+    """The usage, after ``problem`` (which may echo the user's words: escaped)."""
+    return _ephemeral(f"{messages.escape(problem)}\n\n{USAGE}" if problem else USAGE)
 
 
 @dataclass(frozen=True)
@@ -437,9 +440,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
     }
-    run = handlers.get(subcommand)
-    if run is None:
-        return _usage(f"`{subcommand}` is not a /gpu command.")
+    run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
         return run()
     except UsageError as exc:
@@ -447,12 +448,15 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
     except InvalidRequest as exc:
         return _ephemeral(_invalid_text(exc))
     except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
-        return _ephemeral(str(exc))
+        return _ephemeral(messages.escape(exc))
+    except RetryableAwsError as exc:  # nothing is lost: the same command again picks up where this stopped
+        return _ephemeral(f"AWS is busy ({messages.escape(exc)}): send the same command again.")
 
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
     request = parse_request(body, now=ports.clock())
+    require_in_scope(request, ports)
     ports.events.put(
         "ReservationRequested",
         ReservationRequestedDetail(request=request.model_dump(mode="json"), slack=origin),
@@ -515,7 +519,7 @@ def plan_text(result: Mapping[str, Any]) -> str:
     if isinstance(errors, Mapping) and errors:
         lines.append("Quota errors: " + "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())))
     lines.append("Nothing was bought.")
-    return "\n".join(line for line in lines if line)
+    return "\n".join(messages.escape(line) for line in lines if line)
 
 
 def _one_id(args: Sequence[str], what: str) -> str:
@@ -545,7 +549,7 @@ def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
     steps = "\n".join(
         f"• {entry.get('at')}  {entry.get('state')}"
         + (
-            f" ({entry['detail']['reason']})"
+            f" ({messages.escape(entry['detail']['reason'])})"
             if isinstance(entry.get("detail"), dict) and entry["detail"].get("reason")
             else ""
         )
@@ -663,6 +667,18 @@ APPROVE = "approve_reservation"
 REJECT = "reject_reservation"
 
 
+def _payload(text: str) -> dict[str, Any] | SlackAnswer:
+    """The interaction's JSON ``payload`` (nesting bounded, :mod:`capacity.jsonsafe`), or the 400 to answer;
+    a payload that is not an object is answered with an empty 200 (nothing to act on)."""
+    try:
+        payload = jsonsafe.loads(text, field="payload")
+    except InvalidRequest as exc:
+        return SlackAnswer(400, {"message": str(exc)})
+    except ValueError:
+        return SlackAnswer(400, {"message": "payload is not JSON"})
+    return payload if isinstance(payload, dict) else SlackAnswer(200, {})
+
+
 def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     """Answer a verified interaction (``block_actions`` of the approval message's buttons).
 
@@ -670,11 +686,10 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     goes to the interaction's ``response_url``: an ephemeral refusal for a non-approver or a decision
     that came too late, or the approval message replaced by the outcome.
     """
-    try:
-        payload = json.loads(payload_text)
-    except ValueError:
-        return SlackAnswer(400, {"message": "payload is not JSON"})
-    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+    payload = _payload(payload_text)
+    if isinstance(payload, SlackAnswer):
+        return payload
+    if payload.get("type") != "block_actions":
         return SlackAnswer(200, {})
     actions = [a for a in payload.get("actions") or [] if isinstance(a, dict)]
     action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT)), None)
@@ -687,24 +702,45 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     if not user_id or user_id not in door.approvers:
         door.respond(
             response_url,
-            f"Sorry <@{user_id}>, only approvers may approve or reject {request_id}; nothing was changed.",
+            f"Sorry {messages.mention(f'slack:{user_id}')}, only approvers may approve or reject "
+            f"{messages.escape(request_id)}; nothing was changed.",
             ephemeral=True,
         )
         return SlackAnswer(200, {})
+    _decide(request_id, approved=approved, user_id=user_id, response_url=response_url, ports=ports, door=door)
+    return SlackAnswer(200, {})
+
+
+def _decide(
+    request_id: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
+) -> None:
+    """An approver's press: record and hand back the decision, and tell the approver what happened (the
+    approval message replaced by the outcome, or an ephemeral line saying why not)."""
     approver = f"slack:{user_id}"
     try:
-        api.decide_approval(
+        result = api.decide_approval(
             request_id,
             {"approved": approved, "approver": approver, "reason": "pressed in Slack"},
             ports,
             identity=approver,  # the signed request proves who pressed the button
         )
     except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
-        door.respond(response_url, f"{request_id}: {exc}", ephemeral=True)
-        return SlackAnswer(200, {})
-    decided = messages.approval_decided(request_id, approved=approved, approver=approver)
+        door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
+        door.respond(
+            response_url,
+            messages.escape(
+                f"{request_id}: your decision is recorded but AWS is busy ({exc}); press the button again "
+                "to pass it on to the waiting workflow."
+            ),
+            ephemeral=True,
+        )
+        return
+    decided = messages.approval_decided(
+        request_id, approved=bool(result["approved"]), approver=str(result["approver"])
+    )
     door.respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
-    return SlackAnswer(200, {})
 
 
 __all__ = [

@@ -1,0 +1,230 @@
+"""What a request names, checked before any money moves (issue 13, defects 10 and 13).
+
+Two kinds of check, each written once and used by every door and step that needs it:
+
+- **Scopes** (:func:`scope_problems`, :func:`require_in_scope`): what an administrator allows. A model
+  artifact (``model_data_url``) must be in one of the buckets of ``MODEL_ARTIFACT_BUCKETS`` (template
+  parameter ``ModelArtifactBuckets``; the endpoint role may read only those), and the instance profile of an
+  EC2 request's launch template must run as a role of ``INSTANCE_ROLE_ARNS`` (``InstanceRoleArns``;
+  ``launch_instances`` and ``on_demand`` may pass only those roles to EC2). Checked at the doors (API
+  ``POST /reservations``, ``POST /plans``, ``POST /schedules``, Slack, and ``record_request`` for events):
+  :class:`~capacity.errors.OutOfScope`, a 400 naming the field. Not configured (the variable unset, as in
+  the unit tests): not checked; the template always sets both, empty by default (nothing allowed).
+- **Existence where it would run** (:func:`region_problems`, :func:`require_deployable`): every
+  ``model_name`` exists in the region (``DescribeModel``), and the launch template and its version exist
+  there (``DescribeLaunchTemplateVersions``; launch templates are regional) with an allowed instance role.
+  Checked before approval (``choose_offering`` considers only the offerings of regions that pass), before
+  each purchase and on-demand launch (in its region), and reported by the dry run (``POST /plans``, Slack
+  ``plan``) per region: :class:`~capacity.errors.NotDeployable` (``ModelNotFound``,
+  ``LaunchTemplateNotFound``) in the workflow, recorded ``FAILED`` with nothing bought.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from capacity.errors import FieldError, LaunchTemplateNotFound, ModelNotFound, NotDeployable, OutOfScope
+from capacity.models import Offering, ReservationRequest
+from capacity.ports import Ports
+from capacity.settings import Settings
+
+
+def _bucket(url: str) -> str | None:
+    """The bucket of ``s3://bucket/key`` (None for another scheme)."""
+    if not url.startswith("s3://"):
+        return None
+    return url.removeprefix("s3://").split("/", 1)[0]
+
+
+def _allowed(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def scope_problems(request: ReservationRequest, settings: Settings) -> list[FieldError]:
+    """Model artifacts outside ``MODEL_ARTIFACT_BUCKETS`` (no AWS call); [] when not configured."""
+    buckets = settings.model_artifact_buckets
+    if buckets is None:
+        return []
+    problems: list[FieldError] = []
+    for index, model in enumerate(request.models):
+        if not model.model_data_url:
+            continue
+        bucket = _bucket(model.model_data_url)
+        if bucket is None:
+            message = (
+                f"{model.model_data_url!r} is not in S3: SageMaker reads inference component artifacts from "
+                f"S3, and this deployment only from the buckets {_allowed(buckets)} (ModelArtifactBuckets)"
+            )
+        elif bucket not in buckets:
+            message = (
+                f"bucket {bucket!r} is not one this deployment may read model artifacts from "
+                f"(ModelArtifactBuckets: {_allowed(buckets)}): put the artifact in one of them, or ask an "
+                "administrator to add the bucket"
+            )
+        else:
+            continue
+        problems.append(FieldError(f"models.{index}.model_data_url", message))
+    return problems
+
+
+def _role_problem(request: ReservationRequest, ports: Ports, profile: str, region: str) -> str | None:
+    """Why the instance profile ``profile`` of the launch template may not be used, or None."""
+    allowed = ports.settings.instance_role_arns
+    if allowed is None:
+        return None
+    roles = ports.iam.instance_profile_roles(profile)
+    if roles is None:
+        return (
+            f"the instance profile {profile!r} of launch template {_template(request)} in {region} does not "
+            "exist: fix the launch template"
+        )
+    outside = sorted(set(roles) - allowed)
+    if not outside and roles:
+        return None
+    return (
+        f"launch template {_template(request)} in {region} gives its instances the instance profile "
+        f"{profile!r} (role {', '.join(outside or roles) or 'none'}), which this deployment may not pass to "
+        f"EC2 (InstanceRoleArns: {_allowed(allowed)}): use a launch template whose instance profile runs as "
+        "one of those roles, or none"
+    )
+
+
+def _template(request: ReservationRequest) -> str:
+    ref = request.launch_template
+    if ref is None:  # pragma: no cover - callers check
+        return "(none)"
+    return f"{ref.id or ref.name!r} version {ref.version}"
+
+
+def instance_role_problems(request: ReservationRequest, ports: Ports) -> list[FieldError]:
+    """An EC2 request's launch template whose instance profile runs as a role outside
+    ``INSTANCE_ROLE_ARNS``, in any of the request's regions where the template exists; [] when not
+    configured or without a launch template. (A template missing everywhere is found by
+    :func:`region_problems` before anything is bought.)"""
+    if request.launch_template is None or ports.settings.instance_role_arns is None:
+        return []
+    for region in request.regions:
+        version = ports.ec2(region).launch_template_version(request.launch_template.as_aws())
+        if version is None or version.instance_profile is None:
+            continue
+        problem = _role_problem(request, ports, version.instance_profile, region)
+        if problem is not None:
+            return [FieldError("launch_template", problem)]
+    return []
+
+
+def require_in_scope(request: ReservationRequest, ports: Ports) -> None:
+    """Refuse a request naming what the administrator does not allow (see the module docstring).
+
+    Raises:
+        OutOfScope: naming each field (an API 400).
+        RetryableAwsError: EC2 or IAM throttled while the launch template was read.
+    """
+    problems = scope_problems(request, ports.settings) + instance_role_problems(request, ports)
+    if problems:
+        raise OutOfScope(problems)
+
+
+def region_problems(request: ReservationRequest, ports: Ports, region: str) -> list[FieldError]:
+    """What the request names that does not exist (or may not be used) in ``region``: ``model_name``
+    models (``DescribeModel``), the launch template and its version (``DescribeLaunchTemplateVersions``)
+    and its instance role; [] when the capacity can be used there.
+
+    Raises:
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    problems: list[FieldError] = []
+    sagemaker = None
+    for index, model in enumerate(request.models):
+        if model.model_name is None:
+            continue
+        sagemaker = sagemaker or ports.sagemaker(region)
+        if not sagemaker.model_exists(model.model_name):
+            problems.append(
+                FieldError(
+                    f"models.{index}.model_name",
+                    f"SageMaker model {model.model_name!r} does not exist in {region}: create it there "
+                    "(CreateModel) or give image and model_data_url instead",
+                )
+            )
+    if request.platform == "ec2" and request.launch_template is not None:
+        version = ports.ec2(region).launch_template_version(request.launch_template.as_aws())
+        problem = None
+        if version is None:
+            problem = (
+                f"launch template {_template(request)} does not exist in {region} "
+                "(DescribeLaunchTemplateVersions; launch templates are regional): create it there, or fix "
+                "its id, name or version"
+            )
+        elif version.instance_profile is not None:
+            problem = _role_problem(request, ports, version.instance_profile, region)
+        if problem is not None:
+            problems.append(FieldError("launch_template", problem))
+    return problems
+
+
+def not_deployable(request: ReservationRequest, blocked: Mapping[str, list[FieldError]]) -> NotDeployable:
+    """The error for the problems of each region in ``blocked`` (``ModelNotFound`` when only models are
+    missing, else ``LaunchTemplateNotFound``); its message says that nothing was bought."""
+    sentences = []
+    for region, problems in blocked.items():
+        models = [
+            str(request.models[int(p.field.split(".")[1])].model_name)
+            for p in problems
+            if p.field.startswith("models.")
+        ]
+        others = [p.message for p in problems if not p.field.startswith("models.")]
+        if models:
+            sentences.append(
+                f"SageMaker model(s) {', '.join(models)} do not exist in {region}, where the capacity would "
+                "be bought or launched: create them there (CreateModel) or give image and model_data_url "
+                "instead"
+            )
+        sentences.extend(others)
+    message = "; ".join(sentences) + "; nothing was bought: fix the request and send it again."
+    every = [p for problems in blocked.values() for p in problems]
+    if all(p.field.startswith("models.") for p in every):
+        return ModelNotFound(message, every)
+    return LaunchTemplateNotFound(message, every)
+
+
+def require_deployable(request: ReservationRequest, ports: Ports, region: str) -> None:
+    """Refuse to buy or launch in ``region`` what could not be used there (see :func:`region_problems`).
+
+    Raises:
+        ModelNotFound: a ``model_name`` is missing in ``region``.
+        LaunchTemplateNotFound: the launch template or its version is missing there, or its instance role
+            is not allowed.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    problems = region_problems(request, ports, region)
+    if problems:
+        raise not_deployable(request, {region: problems})
+
+
+def deployable_offerings(
+    request: ReservationRequest, ports: Ports, offerings: Sequence[Offering]
+) -> tuple[list[Offering], dict[str, list[FieldError]]]:
+    """The offerings of the regions where the capacity could be used (:func:`region_problems`, checked in
+    each region that has a feasible offering), and the problems of the other regions.
+
+    Raises:
+        ModelNotFound, LaunchTemplateNotFound: every region with a feasible offering has problems.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    regions = [r for r in request.regions if any(o.feasible and o.region == r for o in offerings)]
+    blocked = {r: found for r in regions if (found := region_problems(request, ports, r))}
+    if regions and len(blocked) == len(regions):
+        raise not_deployable(request, blocked)
+    return [o for o in offerings if o.region not in blocked], blocked
+
+
+def not_considered(blocked: Mapping[str, list[FieldError]]) -> str:
+    """The sentence saying which regions' offerings were left out, and why."""
+    return (
+        "Not considered: "
+        + "; ".join(
+            f"{region} ({'; '.join(p.message for p in problems)})" for region, problems in blocked.items()
+        )
+        + "."
+    )
