@@ -162,7 +162,7 @@ def test_schedules_created_at_run_time_fire_to_an_event_bus_and_are_deleted(clou
         ActionAfterCompletion="DELETE",
         Target={
             "Arn": cloud.stack.arn("Bus"),
-            "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
+            "RoleArn": "arn:aws:iam::123456789012:role/fixture-SchedulerRole",
             "Input": json.dumps({"id": "r1", "size": 64}),
             "EventBridgeParameters": {"DetailType": "ItemRecorded", "Source": "test.app"},
         },
