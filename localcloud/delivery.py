@@ -496,6 +496,9 @@ class EventDelivery:
                     "InvalidArgument",
                     f"Parameter {key} is not valid. Reason: {key} is a required argument.",
                 )
+        if str(entry["Source"]).startswith("aws."):
+            # AWS sources are reserved: only AWS services (and forwarding rules) put those events.
+            return "NotAuthorizedForSourceException", "Not authorized for the source."
         try:
             detail = json.loads(entry["Detail"])
         except ValueError:

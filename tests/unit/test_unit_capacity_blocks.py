@@ -74,6 +74,9 @@ class FakeEc2:
     def terminate_instances(self, instance_ids: Sequence[str]) -> None:
         return None
 
+    def tagged_capacity_reservations(self) -> list[CapacityReservation]:
+        return [r for r in self.reservations if "capacity-orchestrator:request-id" in r.tags]
+
 
 def ports_with(h: Harness, ec2: FakeEc2) -> Ports:
     return Ports(

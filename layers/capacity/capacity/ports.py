@@ -19,7 +19,7 @@ from capacity.adapters.autoscaling import AutoScalingAdapter
 from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance
-from capacity.adapters.events import EventPublisher
+from capacity.adapters.events import EventPublisher, EventRules
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
 from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
@@ -194,11 +194,23 @@ class Ec2Port(Protocol):
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None: ...
 
+    def tagged_capacity_reservations(self) -> list[CapacityReservation]: ...
+
 
 class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
 
     def put(self, detail_type: str, detail: BaseModel, *, resources: Sequence[str] = ()) -> str: ...
+
+
+class EventRulesPort(Protocol):
+    """Rules on one region's default bus (see :class:`~capacity.adapters.events.EventRules`)."""
+
+    def put_forwarding_rule(
+        self, *, name: str, pattern: Mapping[str, Any], description: str, target_arn: str, role_arn: str
+    ) -> None: ...
+
+    def delete_rule(self, name: str) -> bool: ...
 
 
 class SchedulerPort(Protocol):
@@ -251,6 +263,7 @@ class Ports:
         autoscaling: region -> Application Auto Scaling port; default :class:`AutoScalingAdapter`.
         alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
         ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
+        event_rules: region -> default-bus rules port; default :class:`~capacity.adapters.events.EventRules`.
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -271,6 +284,7 @@ class Ports:
         clock: Callable[[], datetime] = utcnow,
         request_schedules: RequestSchedules | None = None,
         ec2: Callable[[str], Ec2Port] | None = None,
+        event_rules: Callable[[str], EventRulesPort] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -285,6 +299,7 @@ class Ports:
         self._alarms = _PerRegion[AlarmsPort](alarms or AlarmsAdapter)
         self._request_schedules = request_schedules
         self._ec2 = _PerRegion[Ec2Port](ec2 or Ec2Adapter)
+        self._event_rules = _PerRegion[EventRulesPort](event_rules or EventRules)
 
     @property
     def actor(self) -> str:
@@ -377,3 +392,7 @@ class Ports:
     def ec2(self, region: str) -> Ec2Port:
         """The EC2 port for ``region`` (one per region, reused)."""
         return self._ec2(region)
+
+    def event_rules(self, region: str) -> EventRulesPort:
+        """The rules port of ``region``'s default bus (one per region, reused)."""
+        return self._event_rules(region)

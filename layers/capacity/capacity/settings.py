@@ -22,6 +22,9 @@ Environment variables (set by ``template.yaml``):
 ``SLACK_SIGNING_SECRET_ARN`` Secrets Manager secret holding the Slack app's signing secret (Slack door)
 ``SLACK_APPROVER_IDS``     comma-separated Slack user ids allowed to press Approve/Reject (Slack door)
 ``OFFERINGS_TTL_DAYS``     days the offerings stay in OFFERINGS_TABLE (default 14)
+``FORWARDING_RULE_NAME``   name of the rule that forwards another region's AWS events to the bus
+``FORWARDING_TARGET_ARN``  the application's bus ARN (that rule's cross-region target)
+``FORWARDING_ROLE_ARN``    role EventBridge assumes to put the forwarded events on the bus
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
 ========================== ==========================================================================
@@ -51,6 +54,9 @@ _ENV_NAMES: dict[str, str] = {
     "slack_token_secret_arn": "SLACK_BOT_TOKEN_SECRET_ARN",
     "slack_signing_secret_arn": "SLACK_SIGNING_SECRET_ARN",
     "slack_approver_ids": "SLACK_APPROVER_IDS",
+    "forwarding_rule_name": "FORWARDING_RULE_NAME",
+    "forwarding_target_arn": "FORWARDING_TARGET_ARN",
+    "forwarding_role_arn": "FORWARDING_ROLE_ARN",
 }
 
 
@@ -79,6 +85,9 @@ class Settings:
     slack_token_secret_arn: str = ""
     slack_signing_secret_arn: str = ""
     slack_approver_ids: str = ""
+    forwarding_rule_name: str = ""
+    forwarding_target_arn: str = ""
+    forwarding_role_arn: str = ""
     offerings_ttl_days: int = 14
 
     @classmethod

@@ -318,3 +318,15 @@ def test_a_role_that_does_not_exist_cannot_deliver(world: World) -> None:
     put({"n": 1}, region="us-east-1")
 
     assert [error.code for _, error in world.delivery.dead_letters] == ["NO_PERMISSIONS"]
+
+
+def test_no_caller_may_put_an_event_with_an_aws_source(world: World) -> None:
+    rule({"Arn": FUNCTION}, source="aws.cloudwatch")
+
+    answer = boto3.client("events", region_name="us-east-1").put_events(
+        Entries=[{"Source": "aws.cloudwatch", "DetailType": "CloudWatch Alarm State Change", "Detail": "{}"}]
+    )
+
+    assert answer["FailedEntryCount"] == 1
+    assert answer["Entries"][0]["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert world.lambdas.calls == []

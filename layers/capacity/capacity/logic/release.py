@@ -39,6 +39,7 @@ from capacity.errors import FieldError, InvalidRequest, LeftoverResources, Relea
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post
+from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.on_demand import on_demand_summary
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
@@ -361,6 +362,10 @@ def record_released(
         ports.scheduler.delete(release_schedule_name(step.request_id))
     except Exception as exc:  # the schedule firing later is harmless: release answers already_released
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
+    try:  # the last reservation of another region no longer needs its events forwarded
+        retire_forwarding(ports, purchase.region)
+    except Exception as exc:  # a forwarding rule left behind forwards a few events for nothing: harmless
+        logger.warning("could not retire the forwarding rule of %s: %s", purchase.region, exc)
     post(ports, message(summary, reason))
     return ReleaseOutput(done=True, summary=summary)
 

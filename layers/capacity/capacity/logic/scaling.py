@@ -52,6 +52,7 @@ from capacity.adapters.cloudwatch import AlarmSpec
 from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.forwarding import ensure_forwarding
 from capacity.models import ModelSpec, ReleaseRequestedDetail, ReservationRequest, State, parse_model
 from capacity.naming import (
     ALARM_PREFIX,
@@ -154,9 +155,12 @@ def alarm_specs(request: ReservationRequest) -> list[AlarmSpec]:
 
 def setup_scaling(ports: Ports, request: ReservationRequest, region: str) -> None:
     """Register every component's scalable target and policy, then put the alarms (all upserts: safe to
-    repeat). Application Auto Scaling receives ``MinCapacity`` 0 as 0.
+    repeat). Application Auto Scaling receives ``MinCapacity`` 0 as 0. In a region other than the stack's,
+    the rule forwarding that region's alarm events to the application's bus is put before and after the
+    alarms (:mod:`capacity.logic.forwarding`).
 
     Raises:
+        ConfigurationError: the forwarding settings are missing (a region other than the stack's).
         RetryableAwsError: throttling/5xx after retries.
         ResourceBusy: another scaling change of a target is under way.
     """
@@ -174,9 +178,14 @@ def setup_scaling(ports: Ports, request: ReservationRequest, region: str) -> Non
             scale_in_cooldown=scaling.scale_in_cooldown_seconds,
             scale_out_cooldown=scaling.scale_out_cooldown_seconds,
         )
+    specs = alarm_specs(request)
+    if specs:
+        ensure_forwarding(ports, region)
     alarms = ports.alarms(region)
-    for spec in alarm_specs(request):
+    for spec in specs:
         alarms.put_alarm(spec)
+    if specs:
+        ensure_forwarding(ports, region)
 
 
 # ------------------------------------------------------------------------------------------ tear down
