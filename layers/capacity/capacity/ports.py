@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from capacity.adapters import clients
 from capacity.adapters.autoscaling import AutoScalingAdapter
-from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
+from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec, AlarmState
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance
 from capacity.adapters.events import EventPublisher, EventRules
@@ -140,6 +140,8 @@ class AlarmsPort(Protocol):
     def delete_alarms(self, names: Sequence[str]) -> None: ...
 
     def alarm_tags(self, arn: str) -> dict[str, str] | None: ...
+
+    def alarm_state(self, name: str) -> AlarmState | None: ...
 
     def reset_alarm(self, name: str, reason: str) -> None: ...
 
