@@ -139,7 +139,7 @@ _PROGRAM_STATE = f"{_PARSER}.asl.eval.program_state"
 
 
 def _unless_stopped(original: Any) -> Any:
-    """``Environment.set_error``/``set_timed_out`` that leave a stopped program (``StopExecution``) stopped."""
+    """``Environment.set_error``/``set_timed_out`` leaving a stopped program (``StopExecution``) stopped."""
     stopped = importlib.import_module(_PROGRAM_STATE).ProgramStopped
 
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -60,7 +60,8 @@ def _invoke(cloud: LocalCloud, component: str, count: int) -> int:
             )
             served += 1
         except runtime.exceptions.ClientError as exc:
-            assert "no capacity" in str(exc)
+            if "no capacity" not in str(exc):
+                raise
     return served
 
 

@@ -7,6 +7,7 @@ failing, one bus for every region): on the old delivery each fails.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -181,7 +182,7 @@ def test_a_refused_delivery_is_retried_with_backoff_and_then_delivered(world: Wo
     attempts = [d for d in world.delivery.deliveries if d.event_id == event_id]
     assert [d.attempt for d in attempts] == [1, 2, 3]
     assert [d.error is None for d in attempts] == [False, False, True]
-    waits = [(b.at - a.at).total_seconds() for a, b in zip(attempts, attempts[1:], strict=False)]
+    waits = [(b.at - a.at).total_seconds() for a, b in itertools.pairwise(attempts)]
     assert all(0 < wait <= BACKOFF_CAP_SECONDS for wait in waits)
 
 
