@@ -20,6 +20,15 @@ lock no notify has released, a ``Thread.join`` of a live thread, an idle ``concu
 A thread that is starting or ending (alive, but without a Python frame) keeps the simulation busy, and
 so does a thread blocked on a plain C-level ``Lock.acquire`` (it looks busy, conservatively): the local
 cloud's own locks are built on ``threading.Condition``.
+
+Two more things happen at quiescent points, before time may move:
+
+- *settle hooks* (:meth:`VirtualClock.add_settle_hook`) run and may make a parked thread runnable; the
+  Lambda runtime grants its CPU this way, so which of several ready invocations runs next is decided when
+  everything else is still, never by the operating system's thread scheduling;
+- a thread with a *deadline* (:meth:`VirtualClock.deadline`: a Lambda invocation's timeout) never sleeps
+  past it: its sleep or wait ends at the deadline with the deadline's exception, as Lambda stops a function
+  at its timeout.
 """
 
 from __future__ import annotations
@@ -186,6 +195,8 @@ class VirtualClock:
         self._started = False
         self._hooks_lock = threading.Lock()
         self._park_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        self._settle_hooks: list[Callable[[], bool]] = []
+        self._deadlines = threading.local()
         self._confirmed: tuple[int, tuple[tuple[int, int, int], ...]] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -233,6 +244,25 @@ class VirtualClock:
         """True between :meth:`start` and :meth:`stop`."""
         return self._started
 
+    def waits_for_a_driver(self) -> bool:
+        """False when a thread from outside the simulation (:meth:`outside`) asks while nothing runs it: no
+        driver is active and the caller does not own the clock (its waits would not drive it)."""
+        if not getattr(self._deadlines, "outside", False):
+            return True
+        with self._cv:
+            return bool(self._drivers) or threading.get_ident() == self._owner
+
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Mark the calling thread as arriving from outside the simulation for the block (an HTTP request of
+        ``serve``): what it asks of the simulation must not wait for a run that may not come."""
+        previous = getattr(self._deadlines, "outside", False)
+        self._deadlines.outside = True
+        try:
+            yield
+        finally:
+            self._deadlines.outside = previous
+
     # -- reading time ----------------------------------------------------------------------------------
 
     def now(self) -> datetime:
@@ -256,7 +286,12 @@ class VirtualClock:
         self.sleep_until(_from_ns(self._now_ns + round(seconds * 1_000_000) * 1_000))
 
     def sleep_until(self, at: datetime) -> None:
-        """Block the calling thread until the virtual instant ``at`` (tz-aware); returns at once if past."""
+        """Block the calling thread until the virtual instant ``at`` (tz-aware); returns at once if past.
+
+        Raises:
+            BaseException: the calling thread's :meth:`deadline` exception, at the deadline, if ``at`` is
+                not before it.
+        """
         at_ns = _to_ns(at)
         if not self._started:
             # Not travelling: a plain sleep in real time.
@@ -264,26 +299,41 @@ class VirtualClock:
             if remaining > 0:
                 time.sleep(remaining)
             return
-        if at_ns <= self._now_ns:
+        limit = self._deadline()
+        if limit is not None and at_ns >= limit[0]:
+            at_ns = limit[0]
+        if at_ns > self._now_ns:
+            if self._drives_itself():
+                self._call_park_hooks(parking=True)
+                try:
+                    self.run(until=_from_ns(at_ns))
+                finally:
+                    self._call_park_hooks(parking=False)
+            else:
+                self._park(at_ns=at_ns, event=None, description=f"sleep until {_from_ns(at_ns).isoformat()}")
+        else:
             self.touch()
-            return
-        if self._drives_itself():
-            self._call_park_hooks(parking=True)
-            try:
-                self.run(until=_from_ns(at_ns))
-            finally:
-                self._call_park_hooks(parking=False)
-            return
-        self._park(at_ns=at_ns, event=None, description=f"sleep until {_from_ns(at_ns).isoformat()}")
+        if limit is not None and at_ns >= limit[0]:
+            raise limit[1]()
 
-    def wait_event(self, event: threading.Event, timeout_seconds: float | None) -> bool:
+    def wait_event(
+        self, event: threading.Event, timeout_seconds: float | None, *, park_hooks: bool = True
+    ) -> bool:
         """Block until ``event`` is set (or pulsed: ``set(); clear()``) or ``timeout_seconds`` (virtual) pass.
 
         In the driving thread this runs the simulation meanwhile; if the simulation goes idle before the
         event comes (nothing left that could set it), it returns False rather than wait forever.
 
+        Args:
+            event: what to wait for.
+            timeout_seconds: virtual seconds; None waits without a time limit.
+            park_hooks: False skips the park hooks (the Lambda runtime's own wait for its CPU).
+
         Returns:
             True if the event was set or pulsed, False on timeout (like ``threading.Event.wait``).
+
+        Raises:
+            BaseException: the calling thread's :meth:`deadline` exception, if the deadline comes first.
         """
         if event.is_set():
             return True
@@ -291,22 +341,61 @@ class VirtualClock:
             # threading.Event.wait itself: ``event`` may be a clock-aware subclass that calls back here.
             return threading.Event.wait(event, timeout_seconds)
         at_ns = None if timeout_seconds is None else self._now_ns + round(timeout_seconds * 1_000_000) * 1_000
+        limit = self._deadline() if park_hooks else None
+        capped = limit is not None and (at_ns is None or at_ns >= limit[0])
+        if limit is not None and capped:
+            at_ns = limit[0]
         if at_ns is not None and at_ns <= self._now_ns:
-            return event.is_set()
+            if event.is_set():
+                return True
+            if limit is not None and capped:
+                raise limit[1]()
+            return False
         if self._drives_itself():
             # The driver waits by running the simulation until the event fires or the timeout passes.
             hook = self._hook_event(event)
             generation = hook.generation
-            self._call_park_hooks(parking=True)
+            if park_hooks:
+                self._call_park_hooks(parking=True)
             try:
                 self.run(
                     until=None if at_ns is None else _from_ns(at_ns),
                     stop_when=lambda: event.is_set() or hook.generation != generation,
                 )
             finally:
-                self._call_park_hooks(parking=False)
-            return event.is_set() or hook.generation != generation
-        return self._park(at_ns=at_ns, event=event, description="wait for an event")
+                if park_hooks:
+                    self._call_park_hooks(parking=False)
+            woken = event.is_set() or hook.generation != generation
+        else:
+            woken = self._park(
+                at_ns=at_ns, event=event, description="wait for an event", park_hooks=park_hooks
+            )
+        if not woken and limit is not None and capped:
+            raise limit[1]()
+        return woken
+
+    @contextmanager
+    def deadline(self, at: datetime, error: Callable[[], BaseException]) -> Iterator[None]:
+        """Within the block, the calling thread never sleeps or waits (in the clock) past ``at``.
+
+        A :meth:`sleep`, :meth:`sleep_until` or :meth:`wait_event` that would end at or after ``at`` ends
+        at ``at`` and raises ``error()`` instead. Nested deadlines: the earliest wins.
+        """
+        stack: list[tuple[int, Callable[[], BaseException]]] | None = getattr(self._deadlines, "stack", None)
+        if stack is None:
+            stack = []
+            self._deadlines.stack = stack
+        stack.append((_to_ns(at), error))
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def _deadline(self) -> tuple[int, Callable[[], BaseException]] | None:
+        stack: list[tuple[int, Callable[[], BaseException]]] | None = getattr(self._deadlines, "stack", None)
+        if not stack:
+            return None
+        return min(stack, key=lambda item: item[0])
 
     # -- tickers, activity, infrastructure -------------------------------------------------------------
 
@@ -345,6 +434,14 @@ class VirtualClock:
         """
         self._park_hooks.append((on_park, on_unpark))
 
+    def add_settle_hook(self, hook: Callable[[], bool]) -> None:
+        """Call ``hook()`` from the driver at every quiescent point; True means it made a thread runnable.
+
+        Hooks run until none makes progress, before :meth:`run` checks ``stop_when``, moves time or wakes the
+        next sleeper: the Lambda runtime hands its CPU to one ready invocation this way.
+        """
+        self._settle_hooks.append(hook)
+
     # -- running the simulation ------------------------------------------------------------------------
 
     def run(
@@ -378,7 +475,7 @@ class VirtualClock:
         steps = 0
         with self._driving():
             while True:
-                self._await_quiescence(deadline)
+                self._settle(deadline)
                 if stop_when is not None and stop_when():
                     return RunResult("stop_when", self.now(), steps)
                 next_ns = self._next_instant(include_background=until_ns is not None)
@@ -469,11 +566,14 @@ class VirtualClock:
             event._localcloud_hook = new_hook  # type: ignore[attr-defined]
             return new_hook
 
-    def _park(self, *, at_ns: int | None, event: threading.Event | None, description: str) -> bool:
+    def _park(
+        self, *, at_ns: int | None, event: threading.Event | None, description: str, park_hooks: bool = True
+    ) -> bool:
         """Block the calling thread in the clock; True if woken by the event, False on timeout or stop."""
         hook = self._hook_event(event) if event is not None else None
         me = threading.current_thread()
-        self._call_park_hooks(parking=True)
+        if park_hooks:
+            self._call_park_hooks(parking=True)
         try:
             with self._cv:
                 waiter = _Waiter(
@@ -499,7 +599,8 @@ class VirtualClock:
                     self._parked.pop(waiter.thread_ident, None)
                     self._activity += 1
         finally:
-            self._call_park_hooks(parking=False)
+            if park_hooks:
+                self._call_park_hooks(parking=False)
         if event is None:
             return False
         return event.is_set() or (hook is not None and hook.generation != waiter.event_generation)
@@ -534,6 +635,13 @@ class VirtualClock:
                     return None
                 signature.append((ident, id(frame.f_code), frame.f_lasti))
         return activity, tuple(sorted(signature))
+
+    def _settle(self, deadline: float) -> None:
+        """Wait for quiescence, then let the settle hooks make threads runnable until none does."""
+        while True:
+            self._await_quiescence(deadline)
+            if not any(hook() for hook in list(self._settle_hooks)):
+                return
 
     def _await_quiescence(self, deadline: float) -> None:
         while True:
@@ -612,4 +720,4 @@ class VirtualClock:
                 timer.waiter.fired = True
                 self._activity += 1
                 self._cv.notify_all()
-            self._await_quiescence(deadline)
+            self._settle(deadline)

@@ -22,6 +22,7 @@ bus, executions started and finished, Lambda invocations, schedules fired, Slack
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -44,6 +45,9 @@ from localcloud.clock import RunResult, VirtualClock
 from localcloud.delivery import EventDelivery
 from localcloud.dispatch import Dispatcher, EmulatorLike
 from localcloud.faults import FaultInjector
+from localcloud.iam import Denial, Iam, TargetCaller
+from localcloud.iam import context as iam_context
+from localcloud.iam.lookups import CloudLookups
 from localcloud.lambdas import InvocationRecord, LambdaRuntime
 from localcloud.scheduler import SchedulerTicker
 from localcloud.slack import Outbox, OutboxMessage
@@ -118,6 +122,9 @@ class LocalCloud:
         parameter_overrides: template parameter values.
         market: the emulated capacity market's configuration (default: the emulator's).
         stack_name, region, account_id: where the stack lives (deterministic names derive from them).
+        iam: evaluate IAM for every call the stack's principals make (default on; see docs/localcloud.md).
+            The policies are read from :attr:`stack` when the cloud starts, so a test may change them
+            between construction and :meth:`start`.
 
     Raises:
         TemplateError: the template cannot be run locally (raised by the constructor).
@@ -135,6 +142,7 @@ class LocalCloud:
         stack_name: str = "capacity-orchestrator",
         region: str = "us-east-1",
         account_id: str = "123456789012",
+        iam: bool = True,
     ) -> None:
         self.stack = Stack.load(
             Path(template),
@@ -164,8 +172,20 @@ class LocalCloud:
             faults=self.faults,
         )
         self.emulator: Any = self._make_emulator()
+        self.iam: Iam | None = None
+        if iam:
+            lookups = CloudLookups(
+                self.emulator, self.lambdas, account_id=account_id, partition=self.stack.partition
+            )
+            self.iam = Iam(self.stack, lookups=lookups, now=self.clock.now, on_denial=self._record_denial)
+            self.lambdas.principal_scope = self.iam.function_scope
+            self.delivery.authorizer = self.iam
         self.dispatcher = Dispatcher(
-            clock=self.clock, lambdas=self.lambdas, emulator=self.emulator, faults=self.faults
+            clock=self.clock,
+            lambdas=self.lambdas,
+            emulator=self.emulator,
+            faults=self.faults,
+            authorizer=self.iam,
         )
         self.scheduler = SchedulerTicker(
             self.delivery, timeline=self.timeline, universal=self._universal_target
@@ -176,6 +196,7 @@ class LocalCloud:
         self._session: boto3.session.Session | None = None
         self._final_executions: list[ExecutionSummary] | None = None
         self._api_responses: list[dict[str, Any]] = []
+        self._iam_installed = contextlib.ExitStack()
         self.timeline.add_feed(self._lambda_entries)
         self.timeline.add_feed(self._slack_entries)
         self.timeline.add_feed(self._fault_entries)
@@ -212,6 +233,11 @@ class LocalCloud:
         )
         started: list[Callable[[], None]] = []
         try:
+            if self.iam is not None:
+                self.iam.index()  # every policy parsed once, before anything runs
+                self._iam_installed.enter_context(self.iam.installed())
+                started.append(self._uninstall_iam)
+                self.clock.add_park_hooks(iam_context.on_park, iam_context.on_unpark)
             self.clock.start()
             started.append(self.clock.stop)
             self._mock = mock_aws(config=cast(Any, _MOTO_CONFIG))
@@ -262,8 +288,12 @@ class LocalCloud:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        self._uninstall_iam()
         self._restore_env()
         self._running = False
+
+    def _uninstall_iam(self) -> None:
+        self._iam_installed.close()
 
     @property
     def running(self) -> bool:
@@ -329,7 +359,24 @@ class LocalCloud:
         context.setdefault("requestTimeEpoch", int(self.clock.now().timestamp() * 1000))
         event["requestContext"] = context
         spec = self.stack.function(route.function)
-        result = self.lambdas.invoke(spec.arn, json.dumps(event).encode(), invocation_type="RequestResponse")
+        if self.iam is not None:
+            # API Gateway invokes the function through its resource-based policy (AWS::Lambda::Permission);
+            # without one it answers 500 "Internal server error" ("Invalid permissions on Lambda function").
+            source = f"arn:{self.stack.partition}:execute-api:{self.region}:{self.account_id}:{route.api_id}/"
+            source += f"{context['stage']}/{method}{path}"
+            denial = self.iam.authorize_service(
+                "apigateway.amazonaws.com",
+                "lambda:InvokeFunction",
+                spec.arn,
+                source_arn=source,
+                operation="Invoke",
+            )
+            if denial is not None:
+                return self._api_answer(method, path, 500, {"message": "Internal server error"})
+        with self.clock.outside():  # an HTTP request of `serve` may come while nothing runs the simulation
+            result = self.lambdas.invoke(
+                spec.arn, json.dumps(event).encode(), invocation_type="RequestResponse"
+            )
         if result.function_error:
             return self._api_answer(method, path, 502, {"message": "Internal server error"})
         try:
@@ -560,13 +607,38 @@ class LocalCloud:
         emulator: EmulatorLike = Emulator(**kwargs)
         return emulator
 
-    def _universal_target(self, service: str, operation: str, params: dict[str, Any]) -> Any:
-        """Call an API as a Scheduler universal target does (no client faults: AWS calls it)."""
+    def _universal_target(
+        self, service: str, operation: str, params: dict[str, Any], caller: TargetCaller
+    ) -> Any:
+        """Call an API as a Scheduler universal target does: as the schedule's role (IAM evaluates the call),
+        without client faults (AWS calls it).
+
+        Raises:
+            PermissionError: Scheduler may not assume the schedule's role (its trust policy).
+        """
         client = self.client(_AWS_SDK_SERVICES.get(service, service))
         import botocore  # noqa: PLC0415
 
-        with self.dispatcher.exempt():
+        if self.iam is None:
+            with self.dispatcher.exempt():
+                return getattr(client, botocore.xform_name(operation))(**params)
+        denial = self.iam.assume(caller)
+        if denial is not None:
+            raise PermissionError(denial.message)
+        with self.dispatcher.exempt(), self.iam.target_scope(caller):
             return getattr(client, botocore.xform_name(operation))(**params)
+
+    def _record_denial(self, denial: Denial) -> None:
+        who = denial.role or denial.principal
+        self.timeline.add(
+            "iam",
+            f"denied: {who} {denial.action} on {denial.resource} ({denial.service} {denial.operation})",
+            role=denial.role,
+            principal=denial.principal,
+            action=denial.action,
+            resource=denial.resource,
+            explicit=denial.explicit,
+        )
 
     def _abort_running_executions(self) -> None:
         from moto.stepfunctions.responses import get_backend  # noqa: PLC0415

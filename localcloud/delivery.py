@@ -67,6 +67,7 @@ from moto.stepfunctions.responses import get_backend
 
 from localcloud.contracts import AwsError, Due
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
+from localcloud.iam import TargetCaller
 from localcloud.timeline import Kind, Timeline
 
 EVENT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -87,13 +88,21 @@ jitter; AWS documents the shape, not the figures: these spread 185 retries over 
 _ONCE_KINDS = frozenset({FaultKind.DUPLICATE_DELIVERY, FaultKind.DELAYED_DELIVERY, FaultKind.ABORT_EXECUTION})
 _LAMBDA_KINDS = frozenset({FaultKind.DUPLICATE_DELIVERY, FaultKind.DELAYED_DELIVERY})
 _FAILURE_KINDS = frozenset({FaultKind.DELIVERY_FAILURE})
-_TARGET_ACTIONS = {
-    "lambda": "lambda:InvokeFunction",
-    "states": "states:StartExecution",
-    "events": "events:PutEvents",
-    "sqs": "sqs:SendMessage",
-    "sns": "sns:Publish",
-}
+
+
+class TargetAuthorizer(Protocol):
+    """IAM's side of a delivery (``localcloud.iam.Iam``)."""
+
+    def authorize_target(self, caller: TargetCaller, target_arn: str) -> Any:
+        """None if ``caller`` may deliver to ``target_arn``, else the denial (with its ``message``)."""
+        ...
+
+    def authorize_service(
+        self, service_principal: str, action: str, resource: str, *, source_arn: str, operation: str
+    ) -> Any:
+        """None if the resource's own policy lets the service act on it (a DLQ's queue policy), else the
+        denial."""
+        ...
 
 
 class LambdaInvoker(Protocol):
@@ -179,6 +188,8 @@ class DeliveryJob:
     dead_letter: Callable[[TargetError, int, str | None], tuple[str, dict[str, str]]]
     ingested: datetime
     event_bus_parameters: dict[str, Any] | None = None
+    caller: TargetCaller | None = None
+    """Who delivers (the service, the rule's or schedule's ARN, the target's role), for IAM."""
     sender: Callable[[str], str] | None = None
     """Delivers a payload itself (Scheduler's universal targets) instead of :meth:`EventDelivery.send`."""
     retries: int = 0
@@ -355,9 +366,10 @@ class EventDelivery:
     ``lambdas`` invokes functions; ``timeline`` records every event put and each delivery; ``touch`` is
     called on each delivery so the virtual clock sees activity; ``seed`` makes event ids, execution names
     and retry jitter deterministic; ``label`` shortens resource names in timeline texts (drops the stack
-    prefix); ``faults`` draws the delivery fault kinds. :attr:`authorize` ``(role_arn, action,
-    resource_arn)`` answers None when the role may act, else why not (default: the role must exist; the
-    IAM evaluation replaces it). Use :meth:`install` / :meth:`uninstall` around a run (moto must be active).
+    prefix); ``faults`` draws the delivery fault kinds. :attr:`authorizer` (IAM, when it is on) decides
+    whether a delivery's caller may reach its target and its dead-letter queue; without it a target's
+    ``RoleArn`` must at least exist. Use :meth:`install` / :meth:`uninstall` around a run (moto must be
+    active).
     """
 
     def __init__(
@@ -379,7 +391,6 @@ class EventDelivery:
         self.lambdas = lambdas
         self.timeline = timeline
         self.faults = faults
-        self.authorize: Callable[[str, str, str], str | None] = self._role_exists
         self._touch = touch or (lambda: None)
         self._now = now or (lambda: datetime.now(UTC))
         self._random = random.Random(seed)
@@ -391,6 +402,7 @@ class EventDelivery:
         self.deliveries: list[Delivery] = []
         self.dead_letters: list[tuple[DeliveryJob, TargetError]] = []
         """Deliveries given up on (sent to their dead-letter queue, or dropped), with the last error."""
+        self.authorizer: TargetAuthorizer | None = None  # IAM: targets are reached only when it allows
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -622,6 +634,7 @@ class EventDelivery:
             render=render,
             dead_letter=dead_letter,
             ingested=self._now(),
+            caller=TargetCaller("events.amazonaws.com", rule.arn, target.get("RoleArn")),
         )
 
     # ------------------------------------------------------------------------------ attempts and retries
@@ -679,7 +692,7 @@ class EventDelivery:
                         payload,
                         origin=job.origin,
                         event_bus_parameters=job.event_bus_parameters,
-                        role_arn=job.target.get("RoleArn"),
+                        caller=job.caller,
                         source_region=job.region,
                     )
             except TargetError as exc:
@@ -744,6 +757,12 @@ class EventDelivery:
             return
         body, attributes = job.dead_letter(error, job.retries, exhausted)
         parts = queue_arn.split(":")
+        refused = self._dead_letter_denial(job, queue_arn)
+        if refused is not None:
+            self._note(
+                f"{self._what(job)}: dropped, dead-letter queue {parts[-1]} refused it ({refused}), {why}"
+            )
+            return
         try:
             sqs_backends[parts[4]][parts[3]].send_message(
                 parts[5],
@@ -758,6 +777,23 @@ class EventDelivery:
             )
             return
         self._note(f"{self._what(job)}: sent to dead-letter queue {parts[5]} ({why})")
+
+    def _dead_letter_denial(self, job: DeliveryJob, queue_arn: str) -> str | None:
+        """Why IAM refuses the dead letter, or None: EventBridge needs the queue's policy to let
+        ``events.amazonaws.com`` send for the rule; Scheduler sends with the schedule's role."""
+        if self.authorizer is None or job.caller is None:
+            return None
+        if job.caller.service == "events.amazonaws.com":
+            denial = self.authorizer.authorize_service(
+                job.caller.service,
+                "sqs:SendMessage",
+                queue_arn,
+                source_arn=job.caller.source_arn,
+                operation="dead-letter",
+            )
+        else:
+            denial = self.authorizer.authorize_target(job.caller, queue_arn)
+        return None if denial is None else str(getattr(denial, "message", denial))
 
     def _abort_later(self, execution_arn: str, rule: FaultRule) -> None:
         def stop() -> None:
@@ -790,16 +826,18 @@ class EventDelivery:
         *,
         origin: str,
         event_bus_parameters: dict[str, Any] | None = None,
-        role_arn: str | None = None,
+        caller: TargetCaller | None = None,
         source_region: str | None = None,
     ) -> str:
         """Deliver ``payload`` to a target ARN as EventBridge (or Scheduler) does; returns what was done.
 
-        Lambda: asynchronous invoke. Step Functions: StartExecution with a generated name. Event bus:
+        ``caller`` (the service, the rule's or schedule's ARN and the target's role) is authorized first
+        when IAM is on: a denied delivery raises :class:`TargetError` with IAM's message. Lambda:
+        asynchronous invoke. Step Functions: StartExecution with a generated name. Event bus:
         a new event (for Scheduler targets, from ``event_bus_parameters`` ``DetailType``/``Source`` and
         the payload as detail) or the same event forwarded (rule targets; in another region or account
-        only with ``role_arn``). SQS: SendMessage. SNS: Publish. A ``role_arn`` must be allowed the
-        target's action (:attr:`authorize`).
+        only with the caller's ``role_arn``). SQS: SendMessage. SNS: Publish. Without IAM a ``role_arn``
+        must at least exist.
 
         Raises:
             TargetError: the target does not exist, refused, or its type is not supported locally.
@@ -809,10 +847,8 @@ class EventDelivery:
         if len(parts) < 6 or not arn.startswith("arn:"):
             raise TargetError(f"{arn!r} is not an ARN", code="INVALID_PARAMETER")
         service, region, account, resource = parts[2], parts[3], parts[4], parts[5]
-        if role_arn:
-            denial = self.authorize(str(role_arn), _TARGET_ACTIONS.get(service, f"{service}:*"), arn)
-            if denial is not None:
-                raise TargetError(denial, code="NO_PERMISSIONS")
+        self._check_caller(caller, arn)
+        role_arn = caller.role_arn if caller is not None else None
         if service == "lambda":
             return self._invoke(arn, payload, resource.split(":")[1] if ":" in resource else resource)
         if service == "states":
@@ -937,9 +973,24 @@ class EventDelivery:
 
     # ------------------------------------------------------------------------------------------- helpers
 
-    def _role_exists(self, role_arn: str, action: str, resource: str) -> str | None:
-        """The default :attr:`authorize`: the role must exist (policies are the IAM evaluation's part)."""
-        del action, resource
+    def _check_caller(self, caller: TargetCaller | None, arn: str) -> None:
+        """IAM (when on) decides whether ``caller`` may reach ``arn``; without it a role must exist.
+
+        Raises:
+            TargetError: ``NO_PERMISSIONS``, with why.
+        """
+        if caller is not None and self.authorizer is not None:
+            denied = self.authorizer.authorize_target(caller, arn)
+            if denied is not None:
+                raise TargetError(f"access denied: {denied.message}", code="NO_PERMISSIONS")
+        elif caller is not None and caller.role_arn:
+            missing = self._role_exists(caller.role_arn)
+            if missing is not None:
+                raise TargetError(missing, code="NO_PERMISSIONS")
+
+    @staticmethod
+    def _role_exists(role_arn: str) -> str | None:
+        """Without IAM, at least the role EventBridge or Scheduler would assume must exist (else why not)."""
         parts = role_arn.split(":")
         try:
             iam_backends[parts[4]]["aws"].get_role_by_arn(role_arn)

@@ -7,9 +7,12 @@ request after botocore has serialized and signed it and before anything would go
 
 1. parses the wire request back into API parameters with moto's request parsers
    (``moto.core.parse.PROTOCOL_PARSERS``) against botocore's service model;
-2. draws faults (:class:`localcloud.faults.FaultInjector`): ``latency`` sleeps on the virtual clock,
-   ``throttle`` and ``server_error`` answer the service's error without running the call,
-   ``crash_after_commit`` runs the call and then raises ``botocore.exceptions.ReadTimeoutError``;
+2. draws faults (:class:`localcloud.faults.FaultInjector`): ``latency`` sleeps on the virtual clock (up to
+   the client's read timeout: a slower answer is a ``botocore.exceptions.ReadTimeoutError`` there, the call
+   having taken effect), ``throttle`` and ``server_error`` answer the service's error without running the
+   call, ``hang`` waits the client's read timeout and raises ``ReadTimeoutError`` without running it,
+   ``crash_after_commit`` runs the call, waits the read timeout and raises ``ReadTimeoutError``,
+   ``kill_caller`` runs the call and then stops the Lambda invocation that made it;
    ``insufficient_capacity``/``stuck`` are handed to the emulator;
 3. routes the call: ``lambda:Invoke``/``InvokeAsync`` of a template function to the in-process
    :class:`~localcloud.lambdas.LambdaRuntime`; operations the AWS emulator handles to
@@ -19,6 +22,10 @@ request after botocore has serialized and signed it and before anything would go
    survive) and botocore's own retry mode sees the errors;
 5. tells listeners registered with :meth:`Dispatcher.on` (EventBridge delivery listens to
    ``eventbridge.PutEvents``), with the parameters and the parsed response.
+
+A call made from inside a Lambda invocation is also where concurrent invocations interleave: the runtime
+hands its CPU to another ready invocation first (:meth:`LambdaRuntime.yield_now`), and refuses the call
+of an invocation already stopped at its timeout.
 
 Service names are botocore's hyphenated service ids, as in the event name: ``sagemaker``,
 ``sagemaker-runtime``, ``ec2``, ``application-auto-scaling``, ``cloudwatch``, ``lambda``,
@@ -58,6 +65,16 @@ from localcloud.faults import EMULATOR_KINDS, FaultInjector, FaultKind, FaultRul
 from localcloud.lambdas import InvokeResult, LambdaRuntime
 
 
+class Authorizer(Protocol):
+    """What the dispatcher needs from IAM evaluation (``localcloud.iam.Iam``)."""
+
+    def authorize(
+        self, service: str, operation: str, params: Callable[[], dict[str, Any]], region: str
+    ) -> AwsError | None:
+        """None if the calling thread's principal may make the call (or is not evaluated), else the denial."""
+        ...
+
+
 class EmulatorLike(Protocol):
     """What the dispatcher needs from the AWS emulator (``localcloud.emulator.Emulator``)."""
 
@@ -93,6 +110,8 @@ class CallRecord:
         status: the HTTP status answered (None when a fault raised instead).
         error_code: the AWS error code answered, if any.
         response: the parsed response (output-shape members; for listeners), or None.
+        caller: the function whose invocation made the call, or None (the local cloud's own machinery,
+            a state machine, a test).
     """
 
     at: datetime
@@ -105,6 +124,8 @@ class CallRecord:
     status: int | None = None
     error_code: str | None = None
     response: dict[str, Any] | None = None
+    timed_out: bool = False
+    caller: str | None = None
 
 
 Listener = Callable[[CallRecord], None]
@@ -249,6 +270,7 @@ class Dispatcher:
         lambdas: the in-process Lambda runtime (None: ``lambda:Invoke`` goes to moto).
         emulator: the AWS emulator (None: nothing is emulated).
         faults: the fault injector (None: no faults).
+        authorizer: IAM evaluation (None: every call is allowed), consulted before faults and routing.
 
     Attributes:
         calls: every call seen, in order.
@@ -262,8 +284,10 @@ class Dispatcher:
         lambdas: LambdaRuntime | None = None,
         emulator: EmulatorLike | None = None,
         faults: FaultInjector | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.clock = clock
+        self.authorizer = authorizer
         self.lambdas = lambdas
         self.emulator = emulator
         self.faults = faults
@@ -322,6 +346,8 @@ class Dispatcher:
 
     def _dispatch(self, stubber: Any, event_name: str, request: AWSPreparedRequest, **kwargs: Any) -> Any:
         _, service, operation = event_name.split(".", 2)
+        if self.lambdas is not None:
+            self.lambdas.yield_now()
         self.clock.touch()
         try:
             return self._handle(stubber, event_name, service, operation, request, **kwargs)
@@ -349,11 +375,20 @@ class Dispatcher:
             except Exception:  # a request moto parses its own way (S3 streaming bodies...) still goes there
                 params = {}
         record = CallRecord(self.clock.now(), service, operation, _region_of(request), route, params)
+        function = self.lambdas.current_function() if self.lambdas is not None else None
+        record.caller = None if function is None else function.name
         with self._lock:
             self.calls.append(record)
             self.counts[f"{service}.{operation}"] += 1
+        denied = self._authorize(record, request)
+        if denied is not None:
+            return denied
 
-        fired = self.faults.draw(service, operation, params) if self.faults is not None and injecting else []
+        fired = (
+            self.faults.draw(service, operation, params, from_lambda=record.caller is not None)
+            if self.faults is not None and injecting
+            else []
+        )
         record.faults = [rule.kind for rule in fired]
         refused = self._wire_faults(record, request, fired)
         if refused is not None:
@@ -370,17 +405,55 @@ class Dispatcher:
         if listeners and record.status is not None and record.status < 300:
             for listener in listeners:
                 listener(record)
-        if FaultKind.CRASH_AFTER_COMMIT in record.faults:
-            # The call took effect; the caller never hears back (botocore retries it, as on AWS).
-            raise ReadTimeoutError(endpoint_url=request.url)
+        self._after_effect(record, request)
         return response
+
+    def _after_effect(self, record: CallRecord, request: AWSPreparedRequest) -> None:
+        """The faults that strike once the call took effect: the caller dies, or never hears back.
+
+        Raises:
+            SandboxTimedOut: ``kill_caller`` (the invocation that made the call dies here).
+            ReadTimeoutError: ``crash_after_commit`` or a latency past the read timeout (botocore retries it,
+                as on AWS).
+        """
+        if FaultKind.KILL_CALLER in record.faults and self.lambdas is not None:
+            self.lambdas.stop_caller()
+        if FaultKind.CRASH_AFTER_COMMIT in record.faults or record.timed_out:
+            if not record.timed_out:
+                self.clock.sleep(_read_timeout(request))
+            raise ReadTimeoutError(endpoint_url=request.url)
+
+    def _authorize(self, record: CallRecord, request: AWSPreparedRequest) -> AWSResponse | None:
+        """IAM's answer for the call: None if allowed, else the service's denial error response."""
+        if self.authorizer is None:
+            return None
+
+        def params() -> dict[str, Any]:
+            if not record.params and record.route == "moto":
+                record.params = self._parse(record.service, record.operation, request)
+            return record.params
+
+        error = self.authorizer.authorize(record.service, record.operation, params, record.region)
+        return None if error is None else self._error_response(record, request, error)
 
     def _wire_faults(
         self, record: CallRecord, request: AWSPreparedRequest, fired: list[FaultRule]
     ) -> AWSResponse | None:
-        """Apply latency; answer a throttling or server error instead of running the call."""
+        """Apply latency and hangs; answer a throttling or server error instead of running the call.
+
+        Raises:
+            ReadTimeoutError: a ``hang`` (after the client's read timeout; the call did not happen).
+        """
+        read_timeout = _read_timeout(request)
+        if FaultKind.HANG in record.faults:
+            self.clock.sleep(read_timeout)
+            raise ReadTimeoutError(endpoint_url=request.url)
         latency = sum(rule.latency_seconds for rule in fired if rule.kind is FaultKind.LATENCY)
-        if latency > 0:
+        if latency >= read_timeout:
+            # The caller gives up at its read timeout; the service still does the work.
+            self.clock.sleep(read_timeout)
+            record.timed_out = True
+        elif latency > 0:
             self.clock.sleep(latency)
         if FaultKind.THROTTLE in record.faults:
             error = AwsError(*_THROTTLE.get(record.service, _THROTTLE_DEFAULT))
@@ -602,6 +675,20 @@ def _invoke_output(result: InvokeResult, log_type: Any) -> dict[str, Any]:
     if log_type == "Tail" and result.status_code == 200:
         output["LogResult"] = result.log_tail_base64
     return output
+
+
+_DEFAULT_READ_TIMEOUT_SECONDS = 60.0
+"""botocore's default ``read_timeout`` (``botocore.config.Config``)."""
+
+
+def _read_timeout(request: AWSPreparedRequest) -> float:
+    """The read timeout (seconds) of the client that made ``request`` (its ``Config``, else 60 s)."""
+    context = getattr(request, "context", None) or {}
+    config = context.get("client_config")
+    timeout = getattr(config, "read_timeout", None)
+    return (
+        float(timeout) if isinstance(timeout, int | float) and timeout > 0 else _DEFAULT_READ_TIMEOUT_SECONDS
+    )
 
 
 def _region_of(request: AWSPreparedRequest) -> str:

@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 
 class FaultKind(StrEnum):
@@ -36,13 +36,21 @@ class FaultKind(StrEnum):
     SERVER_ERROR = "server_error"
     """An HTTP 5xx (``InternalFailure``/``ServiceUnavailable``)."""
     LATENCY = "latency"
-    """The call answers after ``latency_seconds`` of virtual time."""
+    """The call answers after ``latency_seconds`` of virtual time; past the caller's read timeout, the call
+    takes effect and the caller gets botocore's ``ReadTimeoutError`` at its read timeout instead."""
     INSUFFICIENT_CAPACITY = "insufficient_capacity"
     """The operation meets no capacity: an empty search, a failed purchase or a ``Failed`` resource."""
     STUCK = "stuck"
     """The resource the call creates, updates or deletes stays in its transitional state."""
     CRASH_AFTER_COMMIT = "crash_after_commit"
-    """The call takes effect, then the caller sees a read timeout instead of the answer."""
+    """The call takes effect, then the caller waits its client's read timeout and sees a read timeout."""
+    HANG = "hang"
+    """The service never answers: the call does not take effect; the caller waits its client's read timeout
+    (``read_timeout`` of its botocore ``Config``, 60 s by default) and gets ``ReadTimeoutError``."""
+    KILL_CALLER = "kill_caller"
+    """The call takes effect, then the Lambda invocation that made it dies there (``Sandbox.Timedout``, as
+    at its timeout: out of memory, a crash): nothing after the call happens. Calls not made from a Lambda
+    are not hit."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
     STALE_LISTING = "stale_listing"
@@ -62,7 +70,14 @@ class FaultKind(StrEnum):
 
 
 WIRE_KINDS = frozenset(
-    {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.LATENCY, FaultKind.CRASH_AFTER_COMMIT}
+    {
+        FaultKind.THROTTLE,
+        FaultKind.SERVER_ERROR,
+        FaultKind.LATENCY,
+        FaultKind.CRASH_AFTER_COMMIT,
+        FaultKind.HANG,
+        FaultKind.KILL_CALLER,
+    }
 )
 EMULATOR_KINDS = frozenset(
     {FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED, FaultKind.STALE_LISTING}
@@ -85,9 +100,10 @@ class FaultRule(BaseModel):
     ``service`` is botocore's hyphenated service id (``sagemaker``, ``ec2``, ``application-auto-scaling``,
     ``sagemaker-runtime``, ``cloudwatch``...) or ``*``; ``operation`` the API operation name
     (``CreateTrainingPlan``) or ``*``. ``match`` restricts the rule to calls whose top-level parameters
-    equal the given values. ``times`` caps how many calls it hits (None: no cap). ``delay_seconds`` is how
-    late a ``delayed_delivery`` arrives, how old a ``stale_listing`` answer is, and how long after its start
-    an ``abort_execution`` stops the execution.
+    equal the given values. ``times`` caps how many calls it hits (None: no cap). ``not_before`` and
+    ``not_after`` (virtual UTC instants) restrict it to calls made in that window: an outage of an hour.
+    ``delay_seconds`` is how late a ``delayed_delivery`` arrives, how old a ``stale_listing`` answer is,
+    and how long after its start an ``abort_execution`` stops the execution.
 
     For the delivery kinds, ``match`` sees the delivery's parameters: ``source``, ``detail-type``,
     ``rule``, ``bus``, ``region``, ``target`` (ARN) and ``target_service`` (``lambda``, ``states``,
@@ -105,6 +121,8 @@ class FaultRule(BaseModel):
     latency_seconds: float = Field(default=0.0, ge=0.0)
     delay_seconds: float = Field(default=0.0, ge=0.0)
     match: dict[str, Any] = Field(default_factory=dict)
+    not_before: AwareDatetime | None = None
+    not_after: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _delay_given(self) -> FaultRule:
@@ -112,9 +130,16 @@ class FaultRule(BaseModel):
             raise ValueError(f"a {self.kind.value} rule needs delay_seconds > 0")
         return self
 
-    def applies_to(self, service: str, operation: str, params: dict[str, Any]) -> bool:
-        """True if this rule targets the call (before its probability is drawn)."""
+    def applies_to(
+        self, service: str, operation: str, params: dict[str, Any], at: datetime | None = None
+    ) -> bool:
+        """True if this rule targets the call made at ``at`` (before its probability is drawn)."""
         if self.service not in ("*", service) or self.operation not in ("*", operation):
+            return False
+        if at is not None and (
+            (self.not_before is not None and at < self.not_before)
+            or (self.not_after is not None and at >= self.not_after)
+        ):
             return False
         return all(params.get(key) == value for key, value in self.match.items())
 
@@ -165,21 +190,26 @@ class FaultInjector:
         operation: str,
         params: dict[str, Any],
         *,
+        from_lambda: bool = True,
         kinds: frozenset[FaultKind] | None = None,
     ) -> list[FaultRule]:
         """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind.
 
-        ``kinds`` limits the draw to those kinds; None (an API call) draws every kind but the delivery
-        kinds (:data:`DELIVERY_KINDS`).
+        ``from_lambda`` False (a call of a state machine, a test) skips ``kill_caller`` rules: only a Lambda
+        invocation can die. ``kinds`` limits the draw to those kinds; None (an API call) draws every kind
+        but the delivery kinds (:data:`DELIVERY_KINDS`).
         """
         allowed = kinds if kinds is not None else frozenset(FaultKind) - DELIVERY_KINDS
         fired: list[FaultRule] = []
+        now = datetime.now(UTC)
         with self._lock:
             seen: set[FaultKind] = set()
             for index, rule in enumerate(self._rules):
                 if rule.kind in seen or rule.kind not in allowed:
                     continue
-                if not rule.applies_to(service, operation, params):
+                if not rule.applies_to(service, operation, params, now):
+                    continue
+                if rule.kind is FaultKind.KILL_CALLER and not from_lambda:
                     continue
                 left = self._remaining.get(index)
                 if left is not None and left <= 0:

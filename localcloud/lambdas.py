@@ -15,16 +15,29 @@ invocation behaves like the AWS Lambda Python runtime (``awslambdaric``):
 - an exception becomes ``{"errorMessage", "errorType": <class name>, "requestId", "stackTrace"}`` with
   ``FunctionError: Unhandled``, which is what Step Functions matches ``Retry``/``Catch`` against;
 - ``sys.exit`` in a handler is ``Runtime.ExitError``;
-- a handler that ran longer (in virtual time) than its timeout is reported as ``Sandbox.Timedout`` (its
-  side effects already happened: a thread cannot be killed);
+- a handler is stopped at its timeout (virtual time): the sleep or wait it is in when the deadline comes
+  (a botocore retry back-off, a slow call, a waiter) raises :class:`SandboxTimedOut`, a ``BaseException``
+  that the handler's ``except Exception`` cannot swallow, and any AWS call it would still make while
+  unwinding is refused; the invocation answers ``Sandbox.Timedout`` (what Step Functions sees) and its
+  execution environment is thrown away, as Lambda resets an environment after a timeout;
 - synchronous payloads are limited to 6 MB, asynchronous ones to 1 MB (``RequestTooLargeException``);
 - asynchronous invocations (``Event``) run on a worker thread; a failed one is retried twice, one and then
   two minutes later (virtual), as Lambda does by default.
 
-``os.environ`` is process-global, so invocations are serialized by one process-wide lock; while a handler
-is parked in the virtual clock (a botocore retry back-off, a waiter) the lock is handed over, and its
-environment is put back when it resumes. Handler output (``print``, Powertools logs) is captured per
-invocation by a thread-aware ``sys.stdout``/``sys.stderr`` proxy instead of being printed.
+Invocations run concurrently, as on AWS: different functions, and the same function several times, each
+in an *execution environment* of its own (a separate copy of the handler module with its own globals; an
+idle environment is reused, warm, by the function's next invocation). They interleave at their AWS calls:
+one invocation runs Python at a time (it holds the runtime's CPU), and it hands the CPU over at every AWS
+call it makes and whenever it waits in the virtual clock. Which ready invocation runs next is drawn from
+the seed when the rest of the simulation is still (:meth:`VirtualClock.add_settle_hook`), so a run is
+reproducible and different seeds try different interleavings. What is process-wide in Python but
+per-environment on AWS is swapped with the CPU: ``os.environ`` (the function's variables), Powertools'
+parameter cache (a secret one function read is not in another's cache), Powertools' logger keys and
+cold-start flag. The layer's own modules are shared by every environment of the process (on AWS each
+environment imports its own copy): they keep no state but cached boto3 clients.
+
+Handler output (``print``, Powertools logs) is captured per invocation by a thread-aware
+``sys.stdout``/``sys.stderr`` proxy instead of being printed.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import importlib.util
 import io
 import itertools
 import json
+import logging
 import math
 import os
 import random
@@ -256,65 +270,102 @@ class _OutputRouter:
         return getattr(self.original, name)
 
 
-class _InvocationLock:
-    """A reentrant, ticket-ordered lock built on ``threading.Condition`` (waiters look blocked to the clock).
+class SandboxTimedOut(BaseException):
+    """Raised in a handler's thread when its invocation reaches the function timeout.
 
-    Tickets make the order deterministic: an asynchronous invocation takes its ticket when it is
-    submitted, so invocations run in submission order whatever the thread scheduling.
+    A ``BaseException`` so that ``except Exception`` in the handler cannot swallow it: Lambda stops the
+    function there, whatever the code would have done next.
     """
 
-    def __init__(self) -> None:
+
+@dataclass(eq=False)
+class _CpuWaiter:
+    ident: int
+    key: str
+    depth: int
+    event: threading.Event = field(default_factory=threading.Event)
+
+
+class _Cpu:
+    """The runtime's one CPU: at most one invocation runs Python at a time; reentrant for its holder.
+
+    A thread that wants it queues and waits in the clock; the clock's driver hands it over at quiescent
+    points (a settle hook), choosing among the ready threads with the runtime's seeded random source, so
+    the interleaving of concurrent invocations is reproducible. While nothing runs the simulation (before
+    the clock starts, after it stops, or for a thread from outside the simulation between two runs: an
+    HTTP request of ``serve``) it is a plain lock.
+    """
+
+    def __init__(self, clock: VirtualClock, seed: int) -> None:
+        self._clock = clock
         self._cond = threading.Condition()
         self._owner: int | None = None
         self._depth = 0
-        self._tickets = itertools.count()
-        self._outstanding: set[int] = set()
+        self._waiters: list[_CpuWaiter] = []
+        self._random = random.Random(seed ^ 0x5EED)
+        clock.add_settle_hook(self._grant)
 
-    def issue(self) -> int:
-        """Take a place in the queue now (before the thread that will use it exists)."""
-        with self._cond:
-            ticket = next(self._tickets)
-            self._outstanding.add(ticket)
-            return ticket
+    def held(self) -> bool:
+        """True if the calling thread holds the CPU."""
+        return self._owner == threading.get_ident()
 
-    def cancel(self, ticket: int) -> None:
-        """Give up a place that will never be used."""
-        with self._cond:
-            self._outstanding.discard(ticket)
-            self._cond.notify_all()
-
-    def acquire(self, ticket: int | None = None, depth: int = 1) -> None:
-        """Acquire (``depth`` levels at once); reentrant for the owner thread."""
+    def acquire(self, depth: int = 1) -> None:
+        """Take the CPU (``depth`` levels at once), waiting for the driver to grant it."""
         me = threading.get_ident()
         with self._cond:
             if self._owner == me:
                 self._depth += depth
-                if ticket is not None:
-                    self._outstanding.discard(ticket)
                 return
-            if ticket is None:
-                ticket = next(self._tickets)
-                self._outstanding.add(ticket)
-            try:
-                while self._owner is not None or min(self._outstanding) != ticket:
+            if not self._clock.started or not self._clock.waits_for_a_driver():
+                while self._owner is not None:
                     self._cond.wait()
-            except BaseException:
-                self._outstanding.discard(ticket)
+                self._owner, self._depth = me, depth
+                return
+            waiter = _CpuWaiter(me, _thread_key(threading.current_thread().name), depth)
+            self._waiters.append(waiter)
+        self._clock.touch()
+        try:
+            granted = self._clock.wait_event(waiter.event, None, park_hooks=False)
+        except BaseException:
+            self._withdraw(waiter)
+            raise
+        if not granted:  # the clock stopped or went idle under us: fall back to a plain lock
+            self._withdraw(waiter)
+            with self._cond:
+                while self._owner is not None:
+                    self._cond.wait()
+                self._owner, self._depth = me, depth
+
+    def _withdraw(self, waiter: _CpuWaiter) -> None:
+        with self._cond:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif self._owner == waiter.ident and waiter.event.is_set():
+                self._owner, self._depth = None, 0
                 self._cond.notify_all()
-                raise
-            self._outstanding.discard(ticket)
-            self._owner = me
-            self._depth = depth
+
+    def _grant(self) -> bool:
+        """Settle hook: hand the free CPU to one waiting thread (seeded choice); True if it did."""
+        with self._cond:
+            if self._owner is not None or not self._waiters:
+                return False
+            ordered = sorted(self._waiters, key=lambda waiter: waiter.key)
+            chosen = ordered[0] if len(ordered) == 1 else self._random.choice(ordered)
+            self._waiters.remove(chosen)
+            self._owner, self._depth = chosen.ident, chosen.depth
+        chosen.event.set()
+        return True
 
     def release(self) -> None:
         """Release one level."""
         with self._cond:
             if self._owner != threading.get_ident():
-                raise RuntimeError("invocation lock released by a thread that does not hold it")
+                raise RuntimeError("the Lambda CPU was released by a thread that does not hold it")
             self._depth -= 1
             if self._depth == 0:
                 self._owner = None
                 self._cond.notify_all()
+        self._clock.touch()
 
     def release_all(self) -> int:
         """Release every level held by the calling thread; returns how many (0 if it held none)."""
@@ -322,10 +373,93 @@ class _InvocationLock:
             if self._owner != threading.get_ident():
                 return 0
             depth = self._depth
-            self._owner = None
-            self._depth = 0
+            self._owner, self._depth = None, 0
             self._cond.notify_all()
-            return depth
+        self._clock.touch()
+        return depth
+
+
+def _thread_key(name: str) -> str:
+    # Zero-pad numbers so that Thread-9 sorts before Thread-10 (names follow creation order).
+    return re.sub(r"\d+", lambda match: match.group().zfill(12), name)
+
+
+class _StateSlot:
+    """Process-wide state that is per execution environment on AWS, swapped with the CPU.
+
+    ``take`` returns the value in force and leaves the neutral value a fresh environment starts with;
+    ``put`` installs an environment's value. While no invocation holds the CPU the neutral value is in force.
+    """
+
+    def take(self) -> Any:
+        raise NotImplementedError
+
+    def put(self, value: Any) -> None:
+        raise NotImplementedError
+
+
+class _PowertoolsParameters(_StateSlot):
+    """Powertools' parameter providers and their caches (``get_secret`` with ``max_age``)."""
+
+    _MODULE = "aws_lambda_powertools.utilities.parameters.constants"
+
+    def take(self) -> Any:
+        module = sys.modules.get(self._MODULE)
+        if module is None:
+            return None
+        providers: dict[str, Any] = module.DEFAULT_PROVIDERS
+        saved = dict(providers)
+        providers.clear()
+        return saved
+
+    def put(self, value: Any) -> None:
+        module = sys.modules.get(self._MODULE)
+        if module is None or value is None:
+            return
+        module.DEFAULT_PROVIDERS.clear()
+        module.DEFAULT_PROVIDERS.update(value)
+
+
+class _PowertoolsLogging(_StateSlot):
+    """Powertools' cold-start flag and the keys its formatters append (shared by Loggers of one service)."""
+
+    _LOGGER = "aws_lambda_powertools.logging.logger"
+    _FORMATTER = "aws_lambda_powertools.logging.formatter"
+
+    def take(self) -> Any:
+        logger_module = sys.modules.get(self._LOGGER)
+        if logger_module is None:
+            return None
+        saved: dict[str, Any] = {"cold_start": getattr(logger_module, "is_cold_start", True), "formats": {}}
+        setattr(logger_module, "is_cold_start", True)  # noqa: B010 - a module global, not an attribute we own
+        for formatter in self._formatters():
+            saved["formats"][id(formatter)] = (formatter, dict(formatter.log_format))
+            formatter.clear_state()
+        return saved
+
+    def put(self, value: Any) -> None:
+        logger_module = sys.modules.get(self._LOGGER)
+        if logger_module is None or value is None:
+            return
+        setattr(logger_module, "is_cold_start", value["cold_start"])  # noqa: B010 - as above
+        for formatter, log_format in value["formats"].values():
+            formatter.log_format = dict(log_format)
+
+    def _formatters(self) -> list[Any]:
+        module = sys.modules.get(self._FORMATTER)
+        if module is None:
+            return []
+        base = module.LambdaPowertoolsFormatter
+        found: list[Any] = []
+        for logger in list(logging.Logger.manager.loggerDict.values()):
+            for handler in getattr(logger, "handlers", ()):
+                formatter = handler.formatter
+                if isinstance(formatter, base) and formatter not in found:
+                    found.append(formatter)
+        return found
+
+
+_PROCESS_STATE: tuple[_StateSlot, ...] = (_PowertoolsParameters(), _PowertoolsLogging())
 
 
 @dataclass
@@ -345,11 +479,33 @@ class _EnvFrame:
                 os.environ[key] = previous
 
 
-@dataclass
-class _Loaded:
+@dataclass(eq=False)
+class _Environment:
+    """One execution environment of a function: its own copy of the handler module and process state."""
+
+    function: str
     module: ModuleType | None
     handler: Callable[[Any, Any], Any] | None
     error: tuple[str, str, list[str]] | None
+    saved: list[Any] = field(default_factory=lambda: [None] * len(_PROCESS_STATE))
+    broken: bool = False
+
+    def take_state(self) -> None:
+        """Keep the process-wide state in force as this environment's, leaving the neutral state."""
+        self.saved = [slot.take() for slot in _PROCESS_STATE]
+
+    def put_state(self) -> None:
+        """Put this environment's process-wide state in force."""
+        for slot, value in zip(_PROCESS_STATE, self.saved, strict=True):
+            slot.put(value)
+
+
+@dataclass
+class _Invocation:
+    """An invocation running in a thread (innermost last): its environment, and whether it was stopped."""
+
+    environment: _Environment
+    killed: bool = False
 
 
 _STREAM_CHARS = "0123456789abcdef"
@@ -385,8 +541,9 @@ class LambdaRuntime:
         self._functions: dict[str, FunctionSpec] = {}
         for spec in functions:
             self.add_function(spec)
-        self._loaded: dict[str, _Loaded] = {}
-        self._lock = _InvocationLock()
+        self._idle: dict[str, list[_Environment]] = {}
+        self._latest: dict[str, _Environment] = {}
+        self._cpu = _Cpu(clock, seed)
         self._local = threading.local()
         self._random = random.Random(seed)
         self._random_lock = threading.Lock()
@@ -397,6 +554,8 @@ class LambdaRuntime:
         self._module_counter = itertools.count(1)
         self._stdout: _OutputRouter | None = None
         self._stderr: _OutputRouter | None = None
+        # Who a handler's AWS calls are made as (the cloud sets IAM's execution-role scope; None: nobody).
+        self.principal_scope: Callable[[str], contextlib.AbstractContextManager[None]] | None = None
         clock.add_park_hooks(self._on_park, self._on_unpark)
 
     # -- registry --------------------------------------------------------------------------------------
@@ -491,19 +650,14 @@ class LambdaRuntime:
         request_id = self._new_request_id()
         self.clock.touch()
         if invocation_type == "Event":
-            ticket = self._lock.issue()
             thread = threading.Thread(
                 target=self._run_async,
-                args=(spec, payload, request_id, ticket, context_obj),
+                args=(spec, payload, request_id, context_obj),
                 name=f"lambda-event-{spec.name}-{next(self._async_counter)}",
                 daemon=True,
             )
             self._async_threads.append(thread)
-            try:
-                thread.start()
-            except BaseException:
-                self._lock.cancel(ticket)
-                raise
+            thread.start()
             return InvokeResult(202, b"", None, "", request_id)
         return self._attempt(
             spec,
@@ -513,16 +667,9 @@ class LambdaRuntime:
             client_context=context_obj,
         )
 
-    def _run_async(
-        self, spec: FunctionSpec, payload: bytes, request_id: str, ticket: int, client_context: Any
-    ) -> None:
+    def _run_async(self, spec: FunctionSpec, payload: bytes, request_id: str, client_context: Any) -> None:
         result = self._attempt(
-            spec,
-            payload,
-            request_id=request_id,
-            invocation_type="Event",
-            ticket=ticket,
-            client_context=client_context,
+            spec, payload, request_id=request_id, invocation_type="Event", client_context=client_context
         )
         for attempt, delay in enumerate(self.async_retry_delays_seconds, start=2):
             if result.function_error is None:
@@ -545,11 +692,13 @@ class LambdaRuntime:
         request_id: str,
         invocation_type: str,
         attempt: int = 1,
-        ticket: int | None = None,
         client_context: Any = None,
     ) -> InvokeResult:
         self._ensure_output_router()
-        self._lock.acquire(ticket)
+        self._cpu.acquire()
+        invocations = self._invocations()
+        if invocations:  # a nested synchronous invocation: the outer one's state steps aside
+            invocations[-1].environment.take_state()
         frames: list[_EnvFrame] = self._frames()
         log_stream = self._new_log_stream()
         env = {**self.base_env, **self._runtime_env(spec, log_stream), **spec.environment}
@@ -561,33 +710,35 @@ class LambdaRuntime:
         self._local.buffer = buffer
         start = self.clock.now()
         error_type: str | None = None
+        environment = self._environment(spec)
+        invocation = _Invocation(environment)
+        invocations.append(invocation)
         try:
             self.clock.touch()
             buffer.write(f"START RequestId: {request_id} Version: $LATEST\n")
-            response, error_type = self._run_handler(
-                spec,
-                payload,
-                request_id=request_id,
-                log_stream=log_stream,
-                start=start,
-                client_context=client_context,
-            )
+            scope = self.principal_scope(spec.name) if self.principal_scope else contextlib.nullcontext()
+            with scope:
+                response, error_type = self._run_handler(
+                    spec,
+                    payload,
+                    invocation,
+                    request_id=request_id,
+                    log_stream=log_stream,
+                    start=start,
+                    client_context=client_context,
+                )
             end = self.clock.now()
             elapsed = (end - start).total_seconds()
-            if elapsed > spec.timeout_seconds:
-                error_type = "Sandbox.Timedout"
-                message = (
-                    f"RequestId: {request_id} Error: Task timed out after {spec.timeout_seconds:.2f} seconds"
-                )
-                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
-                buffer.write(f"{end.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {message}\n")
-            elif error_type is None and len(response) > SYNC_PAYLOAD_LIMIT_BYTES:
-                error_type = "Function.ResponseSizeTooLarge"
-                message = (
-                    "Response payload size exceeded maximum allowed payload size "
-                    f"({SYNC_PAYLOAD_LIMIT_BYTES} bytes)."
-                )
-                response = json.dumps({"errorMessage": message, "errorType": error_type}).encode()
+            response, error_type = self._checked(
+                spec,
+                request_id=request_id,
+                response=response,
+                error_type=error_type,
+                elapsed=elapsed,
+                buffer=buffer,
+            )
+            if error_type == "Sandbox.Timedout":
+                environment.broken = True  # Lambda resets an environment after a timeout
             buffer.write(f"END RequestId: {request_id}\n")
             buffer.write(
                 f"REPORT RequestId: {request_id}\tDuration: {elapsed * 1000:.2f} ms\t"
@@ -595,9 +746,14 @@ class LambdaRuntime:
             )
         finally:
             self._local.buffer = outer_buffer
+            invocations.pop()
+            environment.take_state()
+            self._return_environment(environment)
+            if invocations:
+                invocations[-1].environment.put_state()
             frames.pop()
             frame.restore()
-            self._lock.release()
+            self._cpu.release()
             self.clock.touch()
         log = buffer.getvalue()
         record = InvocationRecord(
@@ -618,10 +774,37 @@ class LambdaRuntime:
         status = 200 if invocation_type == "RequestResponse" else 202
         return InvokeResult(status, response, "Unhandled" if error_type else None, log, request_id)
 
+    def _checked(
+        self,
+        spec: FunctionSpec,
+        *,
+        request_id: str,
+        response: bytes,
+        error_type: str | None,
+        elapsed: float,
+        buffer: io.StringIO,
+    ) -> tuple[bytes, str | None]:
+        """The answer after Lambda's own checks: the timeout and the response size quota."""
+        if error_type == "Sandbox.Timedout" or elapsed > spec.timeout_seconds:
+            message = (
+                f"RequestId: {request_id} Error: Task timed out after {spec.timeout_seconds:.2f} seconds"
+            )
+            buffer.write(f"{self.clock.now().strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {message}\n")
+            return json.dumps(
+                {"errorMessage": message, "errorType": "Sandbox.Timedout"}
+            ).encode(), "Sandbox.Timedout"
+        if error_type is None and len(response) > SYNC_PAYLOAD_LIMIT_BYTES:
+            message = "Response payload size exceeded maximum allowed payload size "
+            message += f"({SYNC_PAYLOAD_LIMIT_BYTES} bytes)."
+            error_type = "Function.ResponseSizeTooLarge"
+            return json.dumps({"errorMessage": message, "errorType": error_type}).encode(), error_type
+        return response, error_type
+
     def _run_handler(
         self,
         spec: FunctionSpec,
         payload: bytes,
+        invocation: _Invocation,
         *,
         request_id: str,
         log_stream: str,
@@ -629,7 +812,7 @@ class LambdaRuntime:
         client_context: Any,
     ) -> tuple[bytes, str | None]:
         """Run the handler; returns (response payload, errorType or None)."""
-        loaded = self._load(spec)
+        loaded = invocation.environment
         if loaded.error is not None:
             error_type, message, trace = loaded.error
             return _error_payload(message, error_type, trace, request_id), error_type
@@ -642,30 +825,124 @@ class LambdaRuntime:
                 _error_payload(f"Unable to unmarshal input: {exc}", "Runtime.UnmarshalError", [], request_id),
                 "Runtime.UnmarshalError",
             )
+        return self._call_handler(
+            spec,
+            handler=loaded.handler,
+            event=event,
+            invocation=invocation,
+            request_id=request_id,
+            log_stream=log_stream,
+            start=start,
+            client_context=client_context,
+        )
+
+    def _call_handler(
+        self,
+        spec: FunctionSpec,
+        *,
+        handler: Callable[[Any, Any], Any],
+        event: Any,
+        invocation: _Invocation,
+        request_id: str,
+        log_stream: str,
+        start: datetime,
+        client_context: Any,
+    ) -> tuple[bytes, str | None]:
+        """Call the handler under its deadline; returns (response payload, errorType or None)."""
+        deadline = start + timedelta(seconds=spec.timeout_seconds)
         context = LambdaContext(
             spec=spec,
             request_id=request_id,
             log_stream_name=log_stream,
-            deadline=start + timedelta(seconds=spec.timeout_seconds),
+            deadline=deadline,
             clock=self.clock,
             client_context=client_context,
         )
+
+        def stop() -> SandboxTimedOut:
+            invocation.killed = True
+            return SandboxTimedOut(f"{spec.name} stopped at its {spec.timeout_seconds} s timeout")
+
         try:
-            result = loaded.handler(event, context)
+            with self.clock.deadline(deadline, stop):
+                result = handler(event, context)
             return marshal_response(result), None
+        except SandboxTimedOut:
+            return b"", "Sandbox.Timedout"
         except _MarshalError as exc:
             self._log_error(str(exc), "Runtime.MarshalError", [])
             return _error_payload(str(exc), "Runtime.MarshalError", [], request_id), "Runtime.MarshalError"
         except Exception as exc:
+            if invocation.killed:  # the handler wrapped the stop in an exception of its own
+                return b"", "Sandbox.Timedout"
             trace = traceback.format_list(traceback.extract_tb(exc.__traceback__)[1:])
             error_type = type(exc).__name__
             self._log_error(str(exc), error_type, trace)
             return _error_payload(str(exc), error_type, trace, request_id), error_type
         except SystemExit as exc:
-            # The runtime process exits; Lambda reports it as Runtime.ExitError.
+            # The runtime process exits; Lambda reports it as Runtime.ExitError (and starts a new one).
+            invocation.environment.broken = True
             status = exc.code if isinstance(exc.code, int) else 1
             message = f"RequestId: {request_id} Error: Runtime exited with error: exit status {status}"
             return _error_payload(message, "Runtime.ExitError", [], request_id), "Runtime.ExitError"
+
+    # -- concurrency -----------------------------------------------------------------------------------
+
+    def yield_now(self) -> None:
+        """Let other ready invocations run before the calling one goes on (called at each AWS call).
+
+        Raises:
+            SandboxTimedOut: the calling invocation was stopped at its timeout (it may not call AWS).
+        """
+        self.refuse_if_stopped()
+        if self._cpu.held():
+            self._on_park()
+            self._on_unpark()
+
+    def stop_caller(self) -> None:
+        """Stop the calling thread's invocation now, as at its timeout (the ``kill_caller`` fault).
+
+        Raises:
+            SandboxTimedOut: always, when the calling thread runs an invocation.
+        """
+        invocations = self._invocations()
+        if invocations:
+            invocations[-1].killed = True
+            raise SandboxTimedOut("the invocation died right after an AWS call (kill_caller fault)")
+
+    def refuse_if_stopped(self) -> None:
+        """Raise :class:`SandboxTimedOut` if the calling thread's invocation was stopped at its timeout."""
+        invocations = self._invocations()
+        if invocations and invocations[-1].killed:
+            raise SandboxTimedOut("the invocation was stopped at its timeout: no further AWS call is made")
+
+    def current_function(self) -> FunctionSpec | None:
+        """The function whose invocation the calling thread runs (innermost), or None."""
+        invocations = self._invocations()
+        if not invocations:
+            return None
+        return self._functions.get(invocations[-1].environment.function)
+
+    def _invocations(self) -> list[_Invocation]:
+        found: list[_Invocation] | None = getattr(self._local, "invocations", None)
+        if found is None:
+            found = []
+            self._local.invocations = found
+        return found
+
+    def _environment(self, spec: FunctionSpec) -> _Environment:
+        """A warm idle environment of the function, else a new one (its handler module imported anew)."""
+        idle = self._idle.get(spec.name)
+        environment = idle.pop() if idle else self._load(spec)
+        environment.put_state()
+        return environment
+
+    def _return_environment(self, environment: _Environment) -> None:
+        reusable = environment.error is None or environment.error[0] == "Runtime.HandlerNotFound"
+        if environment.broken or not reusable:
+            return
+        self._idle.setdefault(environment.function, []).append(environment)
+        self._latest[environment.function] = environment
 
     def _log_error(self, message: str, error_type: str, trace: list[str]) -> None:
         # The runtime logs "[ERROR] <type>: <message>" and the traceback, as awslambdaric's text format does.
@@ -675,11 +952,9 @@ class LambdaRuntime:
             lines.extend(line.rstrip("\n") for line in trace)
         sys.stdout.write("\r".join(lines) + "\n")
 
-    def _load(self, spec: FunctionSpec) -> _Loaded:
-        """Import the handler module once (under the invocation lock, with the function's environment)."""
-        loaded = self._loaded.get(spec.name)
-        if loaded is not None:
-            return loaded
+    def _load(self, spec: FunctionSpec) -> _Environment:
+        """A new execution environment: the handler module imported anew (under the CPU, with the
+        function's environment variables), under a module name of its own."""
         module_name, _, function_name = spec.handler.rpartition(".")
         module_file = spec.code_dir / (module_name.replace(".", "/") + ".py")
         unique = re.sub(r"\W", "_", f"_localcloud_fn_{next(self._module_counter)}_{spec.name}_{module_name}")
@@ -689,7 +964,8 @@ class LambdaRuntime:
         module_spec = importlib.util.spec_from_file_location(unique, module_file)
         if module_spec is None or module_spec.loader is None or not module_file.is_file():
             # Not cached: Lambda retries the init on the next invocation.
-            return _Loaded(
+            return _Environment(
+                spec.name,
                 None,
                 None,
                 (
@@ -710,7 +986,8 @@ class LambdaRuntime:
                     sys.path.remove(str(spec.code_dir))
         except ImportError as exc:
             sys.modules.pop(unique, None)
-            loaded = _Loaded(
+            loaded = _Environment(
+                spec.name,
                 None,
                 None,
                 ("Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}", []),
@@ -718,11 +995,12 @@ class LambdaRuntime:
         except Exception as exc:
             sys.modules.pop(unique, None)
             trace = traceback.format_list(traceback.extract_tb(exc.__traceback__))
-            loaded = _Loaded(None, None, (type(exc).__name__, str(exc), trace))
+            loaded = _Environment(spec.name, None, None, (type(exc).__name__, str(exc), trace))
         else:
             handler = getattr(module, function_name, None)
             if not callable(handler):
-                loaded = _Loaded(
+                loaded = _Environment(
+                    spec.name,
                     module,
                     None,
                     (
@@ -732,15 +1010,13 @@ class LambdaRuntime:
                     ),
                 )
             else:
-                loaded = _Loaded(module, handler, None)
-        # Import errors are not cached: Lambda retries the init on the next invocation.
-        if loaded.error is None or loaded.error[0] == "Runtime.HandlerNotFound":
-            self._loaded[spec.name] = loaded
+                loaded = _Environment(spec.name, module, handler, None)
+        # Import errors are not kept (_return_environment): Lambda retries the init on the next invocation.
         return loaded
 
     def module(self, name_or_arn: str) -> ModuleType | None:
         """The imported handler module of a function (None before its first invocation)."""
-        loaded = self._loaded.get(self.function(name_or_arn).name)
+        loaded = self._latest.get(self.function(name_or_arn).name)
         return None if loaded is None else loaded.module
 
     @staticmethod
@@ -795,26 +1071,33 @@ class LambdaRuntime:
             sys.stderr = self._stderr.original
 
     def _on_park(self) -> None:
-        """The calling thread blocks in the clock: hand the invocation lock over, restore the environment."""
+        """The calling thread blocks in the clock: its process state steps aside and the CPU is released."""
         frames: list[_EnvFrame] = getattr(self._local, "frames", None) or []
-        depth = self._lock.release_all()
+        invocations: list[_Invocation] = getattr(self._local, "invocations", None) or []
+        holding = self._cpu.held()
+        if holding:
+            if invocations:
+                invocations[-1].environment.take_state()
+            for frame in reversed(frames):
+                frame.restore()
+        depth = self._cpu.release_all()
         parked: list[tuple[int, list[_EnvFrame]]] = getattr(self._local, "parked", None) or []
         parked.append((depth, list(frames) if depth else []))
         self._local.parked = parked
-        if depth:
-            for frame in reversed(frames):
-                frame.restore()
 
     def _on_unpark(self) -> None:
-        """The calling thread resumes: take the lock back and re-apply its environment."""
+        """The calling thread resumes: it waits for the CPU, then its state is put back."""
         parked: list[tuple[int, list[_EnvFrame]]] = getattr(self._local, "parked", None) or []
         if not parked:
             return
         depth, frames = parked.pop()
         if depth:
-            self._lock.acquire(None, depth)
+            self._cpu.acquire(depth)
             for frame in frames:
                 frame.apply()
+            invocations: list[_Invocation] = getattr(self._local, "invocations", None) or []
+            if invocations:
+                invocations[-1].environment.put_state()
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[io.StringIO]:

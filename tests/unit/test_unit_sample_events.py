@@ -159,7 +159,7 @@ class _Blocks:
     def __init__(self, request_id: str | None) -> None:
         self.tags = {TAG_REQUEST_ID: request_id} if request_id else {}
 
-    def __call__(self, region: str) -> _Blocks:
+    def __call__(self, region: str, *_clients: Any) -> _Blocks:
         return self
 
     def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation:

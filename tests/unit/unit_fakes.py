@@ -128,7 +128,8 @@ class World:
     models: set[tuple[str, str]] = field(default_factory=lambda: {("*", "llama-us-v3")})
     """``(region, model name)`` of the SageMaker models that exist (``*``: every region)."""
 
-    def client(self, region: str) -> FakeSageMaker:
+    def client(self, region: str, *_client: Any) -> FakeSageMaker:
+        """Stands in for ``SageMakerAdapter(region, client)`` (the client is ignored)."""
         return FakeSageMaker(region, self)
 
     def names(self, operation: str) -> list[dict[str, Any]]:

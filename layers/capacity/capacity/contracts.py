@@ -83,13 +83,44 @@ class StepError(_In):
     Cause: str | None = None
 
 
+class DegradedStreak(_In):
+    """How long a step has been failing on transient faults (kept in the ledger's ``DEGRADED#<time>`` items
+    by ``notify`` kind ``degraded``). Times are ``YYYY-MM-DDTHH:MM:SSZ`` (``""`` before the first fault)."""
+
+    state: str = ""
+    since: str = ""
+    last_at: str = ""
+    attempt: int = Field(default=0, ge=0)
+    told: int = Field(default=0, ge=0)
+    """How many times a person was told about this streak."""
+
+
+class DegradedOutput(_Out):
+    """What the reserve workflow does about a step that keeps failing on transient faults.
+
+    ``action``: ``wait`` (``wait_seconds``, then the step again), ``fail`` (no money at stake: the failure
+    path) or ``end`` (the reservation ended or is being released: the release owns what is left); plus the
+    streak (:class:`DegradedStreak`'s fields) for the next fault.
+    """
+
+    action: Literal["wait", "fail", "end"]
+    wait_seconds: int
+    state: str
+    since: str
+    last_at: str
+    attempt: int
+    told: int
+
+
 class NotifyInput(_In):
     """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
-    ``reason``, optional ``error``) or ``failure`` (``error``; ``phase`` ``release`` when the release
-    workflow itself failed, so no new release is requested)."""
+    ``reason``, optional ``error``), ``failure`` (``error``; ``phase`` ``release`` when the release
+    workflow itself failed, so no new release is requested) or ``degraded`` (``state``: the step that
+    keeps failing, ``error``: its last transient fault)."""
 
-    kind: Literal["approval_request", "approval_outcome", "failure"]
+    kind: Literal["approval_request", "approval_outcome", "failure", "degraded"]
     request_id: str
+    state: str | None = None
     task_token: str | None = None
     plan: ChooseOutput | None = None
     approved: bool | None = None
@@ -108,10 +139,12 @@ class NotifyOutput(_Out):
 
 # 5. purchase_capacity
 class PurchaseInput(_In):
-    """``{"request_id", "offering": {...}}`` (the offering chosen by ``choose_offering``)."""
+    """``{"request_id", "offering": {...}, "execution"}``: the offering chosen by ``choose_offering``, and the
+    Step Functions execution that buys (``$$.Execution.Id``; it owns the purchase intent)."""
 
     request_id: str
     offering: OfferingSummary
+    execution: str | None = None
 
 
 class PurchaseOutput(_Out):

@@ -6,7 +6,8 @@ runtime reports ``errorType = type(exc).__name__``), so each class name here is 
 machines can ``Retry`` or ``Catch`` (AWS Step Functions developer guide, "Error handling in Step
 Functions"). Rename a class and every state machine that names it must change too.
 
-Retryable errors (``retryable = True``): :class:`ResourceBusy` and :class:`RetryableAwsError`. Everything
+Retryable errors (``retryable = True``): :class:`ResourceBusy`, :class:`PurchaseUnconfirmed` and
+:class:`RetryableAwsError`. Everything
 else is final for the step that raised it and is routed to the failure path (notify + release).
 """
 
@@ -127,10 +128,28 @@ class ResourceBusy(CapacityError):
     retryable = True
 
 
+class PurchaseUnconfirmed(CapacityError):
+    """An earlier purchase call may have committed and is not visible in AWS yet: look again before buying."""
+
+    retryable = True
+
+
+class PurchaseInProgress(CapacityError):
+    """Another execution owns this request's purchase: this one must not buy (it ends quietly)."""
+
+
 class RetryableAwsError(CapacityError):
     """Throttling, a 5xx or a timeout that outlasted botocore's own retries (standard mode, 5 attempts)."""
 
     retryable = True
+
+
+class AccessDenied(CapacityError):
+    """AWS refused a call for lack of permission (IAM ``AccessDenied``/``UnauthorizedOperation``...).
+
+    A deployment defect, never a transient fault and never "not found": the step stops and names the
+    action and resource AWS refused, so the role can be fixed. Not retryable.
+    """
 
 
 class LeftoverResources(CapacityError):

@@ -8,10 +8,13 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   ``detail`` (small map) and ``money_usd`` (decimal string) when money moves. ``seq`` (4 digits) orders
   several changes within one millisecond (the local cloud's clock stands still while code runs).
 - Special items: ``REQUEST`` (the validated request; its conditional put is the dedupe),
-  ``PURCHASE_INTENT`` (put before calling AWS), ``PURCHASE`` (the result), ``APPROVAL`` (task token;
+  ``PURCHASE_INTENT`` (put before calling AWS, with its ``owner`` execution), ``PURCHASE_CALL#<time>``
+  (each purchase call, put just before it is made, with its offering), ``PURCHASE`` (the result),
+  ``APPROVAL`` (task token;
   a retried approval task adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
-  request made in Slack reports its progress).
+  request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
+  transient faults once money was at stake: :mod:`capacity.logic.degraded`).
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -42,6 +45,8 @@ STATE_PREFIX = "STATE#"
 REQUEST = "REQUEST"
 PURCHASE_INTENT = "PURCHASE_INTENT"
 PURCHASE = "PURCHASE"
+PURCHASE_CALL = "PURCHASE_CALL"
+DEGRADED = "DEGRADED"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"
 RELEASED_MARKER = "RELEASED"

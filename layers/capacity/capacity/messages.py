@@ -12,6 +12,7 @@ shows in notifications and clients without blocks. Each names its ``request_id``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -313,11 +314,26 @@ def ready(request_id: str, *, region: str, endpoint: str, components: Sequence[s
     )
 
 
-def failure(request_id: str, *, error: str, reason: str, releasing: bool) -> SlackMessage:
-    """A failure with its reason and what happens next."""
+def failure(
+    request_id: str, *, error: str, reason: str, releasing: bool, spent: Decimal | None = None
+) -> SlackMessage:
+    """A failure with its reason, the money already spent (USD, paid upfront: not refunded) and what happens
+    next."""
     after = " Releasing whatever was created." if releasing else " Nothing was bought."
+    if spent is not None:
+        after = f" {format_usd(spent)} was already paid upfront (not refundable).{after}"
     text = f"*{request_id} FAILED* ({error}): {reason}{after}"
     return _message(text, f"Failed: {request_id}", request_id=request_id)
+
+
+def degraded(request_id: str, *, state: str, error: str, since: datetime, minutes: int) -> SlackMessage:
+    """A reserve step keeps failing on transient AWS faults; the reservation is kept and retried."""
+    text = (
+        f"*{request_id} delayed*: step {state} has failed on transient AWS faults ({error}) since "
+        f"{short(since)} UTC ({minutes} min). The reservation is kept: the step is retried until it works or "
+        "the reservation ends. Nothing to do unless this lasts; AWS Health may say more."
+    )
+    return _message(text, f"Delayed: {request_id}", request_id=request_id)
 
 
 def release_failure(request_id: str, *, error: str, reason: str) -> SlackMessage:

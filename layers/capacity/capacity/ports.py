@@ -296,12 +296,31 @@ class Ports:
         self._scheduler = scheduler
         self._tasks = tasks
         self._slack = slack
-        self._sagemaker = _PerRegion[SageMakerPort](sagemaker or SageMakerAdapter)
-        self._autoscaling = _PerRegion[AutoScalingPort](autoscaling or AutoScalingAdapter)
-        self._alarms = _PerRegion[AlarmsPort](alarms or AlarmsAdapter)
+        timeouts = settings.call_timeouts
+        self._sagemaker = _PerRegion[SageMakerPort](
+            sagemaker or (lambda region: SageMakerAdapter(region, clients.sagemaker(region, timeouts)))
+        )
+        self._autoscaling = _PerRegion[AutoScalingPort](
+            autoscaling
+            or (lambda region: AutoScalingAdapter(region, clients.application_autoscaling(region, timeouts)))
+        )
+        self._alarms = _PerRegion[AlarmsPort](
+            alarms or (lambda region: AlarmsAdapter(region, clients.cloudwatch(region, timeouts)))
+        )
         self._request_schedules = request_schedules
-        self._ec2 = _PerRegion[Ec2Port](ec2 or Ec2Adapter)
-        self._event_rules = _PerRegion[EventRulesPort](event_rules or EventRules)
+        self._ec2 = _PerRegion[Ec2Port](
+            ec2
+            or (
+                lambda region: Ec2Adapter(
+                    region,
+                    clients.client("ec2", region, timeouts),
+                    clients.client("ec2", region, timeouts.single()),
+                )
+            )
+        )
+        self._event_rules = _PerRegion[EventRulesPort](
+            event_rules or (lambda region: EventRules(region, clients.events(region, timeouts)))
+        )
 
     @property
     def actor(self) -> str:
@@ -313,7 +332,9 @@ class Ports:
         """The reservations ledger (env ``LEDGER_TABLE``)."""
         if self._ledger is None:
             self._ledger = Ledger(
-                self.settings.need("ledger_table"), clients.dynamodb(self.settings.region), clock=self.clock
+                self.settings.need("ledger_table"),
+                clients.dynamodb(self.settings.region, self.settings.call_timeouts),
+                clock=self.clock,
             )
         return self._ledger
 
@@ -323,7 +344,7 @@ class Ports:
         if self._offerings is None:
             self._offerings = OfferingStore(
                 self.settings.need("offerings_table"),
-                clients.dynamodb(self.settings.region),
+                clients.dynamodb(self.settings.region, self.settings.call_timeouts),
                 ttl_days=self.settings.offerings_ttl_days,
             )
         return self._offerings
@@ -333,7 +354,8 @@ class Ports:
         """The application's event bus (env ``EVENT_BUS_NAME``)."""
         if self._events is None:
             self._events = EventPublisher(
-                self.settings.need("event_bus_name"), clients.events(self.settings.region)
+                self.settings.need("event_bus_name"),
+                clients.events(self.settings.region, self.settings.call_timeouts),
             )
         return self._events
 
@@ -343,7 +365,7 @@ class Ports:
         ``SCHEDULER_ROLE_ARN``, deleting one does not)."""
         if self._scheduler is None:
             self._scheduler = ReleaseScheduler(
-                clients.scheduler(self.settings.region),
+                clients.scheduler(self.settings.region, self.settings.call_timeouts),
                 group=self.settings.need("schedule_group"),
                 target_arn=self.settings.release_target_arn,
                 role_arn=self.settings.scheduler_role_arn,
@@ -356,7 +378,7 @@ class Ports:
         ``SCHEDULED_REQUEST_FUNCTION_ARN`` and ``REQUEST_SCHEDULER_ROLE_ARN``)."""
         if self._request_schedules is None:
             self._request_schedules = RequestSchedules(
-                clients.scheduler(self.settings.region),
+                clients.scheduler(self.settings.region, self.settings.call_timeouts),
                 group=self.settings.need("request_schedule_group"),
                 target_arn=self.settings.scheduled_request_function_arn,
                 role_arn=self.settings.request_scheduler_role_arn,
@@ -367,7 +389,7 @@ class Ports:
     def tasks(self) -> TaskTokensPort:
         """Step Functions task tokens."""
         if self._tasks is None:
-            self._tasks = TaskTokens(clients.stepfunctions(self.settings.region))
+            self._tasks = TaskTokens(clients.stepfunctions(self.settings.region, self.settings.call_timeouts))
         return self._tasks
 
     @property

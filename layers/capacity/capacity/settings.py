@@ -25,6 +25,7 @@ Environment variables (set by ``template.yaml``):
 ``FORWARDING_RULE_NAME``   name of the rule that forwards another region's AWS events to the bus
 ``FORWARDING_TARGET_ARN``  the application's bus ARN (that rule's cross-region target)
 ``FORWARDING_ROLE_ARN``    role EventBridge assumes to put the forwarded events on the bus
+``AWS_CALL_TIMEOUTS``      ``connect,read,attempts`` of every AWS client (default ``3,10,3``: CallTimeouts)
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
 ========================== ==========================================================================
@@ -32,9 +33,12 @@ Environment variables (set by ``template.yaml``):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+
+from botocore.config import Config
 
 from capacity.errors import ConfigurationError
 
@@ -58,6 +62,54 @@ _ENV_NAMES: dict[str, str] = {
     "forwarding_target_arn": "FORWARDING_TARGET_ARN",
     "forwarding_role_arn": "FORWARDING_ROLE_ARN",
 }
+
+
+@dataclass(frozen=True)
+class CallTimeouts:
+    """How long one AWS call may take: seconds to connect, seconds to wait for the answer, total attempts.
+
+    Parsed from ``AWS_CALL_TIMEOUTS`` (``"connect,read,attempts"``, e.g. ``"3,10,3"``) by the settings.
+    """
+
+    connect_seconds: float = 3.0
+    read_seconds: float = 10.0
+    attempts: int = 3
+
+    def config(self) -> Config:
+        """The botocore ``Config``: standard retry mode, ``total_max_attempts``, the two timeouts."""
+        return Config(
+            connect_timeout=self.connect_seconds,
+            read_timeout=self.read_seconds,
+            retries={"mode": "standard", "total_max_attempts": self.attempts},
+        )
+
+    def single(self) -> CallTimeouts:
+        """The same timeouts with one attempt (a call that must never be retried blindly)."""
+        return dataclasses.replace(self, attempts=1)
+
+    def worst_case_seconds(self) -> float:
+        """The longest one call can take: every attempt times out, plus standard mode's back-off between
+        attempts (at most ``min(2 ** attempt, 20)`` seconds each; botocore ``retries/standard.py``)."""
+        backoff = sum(min(2.0**attempt, 20.0) for attempt in range(self.attempts - 1))
+        return self.attempts * (self.connect_seconds + self.read_seconds) + backoff
+
+    @classmethod
+    def parse(cls, text: str) -> CallTimeouts:
+        """``"connect,read,attempts"`` -> :class:`CallTimeouts`.
+
+        Raises:
+            ValueError: not three positive numbers (the last a whole number of attempts).
+        """
+        parts = [part.strip() for part in text.split(",")]
+        try:
+            connect, read, attempts = float(parts[0]), float(parts[1]), int(parts[2])
+        except (ValueError, IndexError) as exc:
+            raise ValueError(
+                f"expected 'connect,read,attempts' (seconds, seconds, count), got {text!r}"
+            ) from exc
+        if len(parts) != 3 or connect <= 0 or read <= 0 or attempts < 1:
+            raise ValueError(f"expected three positive values 'connect,read,attempts', got {text!r}")
+        return cls(connect, read, attempts)
 
 
 @dataclass(frozen=True)
@@ -89,6 +141,7 @@ class Settings:
     forwarding_target_arn: str = ""
     forwarding_role_arn: str = ""
     offerings_ttl_days: int = 14
+    call_timeouts: CallTimeouts = CallTimeouts()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
@@ -108,10 +161,16 @@ class Settings:
         ttl_text = source.get("OFFERINGS_TTL_DAYS", "14").strip() or "14"
         if not ttl_text.isdigit() or int(ttl_text) < 1:
             raise ConfigurationError(f"OFFERINGS_TTL_DAYS must be a positive integer, got {ttl_text!r}")
+        timeouts_text = source.get("AWS_CALL_TIMEOUTS", "").strip()
+        try:
+            timeouts = CallTimeouts.parse(timeouts_text) if timeouts_text else CallTimeouts()
+        except ValueError as exc:
+            raise ConfigurationError(f"AWS_CALL_TIMEOUTS: {exc}") from exc
         settings = cls(
             region=region,
             function_name=source.get("AWS_LAMBDA_FUNCTION_NAME", "").strip() or "capacity-orchestrator",
             offerings_ttl_days=int(ttl_text),
+            call_timeouts=timeouts,
             **values,
         )
         missing = [_ENV_NAMES[attr] for attr in require if not getattr(settings, attr)]

@@ -37,21 +37,34 @@ FUNCTION_NAMES = (
     "printer",
     "chain",
     "exits",
+    "stubborn",
+    "probe",
+    "secret_reader",
 )
+SECRET_ID = "rt-secret"
+"""The secret both ``secret_reader`` functions read (created by the tests that use it)."""
 
 
 def function_spec(
-    name: str, *, timeout_seconds: int = 30, environment: dict[str, str] | None = None
+    name: str,
+    *,
+    timeout_seconds: int = 30,
+    environment: dict[str, str] | None = None,
+    code: str | None = None,
 ) -> FunctionSpec:
-    """A hand-built FunctionSpec for a fixture function (what the template loader would produce)."""
+    """A hand-built FunctionSpec for a fixture function (what the template loader would produce).
+
+    ``code`` names the fixture directory when it differs from ``name`` (a second function on the same code).
+    """
     physical = f"rt-{name}"
+    default_env = {"STAGE": f"stage-of-{name}", "SECRET_ID": SECRET_ID}
     return FunctionSpec(
         logical_id=name.title().replace("_", "") + "Function",
         name=physical,
         arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{physical}",
-        code_dir=FIXTURES / "functions" / name,
+        code_dir=FIXTURES / "functions" / (code or name),
         handler="app.lambda_handler",
-        environment={"STAGE": f"stage-of-{name}"} if environment is None else environment,
+        environment=default_env if environment is None else environment,
         timeout_seconds=timeout_seconds,
         memory_mb=256,
         layer_dirs=(FIXTURES / "layer",),
@@ -163,7 +176,9 @@ def running_harness(*, seed: int = 7) -> Iterator[Harness]:
     """Start moto, the clock, the runtime and the patches (what LocalCloud does, minus the template)."""
     clock = VirtualClock(START)
     base_env = dict.fromkeys(("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"), "testing")
-    lambdas = LambdaRuntime([function_spec(name) for name in FUNCTION_NAMES], clock, base_env, seed=seed)
+    specs = [function_spec(name) for name in FUNCTION_NAMES]
+    specs += [function_spec("probe_b", code="probe"), function_spec("secret_reader_b", code="secret_reader")]
+    lambdas = LambdaRuntime(specs, clock, base_env, seed=seed)
     emulator = FakeEmulator(clock)
     faults = FaultInjector(seed=seed)
     dispatcher = Dispatcher(clock=clock, lambdas=lambdas, emulator=emulator, faults=faults)

@@ -186,13 +186,49 @@ def test_latency_moves_virtual_time(harness: Harness) -> None:
     _plan(harness)
     harness.faults.add(
         FaultRule(
-            service="sagemaker", operation="DescribeTrainingPlan", kind=FaultKind.LATENCY, latency_seconds=90
+            service="sagemaker", operation="DescribeTrainingPlan", kind=FaultKind.LATENCY, latency_seconds=45
         )
     )
 
     harness.client("sagemaker").describe_training_plan(TrainingPlanName="plan-a")
 
-    assert harness.clock.now() == START + timedelta(seconds=90)
+    assert harness.clock.now() == START + timedelta(seconds=45)
+
+
+def test_latency_past_the_read_timeout_takes_effect_and_the_caller_times_out_at_its_read_timeout(
+    harness: Harness,
+) -> None:
+    # Given CreateTrainingPlan answers 90 s late, to a client that waits 20 s and does not retry
+    harness.faults.add(
+        FaultRule(
+            service="sagemaker", operation="CreateTrainingPlan", kind=FaultKind.LATENCY, latency_seconds=90
+        )
+    )
+    client = harness.client(
+        "sagemaker", retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=20
+    )
+
+    # When / Then botocore's read timeout, at the client's read timeout; the plan was created all the same
+    with pytest.raises(ReadTimeoutError):
+        client.create_training_plan(TrainingPlanName="plan-slow", TrainingPlanOfferingId="tpo-1")
+    assert harness.clock.now() == START + timedelta(seconds=20)
+    assert list(harness.emulator.plans) == ["plan-slow"]
+
+
+def test_a_hang_waits_the_read_timeout_and_does_not_take_effect(harness: Harness) -> None:
+    harness.faults.add(
+        FaultRule(service="sagemaker", operation="CreateTrainingPlan", kind=FaultKind.HANG, times=1)
+    )
+    client = harness.client(
+        "sagemaker", retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=7
+    )
+
+    with pytest.raises(ReadTimeoutError):
+        client.create_training_plan(TrainingPlanName="plan-hung", TrainingPlanOfferingId="tpo-1")
+
+    assert harness.clock.now() == START + timedelta(seconds=7)
+    assert harness.emulator.plans == {}
+    assert harness.dispatcher.calls[0].faults == [FaultKind.HANG]
 
 
 def test_crash_after_commit_takes_effect_once_and_the_caller_sees_a_timeout(harness: Harness) -> None:
@@ -219,12 +255,13 @@ def test_crash_after_commit_without_retries_raises_read_timeout(harness: Harness
     harness.faults.add(
         FaultRule(service="sagemaker", operation="CreateTrainingPlan", kind=FaultKind.CRASH_AFTER_COMMIT)
     )
-    client = harness.client("sagemaker", retries={"mode": "standard", "max_attempts": 1})
+    client = harness.client("sagemaker", retries={"mode": "standard", "total_max_attempts": 1})
 
     with pytest.raises(ReadTimeoutError):
         client.create_training_plan(TrainingPlanName="plan-y", TrainingPlanOfferingId="tpo-1")
 
     assert list(harness.emulator.plans) == ["plan-y"]
+    assert harness.clock.now() == START + timedelta(seconds=60)  # botocore's default read timeout
 
 
 def test_behavioural_faults_are_handed_to_the_emulator(harness: Harness) -> None:

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from localcloud.contracts import AwsError
 from localcloud.faults import FaultKind, FaultRule
 from localcloud.lambdas import ASYNC_PAYLOAD_LIMIT_BYTES, marshal_response
-from tests.localcloud.runtime.rt_support import START, Harness
+from tests.localcloud.runtime.rt_support import SECRET_ID, START, Harness, running_harness
 
 
 def test_handler_gets_a_lambda_context_and_its_own_environment(harness: Harness) -> None:
@@ -166,14 +166,23 @@ def test_failed_event_invocation_is_retried_twice_one_then_two_minutes_later(har
     assert all(r.error_type == "TransientError" for r in records)
 
 
-def test_event_invocations_run_in_submission_order(harness: Harness) -> None:
-    for index in range(5):
-        harness.lambdas.invoke("rt-hello", json.dumps({"name": str(index)}).encode(), invocation_type="Event")
+def test_event_invocations_all_run_at_once_in_an_order_drawn_from_the_seed() -> None:
+    def run(seed: int) -> list[str]:
+        with running_harness(seed=seed) as h:
+            for index in range(5):
+                h.lambdas.invoke(
+                    "rt-hello", json.dumps({"name": str(index)}).encode(), invocation_type="Event"
+                )
+            h.clock.run_until_idle()
+            assert {r.start for r in h.lambdas.records} == {START}
+            return [json.loads(r.payload)["greeting"] for r in h.lambdas.records]
 
-    harness.clock.run_until_idle()
+    orders = {seed: run(seed) for seed in range(4)}
 
-    names = [json.loads(r.payload)["greeting"] for r in harness.lambdas.records]
-    assert names == [f"hello {i}" for i in range(5)]
+    # AWS promises no order: every seed runs all five, the same seed the same way, seeds differently
+    assert all(sorted(order) == [f"hello {i}" for i in range(5)] for order in orders.values())
+    assert run(2) == orders[2]
+    assert len({tuple(order) for order in orders.values()}) > 1
 
 
 def test_a_handler_sleeping_in_a_retry_backoff_lets_other_invocations_run(harness: Harness) -> None:
@@ -216,11 +225,47 @@ def test_a_handler_running_past_its_timeout_is_reported_timed_out(harness: Harne
     # When
     result = harness.lambdas.invoke("rt-aws_caller", b'{"plan": "p1"}')
 
-    # Then
+    # Then it is stopped at 30 s, before the slow call got through
     error = json.loads(result.payload)
     assert error["errorType"] == "Sandbox.Timedout"
     assert "Task timed out after 30.00 seconds" in error["errorMessage"]
-    assert harness.clock.now() == START + timedelta(seconds=45)
+    assert harness.clock.now() == START + timedelta(seconds=30)
+    assert harness.lambdas.records[0].end == START + timedelta(seconds=30)
+    assert harness.emulator.calls == []
+
+
+def test_a_stopped_handler_makes_no_call_after_its_timeout_whatever_it_catches(harness: Harness) -> None:
+    # Given a 30 s function that swallows every Exception and calls again, and again in `finally`; each
+    # call times out after its client's 20 s read timeout
+    harness.emulator.plans["p1"] = {"TrainingPlanName": "p1", "Status": "Active", "StartTime": START}
+    harness.faults.add(FaultRule(service="sagemaker", operation="DescribeTrainingPlan", kind=FaultKind.HANG))
+
+    # When
+    result = harness.lambdas.invoke("rt-stubborn", b'{"plan": "p1", "times": 5}')
+
+    # Then the first hang (0-20 s) ended, the second (20-40 s) was cut at 30 s, and nothing came after
+    assert json.loads(result.payload)["errorType"] == "Sandbox.Timedout"
+    made = [(c.operation, c.at) for c in harness.dispatcher.calls]
+    assert made == [
+        ("DescribeTrainingPlan", START),
+        ("DescribeTrainingPlan", START + timedelta(seconds=20)),
+    ]
+    assert harness.clock.now() == START + timedelta(seconds=30)
+
+
+def test_a_stopped_environment_is_thrown_away_and_the_next_invocation_starts_cold(harness: Harness) -> None:
+    harness.faults.add(
+        FaultRule(
+            service="sts", operation="GetCallerIdentity", kind=FaultKind.LATENCY, latency_seconds=40, times=1
+        )
+    )
+    stopped = harness.lambdas.invoke("rt-probe", b"{}")
+    first = harness.lambdas.invoke("rt-probe", b"{}")
+    second = harness.lambdas.invoke("rt-probe", b"{}")
+
+    assert json.loads(stopped.payload)["errorType"] == "Sandbox.Timedout"
+    assert json.loads(first.payload)["invocation"] == 1  # a fresh module: its globals start over
+    assert json.loads(second.payload)["invocation"] == 2  # then warm
 
 
 def test_a_nested_synchronous_invocation_keeps_each_functions_environment_and_log(harness: Harness) -> None:
@@ -244,3 +289,48 @@ def test_sys_exit_in_a_handler_is_a_runtime_exit_error(harness: Harness) -> None
     assert result.function_error == "Unhandled"
     assert error["errorType"] == "Runtime.ExitError"
     assert error["errorMessage"].endswith("Runtime exited with error: exit status 3")
+
+
+def test_concurrent_invocations_interleave_at_their_aws_calls_each_with_its_own_environment() -> None:
+    def callers(seed: int) -> list[str | None]:
+        with running_harness(seed=seed) as h:
+            h.lambdas.invoke("rt-probe", b'{"calls": 3}', invocation_type="Event")
+            h.lambdas.invoke("rt-probe_b", b'{"calls": 3}', invocation_type="Event")
+            h.clock.run_until_idle()
+            for record in h.lambdas.records:
+                body = json.loads(record.payload)
+                own = f"stage-of-{record.function.removeprefix('rt-')}"
+                assert body["stage_before"] == own
+                assert body["stage_after"] == own  # the other one ran in between, with its own variables
+            return [c.caller for c in h.dispatcher.calls]
+
+    # Each seed is reproducible; across seeds the two invocations' calls interleave (not one after the other)
+    orders = {seed: callers(seed) for seed in range(6)}
+    assert callers(3) == orders[3]
+    assert all(sorted(map(str, order)) == ["rt-probe"] * 3 + ["rt-probe_b"] * 3 for order in orders.values())
+    serial = {("rt-probe",) * 3 + ("rt-probe_b",) * 3, ("rt-probe_b",) * 3 + ("rt-probe",) * 3}
+    assert any(tuple(order) not in serial for order in orders.values())
+
+
+def test_the_same_function_invoked_twice_at_once_runs_in_two_environments(harness: Harness) -> None:
+    harness.lambdas.invoke("rt-probe", b'{"calls": 2}', invocation_type="Event")
+    harness.lambdas.invoke("rt-probe", b'{"calls": 2}', invocation_type="Event")
+    harness.clock.run_until_idle()
+    later = harness.lambdas.invoke("rt-probe", b"{}")
+
+    # Each concurrent invocation saw a module of its own; the later one reused a warm one
+    assert [json.loads(r.payload)["invocation"] for r in harness.lambdas.records[:2]] == [1, 1]
+    assert json.loads(later.payload)["invocation"] == 2
+
+
+def test_a_secret_one_function_cached_is_not_in_another_functions_cache(harness: Harness) -> None:
+    harness.client("secretsmanager").create_secret(Name=SECRET_ID, SecretString="s3cr3t")
+
+    first = harness.lambdas.invoke("rt-secret_reader", b"{}")
+    again = harness.lambdas.invoke("rt-secret_reader", b"{}")
+    other = harness.lambdas.invoke("rt-secret_reader_b", b"{}")
+
+    assert [json.loads(r.payload)["value"] for r in (first, again, other)] == ["s3cr3t"] * 3
+    reads = [c for c in harness.dispatcher.calls if c.operation == "GetSecretValue"]
+    # The warm environment answered from its cache; the other function had to ask Secrets Manager itself
+    assert len(reads) == 2

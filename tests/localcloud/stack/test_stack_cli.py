@@ -70,7 +70,7 @@ def test_a_failed_execution_fails_the_run(tmp_path: Path, capsys: pytest.Capture
         "ScheduleExpression": "at(2026-12-01T09:00:00)",
         "Target": {
             "Arn": RETRY_MACHINE,
-            "RoleArn": "arn:aws:iam::123456789012:role/fixture-SchedulerRole",
+            "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
             "Input": json.dumps({"mode": "datetime"}),
         },
     }

@@ -162,7 +162,7 @@ def test_schedules_created_at_run_time_fire_to_an_event_bus_and_are_deleted(clou
         ActionAfterCompletion="DELETE",
         Target={
             "Arn": cloud.stack.arn("Bus"),
-            "RoleArn": "arn:aws:iam::123456789012:role/fixture-SchedulerRole",
+            "RoleArn": "arn:aws:iam::123456789012:role/scheduler",
             "Input": json.dumps({"id": "r1", "size": 64}),
             "EventBridgeParameters": {"DetailType": "ItemRecorded", "Source": "test.app"},
         },
@@ -249,14 +249,14 @@ def test_server_errors_are_retried_then_surface() -> None:
 
 def test_latency_moves_virtual_time() -> None:
     faults = FaultInjector(
-        [FaultRule(service="dynamodb", operation="DescribeTable", kind=FaultKind.LATENCY, latency_seconds=90)]
+        [FaultRule(service="dynamodb", operation="DescribeTable", kind=FaultKind.LATENCY, latency_seconds=50)]
     )
     with make_cloud(faults=faults) as cloud:
         before = cloud.now()
         cloud.client("dynamodb").describe_table(TableName="fixture-StateTable")
         after = cloud.now()
 
-    assert after - before == timedelta(seconds=90)
+    assert after - before == timedelta(seconds=50)  # within botocore's default 60 s read timeout
 
 
 def test_crash_after_commit_takes_effect_and_the_retry_repeats_it() -> None:

@@ -17,7 +17,7 @@ from localcloud.faults import FaultInjector, FaultKind, FaultRule
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-ROLE = "arn:aws:iam::123456789012:role/fixture-SchedulerRole"
+ROLE = "arn:aws:iam::123456789012:role/scheduler"
 
 
 def make_cloud(*rules: FaultRule, **kwargs: Any) -> LocalCloud:

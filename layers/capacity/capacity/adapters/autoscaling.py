@@ -55,7 +55,7 @@ class AutoScalingAdapter:
         try:
             return function()
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"Application Auto Scaling {operation} ({self.region})")
+            translated = clients.translate(exc, f"Application Auto Scaling {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             if isinstance(exc, ClientError) and error_code(exc) == "ConcurrentUpdateException":

@@ -1,11 +1,14 @@
 """A cached boto3 client factory and the translation of transient AWS errors.
 
-Clients use botocore's ``standard`` retry mode with 5 attempts (botocore "Retries" guide): throttling,
-5xx and connection errors are retried with backoff by botocore itself; what is still failing after that
-becomes :class:`~capacity.errors.RetryableAwsError` so Step Functions retries the whole step.
+Clients use botocore's ``standard`` retry mode (botocore "Retries" guide) with the function's
+:class:`CallTimeouts`: connect and read timeouts and a number of attempts sized so that one call, retries
+and back-off included, fits well inside the function's own timeout (a gate test holds every function of
+the template to it). Throttling, 5xx and connection errors are retried with backoff by botocore itself;
+what is still failing after that (or timed out) becomes :class:`~capacity.errors.RetryableAwsError`, a named
+error Step Functions retries, instead of a Lambda stopped at its timeout.
 
-The cache is keyed on (service, region) only, never on environment values, so it is safe when several
-functions share one process (the local cloud); :func:`clear_clients` empties it (tests).
+The cache is keyed on (service, region, timeouts), never read from the environment, so it is safe when
+several functions share one process (the local cloud); :func:`clear_clients` empties it (tests).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -24,7 +26,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from capacity.errors import RetryableAwsError
+from capacity.errors import AccessDenied, CapacityError, RetryableAwsError
+from capacity.settings import CallTimeouts
 
 if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
@@ -35,10 +38,12 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_stepfunctions import SFNClient
 
-RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5})
+
+DEFAULT_TIMEOUTS = CallTimeouts()
+"""What a client gets when the caller gives no timeouts (tests, the local cloud's tools)."""
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, str], Any] = {}
+_cache: dict[tuple[str, str, CallTimeouts], Any] = {}
 
 THROTTLING_CODES = frozenset(
     {
@@ -53,6 +58,17 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
     }
 )
+ACCESS_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+        "AuthorizationError",
+        "UnauthorizedException",
+    }
+)
+"""The codes AWS services answer a call IAM refused with (EC2 ``UnauthorizedOperation``, SNS
+``AuthorizationError``, CloudWatch/IAM/S3 ``AccessDenied``, most JSON services ``AccessDeniedException``)."""
 SERVER_ERROR_CODES = frozenset(
     {
         "InternalFailure",
@@ -68,56 +84,58 @@ SERVER_ERROR_CODES = frozenset(
 )
 
 
-def client(service: str, region: str) -> Any:
-    """A boto3 client for ``service`` in ``region`` (standard retries, 5 attempts), cached per pair."""
-    key = (service, region)
+def client(service: str, region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> Any:
+    """A boto3 client for ``service`` in ``region`` (standard retries, ``timeouts``), cached per triple."""
+    key = (service, region, timeouts)
     with _lock:
         found = _cache.get(key)
         if found is None:
-            found = boto3.client(service, region_name=region, config=RETRY_CONFIG)  # type: ignore[call-overload]
+            found = boto3.client(service, region_name=region, config=timeouts.config())  # type: ignore[call-overload]
             _cache[key] = found
         return found
 
 
-def sagemaker(region: str) -> SageMakerClient:
+def sagemaker(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> SageMakerClient:
     """A cached SageMaker client for ``region``."""
-    result: SageMakerClient = client("sagemaker", region)
+    result: SageMakerClient = client("sagemaker", region, timeouts)
     return result
 
 
-def dynamodb(region: str) -> DynamoDBClient:
+def dynamodb(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> DynamoDBClient:
     """A cached DynamoDB client for ``region``."""
-    result: DynamoDBClient = client("dynamodb", region)
+    result: DynamoDBClient = client("dynamodb", region, timeouts)
     return result
 
 
-def events(region: str) -> EventBridgeClient:
+def events(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> EventBridgeClient:
     """A cached EventBridge client for ``region``."""
-    result: EventBridgeClient = client("events", region)
+    result: EventBridgeClient = client("events", region, timeouts)
     return result
 
 
-def scheduler(region: str) -> EventBridgeSchedulerClient:
+def scheduler(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> EventBridgeSchedulerClient:
     """A cached EventBridge Scheduler client for ``region``."""
-    result: EventBridgeSchedulerClient = client("scheduler", region)
+    result: EventBridgeSchedulerClient = client("scheduler", region, timeouts)
     return result
 
 
-def stepfunctions(region: str) -> SFNClient:
+def stepfunctions(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> SFNClient:
     """A cached Step Functions client for ``region``."""
-    result: SFNClient = client("stepfunctions", region)
+    result: SFNClient = client("stepfunctions", region, timeouts)
     return result
 
 
-def application_autoscaling(region: str) -> ApplicationAutoScalingClient:
+def application_autoscaling(
+    region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS
+) -> ApplicationAutoScalingClient:
     """A cached Application Auto Scaling client for ``region``."""
-    result: ApplicationAutoScalingClient = client("application-autoscaling", region)
+    result: ApplicationAutoScalingClient = client("application-autoscaling", region, timeouts)
     return result
 
 
-def cloudwatch(region: str) -> CloudWatchClient:
+def cloudwatch(region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> CloudWatchClient:
     """A cached CloudWatch client for ``region``."""
-    result: CloudWatchClient = client("cloudwatch", region)
+    result: CloudWatchClient = client("cloudwatch", region, timeouts)
     return result
 
 
@@ -157,3 +175,16 @@ def retryable(exc: BaseException, operation: str) -> RetryableAwsError | None:
     if isinstance(exc, BotoCoreError):
         return RetryableAwsError(f"{operation}: {type(exc).__name__} after retries: {exc}")
     return RetryableAwsError(f"{operation}: {exc}")  # pragma: no cover - is_transient covers the rest
+
+
+def access_denied(exc: BaseException, operation: str) -> AccessDenied | None:
+    """An :class:`AccessDenied` naming what IAM refused if ``exc`` is a denial, else None."""
+    if isinstance(exc, ClientError) and error_code(exc) in ACCESS_DENIED_CODES:
+        return AccessDenied(f"{operation}: {error_code(exc)}: {error_message(exc)}")
+    return None
+
+
+def translate(exc: BaseException, operation: str) -> CapacityError | None:
+    """The domain error for ``exc``: :class:`RetryableAwsError` if transient, :class:`AccessDenied` if IAM
+    refused it, else None (the caller decides, or re-raises the ``ClientError``)."""
+    return retryable(exc, operation) or access_denied(exc, operation)

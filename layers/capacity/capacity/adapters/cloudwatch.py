@@ -68,7 +68,7 @@ class AlarmsAdapter:
         try:
             return function()
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"CloudWatch {operation} ({self.region})")
+            translated = clients.translate(exc, f"CloudWatch {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             raise

@@ -20,7 +20,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
-from capacity.adapters.clients import retryable
+from capacity.adapters.clients import translate
 from capacity.errors import RetryableAwsError
 from capacity.models import Offering
 from capacity.timeutil import iso_z, utcnow
@@ -83,7 +83,7 @@ def call_dynamodb[T](operation: str, function: Callable[[], T]) -> T:
     try:
         return function()
     except (ClientError, BotoCoreError) as exc:
-        translated = retryable(exc, f"DynamoDB {operation}")
+        translated = translate(exc, f"DynamoDB {operation}")
         if translated is not None:
             raise translated from exc
         raise

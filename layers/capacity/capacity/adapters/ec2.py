@@ -20,26 +20,20 @@ token, so retrying it is safe.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
-from capacity.adapters.clients import error_code, error_message
+from capacity.adapters.clients import DEFAULT_TIMEOUTS, error_code, error_message
 from capacity.errors import CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
 from capacity.timeutil import as_utc
 
-_NO_RETRY = Config(retries={"mode": "standard", "total_max_attempts": 1})  # the first attempt only
-_no_retry_lock = threading.Lock()
-_no_retry_clients: dict[str, Any] = {}
 _CAPACITY_CODES = frozenset(
     {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity"}
 )
@@ -107,15 +101,6 @@ def fee(text: Any) -> Decimal | None:
         return None
 
 
-def _no_retry_client(region: str) -> Any:
-    with _no_retry_lock:
-        found = _no_retry_clients.get(region)
-        if found is None:
-            found = boto3.client("ec2", region_name=region, config=_NO_RETRY)
-            _no_retry_clients[region] = found
-        return found
-
-
 class Ec2Adapter:
     """EC2 calls for one region, with AWS errors translated into domain errors.
 
@@ -137,7 +122,7 @@ class Ec2Adapter:
             # EC2 answers InsufficientInstanceCapacity with HTTP 500: a capacity verdict, not a transient one.
             if isinstance(exc, ClientError) and error_code(exc) in _CAPACITY_CODES:
                 raise CapacityUnavailable(f"{operation} in {self.region}: {error_message(exc)}") from exc
-            translated = clients.retryable(exc, f"EC2 {operation} ({self.region})")
+            translated = clients.translate(exc, f"EC2 {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             if isinstance(exc, ClientError):
@@ -205,7 +190,8 @@ class Ec2Adapter:
             PurchaseFailed: any other rejection.
             RetryableAwsError: throttling/5xx/timeout: the block **may** have been bought; look it up.
         """
-        client = self._purchase_client or _no_retry_client(self.region)
+        # The first attempt only: no client token, so a botocore retry could buy a second block.
+        client = self._purchase_client or clients.client("ec2", self.region, DEFAULT_TIMEOUTS.single())
         try:
             answer = self._call(
                 "PurchaseCapacityBlock",

@@ -59,7 +59,7 @@ class EventPublisher:
         try:
             answer = self._client.put_events(Entries=[entry])  # type: ignore[list-item]
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"EventBridge PutEvents {detail_type}")
+            translated = clients.translate(exc, f"EventBridge PutEvents {detail_type}")
             if translated is not None:
                 raise translated from exc
             raise
@@ -91,7 +91,7 @@ class EventRules:
         try:
             return function()
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"EventBridge {operation} ({self.region})")
+            translated = clients.translate(exc, f"EventBridge {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             raise

@@ -159,7 +159,7 @@ class SageMakerAdapter:
         try:
             return function()
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"SageMaker {operation} ({self.region})")
+            translated = clients.translate(exc, f"SageMaker {operation} ({self.region})")
             if translated is not None:
                 raise translated from exc
             if isinstance(exc, ClientError) and error_code(exc) == "ResourceLimitExceeded":
@@ -507,7 +507,14 @@ class SageMakerAdapter:
     # ------------------------------------------------------------------------------ tags, paging
 
     def resource_tags(self, arn: str) -> dict[str, str] | None:
-        """``ListTags`` of ``arn`` as a dict; None when the resource is gone or tags cannot be read."""
+        """``ListTags`` of ``arn`` as a dict; None only when the resource does not exist.
+
+        Raises:
+            AccessDenied: IAM refused ``sagemaker:ListTags`` (never read as "no tags": an ownership check
+                that cannot read the owner must not pass).
+            RetryableAwsError: throttling/5xx after retries.
+            ClientError: any other refusal.
+        """
         tags: dict[str, str] = {}
         token: str | None = None
         while True:
@@ -516,8 +523,10 @@ class SageMakerAdapter:
                 kwargs["NextToken"] = token
             try:
                 page = self._call("ListTags", lambda kw=kwargs: self._client.list_tags(**kw))  # type: ignore[misc]
-            except ClientError:
-                return None
+            except ClientError as exc:
+                if _is_not_found(exc):
+                    return None
+                raise
             tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
             token = page.get("NextToken")
             if not token:

@@ -95,7 +95,7 @@ class ReleaseScheduler:
                     and when <= utcnow()
                 ):
                     continue  # the at() went by while the request travelled: ask again from now
-                translated = clients.retryable(exc, "Scheduler CreateSchedule")
+                translated = clients.translate(exc, "Scheduler CreateSchedule")
                 if translated is not None:
                     raise translated from exc
                 raise
@@ -112,7 +112,7 @@ class ReleaseScheduler:
         except (ClientError, BotoCoreError) as exc:
             if isinstance(exc, ClientError) and error_code(exc) == "ResourceNotFoundException":
                 return False
-            translated = clients.retryable(exc, "Scheduler DeleteSchedule")
+            translated = clients.translate(exc, "Scheduler DeleteSchedule")
             if translated is not None:
                 raise translated from exc
             raise
@@ -146,7 +146,7 @@ class RequestSchedules:
         try:
             return function()
         except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"Scheduler {operation}")
+            translated = clients.translate(exc, f"Scheduler {operation}")
             if translated is not None:
                 raise translated from exc
             raise

@@ -65,7 +65,7 @@ class TaskTokens:
                 raise NotAwaitingApproval(
                     f"the approval task no longer waits ({error_code(exc)}: {error_message(exc)})"
                 ) from exc
-            translated = clients.retryable(exc, f"Step Functions {operation}")
+            translated = clients.translate(exc, f"Step Functions {operation}")
             if translated is not None:
                 raise translated from exc
             raise

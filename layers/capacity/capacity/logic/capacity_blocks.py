@@ -41,7 +41,6 @@ from capacity.contracts import (
     ActivationOutput,
     LaunchInput,
     LaunchOutput,
-    PurchaseInput,
     PurchaseOutput,
     ReleaseInput,
     ReleaseOutput,
@@ -50,13 +49,13 @@ from capacity.contracts import (
 from capacity.errors import (
     LaunchFailed,
     LeftoverResources,
-    OfferingExpired,
     PlanFailed,
     PurchaseFailed,
     ReleaseStuck,
     RetryableAwsError,
 )
-from capacity.ledger import PURCHASE, PURCHASE_INTENT, RELEASED_MARKER
+from capacity.ledger import RELEASED_MARKER
+from capacity.logic.buy_once import Bought
 from capacity.logic.common import (
     Purchase,
     check_activation_deadlines,
@@ -64,8 +63,6 @@ from capacity.logic.common import (
     load_request,
     post,
     record_activation,
-    require_not_final,
-    require_within_budget,
     states,
     stop_if_released,
 )
@@ -119,104 +116,81 @@ def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
     return found[0] if found else None
 
 
-def _research(ec2: Ec2Port, request: ReservationRequest, stale: OfferingSummary) -> OfferingSummary | None:
-    """One fresh search like the stale offering's; the cheapest within budget that costs no more than the
-    stale one when above the approval threshold, or None."""
-    best = replacement(search_block_duration(ec2, request, request.duration_hours), request, stale)
-    return best.summary() if best is not None else None
+class CapacityBlockBuyer:
+    """The capacity block part of :func:`~capacity.logic.buy_once.buy_once` (``PurchaseCapacityBlock``).
 
-
-def _purchase(ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary) -> CapacityReservation:
-    """``PurchaseCapacityBlock`` once; on a timeout that may have committed, the tagged block is adopted."""
-    try:
-        return ec2.purchase_capacity_block(offering_id=offering.offering_id, tags=tags_for(request.id))
-    except RetryableAwsError:
-        found = _adopt(ec2, request.id)
-        if found is not None:
-            return found
-        raise
-
-
-def _buy(
-    ec2: Ec2Port, request: ReservationRequest, offering: OfferingSummary
-) -> tuple[CapacityReservation, OfferingSummary]:
-    """:func:`_purchase` of ``offering``, or once of a fresh search's replacement when it expired."""
-    try:
-        return _purchase(ec2, request, offering), offering
-    except OfferingExpired as exc:
-        fresh = _research(ec2, request, offering)
-        if fresh is None:
-            raise OfferingExpired(
-                f"capacity block offering {offering.offering_id} expired and a fresh search in {ec2.region} "
-                f"found no {request.instance_count} x {request.instance_type} block for "
-                f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
-                "nothing was bought"
-            ) from exc
-        return _purchase(ec2, request, fresh), fresh
-
-
-def purchase_block(step: PurchaseInput, request: ReservationRequest, ports: Ports) -> PurchaseOutput:
-    """Buy (or adopt) the capacity block of ``step.offering`` for an ``ec2`` request, exactly once.
-
-    The ``PURCHASE`` item and the output name the capacity reservation in the training plan fields the
-    state machine passes on: ``training_plan_arn`` = the reservation ARN, ``training_plan_name`` = the
-    reservation id (``cr-...``); the item also has ``platform: ec2``, ``capacity_reservation_id`` and
-    ``availability_zone``.
-
-    Raises:
-        ReservationCancelled: the reservation is final before the purchase.
-        BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
-        OfferingExpired: the offering expired and one fresh search found nothing buyable.
-        CapacityUnavailable, QuotaExceeded, PurchaseFailed: EC2 refused the purchase.
-        RetryableAwsError: throttling/5xx/timeout and no block tagged with the request was found (the step
-            is retried and looks it up again first).
+    The ``PURCHASE`` item names the capacity reservation in the training plan fields the state machine
+    passes on: ``training_plan_arn`` = the reservation ARN, ``training_plan_name`` = the reservation id
+    (``cr-...``); it also has ``platform: ec2``, ``capacity_reservation_id`` and ``availability_zone``.
     """
-    ledger = ports.ledger
-    existing = ledger.get(request.id, PURCHASE)
-    history = ledger.history(request.id)
-    if existing is None:
-        require_not_final(history, request.id)
-        require_within_budget(request, step.offering)
-        created, intent = ledger.put_once(
-            request.id,
-            PURCHASE_INTENT,
-            {
-                "actor": ports.actor,
-                "platform": "ec2",
-                "region": step.offering.region,
-                "offering": step.offering.model_dump(mode="json"),
-            },
-        )
-        region = str(intent.get("region", step.offering.region))
+
+    platform = "ec2"
+    what = "capacity block"
+    unique_call = False  # no client token, no name: a second call buys a second block
+
+    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
+        """Nothing beyond the shared checks."""
+
+    def find(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought | None:
+        """The reservation tagged with the request id in ``region`` (``DescribeCapacityReservations``)."""
+        found = _adopt(ports.ec2(region), request.id)
+        return None if found is None else _bought(found, offering)
+
+    def buy(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought:
+        """``PurchaseCapacityBlock`` once (a client without botocore retries), tagged with the request id.
+
+        Raises:
+            RetryableAwsError: throttling, a 5xx or a timeout (it may have committed: the step is retried
+                and looks the block up first).
+            PurchaseFailed: EC2 returned no capacity reservation.
+        """
         ec2 = ports.ec2(region)
-        # A recorded intent means an earlier attempt may have bought it: look before buying.
-        reservation = None if created else _adopt(ec2, request.id)
-        bought = step.offering
-        if reservation is None:
-            reservation, bought = _buy(ec2, request, step.offering)
+        try:
+            reservation = ec2.purchase_capacity_block(
+                offering_id=offering.offering_id, tags=tags_for(request.id)
+            )
+        except RetryableAwsError:
+            found = _adopt(ec2, request.id)  # the timeout may have committed: adopt what is visible already
+            if found is None:
+                raise
+            reservation = found
         if not reservation.reservation_id:
             raise PurchaseFailed(f"PurchaseCapacityBlock in {region} returned no capacity reservation")
-        _, existing = ledger.put_once(
-            request.id,
-            PURCHASE,
-            {
-                "actor": ports.actor,
-                "platform": "ec2",
-                "training_plan_arn": reservation.arn,
-                "training_plan_name": reservation.reservation_id,
-                "capacity_reservation_id": reservation.reservation_id,
-                "availability_zone": reservation.availability_zone or bought.availability_zone,
-                "region": region,
-                "start_time": iso_z(reservation.start_time or bought.start_time),
-                "end_time": iso_z(reservation.end_time or bought.end_time),
-                "upfront_fee_usd": f"{bought.upfront_fee_usd:f}",
-                "offering_id": bought.offering_id,
-                "instance_type": request.instance_type,
-                "instance_count": request.instance_count,
-                "re_searched": bought.offering_id != step.offering.offering_id,
-            },
+        return _bought(reservation, offering)
+
+    def research(
+        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
+    ) -> OfferingSummary | None:
+        """One fresh search like the stale offering's; the cheapest within the rules, or None."""
+        best = replacement(
+            search_block_duration(ports.ec2(region), request, request.duration_hours), request, stale
         )
-    return _after_purchase(request, existing, ports, first=State.PURCHASED not in states(history))
+        return best.summary() if best is not None else None
+
+    def after(
+        self, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
+    ) -> PurchaseOutput:
+        """Release schedule (35 minutes before the end at the latest), ``PURCHASED``, event, message."""
+        return _after_purchase(request, item, ports, first=first)
+
+
+def _bought(reservation: CapacityReservation, offering: OfferingSummary) -> Bought:
+    return Bought(
+        arn=reservation.arn,
+        name=reservation.reservation_id,
+        start_time=reservation.start_time,
+        end_time=reservation.end_time,
+        upfront_fee_usd=None,  # a capacity reservation does not carry its fee: the offering's is recorded
+        offering=offering,
+        extra={
+            "capacity_reservation_id": reservation.reservation_id,
+            "availability_zone": reservation.availability_zone or offering.availability_zone,
+        },
+    )
 
 
 def _after_purchase(

@@ -17,17 +17,25 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
 
     Args:
         event: the EventBridge event (``detail-type`` ReservationRequested, ``detail``
-            ``{"schema_version": 1, "request": {...}}``, ``id`` the event id).
+            ``{"schema_version": 1, "request": {...}}``, ``id`` the event id), as the workflow's input; or
+            ``{"event": <that event>, "execution": <the Step Functions execution ARN>}`` (the state
+            machine passes ``$$.Execution.Id``).
         ports: ledger.
 
     Returns:
-        ``duplicate`` True when another delivery already recorded this ``request_id``, or when the
-        reservation was cancelled before it was recorded (the workflow ends quietly); a retry of the
-        same delivery (same event ``id``) is not a duplicate.
+        ``duplicate`` True when another execution (or delivery) already recorded this ``request_id``, or
+        when the reservation was cancelled before it was recorded (the workflow ends quietly). The writer is
+        the execution: a retry of this step in the same execution is not a duplicate, while a second
+        execution started by the same event delivered twice (the same event ``id``: EventBridge delivers at
+        least once) is one.
 
     Raises:
         InvalidRequest: the detail or the request is invalid (fields named ``request.<field>``).
     """
+    execution: str | None = None
+    if isinstance(event, Mapping) and isinstance(event.get("event"), Mapping):
+        execution = str(event.get("execution") or "") or None
+        event = event["event"]
     if not isinstance(event, Mapping) or not isinstance(event.get("detail"), Mapping):
         raise InvalidRequest([FieldError("detail", "the event has no detail object")])
     detail = parse_model(ReservationRequestedDetail, event["detail"])
@@ -35,11 +43,11 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         request = parse_request(detail.request, now=ports.clock())
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
-    event_id = str(event.get("id") or "") or None
+    writer = execution or str(event.get("id") or "") or None
     ledger = ports.ledger
-    created = ledger.record_request(request, actor=ports.actor, write_id=event_id)
-    if created and detail.slack is not None:  # only the delivery that recorded the request sets its thread
-        ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=event_id)
+    created = ledger.record_request(request, actor=ports.actor, write_id=writer)
+    if created and detail.slack is not None:  # only the execution that recorded the request sets its thread
+        ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=writer)
     # Checked after REQUEST is written: a DELETE either sees REQUEST (and records CANCELLED itself) or
     # put CANCEL_REQUESTED before this read, so a cancelled request never goes on to a purchase.
     cancel = ledger.get(request.id, CANCEL_REQUESTED)

@@ -7,9 +7,13 @@
   and records and posts nothing; ``AWAITING_APPROVAL`` is written only while no ``OUTCOME`` exists (one
   transaction), so a DELETE landing between that check and the write cannot leave it after ``CANCELLED``.
 - ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
-- ``failure``: records ``FAILED`` with a readable reason unless a final state already exists, puts
+- ``degraded``: a step that keeps failing on transient faults once money is at stake
+  (:mod:`capacity.logic.degraded`).
+- ``failure``: first records whatever a purchase intent bought
+  (:func:`~capacity.logic.purchase.reconcile_purchase`: ``PURCHASE``, release schedule, ``PURCHASED`` with
+  the money), then records ``FAILED`` with a readable reason unless a final state already exists, puts
   ``ReservationFailed`` and, if a purchase was attempted (and the failure is not the release's own),
-  ``ReleaseRequested`` (reason ``failed``), posts.
+  ``ReleaseRequested`` (reason ``failed``), posts (with the money already paid, if any).
 - ``failure`` with ``phase`` ``release``: always reported, even after ``FAILED``/``CANCELLED``: appends a
   ``FAILED`` entry with ``detail.phase = "release"`` (once per release attempt), puts
   ``ReservationFailed`` (its reason says the release failed) and posts that a person must act. Never
@@ -21,12 +25,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import NotifyInput, NotifyOutput, StepError
+from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.ledger import APPROVAL, PURCHASE_INTENT
 from capacity.logic.common import final_state, load_request, post, states
+from capacity.logic.degraded import degraded
+from capacity.logic.purchase import reconcile_purchase
 from capacity.models import (
     ApprovalRequestedDetail,
     ReleaseRequestedDetail,
@@ -77,7 +84,7 @@ def readable_reason(error: StepError) -> str:
     return friendly or message or f"{error.Error} (no cause given)"
 
 
-def notify(step: NotifyInput, ports: Ports) -> NotifyOutput:
+def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
     """Handle one notification.
 
     Raises:
@@ -88,6 +95,8 @@ def notify(step: NotifyInput, ports: Ports) -> NotifyOutput:
         return _approval_request(step, ports)
     if step.kind == "approval_outcome":
         return _approval_outcome(step, ports)
+    if step.kind == "degraded":
+        return degraded(step, ports)
     return _failure(step, ports)
 
 
@@ -188,9 +197,11 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     final = final_state(history)
     if final is not None:
         return NotifyOutput(notified=True, state=final.value)
+    # Whatever an intent bought is recorded (with its release schedule) before the reservation is failed.
+    bought = reconcile_purchase(ports, step.request_id)
     # A failed reserve workflow releases what it may have created; a failed release is not re-requested
     # (it would fail the same way): it is reported for a person to look at.
-    attempted = ledger.get(step.request_id, PURCHASE_INTENT) is not None
+    attempted = bought is not None or ledger.get(step.request_id, PURCHASE_INTENT) is not None
     ports.events.put(
         "ReservationFailed",
         ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
@@ -206,7 +217,13 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
     )
     if written is not None:
-        post(ports, messages.failure(step.request_id, error=error.Error, reason=reason, releasing=attempted))
+        spent = Decimal(str(bought["upfront_fee_usd"])) if bought is not None else None
+        post(
+            ports,
+            messages.failure(
+                step.request_id, error=error.Error, reason=reason, releasing=attempted, spent=spent
+            ),
+        )
     return NotifyOutput(notified=True, state=State.FAILED.value)
 
 

@@ -1,15 +1,16 @@
-"""Step 5, ``purchase_capacity``: buy the training plan exactly once, then schedule its release.
+"""Step 5, ``purchase_capacity``: buy the training plan (or capacity block) exactly once, then schedule its
+release.
 
-``CreateTrainingPlan`` takes no client token and a plan cannot be cancelled (AWS_FACTS.md), so:
+The exactly-once protocol is :mod:`capacity.logic.buy_once`'s, for both platforms; the training plan's part
+(:class:`TrainingPlanBuyer`):
 
-1. a conditional ``PURCHASE_INTENT`` put is recorded before AWS is called;
-2. the ``TrainingPlanName`` is derived from the request id (:func:`capacity.naming.training_plan_name`),
+1. the ``TrainingPlanName`` is derived from the request id (:func:`capacity.naming.training_plan_name`),
    so AWS itself refuses a second plan (``ResourceInUse``), which is adopted;
-3. when the intent already existed (a retry, a crash after commit), the plan is looked up first
+2. when the intent already existed (a retry, a crash after commit), the plan is looked up first
    (``DescribeTrainingPlan`` by name, then ``ListTrainingPlans``) and adopted if found;
-4. an expired offering id triggers exactly one fresh search (same region, duration, window and count) and
+3. an expired offering id triggers exactly one fresh search (same region, duration, window and count) and
    the best offering within budget is bought; otherwise :class:`~capacity.errors.OfferingExpired`;
-5. nothing above ``max_upfront_fee_usd`` is ever bought; a re-searched offering above the approval
+4. nothing above ``max_upfront_fee_usd`` is ever bought; a re-searched offering above the approval
    threshold must not cost more than the one that was approved.
 
 After the plan exists: ``PURCHASE`` item, ``PURCHASED`` state (money), the one-time release schedule at
@@ -19,41 +20,98 @@ After the plan exists: ``PURCHASE`` item, ``PURCHASED`` state (money), the one-t
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
 
 from capacity import messages
 from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import PurchaseInput, PurchaseOutput
-from capacity.errors import (
-    OfferingExpired,
-    PurchaseFailed,
-    TrainingPlanNameInUse,
-)
-from capacity.ledger import PURCHASE, PURCHASE_INTENT
-from capacity.logic.capacity_blocks import purchase_block
-from capacity.logic.common import (
-    ensure_owned,
-    load_request,
-    post,
-    require_models,
-    require_not_final,
-    require_within_budget,
-    states,
-)
+from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
+from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile
+from capacity.logic.capacity_blocks import CapacityBlockBuyer
+from capacity.logic.common import ensure_owned, load_request, post, require_models
 from capacity.logic.search import search_plans
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
-from capacity.pricing import format_usd
 from capacity.ranking import replacement
 from capacity.timeutil import iso_z, short
 
 RELEASE_REASON = "reservation-end"
 
 
-def _fee(plan: TrainingPlan, bought: OfferingSummary) -> Decimal:
-    """The fee AWS reports for the plan, else the offering's."""
-    return plan.upfront_fee_usd if plan.upfront_fee_usd is not None else bought.upfront_fee_usd
+class TrainingPlanBuyer:
+    """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
+
+    platform = "sagemaker"
+    what = "training plan"
+    unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
+
+    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
+        """Every ``model_name`` must exist in the purchase region (``ModelNotFound``)."""
+        require_models(request, ports, region)
+
+    def find(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought | None:
+        """The plan called :func:`~capacity.naming.training_plan_name` of the request, if it is this
+        request's (``NameCollision`` if another's)."""
+        plan = _adopt(ports.sagemaker(region), training_plan_name(request.id), request.id)
+        return None if plan is None else _bought(plan, offering)
+
+    def buy(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought:
+        """``CreateTrainingPlan`` (tagged with the request id); ``ResourceInUse`` adopts the existing plan."""
+        sagemaker = ports.sagemaker(region)
+        name = training_plan_name(request.id)
+        try:
+            created = sagemaker.create_training_plan(
+                name=name, offering_id=offering.offering_id, tags=tags_for(request.id)
+            )
+        except TrainingPlanNameInUse as exc:
+            plan = _adopt(sagemaker, name, request.id)
+            if plan is None:
+                raise PurchaseFailed(
+                    f"training plan name {name} is in use but the plan cannot be found"
+                ) from exc
+            return _bought(plan, offering)
+        # Read it back for the real times and fee.
+        plan = sagemaker.describe_training_plan(name) or TrainingPlan(
+            arn=created,
+            name=name,
+            status="Pending",
+            status_message=None,
+            start_time=offering.start_time,
+            end_time=offering.end_time,
+            upfront_fee_usd=offering.upfront_fee_usd,
+            total_instance_count=None,
+            instance_type=offering.instance_type,
+        )
+        return _bought(plan, offering)
+
+    def research(
+        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
+    ) -> OfferingSummary | None:
+        """One fresh search like the stale offering's (:func:`research`)."""
+        fresh = research(ports.sagemaker(region), request, stale)
+        return fresh.summary() if fresh is not None else None
+
+    def after(
+        self, request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
+    ) -> PurchaseOutput:
+        """Release schedule, ``PURCHASED`` (money), ``ReservationPurchased``, message."""
+        return _after_purchase(request, item, ports, first=first)
+
+
+def _bought(plan: TrainingPlan, offering: OfferingSummary) -> Bought:
+    return Bought(
+        arn=plan.arn,
+        name=plan.name,
+        start_time=plan.start_time,
+        end_time=plan.end_time,
+        upfront_fee_usd=plan.upfront_fee_usd,
+        offering=offering,
+        extra={},
+    )
 
 
 def _adopt(sagemaker: SageMakerPort, name: str, request_id: str) -> TrainingPlan | None:
@@ -78,39 +136,13 @@ def research(
     return replacement(found, request, stale)
 
 
-def _create(
-    sagemaker: SageMakerPort, request: ReservationRequest, name: str, offering_id: str
-) -> TrainingPlan | str:
-    """``CreateTrainingPlan`` (its ARN), or the existing plan called ``name`` on ``ResourceInUse``."""
-    try:
-        return sagemaker.create_training_plan(name=name, offering_id=offering_id, tags=tags_for(request.id))
-    except TrainingPlanNameInUse as exc:
-        plan = _adopt(sagemaker, name, request.id)
-        if plan is None:
-            raise PurchaseFailed(f"training plan name {name} is in use but the plan cannot be found") from exc
-        return plan
-
-
-def _buy(
-    sagemaker: SageMakerPort, request: ReservationRequest, offering: OfferingSummary, name: str
-) -> tuple[TrainingPlan | str, OfferingSummary]:
-    """Create the plan (or adopt it on ``ResourceInUse``), or once a fresh search's replacement when the
-    offering expired. Returns (plan or ARN, offering bought)."""
-    try:
-        return _create(sagemaker, request, name, offering.offering_id), offering
-    except OfferingExpired as exc:
-        fresh = research(sagemaker, request, offering)
-        if fresh is None:
-            raise OfferingExpired(
-                f"offering {offering.offering_id} expired and a fresh search in {sagemaker.region} found no "
-                f"{request.instance_count} x {request.instance_type} offering for {request.duration_hours} h "
-                f"within the budget {format_usd(request.max_upfront_fee_usd)}; nothing was bought"
-            ) from exc
-        return _create(sagemaker, request, name, fresh.offering_id), fresh.summary()
+BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}
+"""The buyer of each platform (``ReservationRequest.platform``)."""
 
 
 def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
-    """Buy (or adopt) the training plan for ``step.offering``, exactly once.
+    """Buy (or adopt) the training plan or capacity block for ``step.offering``, exactly once
+    (:func:`~capacity.logic.buy_once.buy_once`).
 
     Raises:
         ReservationNotFound: the request is not recorded.
@@ -118,66 +150,26 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         ModelNotFound: a ``model_name`` of the request names no model in the offering's region.
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
         OfferingExpired: the offering expired and one fresh search found nothing buyable.
-        QuotaExceeded, PurchaseFailed: AWS refused the purchase.
-        RetryableAwsError: throttling/5xx after retries.
+        PurchaseInProgress: another execution owns the purchase.
+        PurchaseUnconfirmed: an earlier call may have bought and is not visible yet (retryable).
+        QuotaExceeded, CapacityUnavailable, PurchaseFailed: AWS refused the purchase.
+        RetryableAwsError: throttling/5xx/timeouts after retries.
     """
     request = load_request(ports, step.request_id)
-    if request.platform == "ec2":
-        return purchase_block(step, request, ports)
-    ledger = ports.ledger
-    name = training_plan_name(request.id)
-    existing = ledger.get(request.id, PURCHASE)
-    history = ledger.history(request.id)
-    if existing is None:
-        require_not_final(history, request.id)
-        require_models(request, ports, step.offering.region)
-        require_within_budget(request, step.offering)
-        created, intent = ledger.put_once(
-            request.id,
-            PURCHASE_INTENT,
-            {
-                "actor": ports.actor,
-                "training_plan_name": name,
-                "region": step.offering.region,
-                "offering": step.offering.model_dump(mode="json"),
-            },
-        )
-        region = str(intent.get("region", step.offering.region))
-        sagemaker = ports.sagemaker(region)
-        plan: TrainingPlan | str | None = None if created else _adopt(sagemaker, name, request.id)
-        bought = step.offering
-        if plan is None:
-            plan, bought = _buy(sagemaker, request, step.offering, name)
-        if isinstance(plan, str):  # just created: read it back for the real times and fee
-            plan = sagemaker.describe_training_plan(name) or TrainingPlan(
-                arn=plan,
-                name=name,
-                status="Pending",
-                status_message=None,
-                start_time=bought.start_time,
-                end_time=bought.end_time,
-                upfront_fee_usd=bought.upfront_fee_usd,
-                total_instance_count=None,
-                instance_type=bought.instance_type,
-            )
-        _, existing = ledger.put_once(
-            request.id,
-            PURCHASE,
-            {
-                "actor": ports.actor,
-                "training_plan_arn": plan.arn,
-                "training_plan_name": plan.name,
-                "region": region,
-                "start_time": iso_z(plan.start_time or bought.start_time),
-                "end_time": iso_z(plan.end_time or bought.end_time),
-                "upfront_fee_usd": f"{_fee(plan, bought):f}",
-                "offering_id": bought.offering_id,
-                "instance_type": request.instance_type,
-                "instance_count": request.instance_count,
-                "re_searched": bought.offering_id != step.offering.offering_id,
-            },
-        )
-    return _after_purchase(request, existing, ports, first=State.PURCHASED not in states(history))
+    return buy_once(step, request, ports, BUYERS[request.platform])
+
+
+def reconcile_purchase(ports: Ports, request_id: str) -> dict[str, object] | None:
+    """The ``PURCHASE`` item of ``request_id``, recording first whatever an intent led to in AWS
+    (:func:`~capacity.logic.buy_once.reconcile`); None when nothing was bought (or nothing is recorded).
+
+    Raises:
+        RetryableAwsError: AWS could not be asked (money may be behind the intent: retry).
+    """
+    request = ports.ledger.get_request(request_id)
+    if request is None:
+        return None
+    return reconcile(request, ports, BUYERS[request.platform])
 
 
 def _after_purchase(

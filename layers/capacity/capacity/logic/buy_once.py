@@ -1,0 +1,302 @@
+"""Buy exactly once: the one skeleton of every purchase (a training plan, a capacity block).
+
+Neither ``CreateTrainingPlan`` nor ``PurchaseCapacityBlock`` takes a client token, neither purchase can be
+cancelled, and both are paid upfront (AWS_FACTS.md). So a purchase is a ledger protocol around one AWS call,
+the same for every platform (each platform is a :class:`Buyer`):
+
+1. ``PURCHASE`` recorded: nothing is bought (a retried step, a duplicate execution).
+2. ``PURCHASE_INTENT`` is put (conditionally) before AWS is called, naming its ``owner``: the Step Functions
+   execution. An intent another execution owns means that execution buys: this one does not
+   (:class:`~capacity.errors.PurchaseInProgress`).
+3. An intent this execution wrote on an earlier attempt (a killed Lambda, a timeout that may have committed):
+   the earlier attempt may have bought, so the purchase is looked up first (the training plan's
+   deterministic name, the capacity block's request-id tag) and adopted. A purchase call that was made
+   (``PURCHASE_CALL``) and is not visible yet is waited for, for :data:`CONSISTENCY_WINDOW`, unless the
+   platform's call is itself unique (a training plan name can only be bought once): EC2's ``Describe*``
+   calls are eventually consistent, and a second block would be paid twice.
+4. The call, recorded just before it is made (``PURCHASE_CALL#<time>`` with the offering passed: a
+   capacity reservation does not carry its fee, so what a found block cost is the offering of the last call);
+   an expired offering is searched once more, in the same region, for a replacement within the rules
+   (:func:`capacity.ranking.replacement`). ``PURCHASE`` is recorded from what AWS answered; then the
+   platform's after-purchase step: the release schedule, ``PURCHASED`` with the money,
+   ``ReservationPurchased`` and the message.
+
+:func:`reconcile` is the same lookup for the paths that end a reservation (a failure, a cancel, a release):
+whatever was bought behind an intent is recorded, with its release schedule, before anything else is decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+from capacity.contracts import PurchaseInput, PurchaseOutput
+from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
+from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
+from capacity.logic.common import require_not_final, require_within_budget, states, stop_if_released
+from capacity.models import OfferingSummary, ReservationRequest, State
+from capacity.ports import Ports
+from capacity.pricing import format_usd
+from capacity.timeutil import iso_ms, iso_z, parse_utc
+
+CONSISTENCY_WINDOW = timedelta(minutes=10)
+"""How long a purchase call that may have committed is looked for before it is taken as not made."""
+
+
+@dataclass(frozen=True)
+class Bought:
+    """What a purchase produced, as AWS describes it.
+
+    Attributes:
+        arn: the training plan ARN or the capacity reservation ARN.
+        name: the training plan name or the capacity reservation id (``cr-...``).
+        start_time, end_time: UTC; None when AWS did not say (the offering's are used).
+        upfront_fee_usd: the fee AWS reports, None when it did not (the offering's is used).
+        offering: the offering bought (the chosen one, or a fresh search's replacement).
+        extra: platform attributes for the ``PURCHASE`` item (``availability_zone``...).
+    """
+
+    arn: str
+    name: str
+    start_time: datetime | None
+    end_time: datetime | None
+    upfront_fee_usd: Decimal | None
+    offering: OfferingSummary
+    extra: dict[str, Any]
+
+
+class Buyer(Protocol):
+    """One platform's part of a purchase (training plans: ``purchase.py``; capacity blocks:
+    ``capacity_blocks.py``)."""
+
+    platform: str
+    what: str
+    """What is bought, for messages (``training plan``, ``capacity block``)."""
+    unique_call: bool
+    """True when AWS itself refuses a second purchase for the request (a deterministic plan name)."""
+
+    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
+        """Checks that must hold before money is spent (raise to refuse)."""
+        ...
+
+    def find(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought | None:
+        """The purchase already made for the request in ``region``, or None (``offering``: the last one
+        bought).
+
+        Raises:
+            NameCollision: what was found belongs to another request.
+        """
+        ...
+
+    def buy(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought:
+        """The AWS purchase call, once (an adopt on the platform's own collision answer is allowed).
+
+        Raises:
+            OfferingExpired: the offering id is no longer valid.
+        """
+        ...
+
+    def research(
+        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
+    ) -> OfferingSummary | None:
+        """One fresh search like ``stale``'s; the replacement the rules allow, or None."""
+        ...
+
+    def after(
+        self, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
+    ) -> PurchaseOutput:
+        """Release schedule, ``PURCHASED`` with the money, event and message (idempotent)."""
+        ...
+
+
+def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buyer: Buyer) -> PurchaseOutput:
+    """Buy (or adopt) ``step.offering`` for ``request``, exactly once (see the module docstring).
+
+    Raises:
+        ReservationCancelled: the reservation is final before anything was bought, or was cancelled while
+            it was bought (the purchase is recorded and its release requested again).
+        BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
+        PurchaseInProgress: another execution owns the purchase (this one must not buy).
+        PurchaseUnconfirmed: an earlier purchase call may have committed and is not visible yet (retryable).
+        whatever the buyer raises (``OfferingExpired``, ``QuotaExceeded``, ``PurchaseFailed``,
+        ``RetryableAwsError``...).
+    """
+    ledger = ports.ledger
+    history = ledger.history(request.id)
+    # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
+    existing = reconcile(request, ports, buyer, fallback=step.offering)
+    if existing is None:
+        intent = ledger.get(request.id, PURCHASE_INTENT)
+        if intent is not None:
+            _refuse_another_owner(request, step, intent)
+            if not buyer.unique_call:
+                _wait_for_an_earlier_call(request, ports)
+        require_not_final(history, request.id)
+        buyer.preflight(request, ports, step.offering.region)
+        require_within_budget(request, step.offering)
+        created, intent = ledger.put_once(
+            request.id,
+            PURCHASE_INTENT,
+            {
+                "actor": ports.actor,
+                "owner": step.execution or "",
+                "platform": buyer.platform,
+                "region": step.offering.region,
+                "offering": step.offering.model_dump(mode="json"),
+            },
+        )
+        if not created:
+            _refuse_another_owner(request, step, intent)
+        region = str(intent.get("region", step.offering.region))
+        bought = _buy(request, ports, buyer, region, step.offering)
+        existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
+    output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
+    stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
+    return output
+
+
+def _refuse_another_owner(request: ReservationRequest, step: PurchaseInput, intent: dict[str, Any]) -> None:
+    """Raise :class:`PurchaseInProgress` when another execution wrote the intent."""
+    owner = str(intent.get("owner") or "")
+    if owner and step.execution and owner != step.execution:
+        raise PurchaseInProgress(
+            f"the purchase for {request.id} belongs to execution {owner}; this execution "
+            f"({step.execution}) does not buy"
+        )
+
+
+def _buy(
+    request: ReservationRequest, ports: Ports, buyer: Buyer, region: str, offering: OfferingSummary
+) -> Bought:
+    """The purchase call for ``offering``, or once for a fresh search's replacement when it expired."""
+    try:
+        return _call(request, ports, buyer, region, offering)
+    except OfferingExpired as exc:
+        fresh = buyer.research(request, ports, region, offering)
+        if fresh is None:
+            raise OfferingExpired(
+                f"{buyer.what} offering {offering.offering_id} expired and a fresh search in {region} "
+                f"found no {request.instance_count} x {request.instance_type} offering for "
+                f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
+                "nothing was bought"
+            ) from exc
+        return _call(request, ports, buyer, region, fresh)
+
+
+def _call(
+    request: ReservationRequest, ports: Ports, buyer: Buyer, region: str, offering: OfferingSummary
+) -> Bought:
+    """Record the call (``PURCHASE_CALL#<time>`` with its offering), then make it."""
+    ports.ledger.put_once(
+        request.id,
+        f"{PURCHASE_CALL}#{iso_ms(ports.clock())}",
+        {"actor": ports.actor, "region": region, "offering": offering.model_dump(mode="json")},
+    )
+    return buyer.buy(request, ports, region, offering)
+
+
+def _calls(request: ReservationRequest, ports: Ports) -> list[dict[str, Any]]:
+    return ports.ledger.items(request.id, f"{PURCHASE_CALL}#")
+
+
+def _last_offering(request: ReservationRequest, ports: Ports) -> OfferingSummary | None:
+    """The offering of the last purchase call made, else of the intent (None without either)."""
+    calls = [call for call in _calls(request, ports) if call.get("offering")]
+    if calls:
+        return OfferingSummary.model_validate(calls[-1]["offering"])
+    intent = ports.ledger.get(request.id, PURCHASE_INTENT) or {}
+    return OfferingSummary.model_validate(intent["offering"]) if intent.get("offering") else None
+
+
+def _wait_for_an_earlier_call(request: ReservationRequest, ports: Ports) -> None:
+    """Refuse to call again while an earlier call, not visible yet, may still show up.
+
+    Raises:
+        PurchaseUnconfirmed: a purchase call was made less than :data:`CONSISTENCY_WINDOW` ago.
+    """
+    calls = _calls(request, ports)
+    if not calls:
+        return
+    last = parse_utc(str(calls[-1]["sk"]).split("#", 1)[1])
+    if ports.clock() < last + CONSISTENCY_WINDOW:
+        raise PurchaseUnconfirmed(
+            f"the purchase call made at {iso_z(last)} for {request.id} may have committed and is not visible "
+            f"yet; looking again before buying (until {iso_z(last + CONSISTENCY_WINDOW)})"
+        )
+
+
+def record_purchase(
+    request: ReservationRequest,
+    ports: Ports,
+    buyer: Buyer,
+    region: str,
+    bought: Bought,
+    *,
+    chosen: OfferingSummary,
+) -> dict[str, Any]:
+    """Put the ``PURCHASE`` item (once) from what AWS answered; returns the item as stored."""
+    offering = bought.offering
+    fee = bought.upfront_fee_usd if bought.upfront_fee_usd is not None else offering.upfront_fee_usd
+    _, item = ports.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "actor": ports.actor,
+            "platform": buyer.platform,
+            "training_plan_arn": bought.arn,
+            "training_plan_name": bought.name,
+            "region": region,
+            "start_time": iso_z(bought.start_time or offering.start_time),
+            "end_time": iso_z(bought.end_time or offering.end_time),
+            "upfront_fee_usd": f"{fee:f}",
+            "offering_id": offering.offering_id,
+            "instance_type": request.instance_type,
+            "instance_count": request.instance_count,
+            "re_searched": offering.offering_id != chosen.offering_id,
+            **bought.extra,
+        },
+    )
+    return item
+
+
+def reconcile(
+    request: ReservationRequest, ports: Ports, buyer: Buyer, *, fallback: OfferingSummary | None = None
+) -> dict[str, Any] | None:
+    """What was bought for ``request``, recorded: the ``PURCHASE`` item, or the purchase an intent led to.
+
+    With an intent and no ``PURCHASE``, AWS is asked (the buyer's lookup); a purchase found is recorded
+    (``PURCHASE``, then the after-purchase step: release schedule, ``PURCHASED`` with the money, message).
+    ``fallback`` is the offering to record when the ledger names none (an intent written before intents
+    recorded their offering).
+
+    Returns:
+        The ``PURCHASE`` item, or None when nothing was bought.
+
+    Raises:
+        RetryableAwsError: the lookup could not be made (the caller retries: money may be behind it).
+    """
+    ledger = ports.ledger
+    item = ledger.get(request.id, PURCHASE)
+    if item is not None:
+        return item
+    intent = ledger.get(request.id, PURCHASE_INTENT)
+    if intent is None:
+        return None
+    region = str(intent["region"])
+    last = _last_offering(request, ports) or fallback
+    if last is None:
+        return None
+    bought = buyer.find(request, ports, region, last)
+    if bought is None:
+        return None
+    chosen = OfferingSummary.model_validate(intent["offering"]) if intent.get("offering") else last
+    item = record_purchase(request, ports, buyer, region, bought, chosen=chosen)
+    history = ledger.history(request.id)
+    buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
+    return item
