@@ -387,6 +387,12 @@ def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
                 service="ec2", operation="PurchaseCapacityBlock", kind=FaultKind.PAYMENT_FAILED, times=1
             )
         )
+    return rules + _crash_faults(rng, ec2=ec2, wire=wire)
+
+
+def _crash_faults(rng: random.Random, *, ec2: bool, wire: Sequence[str]) -> list[FaultRule]:
+    """Calls that take effect and are not answered, Lambdas that die after a call, services that hang."""
+    rules: list[FaultRule] = []
     if rng.random() < 0.4:
         for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
             rules.append(
@@ -397,6 +403,21 @@ def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
                     times=rng.randint(1, 2),
                 )
             )
+    if rng.random() < 0.3:
+        # A Lambda that dies right after an AWS call took effect (the purchase, a create, a ledger write).
+        for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
+            rules.append(
+                FaultRule(
+                    service=service, operation=operation, kind=FaultKind.KILL_CALLER, times=rng.randint(1, 2)
+                )
+            )
+    if rng.random() < 0.2:
+        # A service that never answers now and then: the caller waits its read timeout, nothing happens.
+        rules.append(
+            FaultRule(
+                service=rng.choice(wire), kind=FaultKind.HANG, probability=round(rng.uniform(0.02, 0.1), 2)
+            )
+        )
     return rules
 
 
@@ -483,6 +504,13 @@ class Facts:
         accepted: a POST was answered 202 or the request was put on the bus (else the client was told no).
         finished: the lifecycle became idle within its bounds; ``unfinished_reason`` says why not.
         now: the virtual time when the facts were read.
+        requester: the request's ``requester``.
+        cancels_accepted, approvals_accepted: when a DELETE was answered 202 / an approval 200 (UTC).
+        release_scheduled: the reservation's one-time release schedule was created (a ``CreateSchedule`` of
+            ``co-<id>-release`` answered without error).
+        copy_changes: ``(inference component, copies)`` of every copy count the application changed
+            (``UpdateInferenceComponentRuntimeConfig`` answered without error).
+        executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
     """
 
     request_id: str
@@ -498,6 +526,12 @@ class Facts:
     finished: bool = True
     unfinished_reason: str = ""
     now: datetime = START
+    requester: str = ""
+    cancels_accepted: list[datetime] = field(default_factory=list)
+    approvals_accepted: list[datetime] = field(default_factory=list)
+    release_scheduled: bool = True
+    copy_changes: list[tuple[str, int]] = field(default_factory=list)
+    executions: list[tuple[str, str]] = field(default_factory=list)
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -614,6 +648,14 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
     return found
 
 
+def _succeeded_calls(cloud: LocalCloud, operation: str) -> list[Any]:
+    return [
+        c
+        for c in cloud.dispatcher.calls
+        if c.operation == operation and c.status is not None and c.status < 300 and c.caller is not None
+    ]
+
+
 def collect_facts(
     cloud: LocalCloud,
     request: dict[str, Any],
@@ -621,10 +663,13 @@ def collect_facts(
     accepted: bool = True,
     finished: bool = True,
     unfinished_reason: str = "",
+    cancels_accepted: Sequence[datetime] = (),
+    approvals_accepted: Sequence[datetime] = (),
 ) -> Facts:
-    """Read the ledger, the training plans and capacity blocks, the billable resources and the Slack outbox
-    of a lifecycle."""
+    """Read the ledger, the training plans and capacity blocks, the billable resources, the Slack outbox,
+    the application's AWS calls and the executions of a lifecycle."""
     threshold = request.get("approval_above_usd")
+    release_name = f"co-{request['request_id']}-release"
     return Facts(
         request_id=str(request["request_id"]),
         max_upfront_fee_usd=Decimal(str(request["max_upfront_fee_usd"])),
@@ -639,6 +684,17 @@ def collect_facts(
         finished=finished,
         unfinished_reason=unfinished_reason,
         now=cloud.now(),
+        requester=str(request.get("requester") or ""),
+        cancels_accepted=list(cancels_accepted),
+        approvals_accepted=list(approvals_accepted),
+        release_scheduled=any(
+            c.params.get("Name") == release_name for c in _succeeded_calls(cloud, "CreateSchedule")
+        ),
+        copy_changes=[
+            (str(c.params.get("InferenceComponentName")), int(c.params["DesiredRuntimeConfig"]["CopyCount"]))
+            for c in _succeeded_calls(cloud, "UpdateInferenceComponentRuntimeConfig")
+        ],
+        executions=[(e.state_machine.rsplit("-", 1)[-1], e.status) for e in cloud.executions()],
     )
 
 
@@ -825,10 +881,160 @@ def check_failures_notified(facts: Facts) -> list[str]:
     return problems
 
 
+def check_total_spend(facts: Facts) -> list[str]:
+    """Everything the request paid (reservations bought and capacity run on demand) above its budget."""
+    spend = on_demand_spend(facts)
+    total = sum((p.upfront_fee_usd for p in facts.live_plans()), Decimal(0)) + (spend[1] if spend else 0)
+    if total > facts.max_upfront_fee_usd:
+        return [f"total spend ${total} > max_upfront_fee_usd ${facts.max_upfront_fee_usd}"]
+    return []
+
+
+def check_money_recorded(facts: Facts) -> list[str]:
+    """The ledger's money must equal what AWS charged, and every reservation bought must have its
+    ``PURCHASE`` record and its release schedule (even when a Lambda died right after the purchase)."""
+    live = facts.live_plans()
+    recorded = sum(
+        (Decimal(str(i["money_usd"])) for i in facts.history() if i.get("money_usd") is not None), Decimal(0)
+    )
+    charged = sum((p.upfront_fee_usd for p in live), Decimal(0))
+    problems = []
+    if recorded != charged:
+        problems.append(f"ledger money ${recorded} != what AWS charged ${charged} ({len(live)} bought)")
+    if live and facts.item("PURCHASE") is None:
+        problems.append(f"bought without a PURCHASE record: {', '.join(p.name for p in live)}")
+    if live and not facts.release_scheduled:
+        problems.append(f"bought without a release schedule: {', '.join(p.name for p in live)}")
+    return problems
+
+
+TRANSIENT_ERRORS = frozenset(
+    {"RetryableAwsError", "Sandbox.Timedout", "States.Timeout", "Lambda.Unknown", "PurchaseUnconfirmed"}
+)
+"""Errors that are a fault of the moment, never a reason to give up a reservation that was paid for."""
+
+
+def check_paid_kept(facts: Facts) -> list[str]:
+    """A reservation that was paid must not end ``REJECTED``, or ``FAILED`` on a transient fault, or with its
+    reserve workflow aborted, without ever serving (``READY``)."""
+    if not facts.live_plans():
+        return []
+    history = facts.history()
+    if any(i["state"] == "READY" for i in history):
+        return []
+    problems = []
+    for entry in history:
+        detail = entry.get("detail") or {}
+        if entry["state"] == "REJECTED":
+            problems.append(f"paid, then REJECTED at {entry['at']} without serving")
+        if (
+            entry["state"] == "FAILED"
+            and detail.get("phase") != "release"
+            and detail.get("error") in TRANSIENT_ERRORS
+        ):
+            problems.append(f"paid, then FAILED on a transient fault ({detail.get('error')}) without serving")
+    if any(
+        machine == "ReserveCapacityStateMachine" and status == "ABORTED"
+        for machine, status in facts.executions
+    ):
+        cancelled = any(i["state"] == "CANCELLED" for i in history)
+        if not cancelled:
+            problems.append("paid, then the reserve workflow was aborted and the reservation never served")
+    return problems
+
+
+CANCEL_TO_RELEASED = timedelta(hours=6)
+"""A cancel accepted must leave nothing billing within this much virtual time (a stuck deletion excepted)."""
+
+
+def check_cancel_honoured(facts: Facts) -> list[str]:
+    """A cancel answered 202 is not lost: the reservation ends cancelled (or was already over), and what it
+    bought is released within :data:`CANCEL_TO_RELEASED` (unless AWS never finished a deletion)."""
+    if not facts.cancels_accepted or not facts.finished:
+        return []
+    first = min(facts.cancels_accepted)
+    history = facts.history()
+    finals_before = [i for i in history if i["state"] in FINAL_STATES and _utc(i["at"]) <= first]
+    problems = []
+    if not finals_before and not any(i["state"] == "CANCELLED" for i in history):
+        problems.append(f"cancel accepted at {_ts(first)} but the reservation never ended CANCELLED")
+    bought = facts.live_plans() or on_demand_spend(facts) is not None
+    released = next((i for i in history if i["state"] == "RELEASED" and _utc(i["at"]) >= first), None)
+    if bought and not finals_before and not facts.stuck_fired:
+        if released is None:
+            problems.append(f"cancel accepted at {_ts(first)}: what was bought was never released")
+        elif _utc(released["at"]) - first > CANCEL_TO_RELEASED:
+            problems.append(
+                f"cancel accepted at {_ts(first)}: released only at {released['at']} "
+                f"(more than {CANCEL_TO_RELEASED} later)"
+            )
+    return problems
+
+
+def cancel_to_released_hours(facts: Facts) -> float | None:
+    """Virtual hours from the first accepted cancel to the ``RELEASED`` after it (None when not both)."""
+    if not facts.cancels_accepted:
+        return None
+    first = min(facts.cancels_accepted)
+    released = next((i for i in facts.history() if i["state"] == "RELEASED" and _utc(i["at"]) >= first), None)
+    return None if released is None else (_utc(released["at"]) - first) / timedelta(hours=1)
+
+
+def check_approval_decision(facts: Facts) -> list[str]:
+    """The approver is not the requester; an approval accepted is not lost (the reservation does not end
+    ``REJECTED`` for want of one); what was bought costs no more than the offering that was approved."""
+    decision = facts.item("APPROVAL_DECISION")
+    problems = []
+    if decision is not None and decision.get("approved") is True:
+        approver = str(decision.get("approver") or decision.get("actor") or "")
+        if approver and approver == facts.requester:
+            problems.append(f"approved by its own requester {approver}")
+        approval = facts.item("APPROVAL") or {}
+        offering = ((approval.get("plan") or {}).get("offering")) or {}
+        approved_fee = offering.get("upfront_fee_usd")
+        bought = [p.upfront_fee_usd for p in facts.live_plans()]
+        if approved_fee is not None and bought and max(bought) > Decimal(str(approved_fee)):
+            problems.append(f"bought ${max(bought)}, more than the ${approved_fee} that was approved")
+    if facts.approvals_accepted:
+        rejected = next((i for i in facts.history() if i["state"] == "REJECTED"), None)
+        reason = str(((rejected or {}).get("detail") or {}).get("error") or "")
+        if (
+            rejected is not None
+            and reason == "States.Timeout"
+            and _utc(rejected["at"]) > min(facts.approvals_accepted)
+        ):
+            problems.append(
+                f"approval accepted at {_ts(min(facts.approvals_accepted))} and lost: REJECTED for want of it"
+            )
+    return problems
+
+
+def check_copies_recorded(facts: Facts) -> list[str]:
+    """Every copy count the application set (an inference component's ``CopyCount``) is in the ledger: a
+    ``SCALE#`` item with that component and ``to_copies``, or the deployment that created it."""
+    recorded = {
+        (str(i.get("inference_component_name") or ""), int(i["to_copies"]))
+        for i in facts.items
+        if str(i["sk"]).startswith("SCALE#") and i.get("to_copies") is not None
+    }
+    missing = sorted({change for change in facts.copy_changes if change not in recorded})
+    return [f"copy count changed without a ledger record: {name} -> {copies}" for name, copies in missing]
+
+
+def _utc(text: Any) -> datetime:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).astimezone(UTC)
+
+
 CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_double_purchase,
     check_budget,
+    check_total_spend,
+    check_money_recorded,
     check_approval,
+    check_approval_decision,
+    check_paid_kept,
+    check_cancel_honoured,
+    check_copies_recorded,
     check_billable,
     check_final_state,
     check_failures_notified,
@@ -897,6 +1103,8 @@ class LifecycleResult:
     timeline: str = ""
     route: str = ""
     """``<platform> <strategy> -> <what ran>`` (:func:`route`), e.g. ``ec2 spot-ok -> spot``."""
+    cancel_to_released_hours: float | None = None
+    """Virtual hours from the first accepted cancel to ``RELEASED`` (:func:`cancel_to_released_hours`)."""
 
 
 class _Bounds:
@@ -1034,6 +1242,8 @@ class _Driver:
         self._ddb = cloud.client("dynamodb")
         self._writes = -1
         self._states: list[str] = []
+        self.cancels_accepted: list[datetime] = []
+        self.approvals_accepted: list[datetime] = []
 
     def states(self) -> list[str]:
         # The ledger only changes by DynamoDB writes: read it again only when one was made.
@@ -1087,12 +1297,15 @@ class _Driver:
             self.api_statuses["bus put"] += 1
             self.accepted = True
         elif action.kind == "cancel":
-            self.api("DELETE", f"/reservations/{rid}", None)
+            if self.api("DELETE", f"/reservations/{rid}", None)["statusCode"] == 202:
+                self.cancels_accepted.append(self.cloud.now())
         elif action.kind in ("approve", "reject"):
             decision: dict[str, Any] = {"approved": action.kind == "approve", "approver": "cfo@example.com"}
             if action.kind == "reject":
                 decision["reason"] = "not this quarter"
-            self.api("POST", f"/reservations/{rid}/approval", decision)
+            answer = self.api("POST", f"/reservations/{rid}/approval", decision)
+            if action.kind == "approve" and answer["statusCode"] == 200:
+                self.approvals_accepted.append(self.cloud.now())
         else:  # pragma: no cover - scenarios only hold the kinds above
             raise ValueError(f"unknown action {action.kind!r}")
 
@@ -1214,6 +1427,8 @@ def run_lifecycle(
             accepted=driver.accepted,
             finished=unfinished is None,
             unfinished_reason=unfinished or "",
+            cancels_accepted=driver.cancels_accepted,
+            approvals_accepted=driver.approvals_accepted,
         )
         fired = Counter(f.kind.value for f in injector.fired)
         story = cloud.timeline.render() if timeline else ""
@@ -1238,6 +1453,7 @@ def run_lifecycle(
         answers=driver.answers,
         timeline=story,
         route=route(body, facts),
+        cancel_to_released_hours=cancel_to_released_hours(facts),
     )
 
 
@@ -1379,11 +1595,24 @@ def format_report(report: SoakReport) -> str:
         lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.failure_errors.items()))
     lines.append("requests (API answers by status, bus deliveries):")
     lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(report.api_statuses.items()))
+    waits = sorted(
+        r.cancel_to_released_hours for r in report.results if r.cancel_to_released_hours is not None
+    )
+    if waits:
+        p95 = waits[min(len(waits) - 1, round(0.95 * (len(waits) - 1)))]
+        lines.append(
+            f"cancel -> released (virtual hours, {len(waits)} cancels of something bought): median "
+            f"{waits[len(waits) // 2]:.2f}, p95 {p95:.2f}, max {waits[-1]:.2f}"
+        )
     failed = report.failed
     if not failed:
         lines.append(
-            f"invariants: OK in {n} lifecycles (no double purchase, none above budget, none without "
-            "approval, nothing billable left, every lifecycle final, every failure notified)"
+            f"invariants: OK in {n} lifecycles (no double purchase, none above budget or the total budget, "
+            "the ledger's money equal to what AWS charged, every purchase recorded with its release "
+            "schedule, "
+            "none without approval or approved by its requester or above the approved fee, no paid "
+            "reservation thrown away, no cancel or approval lost, every copy change recorded, nothing "
+            "billable left, every lifecycle final, every failure notified)"
         )
         return "\n".join(lines)
     lines.append(f"INVARIANT VIOLATIONS in {len(failed)} of {n} lifecycles:")

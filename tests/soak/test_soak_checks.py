@@ -14,11 +14,17 @@ from localcloud.soak import (
     PlanFact,
     check,
     check_approval,
+    check_approval_decision,
     check_billable,
     check_budget,
+    check_cancel_honoured,
+    check_copies_recorded,
     check_double_purchase,
     check_failures_notified,
     check_final_state,
+    check_money_recorded,
+    check_paid_kept,
+    check_total_spend,
     make_scenario,
     on_demand_spend,
     outcome,
@@ -63,6 +69,7 @@ def _facts(**changes: Any) -> Facts:
             {"sk": "REQUEST", "written_at": "2026-11-30T09:00:00.000Z"},
             {"sk": "APPROVAL_DECISION", "approved": True, "written_at": "2026-11-30T09:02:30.000Z"},
             {"sk": "PURCHASE_INTENT", "written_at": "2026-11-30T09:03:00.000Z"},
+            {"sk": "PURCHASE", "upfront_fee_usd": "1000.00", "written_at": "2026-11-30T09:03:00.000Z"},
             *_history(SERVED),
         ],
         plans=[PlanFact("co-soak", "us-east-1", "Expired", Decimal("1000.00"), END)],
@@ -327,3 +334,99 @@ def test_on_demand_spend_is_held_to_the_budget_and_to_the_approval_threshold() -
         on_demand_spend(_facts(items=[*_facts().items, {"sk": "PURCHASE", "upfront_fee_usd": "1000"}]))
         is None
     )
+
+
+# ---------------------------------------------------------------- the invariants of issue 12, item 7
+
+
+def test_the_total_spend_counts_every_reservation_bought() -> None:
+    two = [PlanFact("co-soak", "us-east-1", "Active", Decimal("800.00"), END)] * 2
+    assert check_total_spend(_facts(plans=two)) == ["total spend $1600.00 > max_upfront_fee_usd $1500.00"]
+    assert check_total_spend(_facts()) == []
+
+
+def test_the_ledgers_money_must_equal_what_aws_charged() -> None:
+    uncharged = [PlanFact("co-soak", "us-east-1", "Failed", Decimal("1000.00"), END)]
+    assert check_money_recorded(_facts(plans=uncharged)) == [
+        "ledger money $1000.00 != what AWS charged $0 (0 bought)"
+    ]
+    # A reversal recorded with the failure balances it
+    reversal = _state(40, "FAILED", money_usd="-1000.00")
+    assert check_money_recorded(_facts(plans=uncharged, items=[*_facts().items, reversal])) == []
+
+
+def test_a_purchase_needs_its_record_and_its_release_schedule() -> None:
+    facts = _facts()
+    assert check_money_recorded(replace(facts, items=_without(facts, "PURCHASE"))) == [
+        "bought without a PURCHASE record: co-soak"
+    ]
+    assert check_money_recorded(replace(facts, release_scheduled=False)) == [
+        "bought without a release schedule: co-soak"
+    ]
+
+
+def test_a_paid_reservation_is_not_thrown_away() -> None:
+    rejected = _history(["REQUESTED", "PLANNED", "PURCHASED", "REJECTED"])
+    transient = [
+        *_history(["REQUESTED", "PLANNED", "PURCHASED"]),
+        _state(9, "FAILED", detail={"error": "RetryableAwsError"}),
+    ]
+    genuine = [
+        *_history(["REQUESTED", "PLANNED", "PURCHASED"]),
+        _state(9, "FAILED", detail={"error": "PlanFailed"}),
+    ]
+    assert check_paid_kept(_facts(items=rejected)) == [
+        f"paid, then REJECTED at {rejected[-1]['at']} without serving"
+    ]
+    assert check_paid_kept(_facts(items=transient)) == [
+        "paid, then FAILED on a transient fault (RetryableAwsError) without serving"
+    ]
+    assert check_paid_kept(_facts(items=genuine)) == []
+    aborted = _facts(
+        items=_history(["REQUESTED", "PLANNED", "PURCHASED"]),
+        executions=[("ReserveCapacityStateMachine", "ABORTED")],
+    )
+    assert check_paid_kept(aborted) == [
+        "paid, then the reserve workflow was aborted and the reservation never served"
+    ]
+    assert check_paid_kept(_facts(executions=[("ReserveCapacityStateMachine", "ABORTED")])) == []  # it served
+
+
+def test_an_accepted_cancel_is_honoured_and_releases_soon() -> None:
+    cancel = datetime(2026, 11, 30, 9, 6, 30, tzinfo=UTC)  # after READY (09:07 is RELEASING)
+    served = _facts(cancels_accepted=[cancel])
+    assert check_cancel_honoured(served) == [
+        "cancel accepted at 2026-11-30T09:06:30Z but the reservation never ended CANCELLED"
+    ]
+    items = [*_facts().items, _state(8, "CANCELLED")]
+    assert check_cancel_honoured(_facts(items=items, cancels_accepted=[cancel])) == []
+    late = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+    problems = check_cancel_honoured(_facts(items=items, cancels_accepted=[late]))
+    assert problems == [
+        "cancel accepted at 2026-11-30T01:00:00Z: released only at 2026-11-30T09:09:00.000Z "
+        "(more than 6:00:00 later)"
+    ]
+
+
+def test_an_approval_by_the_requester_or_below_what_was_bought_is_a_violation() -> None:
+    facts = _facts(requester="alice@example.com")
+    approvals = [i for i in facts.items if i["sk"] != "APPROVAL_DECISION"]
+    own = [*approvals, {"sk": "APPROVAL_DECISION", "approved": True, "approver": "alice@example.com"}]
+    assert check_approval_decision(replace(facts, items=own)) == [
+        "approved by its own requester alice@example.com"
+    ]
+    cheaper = [*facts.items, {"sk": "APPROVAL", "plan": {"offering": {"upfront_fee_usd": "900.00"}}}]
+    assert check_approval_decision(replace(facts, items=cheaper)) == [
+        "bought $1000.00, more than the $900.00 that was approved"
+    ]
+    assert check_approval_decision(facts) == []
+
+
+def test_every_copy_change_needs_its_ledger_record() -> None:
+    scale = {
+        "sk": "SCALE#2026-11-30T09:08:00.000Z#m#idle",
+        "inference_component_name": "co-soak-m",
+        "to_copies": 0,
+    }
+    facts = _facts(copy_changes=[("co-soak-m", 0), ("co-soak-m", 3)], items=[*_facts().items, scale])
+    assert check_copies_recorded(facts) == ["copy count changed without a ledger record: co-soak-m -> 3"]

@@ -10,8 +10,9 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
 - Special items: ``REQUEST`` (the validated request; its conditional put is the dedupe),
   ``PURCHASE_INTENT`` (put before calling AWS, with its ``owner`` execution), ``PURCHASE_CALL#<time>``
   (each purchase call, put just before it is made, with its offering), ``PURCHASE`` (the result),
-  ``APPROVAL`` (task token;
-  a retried approval task adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
+  ``PURCHASE_VOIDED`` (AWS charged nothing after all: a plan ``Failed``, a block ``payment-failed``; the
+  ``FAILED`` that follows carries the negative money), ``APPROVAL`` (task token; a retried approval task
+  adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
   transient faults once money was at stake: :mod:`capacity.logic.degraded`).
@@ -46,6 +47,7 @@ REQUEST = "REQUEST"
 PURCHASE_INTENT = "PURCHASE_INTENT"
 PURCHASE = "PURCHASE"
 PURCHASE_CALL = "PURCHASE_CALL"
+PURCHASE_VOIDED = "PURCHASE_VOIDED"
 DEGRADED = "DEGRADED"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"
@@ -320,7 +322,13 @@ class Ledger:
         return True, deserialize_item(serialize_item(item))
 
     def append_outcome(
-        self, request_id: str, state: State, *, actor: str, detail: Mapping[str, Any] | None = None
+        self,
+        request_id: str,
+        state: State,
+        *,
+        actor: str,
+        detail: Mapping[str, Any] | None = None,
+        money_usd: Decimal | None = None,
     ) -> LedgerEntry | None:
         """Append the outcome ``CANCELLED``, ``REJECTED`` or ``FAILED`` unless another one was recorded.
 
@@ -337,7 +345,7 @@ class Ledger:
         _, item = self.put_once(request_id, OUTCOME, {"outcome": state.value, "actor": actor})
         if item.get("outcome") != state.value:
             return None
-        return self.append(request_id, state, actor=actor, detail=detail, once=True)
+        return self.append(request_id, state, actor=actor, detail=detail, money_usd=money_usd, once=True)
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""

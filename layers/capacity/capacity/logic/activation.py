@@ -20,6 +20,7 @@ from capacity.logic.common import (
     record_activation,
     states,
     stop_if_released,
+    void_purchase,
 )
 from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
@@ -50,6 +51,7 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     if plan is None:
         raise PlanFailed(f"training plan {step.training_plan_name} does not exist in {step.region}")
     if plan.status in ("Failed", "Expired"):
+        void_purchase(ports, step.request_id, plan.status)
         message = f": {plan.status_message}" if plan.status_message else ""
         raise PlanFailed(f"training plan {plan.name} is {plan.status}{message}")
 

@@ -65,6 +65,7 @@ from capacity.logic.common import (
     record_activation,
     states,
     stop_if_released,
+    void_purchase,
 )
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
@@ -270,6 +271,7 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
     if reservation is None:
         raise PlanFailed(f"capacity reservation {step.training_plan_name} does not exist in {step.region}")
     if reservation.state in ENDED_STATES:
+        void_purchase(ports, step.request_id, reservation.state)
         raise PlanFailed(
             f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
             "was launched"

@@ -21,7 +21,7 @@ from capacity.errors import (
     ReservationCancelled,
     ReservationNotFound,
 )
-from capacity.ledger import PURCHASE, SLACK_ROOT, SLACK_THREAD
+from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD
 from capacity.models import (
     FINAL_STATES,
     LedgerEntry,
@@ -127,6 +127,26 @@ def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool
         logger.info("%s: %s is %s; release requested again", doing, request_id, sorted(s.value for s in stop))
     raise ReservationCancelled(
         f"reservation {request_id} is {', '.join(sorted(s.value for s in stop))}; not {doing}"
+    )
+
+
+UNCHARGED_STATUSES = frozenset({"Failed", "payment-failed", "failed"})
+"""What AWS reports for a reservation it charged nothing for: a training plan whose creation ``Failed``, a
+capacity block whose payment failed (``payment-failed``) or that ``failed``."""
+
+
+def void_purchase(ports: Ports, request_id: str, status: str) -> None:
+    """Record (``PURCHASE_VOIDED``, once) that the reservation bought for ``request_id`` charged nothing, when
+    AWS reports it ``status`` in :data:`UNCHARGED_STATUSES`; the failure path then reverses the money."""
+    if status not in UNCHARGED_STATUSES:
+        return
+    purchase = ports.ledger.get(request_id, PURCHASE)
+    if purchase is None:
+        return
+    ports.ledger.put_once(
+        request_id,
+        PURCHASE_VOIDED,
+        {"actor": ports.actor, "status": status, "upfront_fee_usd": str(purchase["upfront_fee_usd"])},
     )
 
 

@@ -30,7 +30,7 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE_INTENT
+from capacity.ledger import APPROVAL, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.purchase import reconcile_purchase
@@ -210,14 +210,22 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         ports.events.put(
             "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
         )
+    voided = ledger.get(step.request_id, PURCHASE_VOIDED)
+    refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
     written = ledger.append_outcome(
         step.request_id,
         State.FAILED,
         actor=ports.actor,
-        detail={"error": error.Error, "reason": reason, "cause": (error.Cause or "")[:2000]},
+        detail={
+            "error": error.Error,
+            "reason": reason,
+            "cause": (error.Cause or "")[:2000],
+            **({"charged": False, "aws_status": voided["status"]} if voided is not None else {}),
+        },
+        money_usd=refund,  # AWS charged nothing for it: the money recorded at PURCHASED is reversed
     )
     if written is not None:
-        spent = Decimal(str(bought["upfront_fee_usd"])) if bought is not None else None
+        spent = Decimal(str(bought["upfront_fee_usd"])) if bought is not None and voided is None else None
         post(
             ports,
             messages.failure(

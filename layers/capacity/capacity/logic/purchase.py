@@ -24,7 +24,7 @@ from datetime import timedelta
 from capacity import messages
 from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import PurchaseInput, PurchaseOutput
-from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
+from capacity.errors import NameCollision, PurchaseFailed, TrainingPlanNameInUse
 from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile
 from capacity.logic.capacity_blocks import CapacityBlockBuyer
 from capacity.logic.common import ensure_owned, load_request, post, require_models
@@ -169,7 +169,10 @@ def reconcile_purchase(ports: Ports, request_id: str) -> dict[str, object] | Non
     request = ports.ledger.get_request(request_id)
     if request is None:
         return None
-    return reconcile(request, ports, BUYERS[request.platform])
+    try:
+        return reconcile(request, ports, BUYERS[request.platform])
+    except NameCollision:  # what the intent's name finds belongs to another request: nothing of ours
+        return None
 
 
 def _after_purchase(
