@@ -169,6 +169,7 @@ class LocalCloud:
             now=self.clock.now,
             seed=seed,
             label=self._short,
+            faults=self.faults,
         )
         self.emulator: Any = self._make_emulator()
         self.iam: Iam | None = None
@@ -248,12 +249,15 @@ class LocalCloud:
             os.environ["AWS_REGION"] = self.region
             self.delivery.install()
             started.append(self.delivery.uninstall)
+            self.scheduler.install()
+            started.append(self.scheduler.uninstall)
             patches.install(self.clock, self.dispatcher, outbox=self.outbox)
             started.append(patches.uninstall)
             self._running = True
             with self.dispatcher.exempt():
                 self.stack.deploy(self._boto_session())
             self.clock.add_ticker(self.scheduler)
+            self.clock.add_ticker(self.delivery)  # late deliveries, retries, operator stops
             for ticker in getattr(self.emulator, "tickers", []) or []:
                 self.clock.add_ticker(ticker)
             resources = len(self.stack.resources)
@@ -278,6 +282,7 @@ class LocalCloud:
         self.clock.stop()  # parked threads are abandoned, so no execution outlives this cloud
         self._join_threads(timeout_seconds=2.0)
         patches.uninstall()
+        self.scheduler.uninstall()
         self.delivery.uninstall()
         self.lambdas.close()
         if self._mock is not None:

@@ -3,7 +3,13 @@
 A :class:`FaultRule` says which calls fail and how; :class:`FaultInjector` draws, deterministically from a
 seed, which rules fire on a given call. The dispatcher applies the wire-level kinds (``throttle``,
 ``server_error``, ``latency``, ``crash_after_commit``); the AWS emulator applies the behavioural kinds
-(``insufficient_capacity``, ``stuck``, ``payment_failed``), which it receives with the call.
+(``insufficient_capacity``, ``stuck``, ``payment_failed``, ``stale_listing``), which it receives with the
+call. EventBridge and Scheduler delivery (:mod:`localcloud.delivery`) apply the delivery kinds
+(``duplicate_delivery``, ``delayed_delivery``, ``delivery_failure``, ``abort_execution``): they are drawn
+for each delivery of an event to a target (service ``eventbridge``, operation the event's ``detail-type``),
+each schedule firing (service ``scheduler``, operation the schedule's name) and each asynchronous Lambda
+invocation EventBridge or Scheduler makes (service ``lambda``, operation the function's name), never for an
+API call.
 
 Rules can be given in code, or as JSON (a list of rule objects) in a file named by ``LOCALCLOUD_FAULTS``
 or passed to ``python -m localcloud run --faults FILE``.
@@ -19,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 
 class FaultKind(StrEnum):
@@ -47,6 +53,20 @@ class FaultKind(StrEnum):
     are not hit."""
     PAYMENT_FAILED = "payment_failed"
     """The reservation bought goes ``payment-pending`` -> ``payment-failed`` (``PurchaseCapacityBlock``)."""
+    STALE_LISTING = "stale_listing"
+    """Eventual consistency: a SageMaker ``List*``/``Describe*`` answers the state of ``delay_seconds`` ago
+    (a component just created is not listed yet, an endpoint just deleted is still described)."""
+    DUPLICATE_DELIVERY = "duplicate_delivery"
+    """At-least-once delivery: the event (rule target), the firing (schedule) or the asynchronous
+    invocation (Lambda) is delivered twice, with the same event (same ``id``)."""
+    DELAYED_DELIVERY = "delayed_delivery"
+    """The delivery happens ``delay_seconds`` of virtual time late, so later events overtake it."""
+    DELIVERY_FAILURE = "delivery_failure"
+    """The target refuses the delivery (throttled): the target's ``RetryPolicy`` retries it with
+    back-off, then its ``DeadLetterConfig`` queue receives it (or it is dropped)."""
+    ABORT_EXECUTION = "abort_execution"
+    """An operator's ``StopExecution`` of the execution this delivery started, ``delay_seconds`` after it
+    started (if it still runs): it ends ``ABORTED``."""
 
 
 WIRE_KINDS = frozenset(
@@ -59,7 +79,19 @@ WIRE_KINDS = frozenset(
         FaultKind.KILL_CALLER,
     }
 )
-EMULATOR_KINDS = frozenset({FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED})
+EMULATOR_KINDS = frozenset(
+    {FaultKind.INSUFFICIENT_CAPACITY, FaultKind.STUCK, FaultKind.PAYMENT_FAILED, FaultKind.STALE_LISTING}
+)
+DELIVERY_KINDS = frozenset(
+    {
+        FaultKind.DUPLICATE_DELIVERY,
+        FaultKind.DELAYED_DELIVERY,
+        FaultKind.DELIVERY_FAILURE,
+        FaultKind.ABORT_EXECUTION,
+    }
+)
+"""Kinds drawn by EventBridge/Scheduler delivery, never by the dispatcher for an API call."""
+_NEEDS_DELAY = frozenset({FaultKind.DELAYED_DELIVERY, FaultKind.STALE_LISTING})
 
 
 class FaultRule(BaseModel):
@@ -70,6 +102,13 @@ class FaultRule(BaseModel):
     (``CreateTrainingPlan``) or ``*``. ``match`` restricts the rule to calls whose top-level parameters
     equal the given values. ``times`` caps how many calls it hits (None: no cap). ``not_before`` and
     ``not_after`` (virtual UTC instants) restrict it to calls made in that window: an outage of an hour.
+    ``delay_seconds`` is how late a ``delayed_delivery`` arrives, how old a ``stale_listing`` answer is,
+    and how long after its start an ``abort_execution`` stops the execution.
+
+    For the delivery kinds, ``match`` sees the delivery's parameters: ``source``, ``detail-type``,
+    ``rule``, ``bus``, ``region``, ``target`` (ARN) and ``target_service`` (``lambda``, ``states``,
+    ``events``, ``sqs``, ``sns``) for EventBridge; ``schedule``, ``group``, ``target``, ``target_service``
+    for Scheduler; ``function`` for Lambda.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -80,9 +119,16 @@ class FaultRule(BaseModel):
     probability: float = Field(default=1.0, ge=0.0, le=1.0)
     times: int | None = Field(default=None, ge=1)
     latency_seconds: float = Field(default=0.0, ge=0.0)
+    delay_seconds: float = Field(default=0.0, ge=0.0)
     match: dict[str, Any] = Field(default_factory=dict)
     not_before: AwareDatetime | None = None
     not_after: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _delay_given(self) -> FaultRule:
+        if self.kind in _NEEDS_DELAY and self.delay_seconds <= 0:
+            raise ValueError(f"a {self.kind.value} rule needs delay_seconds > 0")
+        return self
 
     def applies_to(
         self, service: str, operation: str, params: dict[str, Any], at: datetime | None = None
@@ -139,19 +185,29 @@ class FaultInjector:
             self._remaining.clear()
 
     def draw(
-        self, service: str, operation: str, params: dict[str, Any], *, from_lambda: bool = True
+        self,
+        service: str,
+        operation: str,
+        params: dict[str, Any],
+        *,
+        from_lambda: bool = True,
+        kinds: frozenset[FaultKind] | None = None,
     ) -> list[FaultRule]:
         """The rules that fire on this call, each recorded in :attr:`fired`; at most one per kind.
 
         ``from_lambda`` False (a call of a state machine, a test) skips ``kill_caller`` rules: only a Lambda
-        invocation can die.
+        invocation can die. ``kinds`` limits the draw to those kinds; None (an API call) draws every kind
+        but the delivery kinds (:data:`DELIVERY_KINDS`).
         """
+        allowed = kinds if kinds is not None else frozenset(FaultKind) - DELIVERY_KINDS
         fired: list[FaultRule] = []
         now = datetime.now(UTC)
         with self._lock:
-            kinds: set[FaultKind] = set()
+            seen: set[FaultKind] = set()
             for index, rule in enumerate(self._rules):
-                if rule.kind in kinds or not rule.applies_to(service, operation, params, now):
+                if rule.kind in seen or rule.kind not in allowed:
+                    continue
+                if not rule.applies_to(service, operation, params, now):
                     continue
                 if rule.kind is FaultKind.KILL_CALLER and not from_lambda:
                     continue
@@ -162,7 +218,7 @@ class FaultInjector:
                     continue
                 if left is not None:
                     self._remaining[index] = left - 1
-                kinds.add(rule.kind)
+                seen.add(rule.kind)
                 fired.append(rule)
                 self.fired.append(
                     FiredFault(at=datetime.now(UTC), service=service, operation=operation, kind=rule.kind)

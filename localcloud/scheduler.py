@@ -16,8 +16,14 @@ EventBridge rules with a ``ScheduleExpression``, and fires each at the instants 
 
 Sources: "Schedule types on EventBridge Scheduler" (Scheduler user guide) and "Schedule expressions for
 rules" (EventBridge user guide; scheduled rules are always UTC). AWS fires within 60 s of the instant;
-here the target is invoked exactly at it (an overdue schedule, e.g. an ``at()`` in the past or a rate
-schedule just created, fires one second later).
+here the target is invoked exactly at it (an overdue schedule, such as a rate schedule just created, fires
+one second later). ``CreateSchedule``/``UpdateSchedule`` of an ``at()`` that is not in the future is
+refused with Scheduler's ``ValidationException``, as AWS refuses it (:meth:`SchedulerTicker.install`).
+
+Each firing is a delivery (:class:`~localcloud.delivery.DeliveryJob`, service ``scheduler``, operation
+the schedule's name): the delivery fault kinds apply (a firing delivered twice or late), and a target that
+refuses it is retried per the target's ``RetryPolicy`` (Scheduler's default: 185 retries within 24 hours)
+with ``<aws.scheduler.attempt-number>`` counting, then sent to its ``DeadLetterConfig`` queue.
 
 Targets: Lambda, Step Functions, an event bus (``EventBridgeParameters`` give ``DetailType`` and
 ``Source``; the ``Input`` is the detail), SQS, SNS, and universal targets
@@ -40,10 +46,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from moto.events.models import events_backends
-from moto.scheduler.models import scheduler_backends
+from moto.scheduler.exceptions import ValidationException
+from moto.scheduler.models import EventBridgeSchedulerBackend, scheduler_backends
 
 from localcloud.contracts import Due
-from localcloud.delivery import EventDelivery, TargetError, envelope
+from localcloud.delivery import DeliveryJob, EventDelivery, TargetError, envelope
 from localcloud.iam import TargetCaller
 from localcloud.timeline import Kind, Timeline
 
@@ -433,7 +440,31 @@ class SchedulerTicker:
         self.universal = universal
         self._tracked: dict[str, _Tracked] = {}
         self._lock = threading.RLock()
+        self._originals: dict[str, Any] = {}
         self.firings: list[Firing] = []
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def install(self) -> None:
+        """Refuse, as Scheduler does, ``CreateSchedule``/``UpdateSchedule`` with an ``at()`` that is not in
+        the future (moto accepts it; process-wide until :meth:`uninstall`)."""
+        if self._originals:
+            return
+        for name in ("create_schedule", "update_schedule"):
+            original = getattr(EventBridgeSchedulerBackend, name)
+            self._originals[name] = original
+
+            def checked(backend: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                refuse_past_at(kwargs.get("schedule_expression"), kwargs.get("schedule_expression_timezone"))
+                return _original(backend, *args, **kwargs)
+
+            setattr(EventBridgeSchedulerBackend, name, checked)
+
+    def uninstall(self) -> None:
+        """Put moto's ``create_schedule``/``update_schedule`` back."""
+        for name, original in self._originals.items():
+            setattr(EventBridgeSchedulerBackend, name, original)
+        self._originals.clear()
 
     # --------------------------------------------------------------------------------------- Ticker API
 
@@ -581,7 +612,7 @@ class SchedulerTicker:
     def _fire_schedule(self, backend: Any, group: str, schedule: Any, at: datetime, *, delete: bool) -> None:
         target: dict[str, Any] = dict(schedule.target or {})
         arn = str(target.get("Arn", ""))
-        payload = _scheduler_input(target.get("Input"), schedule.arn, at, self.delivery.new_id())
+        execution_id = self.delivery.new_id()
         if self.timeline is not None:
             self.timeline.add(
                 Kind.SCHEDULE,
@@ -591,40 +622,74 @@ class SchedulerTicker:
                 schedule=f"{group}/{schedule.name}",
                 target=arn,
             )
-        error: str | None = None
-        try:
-            caller = TargetCaller("scheduler.amazonaws.com", str(schedule.arn), target.get("RoleArn"))
-            self._send_schedule_target(arn, target, payload, f"schedule {group}/{schedule.name}", caller)
-        except TargetError as exc:
-            error = str(exc)
-            self._note(f"schedule {group}/{schedule.name}: target not reached: {error}")
-        self.firings.append(Firing(at, "schedule", f"{group}/{schedule.name}", arn, payload, error))
+        origin = f"schedule {group}/{schedule.name}"
+        universal = arn.startswith("arn:aws:scheduler:::aws-sdk:") or ":scheduler:::aws-sdk:" in arn
+        caller = TargetCaller("scheduler.amazonaws.com", str(schedule.arn), target.get("RoleArn"))
+
+        def render(attempt: int) -> str:
+            return _scheduler_input(target.get("Input"), schedule.arn, at, execution_id, attempt)
+
+        def dead_letter(
+            error: TargetError, retries: int, exhausted: str | None
+        ) -> tuple[str, dict[str, str]]:
+            del retries, exhausted
+            attributes = {
+                "ERROR_CODE": error.code,
+                "ERROR_MESSAGE": str(error),
+                "EXECUTION_ID": execution_id,
+                "SCHEDULE_ARN": schedule.arn,
+                "SCHEDULED_TIME": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "TARGET_ARN": arn,
+            }
+            return render(1), attributes
+
+        job = DeliveryJob(
+            origin=origin,
+            service="scheduler",
+            operation=str(schedule.name),
+            params={
+                "schedule": schedule.name,
+                "group": group,
+                "target": arn,
+                "target_service": "aws-sdk"
+                if universal
+                else (arn.split(":")[2] if arn.count(":") > 2 else ""),
+            },
+            target=target,
+            region=str(getattr(backend, "region_name", self.delivery.region)),
+            event_id=execution_id,
+            detail_type="schedule firing",
+            source="aws.scheduler",
+            render=render,
+            dead_letter=dead_letter,
+            ingested=at,
+            event_bus_parameters=target.get("EventBridgeParameters") or {},
+            caller=caller,
+            sender=(lambda payload: self._call_universal(arn, payload, caller)) if universal else None,
+        )
+        for made in self.delivery.start(job):
+            self.firings.append(
+                Firing(at, "schedule", f"{group}/{schedule.name}", arn, made.payload, made.error)
+            )
         if delete and (schedule.action_after_completion or "NONE") == "DELETE":
             with contextlib.suppress(Exception):  # the application may have deleted it already
                 backend.delete_schedule(group, schedule.name)
 
-    def _send_schedule_target(
-        self, arn: str, target: dict[str, Any], payload: str, origin: str, caller: TargetCaller
-    ) -> str:
-        if arn.startswith("arn:aws:scheduler:::aws-sdk:") or ":scheduler:::aws-sdk:" in arn:
-            _, _, spec = arn.partition(":aws-sdk:")
-            service, _, action = spec.partition(":")
-            if self.universal is None:
-                raise TargetError(f"universal target {service}:{action} is not available")
-            operation = action[:1].upper() + action[1:]
-            try:
-                params = json.loads(payload) if payload else {}
-                self.universal(service, operation, params, caller)
-            except Exception as exc:  # the API's own error is the outcome
-                raise TargetError(f"{service}:{operation} failed: {exc}") from exc
-            return f"called {service}:{operation}"
-        return self.delivery.send(
-            arn,
-            payload,
-            origin=origin,
-            event_bus_parameters=target.get("EventBridgeParameters") or {},
-            caller=caller,
-        )
+    def _call_universal(self, arn: str, payload: str, caller: TargetCaller) -> str:
+        """A universal target (``arn:aws:scheduler:::aws-sdk:<service>:<apiAction>``): the API call itself."""
+        _, _, spec = arn.partition(":aws-sdk:")
+        service, _, action = spec.partition(":")
+        if self.universal is None:
+            raise TargetError(
+                f"universal target {service}:{action} is not available", code="INVALID_PARAMETER"
+            )
+        operation = action[:1].upper() + action[1:]
+        try:
+            params = json.loads(payload) if payload else {}
+            self.universal(service, operation, params, caller)
+        except Exception as exc:  # the API's own error is the outcome
+            raise TargetError(f"{service}:{operation} failed: {exc}", code="SDK_CLIENT_ERROR") from exc
+        return f"called {service}:{operation}"
 
     def _fire_rule(self, rule: Any, region: str, at: datetime) -> None:
         event = envelope(
@@ -656,6 +721,32 @@ class SchedulerTicker:
             self.timeline.add(Kind.NOTE, text)
 
 
+def refuse_past_at(expression: Any, timezone: Any) -> None:
+    """Refuse an ``at()`` expression whose instant is not in the future, as Scheduler's ``CreateSchedule``
+    and ``UpdateSchedule`` do (a one-time schedule in the past would never fire). Other expressions, and
+    malformed ones (refused elsewhere), pass.
+
+    Raises:
+        moto ValidationException: the ``at()`` instant is now or in the past (in ``timezone``).
+    """
+    if not isinstance(expression, str) or not expression.strip().startswith("at("):
+        return
+    try:
+        parsed = parse_expression(expression)
+        tz = _timezone(timezone if isinstance(timezone, str) else None)
+    except ScheduleExpressionError:
+        return
+    if not isinstance(parsed, AtExpression):
+        return
+    instant = parsed.when.replace(tzinfo=tz).astimezone(UTC)
+    now = datetime.now(UTC)
+    if instant <= now:
+        raise ValidationException(
+            f"Invalid Schedule Expression {expression}. The date and time of a one-time schedule must be in "
+            f"the future (it is {now.strftime('%Y-%m-%dT%H:%M:%S')} UTC now)."
+        )
+
+
 def _describe(arn: str, label: Callable[[str], str]) -> str:
     """A target ARN as a short phrase (``function X``, ``state machine Y``, ``bus Z``)."""
     parts = arn.split(":")
@@ -668,14 +759,14 @@ def _describe(arn: str, label: Callable[[str], str]) -> str:
     return arn
 
 
-def _scheduler_input(raw: Any, schedule_arn: str, at: datetime, execution_id: str) -> str:
+def _scheduler_input(raw: Any, schedule_arn: str, at: datetime, execution_id: str, attempt: int = 1) -> str:
     """The target input with Scheduler's context attributes filled in (``{}`` when there is none)."""
     text = "{}" if raw is None else str(raw)
     replacements = {
         "<aws.scheduler.schedule-arn>": schedule_arn,
         "<aws.scheduler.scheduled-time>": at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "<aws.scheduler.execution-id>": execution_id,
-        "<aws.scheduler.attempt-number>": "1",
+        "<aws.scheduler.attempt-number>": str(attempt),
     }
     for placeholder, value in replacements.items():
         text = text.replace(placeholder, value)

@@ -23,6 +23,11 @@ returns (``{"errorType": <exception class name>, ...}``), so ``Retry``/``Catch``
 ``Lambda.<error code>`` (``Lambda.TooManyRequestsException``, ``Lambda.ServiceException``...), where moto
 says ``Exception``: :func:`_lambda_service_error` replaces ``StateTaskLambda._from_error`` for that case,
 so the state machines' ``Retry`` on those names applies locally as on AWS.
+
+``StopExecution`` of a running execution ends it ``ABORTED`` for good, as on AWS: moto's
+``Environment.set_error``/``set_timed_out`` would overwrite the stop when the task that was running (a
+Lambda still in its call) fails afterwards, and report ``FAILED``; :func:`_unless_stopped` keeps the stop.
+The running Lambda finishes (AWS does not stop it either) and is not retried.
 """
 
 from __future__ import annotations
@@ -129,6 +134,20 @@ _PATCHES: tuple[tuple[str, str, str], ...] = (
 _saved: list[tuple[Any, str, Any]] = []
 _GENERIC_5XX = frozenset({"InternalFailure", "InternalError", "InternalServerError", "ServiceUnavailable"})
 _LAMBDA_TASK = f"{_PARSER}.asl.component.state.exec.state_task.state_task_lambda"
+_ENVIRONMENT = f"{_PARSER}.asl.eval.environment"
+_PROGRAM_STATE = f"{_PARSER}.asl.eval.program_state"
+
+
+def _unless_stopped(original: Any) -> Any:
+    """``Environment.set_error``/``set_timed_out`` leaving a stopped program (``StopExecution``) stopped."""
+    stopped = importlib.import_module(_PROGRAM_STATE).ProgramStopped
+
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(getattr(self, "_program_state", None), stopped):
+            return None
+        return original(self, *args, **kwargs)
+
+    return guarded
 
 
 def lambda_error_name(exc: ClientError) -> str:
@@ -186,6 +205,10 @@ def install(clock: VirtualClock) -> None:
     task = importlib.import_module(_LAMBDA_TASK).StateTaskLambda
     _saved.append((task, "_from_error", task.__dict__["_from_error"]))
     task._from_error = _lambda_service_error(task.__dict__["_from_error"])
+    environment = importlib.import_module(_ENVIRONMENT).Environment
+    for name in ("set_error", "set_timed_out"):
+        _saved.append((environment, name, environment.__dict__[name]))
+        setattr(environment, name, _unless_stopped(environment.__dict__[name]))
 
 
 def uninstall() -> None:

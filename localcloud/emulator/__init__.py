@@ -33,6 +33,12 @@ from localcloud.faults import EMULATOR_KINDS, FaultKind, FaultRule
 __all__ = ["BillableResource", "Emulator", "MarketConfig", "Timings"]
 
 _ALIASES = {"application-autoscaling": "application-auto-scaling"}
+STALE_READ_SECONDS = 60.0
+"""How old a ``stale_listing`` answer is when the fault comes as a bare kind (a rule says its own)."""
+STALE_READS = frozenset(
+    {"DescribeEndpoint", "ListEndpoints", "DescribeInferenceComponent", "ListInferenceComponents"}
+)
+"""The reads ``stale_listing`` makes eventually consistent (other operations ignore it)."""
 
 
 def _utc(value: Any) -> Any:
@@ -135,9 +141,11 @@ class Emulator:
             operation: API operation name (``CreateTrainingPlan``).
             params: the request parameters as the caller passed them (validated by botocore).
             region: the client's region.
-            faults: behavioural faults drawn for this call (``insufficient_capacity``, ``stuck``), as
-                :class:`FaultKind` values or the :class:`FaultRule` objects that fired (other kinds are
-                ignored); what each does per operation is in ``docs/localcloud-emulator.md``.
+            faults: behavioural faults drawn for this call (``insufficient_capacity``, ``stuck``,
+                ``payment_failed``, ``stale_listing``), as :class:`FaultKind` values or the
+                :class:`FaultRule` objects that fired (other kinds are ignored; a ``stale_listing`` rule's
+                ``delay_seconds`` is how old the answer is, :data:`STALE_READ_SECONDS` for a bare kind);
+                what each does per operation is in ``docs/localcloud-emulator.md``.
 
         Returns:
             The response as a plain dict (tz-aware ``datetime`` timestamps, ``str`` fees, ``bytes``
@@ -148,9 +156,24 @@ class Emulator:
             KeyError: an operation the emulator does not handle (check :meth:`handles` first).
         """
         handler = self._handlers[(self._service(service), operation)]
+        faults = list(faults)
         kinds = frozenset(item if isinstance(item, FaultKind) else item.kind for item in faults)
+        lag = max(
+            (
+                item.delay_seconds if isinstance(item, FaultRule) else STALE_READ_SECONDS
+                for item in faults
+                if (item if isinstance(item, FaultKind) else item.kind) is FaultKind.STALE_LISTING
+            ),
+            default=0.0,
+        )
+        if operation not in STALE_READS:
+            lag = 0.0
         with self.ctx.lock:
-            return handler(_utc(params), region, kinds & EMULATOR_KINDS)
+            self.ctx.read_lag_seconds = lag
+            try:
+                return handler(_utc(params), region, kinds & EMULATOR_KINDS)
+            finally:
+                self.ctx.read_lag_seconds = 0.0
 
     @property
     def tickers(self) -> list[Ticker]:

@@ -87,6 +87,8 @@ class Context:
     events: EventSink
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: dict[tuple[object, ...], int] = field(default_factory=dict)
+    read_lag_seconds: float = 0.0
+    """How old the answer of the read being served is (``stale_listing``; 0: up to date). Set per call."""
 
     def new_id(self, *parts: object, length: int = 17) -> str:
         """A deterministic lowercase hex id (the seed, ``parts`` and how often ``parts`` came decide it)."""

@@ -81,6 +81,8 @@ from localcloud.faults import FaultKind
 
 GONE = "Gone"
 """Pseudo-status of a resource whose deletion has completed (it no longer exists)."""
+TOMBSTONE_KEPT = timedelta(days=1)
+"""How long a deleted endpoint or component stays visible to stale reads (longer than any lag)."""
 
 _FALLBACK_SPEC = InstanceSpec("unknown", 0, 4, 16, 0.0)
 _IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
@@ -364,6 +366,9 @@ class Hosting:
         self.configs: dict[tuple[str, str], EndpointConfig] = {}
         self.endpoints: dict[tuple[str, str], Endpoint] = {}
         self.components: dict[tuple[str, str], Component] = {}
+        # Deleted ones, kept a while for reads that answer as of the past (``stale_listing``).
+        self.gone_endpoints: list[tuple[tuple[str, str], Endpoint]] = []
+        self.gone_components: list[tuple[tuple[str, str], Component]] = []
         self.region_of: dict[str, str] = {}
         self._outbox: list[tuple[datetime, str, Endpoint, str]] = []
         plans.usage = self.plan_usage
@@ -402,15 +407,42 @@ class Hosting:
         return f"arn:aws:sagemaker:{region}:{self.ctx.account_id}:{kind}/{name.lower()}"
 
     def _purge(self, now: datetime) -> None:
-        """Forget endpoints and components whose deletion has completed."""
+        """Forget endpoints and components whose deletion has completed (kept aside for stale reads for
+        :data:`TOMBSTONE_KEPT`)."""
         for key in [key for key, item in self.endpoints.items() if item.status(now) == GONE]:
-            del self.endpoints[key]
+            self.gone_endpoints.append((key, self.endpoints.pop(key)))
         for key in [key for key, item in self.components.items() if item.status(now) == GONE]:
-            del self.components[key]
+            self.gone_components.append((key, self.components.pop(key)))
+        horizon = now - TOMBSTONE_KEPT
+        self.gone_endpoints = [
+            (k, e) for k, e in self.gone_endpoints if (e.delete_completes or now) > horizon
+        ]
+        self.gone_components = [
+            (k, c) for k, c in self.gone_components if (c.delete_completes or now) > horizon
+        ]
+
+    def _read_time(self, now: datetime) -> datetime:
+        """The instant a read answers for: ``now``, or ``read_lag_seconds`` ago (``stale_listing``)."""
+        lag = self.ctx.read_lag_seconds
+        return now - timedelta(seconds=lag) if lag > 0 else now
+
+    @staticmethod
+    def _as_of(live: dict[tuple[str, str], Any], gone: list[Any], region: str, at: datetime) -> list[Any]:
+        """(name, item) of ``region`` (endpoints or components) as a read at ``at`` sees them: created by
+        then and not gone by then (the latest of a name, when it was deleted and created again)."""
+        seen: dict[str, Any] = {}
+        for key, candidate in [*gone, *live.items()]:
+            if key[0] == region and candidate.created <= at and candidate.status(at) != GONE:
+                seen[key[1]] = candidate
+        return sorted(seen.items(), key=lambda pair: pair[0])
 
     def _endpoint(self, region: str, name: str, now: datetime) -> Endpoint:
-        self._purge(now)
-        endpoint = self.endpoints.get((region, name))
+        self._purge(utcnow())
+        endpoint: Endpoint | None
+        if self.ctx.read_lag_seconds > 0:  # a stale read: the endpoint as it was then
+            endpoint = dict(self._as_of(self.endpoints, self.gone_endpoints, region, now)).get(name)
+        else:
+            endpoint = self.endpoints.get((region, name))
         if endpoint is None:
             raise validation(f'Could not find endpoint "{name}".')
         return endpoint
@@ -422,8 +454,12 @@ class Hosting:
         return config
 
     def _component(self, region: str, name: str, now: datetime) -> Component:
-        self._purge(now)
-        component = self.components.get((region, name))
+        self._purge(utcnow())
+        component: Component | None
+        if self.ctx.read_lag_seconds > 0:  # a stale read: the component as it was then
+            component = dict(self._as_of(self.components, self.gone_components, region, now)).get(name)
+        else:
+            component = self.components.get((region, name))
         if component is None:
             raise validation(f'Could not find inference component "{name}".')
         return component
@@ -663,18 +699,16 @@ class Hosting:
         return shaped
 
     def delete_endpoint_config(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """``DeleteEndpointConfig``. Raises ``ValidationException`` for an unknown config or one in use."""
+        """``DeleteEndpointConfig``. Raises ``ValidationException`` for an unknown config.
+
+        Accepted while an endpoint uses the config, or is being created or updated with it, as SageMaker
+        accepts it ("If you delete the EndpointConfig of an endpoint that is active or being created or
+        updated you may lose visibility into the instance type the endpoint is using. The endpoint must be
+        deleted in order to stop incurring charges.", DeleteEndpointConfig API reference): the endpoint
+        keeps running on it.
+        """
         del faults
-        now = utcnow()
-        self._purge(now)
         config = self._config(region, params["EndpointConfigName"])
-        for (endpoint_region, _name), endpoint in self.endpoints.items():
-            if endpoint_region == region and endpoint.uses_config(config.name, now):
-                raise validation(
-                    f'Cannot delete endpoint configuration "{config.name}": it is in use by endpoint '
-                    f'"{endpoint.name}" ({endpoint.status(now)}). Delete the endpoint, or update it to '
-                    "another configuration, first."
-                )
         del self.configs[(region, config.name)]
         return {}
 
@@ -914,9 +948,10 @@ class Hosting:
         return detail
 
     def describe_endpoint(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """``DescribeEndpoint``: status, variants with instance counts and reservation use."""
+        """``DescribeEndpoint``: status, variants with instance counts and reservation use (as of
+        ``delay_seconds`` ago under ``stale_listing``)."""
         del faults
-        now = utcnow()
+        now = self._read_time(utcnow())
         endpoint = self._endpoint(region, params["EndpointName"], now)
         status = endpoint.status(now)
         config = endpoint.config(now)
@@ -1008,14 +1043,15 @@ class Hosting:
         return all(params.get(key) is None or check(params[key]) for key, check in checks)
 
     def list_endpoints(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """``ListEndpoints`` with filters, sorting (default newest first) and pagination."""
+        """``ListEndpoints`` with filters, sorting (default newest first) and pagination (as of
+        ``delay_seconds`` ago under ``stale_listing``)."""
         del faults
-        now = utcnow()
-        self._purge(now)
+        self._purge(utcnow())
+        now = self._read_time(utcnow())
         endpoints = [
             endpoint
-            for (endpoint_region, _name), endpoint in self.endpoints.items()
-            if endpoint_region == region and self._endpoint_matches(endpoint, params, now)
+            for _name, endpoint in self._as_of(self.endpoints, self.gone_endpoints, region, now)
+            if self._endpoint_matches(endpoint, params, now)
         ]
         endpoints = sort_listing(
             endpoints,
@@ -1159,9 +1195,10 @@ class Hosting:
         return requirements
 
     def describe_component(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """``DescribeInferenceComponent``: status and ``RuntimeConfig`` (desired and current copies)."""
+        """``DescribeInferenceComponent``: status and ``RuntimeConfig`` (desired and current copies), as of
+        ``delay_seconds`` ago under ``stale_listing``."""
         del faults
-        now = utcnow()
+        now = self._read_time(utcnow())
         component = self._component(region, params["InferenceComponentName"], now)
         specification = dict(component.request["Specification"])
         container = specification.pop("Container", None)
@@ -1248,10 +1285,10 @@ class Hosting:
 
     def list_components(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
         """``ListInferenceComponents`` with filters (endpoint, variant, name, status, times), sorting and
-        pagination."""
+        pagination (as of ``delay_seconds`` ago under ``stale_listing``)."""
         del faults
-        now = utcnow()
-        self._purge(now)
+        self._purge(utcnow())
+        now = self._read_time(utcnow())
         checks: tuple[tuple[str, Callable[[Component, Any], bool]], ...] = (
             ("EndpointNameEquals", lambda item, value: item.endpoint_name == value),
             ("VariantNameEquals", lambda item, value: item.variant_name == value),
@@ -1264,9 +1301,8 @@ class Hosting:
         )
         components = [
             component
-            for (component_region, _name), component in self.components.items()
-            if component_region == region
-            and all(params.get(key) is None or check(component, params[key]) for key, check in checks)
+            for _name, component in self._as_of(self.components, self.gone_components, region, now)
+            if all(params.get(key) is None or check(component, params[key]) for key, check in checks)
         ]
         components = sort_listing(
             components,

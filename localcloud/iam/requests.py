@@ -441,6 +441,24 @@ def _events_put_events(call: Call, reference: Reference) -> list[Check]:
     return checks
 
 
+def _events_rule(call: Call, reference: Reference) -> list[Check]:
+    """EventBridge rule operations: the rule's ARN, ``rule/<name>`` on the default bus and
+    ``rule/<bus>/<name>`` on another (Service Authorization Reference: ``rule-on-default-event-bus``,
+    ``rule-on-custom-event-bus``); ``PutTargets`` with ``events:TargetArn``, the targets' ARNs."""
+    action = reference.action(f"events:{call.operation}")
+    name = str(call.params.get("Name") or call.params.get("Rule") or "")
+    if not name:
+        raise UnresolvedResourceError(f"{call.service} {call.operation}: no rule name in the request")
+    bus = str(call.params.get("EventBusName") or "default").rsplit("event-bus/", 1)[-1]
+    resource = f"rule/{name}" if bus == "default" else f"rule/{bus}/{name}"
+    context: dict[str, ContextValue] = {}
+    if call.operation == "PutTargets":
+        context["events:targetarn"] = [
+            str(t["Arn"]) for t in call.params.get("Targets") or [] if isinstance(t, dict) and t.get("Arn")
+        ]
+    return [Check(action.qualified, call.arn("events", resource), context)]
+
+
 def _sagemaker_runtime_invoke(call: Call, reference: Reference) -> list[Check]:
     """``InvokeEndpoint``: ``sagemaker:InvokeEndpoint`` on the endpoint, and on the inference component
     when one is named."""
@@ -665,6 +683,19 @@ _RESOLVERS: dict[tuple[str, str], Resolver] = {
     ("lambda", "Invoke"): _lambda_invoke,
     ("lambda", "InvokeAsync"): _lambda_invoke,
     ("eventbridge", "PutEvents"): _events_put_events,
+    **{
+        ("eventbridge", operation): _events_rule
+        for operation in (
+            "PutRule",
+            "PutTargets",
+            "RemoveTargets",
+            "DeleteRule",
+            "DescribeRule",
+            "EnableRule",
+            "DisableRule",
+            "ListTargetsByRule",
+        )
+    },
     ("sagemaker-runtime", "InvokeEndpoint"): _sagemaker_runtime_invoke,
     ("cloudwatch", "DescribeAlarms"): _cloudwatch_alarm_names,
     ("cloudwatch", "DeleteAlarms"): _cloudwatch_alarm_names,

@@ -68,8 +68,8 @@ def aws_calls(cloud: LocalCloud, operation: str) -> list[Any]:
     return [record for record in cloud.dispatcher.calls if record.operation == operation]
 
 
-# AWS events are regional: the stack (us-east-1) sees the expiry warnings of blocks in us-east-1 only, so
-# the other regions are searched but have no p5 capacity; elsewhere the release schedule is the trigger.
+# The other regions are searched but have no p5 capacity, so the block is bought in the stack's region
+# (test_cross_region.py buys one elsewhere: its warning arrives through the forwarding rule).
 ONLY_US_EAST_1 = MarketConfig(
     capacity={"us-west-2/p5.48xlarge": 0, "eu-west-1/p5.48xlarge": 0}, offerings_page_size=5
 )

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity.adapters.cloudwatch import AlarmSpec
+from capacity.adapters.cloudwatch import AlarmSpec, AlarmState
 
 
 @dataclass
@@ -66,13 +66,20 @@ class FakeAutoScaling:
 
 @dataclass
 class FakeAlarms:
-    """Alarms by name, their tags by ARN, and ``metric_sums`` answered by metric name."""
+    """Alarms by name, their tags by ARN, their current ``states`` (what ``DescribeAlarms`` says; an alarm
+    without one is ``INSUFFICIENT_DATA`` since the epoch), and ``metric_sums`` answered by metric name."""
 
     region: str
     alarms: dict[str, AlarmSpec] = field(default_factory=dict)
+    states: dict[str, AlarmState] = field(default_factory=dict)
     metric_sums: dict[str, float] = field(default_factory=dict)
     sum_queries: list[tuple[str, datetime, datetime]] = field(default_factory=list)
     resets: list[tuple[str, str]] = field(default_factory=list)
+
+    def alarm_state(self, name: str) -> AlarmState | None:
+        if name not in self.alarms:
+            return None
+        return self.states.get(name, AlarmState("INSUFFICIENT_DATA", datetime.fromtimestamp(0, UTC)))
 
     def arn(self, name: str) -> str:
         return f"arn:aws:cloudwatch:{self.region}:123456789012:alarm:{name}"
@@ -89,6 +96,9 @@ class FakeAlarms:
 
     def reset_alarm(self, name: str, reason: str) -> None:
         self.resets.append((name, reason))
+        previous = self.alarm_state(name)
+        if previous is not None:  # SetAlarmState: OK from now on (a millisecond later, here)
+            self.states[name] = AlarmState("OK", previous.updated + timedelta(milliseconds=1))
 
     def alarm_tags(self, arn: str) -> dict[str, str] | None:
         for name, spec in self.alarms.items():

@@ -77,6 +77,9 @@ class FakeEc2:
     def launch_template_version(self, launch_template: Mapping[str, str]) -> LaunchTemplateVersion | None:
         return LaunchTemplateVersion("lt-0123456789abcdef0", "gpu-workers", 1, None)
 
+    def tagged_capacity_reservations(self) -> list[CapacityReservation]:
+        return [r for r in self.reservations if "capacity-orchestrator:request-id" in r.tags]
+
 
 def ports_with(h: Harness, ec2: FakeEc2) -> Ports:
     return Ports(

@@ -90,11 +90,17 @@ def test_full_release_deletes_in_order_and_reports_the_cost(harness: Harness) ->
     assert summary["saving_usd"] == "-221.01"
     assert summary["utilisation_percent"] == "98.1"
     assert summary["break_even_utilisation_percent"] == "100.9"
-    assert [c[0] for c in harness.world.calls if c[0].startswith("Delete")] == [
-        "DeleteInferenceComponent",
-        "DeleteInferenceComponent",
-        "DeleteEndpoint",
-        "DeleteEndpointConfig",
+    deletes = [(c[0], c[1].get("name")) for c in harness.world.calls if c[0].startswith("Delete")]
+    # Each resource is deleted once; once the (eventually consistent) listing or describe no longer shows
+    # them, the deterministic names are deleted once more, which answers not-found: gone for sure.
+    assert deletes == [
+        ("DeleteInferenceComponent", "co-demo-1-llama-eu"),
+        ("DeleteInferenceComponent", "co-demo-1-llama-us"),
+        ("DeleteInferenceComponent", "co-demo-1-llama-eu"),
+        ("DeleteInferenceComponent", "co-demo-1-llama-us"),
+        ("DeleteEndpoint", "co-demo-1"),
+        ("DeleteEndpoint", "co-demo-1"),
+        ("DeleteEndpointConfig", "co-demo-1-config"),
     ]
     history = [e.state for e in harness.ledger.history("demo-1")]
     assert history[-2:] == [State.RELEASING, State.RELEASED]

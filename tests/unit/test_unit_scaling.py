@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from capacity.contracts import ChooseInput, ComponentsInput, EndpointInput, PurchaseInput, SearchInput
+from capacity.adapters.cloudwatch import AlarmState
+from capacity.contracts import (
+    ChooseInput,
+    ComponentsInput,
+    EndpointInput,
+    PurchaseInput,
+    ScaleOutput,
+    SearchInput,
+)
 from capacity.errors import InvalidRequest
 from capacity.logic.choose import choose_offering
 from capacity.logic.deploy import create_endpoint, create_inference_components
@@ -41,6 +49,15 @@ def alarm_event(
     event["detail"]["state"]["value"] = state
     event["detail"]["state"]["timestamp"] = at
     return event
+
+
+def handle(h: Harness, event: dict[str, Any]) -> ScaleOutput:
+    """``scale_components`` on an event CloudWatch just sent: the alarm is in the event's state since the
+    event's time (``DescribeAlarms`` says so), as for a fresh delivery."""
+    alarms = h.scaling.alarms(event["region"])
+    at = datetime.fromisoformat(event["detail"]["state"]["timestamp"].replace("+0000", "+00:00"))
+    alarms.states[event["detail"]["alarmName"]] = AlarmState(event["detail"]["state"]["value"], at)
+    return scale_components(event, h.ports)
 
 
 def copies(sm: FakeSageMaker, name: str, count: int) -> None:
@@ -141,7 +158,7 @@ def test_no_capacity_alarm_starts_one_copy_counts_the_failures_and_notifies(harn
     harness.scaling.alarms("us-east-1").metric_sums["NoCapacityInvocationFailures"] = 3.0
     harness.clock.now = PLAN_START + timedelta(hours=1)
 
-    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    out = handle(harness, alarm_event("functions/scale_components.json"))
 
     assert (out.action, out.from_copies, out.to_copies, out.failed_requests) == (
         "scale_out_from_zero",
@@ -164,9 +181,9 @@ def test_the_same_alarm_event_twice_scales_once(harness: Harness) -> None:
     sm = deployed(harness)
     copies(sm, EU, 0)
     event = alarm_event("functions/scale_components.json")
-    first = scale_components(event, harness.ports)
+    first = handle(harness, event)
     slack_before = len(harness.slack.texts())
-    second = scale_components(event, harness.ports)
+    second = handle(harness, event)
     assert first.action == "scale_out_from_zero"
     assert second.action == "ignored"  # the component already has its copy
     assert len(sm.world.names("UpdateInferenceComponentRuntimeConfig")) == 1
@@ -178,7 +195,7 @@ def test_scale_out_is_refused_in_the_last_hour_of_the_reservation(harness: Harne
     sm = deployed(harness)
     copies(sm, EU, 0)
     harness.clock.now = PLAN_START + timedelta(hours=72) - timedelta(minutes=50)
-    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    out = handle(harness, alarm_event("functions/scale_components.json"))
     assert out.action == "refused_scale_out"
     assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
     assert [i["action"] for i in scale_items(harness)] == ["refused_scale_out"]
@@ -190,12 +207,12 @@ def test_ok_after_a_scale_out_reports_the_cold_start_and_resumes_scale_in(harnes
     copies(sm, EU, 0)
     alarms = harness.scaling.alarms("us-east-1")
     alarms.metric_sums["NoCapacityInvocationFailures"] = 3.0
-    scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    handle(harness, alarm_event("functions/scale_components.json"))
     alarms.metric_sums["NoCapacityInvocationFailures"] = 9.0
     ok = alarm_event("functions/scale_components.json", state="OK", at="2026-12-09T12:05:00.000+0000")
     ok["id"] = "another-delivery"
 
-    out = scale_components(ok, harness.ports)
+    out = handle(harness, ok)
 
     assert (out.action, out.failed_requests) == ("cold_start_ended", 9)
     assert harness.scaling.autoscaling("us-east-1").targets[EU]["scale_in_suspended"] is False
@@ -208,11 +225,11 @@ def test_idle_alarm_sets_zero_copies_and_an_idle_component_at_zero_is_left_alone
     sm = deployed(harness)
     copies(sm, EU, 2)
     event = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T12:21:00.000+0000")
-    out = scale_components(event, harness.ports)
+    out = handle(harness, event)
     assert (out.action, out.from_copies, out.to_copies) == ("scale_in_to_zero", 2, 0)
     assert sm.world.components[EU].desired_copies == 0
     event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T13:00:00.000+0000"
-    assert scale_components(event, harness.ports).action == "ignored"
+    assert handle(harness, event).action == "ignored"
 
 
 def test_idle_alarm_before_idle_minutes_since_ready_is_reset_not_acted_on(harness: Harness) -> None:
@@ -223,14 +240,14 @@ def test_idle_alarm_before_idle_minutes_since_ready_is_reset_not_acted_on(harnes
     copies(sm, EU, 1)
     alarms = harness.scaling.alarms("us-east-1")
     event = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T11:51:00.000+0000")
-    early = scale_components(event, harness.ports)
+    early = handle(harness, event)
     assert early.action == "ignored"
     assert "served for 1 minute(s), less than the 15 idle minute(s)" in early.reason
     assert [name for name, _reason in alarms.resets] == [idle_alarm_name("demo-1", "llama-eu")]
     assert sm.world.components[EU].desired_copies == 1
     assert scale_items(harness) == []
     event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T12:05:00.000+0000"
-    late = scale_components(event, harness.ports)
+    late = handle(harness, event)
     assert (late.action, late.from_copies, late.to_copies) == ("scale_in_to_zero", 1, 0)
 
 
@@ -246,7 +263,7 @@ def test_transitions_that_need_no_action_are_ignored(
     harness: Harness, name: str, state: str, reason: str
 ) -> None:
     sm = deployed(harness)
-    out = scale_components(alarm_event(name, state=state), harness.ports)
+    out = handle(harness, alarm_event(name, state=state))
     assert out.action == "ignored"
     assert reason in out.reason
     assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
@@ -257,7 +274,7 @@ def test_no_scaling_once_the_release_began(harness: Harness) -> None:
     sm = deployed(harness)
     copies(sm, EU, 0)
     release(harness, "begin", "cancelled")
-    out = scale_components(alarm_event("functions/scale_components.json"), harness.ports)
+    out = handle(harness, alarm_event("functions/scale_components.json"))
     assert out.action == "ignored"
     assert "RELEASING" in out.reason
     assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
@@ -334,16 +351,86 @@ def test_idle_release_waits_for_idle_hours_after_ready_then_requests_the_release
     event["detail"]["alarmName"] = name
     event["resources"] = [alarms.arn(name)]
 
-    early = scale_components(event, harness.ports)  # READY at 11:50, only 1.2 h ago
+    early = handle(harness, event)  # READY at 11:50, only 1.2 h ago
 
     assert early.action == "ignored"
     assert [n for n, _reason in alarms.resets] == [name]
     assert "ReleaseRequested" not in harness.events.types()
     event["id"], event["detail"]["state"]["timestamp"] = "an-hour-later", "2026-12-09T14:00:00.000+0000"
-    late = scale_components(event, harness.ports)
+    late = handle(harness, event)
     assert late.action == "release_requested_idle"
     assert harness.events.types().count("ReleaseRequested") == 1
     assert harness.events.puts[-1] == (
         "ReleaseRequested",
         {"schema_version": 1, "request_id": "demo-1", "reason": "idle"},
     )
+
+
+# ------------------------------------------------------------------ stale news (issue 13, item 9)
+
+
+def _copy_changes(sm: FakeSageMaker, h: Harness) -> tuple[int, int]:
+    """(copy count changes made, scale actions recorded that change a copy count)."""
+    changes = len(sm.world.names("UpdateInferenceComponentRuntimeConfig"))
+    recorded = [i for i in scale_items(h) if i["action"] in ("scale_out_from_zero", "scale_in_to_zero")]
+    return changes, len(recorded)
+
+
+def test_an_idle_alarm_delivered_again_19_minutes_later_does_not_cut_a_busy_model(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 1)
+    idle = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T12:21:00.000+0000")
+    assert handle(harness, idle).action == "scale_in_to_zero"
+    no_capacity = alarm_event("functions/scale_components.json", at="2026-12-09T12:30:00.000+0000")
+    no_capacity["id"] = "no-capacity-1230"
+    assert handle(harness, no_capacity).action == "scale_out_from_zero"
+    copies(sm, EU, 4)  # target tracking under 20 requests a minute
+    alarms = harness.scaling.alarms("us-east-1")
+    alarms.states[idle_alarm_name("demo-1", "llama-eu")] = AlarmState(
+        "OK", PLAN_START + timedelta(hours=1, minutes=3)
+    )
+    harness.clock.now = PLAN_START + timedelta(hours=1, minutes=10)  # 12:40: the 12:21 event once more
+
+    again = scale_components(idle, harness.ports)
+
+    assert again.action == "ignored"
+    assert "stale news" in again.reason
+    assert sm.world.components[EU].desired_copies == 4
+    assert _copy_changes(sm, harness) == (2, 2)  # every change made is in the ledger
+
+
+def test_a_duplicate_idle_alarm_after_a_scale_out_leaves_the_new_copy(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 1)
+    idle = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T12:21:00.000+0000")
+    handle(harness, idle)
+    no_capacity = alarm_event("functions/scale_components.json", at="2026-12-09T12:30:00.000+0000")
+    no_capacity["id"] = "no-capacity-1230"
+    handle(harness, no_capacity)
+
+    # The idle alarm is still ALARM (the new copy has not served a minute yet): the duplicate is current
+    # news about the alarm, but a later scale action of the model came after it.
+    again = scale_components(idle, harness.ports)
+
+    assert again.action == "ignored"
+    assert "was scaled since" in again.reason
+    assert sm.world.components[EU].desired_copies == 1
+    assert _copy_changes(sm, harness) == (2, 2)
+
+
+def test_a_no_capacity_alarm_handled_after_its_ok_does_not_suspend_scale_in(harness: Harness) -> None:
+    sm = deployed(harness)
+    copies(sm, EU, 0)
+    late = alarm_event("functions/scale_components.json", at="2026-12-09T12:30:00.000+0000")
+    ok = alarm_event("functions/scale_components.json", state="OK", at="2026-12-09T12:32:00.000+0000")
+    ok["id"] = "ok-1232"
+    assert handle(harness, ok).action == "ignored"  # delivered first: no cold start under way
+    harness.clock.now = PLAN_START + timedelta(hours=1, minutes=5)
+
+    out = scale_components(late, harness.ports)  # the 12:30 ALARM, overtaken by its OK
+
+    assert out.action == "ignored"
+    assert "is OK since 2026-12-09T12:32:00.000Z" in out.reason
+    assert harness.scaling.autoscaling("us-east-1").targets[EU]["scale_in_suspended"] is False
+    assert sm.world.names("UpdateInferenceComponentRuntimeConfig") == []
+    assert scale_items(harness) == []

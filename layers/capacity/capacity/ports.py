@@ -16,10 +16,10 @@ from pydantic import BaseModel
 
 from capacity.adapters import clients
 from capacity.adapters.autoscaling import AutoScalingAdapter
-from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec
+from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec, AlarmState
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance, LaunchTemplateVersion
-from capacity.adapters.events import EventPublisher
+from capacity.adapters.events import EventPublisher, EventRules
 from capacity.adapters.iam import IamAdapter
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
@@ -142,6 +142,8 @@ class AlarmsPort(Protocol):
 
     def alarm_tags(self, arn: str) -> dict[str, str] | None: ...
 
+    def alarm_state(self, name: str) -> AlarmState | None: ...
+
     def reset_alarm(self, name: str, reason: str) -> None: ...
 
     def metric_sum(
@@ -197,6 +199,8 @@ class Ec2Port(Protocol):
 
     def launch_template_version(self, launch_template: Mapping[str, str]) -> LaunchTemplateVersion | None: ...
 
+    def tagged_capacity_reservations(self) -> list[CapacityReservation]: ...
+
 
 class IamPort(Protocol):
     """Reads instance profiles (:class:`~capacity.adapters.iam.IamAdapter`)."""
@@ -208,6 +212,16 @@ class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
 
     def put(self, detail_type: str, detail: BaseModel, *, resources: Sequence[str] = ()) -> str: ...
+
+
+class EventRulesPort(Protocol):
+    """Rules on one region's default bus (see :class:`~capacity.adapters.events.EventRules`)."""
+
+    def put_forwarding_rule(
+        self, *, name: str, pattern: Mapping[str, Any], description: str, target_arn: str, role_arn: str
+    ) -> None: ...
+
+    def delete_rule(self, name: str) -> bool: ...
 
 
 class SchedulerPort(Protocol):
@@ -261,6 +275,7 @@ class Ports:
         alarms: region -> CloudWatch alarms port; default :class:`AlarmsAdapter`.
         ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
         iam: the IAM port; default :class:`~capacity.adapters.iam.IamAdapter`.
+        event_rules: region -> default-bus rules port; default :class:`~capacity.adapters.events.EventRules`.
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -282,6 +297,7 @@ class Ports:
         request_schedules: RequestSchedules | None = None,
         ec2: Callable[[str], Ec2Port] | None = None,
         iam: IamPort | None = None,
+        event_rules: Callable[[str], EventRulesPort] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -314,6 +330,9 @@ class Ports:
             )
         )
         self._iam = iam
+        self._event_rules = _PerRegion[EventRulesPort](
+            event_rules or (lambda region: EventRules(region, clients.events(region, timeouts)))
+        )
 
     @property
     def actor(self) -> str:
@@ -417,3 +436,7 @@ class Ports:
             region = self.settings.region
             self._iam = IamAdapter(region, clients.client("iam", region, self.settings.call_timeouts))
         return self._iam
+
+    def event_rules(self, region: str) -> EventRulesPort:
+        """The rules port of ``region``'s default bus (one per region, reused)."""
+        return self._event_rules(region)

@@ -27,6 +27,9 @@ Environment variables (set by ``template.yaml``):
 ``INSTANCE_ROLE_ARNS``     comma-separated ARNs of the IAM roles EC2 instances may run as, through the
                            instance profile of a request's launch template (``InstanceRoleArns``; empty:
                            none)
+``FORWARDING_RULE_NAME``   name of the rule that forwards another region's AWS events to the bus
+``FORWARDING_TARGET_ARN``  the application's bus ARN (that rule's cross-region target)
+``FORWARDING_ROLE_ARN``    role EventBridge assumes to put the forwarded events on the bus
 ``AWS_CALL_TIMEOUTS``      ``connect,read,attempts`` of every AWS client (default ``3,10,3``: CallTimeouts)
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
@@ -60,6 +63,9 @@ _ENV_NAMES: dict[str, str] = {
     "slack_token_secret_arn": "SLACK_BOT_TOKEN_SECRET_ARN",
     "slack_signing_secret_arn": "SLACK_SIGNING_SECRET_ARN",
     "slack_approver_ids": "SLACK_APPROVER_IDS",
+    "forwarding_rule_name": "FORWARDING_RULE_NAME",
+    "forwarding_target_arn": "FORWARDING_TARGET_ARN",
+    "forwarding_role_arn": "FORWARDING_ROLE_ARN",
 }
 
 
@@ -136,6 +142,9 @@ class Settings:
     slack_token_secret_arn: str = ""
     slack_signing_secret_arn: str = ""
     slack_approver_ids: str = ""
+    forwarding_rule_name: str = ""
+    forwarding_target_arn: str = ""
+    forwarding_role_arn: str = ""
     offerings_ttl_days: int = 14
     model_artifact_buckets: frozenset[str] | None = None
     """The S3 buckets model artifacts may come from; None when ``MODEL_ARTIFACT_BUCKETS`` is not set (not

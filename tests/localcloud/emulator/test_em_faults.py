@@ -9,7 +9,7 @@ import time_machine
 
 from localcloud.emulator import Emulator
 from localcloud.emulator.testing import Call, deploy_on_plan, raises_aws
-from localcloud.faults import FaultKind
+from localcloud.faults import FaultKind, FaultRule
 
 NO_CAPACITY = frozenset({FaultKind.INSUFFICIENT_CAPACITY})
 STUCK = frozenset({FaultKind.STUCK})
@@ -307,4 +307,107 @@ def test_insufficient_capacity_on_invoke(
             EndpointName=deployed.endpoint,
             InferenceComponentName="model-a",
             Body=b"{}",
+        )
+
+
+# ----------------------------------------------------------------------- stale_listing (eventual consistency)
+
+
+def _stale(seconds: float) -> list[FaultRule]:
+    return [FaultRule(kind=FaultKind.STALE_LISTING, delay_seconds=seconds)]
+
+
+def test_a_stale_listing_misses_a_component_just_created_and_shows_one_just_deleted(
+    emulator: Emulator, clock: time_machine.Traveller
+) -> None:
+    """AWS listings are eventually consistent: for ``delay_seconds`` after a change, a read may answer what
+    was true before it. (The local cloud used to agree instantly, always.)"""
+    deployed = deploy_on_plan(emulator, clock, components=("model-a",))
+    (old,) = deployed.components
+
+    def listed(faults: list[FaultRule]) -> list[tuple[str, str]]:
+        answer = emulator.call(
+            "sagemaker",
+            "ListInferenceComponents",
+            {"EndpointNameEquals": deployed.endpoint},
+            region="us-east-1",
+            faults=faults,
+        )
+        return [
+            (c["InferenceComponentName"], c["InferenceComponentStatus"])
+            for c in answer["InferenceComponents"]
+        ]
+
+    existing = emulator.call(
+        "sagemaker", "DescribeInferenceComponent", {"InferenceComponentName": old}, region="us-east-1"
+    )
+    emulator.call(
+        "sagemaker",
+        "CreateInferenceComponent",
+        {
+            "InferenceComponentName": "model-b",
+            "EndpointName": deployed.endpoint,
+            "VariantName": existing["VariantName"],
+            "Specification": {
+                "Container": {"Image": "example.com/llm:1", "ArtifactUrl": "s3://models/model-b.tar.gz"},
+                "ComputeResourceRequirements": existing["Specification"]["ComputeResourceRequirements"],
+            },
+            "RuntimeConfig": {"CopyCount": 1},
+        },
+        region="us-east-1",
+    )
+    emulator.call(
+        "sagemaker", "DeleteInferenceComponent", {"InferenceComponentName": old}, region="us-east-1"
+    )
+    clock.shift(timedelta(minutes=2))  # the old one is gone (1 min), the new one is still creating (3 min)
+
+    assert listed([]) == [("model-b", "Creating")]
+    assert listed(_stale(150)) == [(old, "InService")]  # as of 30 s before both calls
+    described = emulator.call(
+        "sagemaker",
+        "DescribeInferenceComponent",
+        {"InferenceComponentName": old},
+        region="us-east-1",
+        faults=_stale(90),
+    )
+    assert described["InferenceComponentStatus"] == "Deleting"  # deleted, still described
+    with raises_aws("ValidationException", "Could not find inference component"):
+        emulator.call(
+            "sagemaker",
+            "DescribeInferenceComponent",
+            {"InferenceComponentName": "model-b"},
+            region="us-east-1",
+            faults=_stale(150),
+        )
+
+
+def test_after_delete_endpoint_a_stale_read_still_describes_and_lists_the_endpoint(
+    emulator: Emulator, clock: time_machine.Traveller
+) -> None:
+    deployed = deploy_on_plan(emulator, clock, components=())
+    emulator.call("sagemaker", "DeleteEndpoint", {"EndpointName": deployed.endpoint}, region="us-east-1")
+    clock.shift(timedelta(minutes=3))  # deleted two minutes after DeleteEndpoint
+
+    with raises_aws("ValidationException", "Could not find endpoint"):
+        emulator.call(
+            "sagemaker", "DescribeEndpoint", {"EndpointName": deployed.endpoint}, region="us-east-1"
+        )
+    stale = emulator.call(
+        "sagemaker",
+        "DescribeEndpoint",
+        {"EndpointName": deployed.endpoint},
+        region="us-east-1",
+        faults=_stale(120),
+    )
+    assert stale["EndpointStatus"] == "Deleting"
+    listed = emulator.call("sagemaker", "ListEndpoints", {}, region="us-east-1", faults=_stale(120))
+    assert [e["EndpointName"] for e in listed["Endpoints"]] == [deployed.endpoint]
+    # Writes are never stale: a stale_listing rule on every operation leaves DeleteEndpoint as it is.
+    with raises_aws("ValidationException", "Could not find endpoint"):
+        emulator.call(
+            "sagemaker",
+            "DeleteEndpoint",
+            {"EndpointName": deployed.endpoint},
+            region="us-east-1",
+            faults=_stale(120),
         )

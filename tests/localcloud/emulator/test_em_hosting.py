@@ -191,11 +191,19 @@ def test_endpoint_delete_is_blocked_while_it_has_inference_components(
     assert call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint) == {}
 
 
-def test_config_delete_is_blocked_while_an_endpoint_uses_it_or_is_updated_to_it(
+def test_config_delete_is_accepted_while_an_endpoint_uses_it_and_the_endpoint_keeps_billing(
     call: Call, deployed: Deployment, clock: time_machine.Traveller
 ) -> None:
-    with raises_aws("ValidationException", f'in use by endpoint "{deployed.endpoint}"'):
-        call("sagemaker", "DeleteEndpointConfig", EndpointConfigName=deployed.config)
+    # SageMaker accepts it (DeleteEndpointConfig API reference): the endpoint runs on, and bills, until
+    # it is deleted itself. (The local cloud used to refuse it, which AWS does not.)
+    assert call("sagemaker", "DeleteEndpointConfig", EndpointConfigName=deployed.config) == {}
+    with raises_aws("ValidationException", "Could not find endpoint configuration"):
+        call("sagemaker", "DescribeEndpointConfig", EndpointConfigName=deployed.config)
+    clock.shift(timedelta(minutes=10))
+    described = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
+    assert (described["EndpointStatus"], described["EndpointConfigName"]) == ("InService", deployed.config)
+    assert described["ProductionVariants"][0]["CurrentInstanceCount"] >= 1
+    # While an update to another config is under way, that config can be deleted too.
     call(
         "sagemaker",
         "CreateEndpointConfig",
@@ -204,15 +212,10 @@ def test_config_delete_is_blocked_while_an_endpoint_uses_it_or_is_updated_to_it(
         ProductionVariants=[variant(deployed.plan_arn, count=2)],
     )
     call("sagemaker", "UpdateEndpoint", EndpointName=deployed.endpoint, EndpointConfigName="next")
-    with raises_aws("ValidationException", "(Updating)"):
-        call("sagemaker", "DeleteEndpointConfig", EndpointConfigName="next")
-    clock.shift(timedelta(minutes=4))
-    assert call("sagemaker", "DeleteEndpointConfig", EndpointConfigName=deployed.config) == {}
-    for name in deployed.components:
-        call("sagemaker", "DeleteInferenceComponent", InferenceComponentName=name)
-    clock.shift(timedelta(minutes=1))
-    call("sagemaker", "DeleteEndpoint", EndpointName=deployed.endpoint)
     assert call("sagemaker", "DeleteEndpointConfig", EndpointConfigName="next") == {}
+    clock.shift(timedelta(minutes=4))
+    described = call("sagemaker", "DescribeEndpoint", EndpointName=deployed.endpoint)
+    assert described["EndpointStatus"] == "InService"
 
 
 def test_the_plan_must_be_active_to_create_an_endpoint(call: Call, clock: time_machine.Traveller) -> None:

@@ -212,4 +212,7 @@ def test_a_target_that_does_not_exist_is_recorded(
         "StartExecution on arn:aws:states:us-east-1:123456789012:stateMachine:nope failed"
         in sink.deliveries[0].error
     )
-    assert any("not reached" in entry.text for entry in timeline.entries("note"))
+    # A target that does not exist is not retried (EventBridge user guide); with no DLQ the event is dropped.
+    assert [error.code for _, error in sink.dead_letters] == ["NO_RESOURCE"]
+    assert sink.next_due(datetime(2026, 12, 1, 8, 0, 5, tzinfo=UTC)) is None
+    assert any("dropped (NO_RESOURCE" in entry.text for entry in timeline.entries("note"))

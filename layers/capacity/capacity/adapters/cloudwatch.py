@@ -1,6 +1,6 @@
-"""CloudWatch adapter: the alarms that drive ``scale_components`` and the metric sums it reports
-(CloudWatch API reference: ``PutMetricAlarm``, ``DescribeAlarms``, ``DeleteAlarms``,
-``ListTagsForResource``, ``GetMetricStatistics``).
+"""CloudWatch adapter: the alarms that drive ``scale_components``, their current state, and the metric
+sums it reports (CloudWatch API reference: ``PutMetricAlarm``, ``DescribeAlarms``, ``DeleteAlarms``,
+``SetAlarmState``, ``ListTagsForResource``, ``GetMetricStatistics``).
 
 Errors: throttling/5xx/timeouts after botocore's retries become :class:`~capacity.errors.RetryableAwsError`;
 ``ResourceNotFound`` on tags means the alarm is gone (None); the rest is raised as is.
@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
+from capacity.timeutil import as_utc
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -45,6 +46,15 @@ class AlarmSpec:
     treat_missing: str
     tags: Sequence[Mapping[str, str]]
     namespace: str = SAGEMAKER_NAMESPACE
+
+
+@dataclass(frozen=True)
+class AlarmState:
+    """An alarm's current state (``DescribeAlarms``): ``value`` ``OK``, ``ALARM`` or ``INSUFFICIENT_DATA``
+    since ``updated`` (``StateUpdatedTimestamp``, UTC)."""
+
+    value: str
+    updated: datetime
 
 
 class AlarmsAdapter:
@@ -98,6 +108,17 @@ class AlarmsAdapter:
             token = page.get("NextToken")
             if not token:
                 return names
+
+    def alarm_state(self, name: str) -> AlarmState | None:
+        """The alarm's current ``StateValue`` and ``StateUpdatedTimestamp``; None when it does not exist."""
+        page = self._call(
+            "DescribeAlarms",
+            lambda: self._client.describe_alarms(AlarmNames=[name], AlarmTypes=["MetricAlarm"]),
+        )
+        found = [alarm for alarm in page.get("MetricAlarms", []) if alarm.get("AlarmName") == name]
+        if not found:
+            return None
+        return AlarmState(str(found[0]["StateValue"]), as_utc(found[0]["StateUpdatedTimestamp"]))
 
     def delete_alarms(self, names: Sequence[str]) -> None:
         """``DeleteAlarms`` in batches of 100 (names that do not exist are ignored by CloudWatch)."""

@@ -40,6 +40,8 @@ _CAPACITY_CODES = frozenset(
 )
 LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 """Instance states that still bill or may bill (``terminated`` is the only final one)."""
+UPCOMING_RESERVATION_STATES = ("payment-pending", "scheduled", "active")
+"""Capacity reservation states of a block that has not ended (its EC2 events are still to come)."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,20 @@ class Ec2Adapter:
             self._client.describe_capacity_reservations,
             "CapacityReservations",
             Filters=[{"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]}],
+        )
+        return [_reservation(item) for item in items]
+
+    def tagged_capacity_reservations(self) -> list[CapacityReservation]:
+        """Reservations carrying the ``capacity-orchestrator:request-id`` tag (any request) that are still
+        to come or running (``payment-pending``, ``scheduled``, ``active``), every page."""
+        items = self._every(
+            "DescribeCapacityReservations",
+            self._client.describe_capacity_reservations,
+            "CapacityReservations",
+            Filters=[
+                {"Name": "tag-key", "Values": [TAG_REQUEST_ID]},
+                {"Name": "state", "Values": list(UPCOMING_RESERVATION_STATES)},
+            ],
         )
         return [_reservation(item) for item in items]
 

@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from capacity import EVENT_SOURCE
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
-from capacity.errors import ConfigurationError
+from capacity.errors import ConfigurationError, RetryableAwsError
 from capacity.models import ReleaseRequestedDetail
 from capacity.timeutil import as_utc, utcnow
 
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
 MIN_LEAD = timedelta(minutes=1)
+PAST_AT_ATTEMPTS = 3
+"""How many times a release schedule refused for an ``at()`` gone by is asked again (from the new now)."""
 
 
 class ReleaseScheduler:
@@ -50,44 +52,58 @@ class ReleaseScheduler:
     def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool:
         """Create the one-time schedule putting ``ReleaseRequested`` at ``at`` (UTC).
 
-        A time in the past (or within a minute) is moved to one minute from now.
+        A time in the past (or within a minute) is moved to one minute from now. Scheduler refuses an
+        ``at()`` that is no longer in the future when the request reaches it (``ValidationException``; a
+        slow call can get there after the minute): the schedule is then asked again for a minute from
+        then, up to :data:`PAST_AT_ATTEMPTS` times, so the release of money already spent is never lost.
 
         Returns:
             True if created, False if a schedule with ``name`` already existed (a retry).
 
         Raises:
             ConfigurationError: ``RELEASE_TARGET_ARN`` or ``SCHEDULER_ROLE_ARN`` is not configured.
-            RetryableAwsError: throttling/5xx after retries.
+            RetryableAwsError: throttling/5xx after retries, or the time kept passing before the request.
             ClientError: any other rejection.
         """
         if not self._target_arn or not self._role_arn:
             raise ConfigurationError("release schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
-        when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
         detail = ReleaseRequestedDetail(request_id=request_id, reason=reason)
-        try:
-            self._client.create_schedule(
-                Name=name,
-                GroupName=self._group,
-                ScheduleExpression=f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
-                ScheduleExpressionTimezone="UTC",
-                FlexibleTimeWindow={"Mode": "OFF"},
-                ActionAfterCompletion="DELETE",
-                Description=f"Release reservation {request_id} ({reason})",
-                Target={
-                    "Arn": self._target_arn,
-                    "RoleArn": self._role_arn,
-                    "Input": detail.model_dump_json(),
-                    "EventBridgeParameters": {"DetailType": "ReleaseRequested", "Source": EVENT_SOURCE},
-                },
-            )
-        except (ClientError, BotoCoreError) as exc:
-            if isinstance(exc, ClientError) and error_code(exc) == "ConflictException":
-                return False
-            translated = clients.translate(exc, "Scheduler CreateSchedule")
-            if translated is not None:
-                raise translated from exc
-            raise
-        return True
+        for _ in range(PAST_AT_ATTEMPTS):
+            when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
+            try:
+                self._client.create_schedule(
+                    Name=name,
+                    GroupName=self._group,
+                    ScheduleExpression=f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
+                    ScheduleExpressionTimezone="UTC",
+                    FlexibleTimeWindow={"Mode": "OFF"},
+                    ActionAfterCompletion="DELETE",
+                    Description=f"Release reservation {request_id} ({reason})",
+                    Target={
+                        "Arn": self._target_arn,
+                        "RoleArn": self._role_arn,
+                        "Input": detail.model_dump_json(),
+                        "EventBridgeParameters": {"DetailType": "ReleaseRequested", "Source": EVENT_SOURCE},
+                    },
+                )
+            except (ClientError, BotoCoreError) as exc:
+                if isinstance(exc, ClientError) and error_code(exc) == "ConflictException":
+                    return False
+                if (
+                    isinstance(exc, ClientError)
+                    and error_code(exc) == "ValidationException"
+                    and when <= utcnow()
+                ):
+                    continue  # the at() went by while the request travelled: ask again from now
+                translated = clients.translate(exc, "Scheduler CreateSchedule")
+                if translated is not None:
+                    raise translated from exc
+                raise
+            return True
+        raise RetryableAwsError(
+            f"Scheduler CreateSchedule {name}: the time passed before each of {PAST_AT_ATTEMPTS} requests "
+            "arrived (at() in the past)"
+        )
 
     def delete(self, name: str) -> bool:
         """Delete the schedule ``name``; False when it was already gone (fired and auto-deleted)."""

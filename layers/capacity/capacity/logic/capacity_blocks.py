@@ -68,6 +68,7 @@ from capacity.logic.common import (
     stop_if_released,
     void_purchase,
 )
+from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.models import (
     CostSummary,
@@ -203,8 +204,10 @@ def _after_purchase(
     output = PurchaseOutput.from_purchase_item(item)
     margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
     release_at = output.end_time - margin
-    # Scheduled as soon as the money is spent; the expiry warning event (40 minutes before the end, seen
-    # for blocks in the stack's region) is the other trigger, whichever comes first.
+    # Scheduled as soon as the money is spent; the expiry warning event (40 minutes before the end) is the
+    # other trigger, whichever comes first: outside the stack's region it reaches us through a forwarding
+    # rule, put now (an upsert: every retry of this step puts it again).
+    ensure_forwarding(ports, output.region)
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
     )

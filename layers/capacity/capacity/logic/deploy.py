@@ -155,7 +155,13 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
 
     info = sagemaker.describe_endpoint(name)
     if info is None:
-        _guard(ports, request.id)  # deleted by a release that started meanwhile: not a failure
+        history = _guard(ports, request.id)  # deleted by a release that started meanwhile: not a failure
+        deploying = first_entry(history, State.DEPLOYING)
+        if deploying is not None and ports.clock() <= deploying.at + ENDPOINT_DEADLINE:
+            # DescribeEndpoint may lag behind CreateEndpoint (eventually consistent): not visible yet.
+            return EndpointOutput(
+                endpoint_name=name, status="Creating", next_wait_seconds=wait, attempt=step.attempt + 1
+            )
         raise EndpointFailed(f"endpoint {name} does not exist in {purchase.region}")
     if info.status == "Failed":
         raise EndpointFailed(f"endpoint {name} failed: {info.failure_reason or 'no reason given'}")
@@ -168,6 +174,20 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
     return EndpointOutput(
         endpoint_name=name, status=info.status, next_wait_seconds=wait, attempt=step.attempt + 1
     )
+
+
+def _missing_components(ports: Ports, request_id: str, endpoint: str, missing: list[str]) -> None:
+    """Components created but not described: DescribeInferenceComponent may lag behind the create
+    (eventually consistent), so they count as not visible yet until the components' deadline.
+
+    Raises:
+        ReservationCancelled: a release started meanwhile (and deleted them): not a failure.
+        ComponentFailed: still missing :data:`COMPONENTS_DEADLINE` after ``DEPLOYING``.
+    """
+    history = _guard(ports, request_id)
+    deploying = first_entry(history, State.DEPLOYING)
+    if deploying is None or ports.clock() > deploying.at + COMPONENTS_DEADLINE:
+        raise ComponentFailed(f"inference component(s) {', '.join(missing)} do not exist on {endpoint}")
 
 
 def create_inference_components(step: ComponentsInput, ports: Ports) -> ComponentsOutput:
@@ -219,8 +239,10 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
     infos = {name: sagemaker.describe_inference_component(name) for name in names}
     missing = [name for name, info in infos.items() if info is None]
     if missing:
-        _guard(ports, request.id)  # deleted by a release that started meanwhile: not a failure
-        raise ComponentFailed(f"inference component(s) {', '.join(missing)} do not exist on {endpoint}")
+        _missing_components(ports, request.id, endpoint, missing)
+        return ComponentsOutput(
+            status="Creating", component_names=names, next_wait_seconds=wait, attempt=step.attempt + 1
+        )
     failed = [info for info in infos.values() if info is not None and info.status == "Failed"]
     if failed:
         raise ComponentFailed(

@@ -26,7 +26,7 @@ may have put them after ``delete_scaling``) before it verifies that nothing of t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -40,6 +40,7 @@ from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
@@ -147,7 +148,9 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if step.action in ("delete_scaling", "delete_alarms"):
         output = _stop_scaling_or_alarms(step, ports, purchase)
     else:
-        output = _DELETIONS[step.action](sagemaker, step.request_id, step.attempt)
+        models = _model_names(ports, step.request_id)
+        components = [inference_component_name(step.request_id, model) for model in models]
+        output = _DELETIONS[step.action](sagemaker, step.request_id, step.attempt, components)
     return output
 
 
@@ -182,39 +185,60 @@ def _poll(attempt: int, request_id: str, still: list[str]) -> ReleaseOutput:
     )
 
 
-def _delete_endpoint_config(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
+def _delete_endpoint_config(
+    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
+) -> ReleaseOutput:
     if sagemaker.describe_endpoint(endpoint_name(request_id)) is not None:
         raise ResourceBusy(f"endpoint {endpoint_name(request_id)} still exists; its config must wait")
     sagemaker.delete_endpoint_config(endpoint_config_name(request_id))
     return ReleaseOutput(done=True)
 
 
-def _delete_components(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
-    components = sagemaker.list_inference_components(endpoint_name=endpoint_name(request_id))
-    for component in components:
+def _delete_components(
+    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
+) -> ReleaseOutput:
+    """Delete the listed components of the endpoint and the reservation's own ``components`` by name: a
+    listing may lag behind a create (eventually consistent), ``DeleteInferenceComponent`` does not (it
+    answers not-found only for what does not exist)."""
+    listed = sagemaker.list_inference_components(endpoint_name=endpoint_name(request_id))
+    for component in listed:
         if component.status == "Deleting":
             continue
         try:
             sagemaker.delete_inference_component(component.name)
         except ResourceBusy as exc:  # still Creating/Updating: counted as remaining, tried again next time
             logger.info("inference component %s busy: %s", component.name, exc)
-    if not components:
-        return ReleaseOutput(done=True)
     # Every listed component still bills, ``Deleting`` ones included, until it is gone from the listing.
-    still = [f"inference component {c.name} ({c.status})" for c in components]
+    still = [f"inference component {c.name} ({c.status})" for c in listed]
+    names = {c.name for c in listed}
+    for name in components:
+        if name in names:
+            continue
+        try:
+            if sagemaker.delete_inference_component(name):
+                still.append(f"inference component {name} (not listed yet)")
+        except ResourceBusy:  # it exists and is busy: not listed yet, still billing
+            still.append(f"inference component {name} (busy, not listed yet)")
+    if not still:
+        return ReleaseOutput(done=True)
     return _poll(attempt, request_id, still)
 
 
-def _delete_endpoint(sagemaker: SageMakerPort, request_id: str, attempt: int = 0) -> ReleaseOutput:
+def _delete_endpoint(
+    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
+) -> ReleaseOutput:
     name = endpoint_name(request_id)
-    components = sagemaker.list_inference_components(endpoint_name=name)
-    if components:
+    listed = sagemaker.list_inference_components(endpoint_name=name)
+    if listed:
         # Created after delete_components (a deployment still running): delete them too, then wait.
-        _delete_components(sagemaker, request_id)
-        raise ResourceBusy(f"endpoint {name} still hosts {len(components)} inference component(s)")
+        _delete_components(sagemaker, request_id, components=components)
+        raise ResourceBusy(f"endpoint {name} still hosts {len(listed)} inference component(s)")
     info = sagemaker.describe_endpoint(name)
     if info is None:
-        return ReleaseOutput(done=True)
+        # DescribeEndpoint may lag behind CreateEndpoint; DeleteEndpoint does not: not found means gone.
+        if not sagemaker.delete_endpoint(name):
+            return ReleaseOutput(done=True)
+        return _poll(attempt, request_id, [f"endpoint {name} (not described yet, deleting)"])
     if info.status in _BUSY_ENDPOINT:
         raise ResourceBusy(f"endpoint {name} is {info.status}; SageMaker refuses to delete it now")
     if info.status != "Deleting" and not sagemaker.delete_endpoint(name):
@@ -473,11 +497,15 @@ def record_released(
         ports.scheduler.delete(release_schedule_name(step.request_id))
     except Exception as exc:  # the schedule firing later is harmless: release answers already_released
         logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
+    try:  # the last reservation of another region no longer needs its events forwarded
+        retire_forwarding(ports, purchase.region)
+    except Exception as exc:  # a forwarding rule left behind forwards a few events for nothing: harmless
+        logger.warning("could not retire the forwarding rule of %s: %s", purchase.region, exc)
     post(ports, message(summary, reason))
     return ReleaseOutput(done=True, summary=summary)
 
 
-_DELETIONS: dict[str, Callable[[SageMakerPort, str, int], ReleaseOutput]] = {
+_DELETIONS: dict[str, Callable[[SageMakerPort, str, int, Sequence[str]], ReleaseOutput]] = {
     "delete_components": _delete_components,
     "delete_endpoint": _delete_endpoint,
     "delete_endpoint_config": _delete_endpoint_config,

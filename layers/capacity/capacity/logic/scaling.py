@@ -33,9 +33,16 @@ idle-release   ALARM   put ``ReleaseRequested`` (reason ``idle``), notify; befor
 ============== ======= ===============================================================================
 
 Anything else is ignored with a reason (other applications' alarms, other states, a component already at
-the wanted count, a reservation already releasing). Each action is an append-only ledger item
-``SCALE#<alarm state time>#<model>#<kind>`` written before acting with the event id as its write id: a
-redelivered event finds its item and does nothing twice.
+the wanted count, a reservation already releasing).
+
+EventBridge delivers at least once and may reorder (an idle ``ALARM`` delivered again 19 minutes later, an
+``ALARM`` handled after its ``OK``), so the event is news to check, never an order: the alarm's current
+state (``DescribeAlarms`` ``StateValue``/``StateUpdatedTimestamp``) must still be the one the event reports,
+from the event's time; and no later scale action of the same model may be recorded (a later transition
+was acted on already). A stale event is ignored with the reason. Each action is an append-only ledger item
+``SCALE#<alarm state time>#<model>#<kind>`` written before acting with the event id as its write id, and
+the copy count changes only when this delivery wrote the item and the count is still the one it records:
+every copy count this function changes is in the ledger, once.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from capacity.adapters.cloudwatch import AlarmSpec
 from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.forwarding import ensure_forwarding
 from capacity.models import ModelSpec, ReleaseRequestedDetail, ReservationRequest, State, parse_model
 from capacity.naming import (
     ALARM_PREFIX,
@@ -154,9 +162,12 @@ def alarm_specs(request: ReservationRequest) -> list[AlarmSpec]:
 
 def setup_scaling(ports: Ports, request: ReservationRequest, region: str) -> None:
     """Register every component's scalable target and policy, then put the alarms (all upserts: safe to
-    repeat). Application Auto Scaling receives ``MinCapacity`` 0 as 0.
+    repeat). Application Auto Scaling receives ``MinCapacity`` 0 as 0. In a region other than the stack's,
+    the rule forwarding that region's alarm events to the application's bus is put before and after the
+    alarms (:mod:`capacity.logic.forwarding`).
 
     Raises:
+        ConfigurationError: the forwarding settings are missing (a region other than the stack's).
         RetryableAwsError: throttling/5xx after retries.
         ResourceBusy: another scaling change of a target is under way.
     """
@@ -174,9 +185,14 @@ def setup_scaling(ports: Ports, request: ReservationRequest, region: str) -> Non
             scale_in_cooldown=scaling.scale_in_cooldown_seconds,
             scale_out_cooldown=scaling.scale_out_cooldown_seconds,
         )
+    specs = alarm_specs(request)
+    if specs:
+        ensure_forwarding(ports, region)
     alarms = ports.alarms(region)
-    for spec in alarm_specs(request):
+    for spec in specs:
         alarms.put_alarm(spec)
+    if specs:
+        ensure_forwarding(ports, region)
 
 
 # ------------------------------------------------------------------------------------------ tear down
@@ -295,22 +311,42 @@ def scale_components(event: Mapping[str, Any], ports: Ports) -> ScaleOutput:
         return found
     request, purchase, tags = found
     at = _parse_time(change.detail.state.timestamp) or _parse_time(change.time) or ports.clock()
+    stale = _stale(change, ports, at, request.id)
+    if stale is not None:
+        return stale
     if kind == IDLE_RELEASE:
         return _idle_release(change, ports, request, at)
+    return _scale_model(change, ports, request, purchase, tags=tags, at=at, kind=kind)
+
+
+def _scale_model(
+    change: AlarmStateChange,
+    ports: Ports,
+    request: ReservationRequest,
+    purchase: Purchase,
+    *,
+    tags: Mapping[str, str],
+    at: datetime,
+    kind: str,
+) -> ScaleOutput:
+    """The no-capacity or idle alarm of one model: scale out, end the cold start, or scale in."""
     model = next((m for m in request.models if m.name == tags.get(TAG_MODEL)), None)
     if model is None or not model.scales_to_zero:
         return _ignore(
             f"alarm {change.detail.alarmName} names no model of {request.id} that may scale to zero",
             request.id,
         )
+    ending = kind == NO_CAPACITY and change.detail.state.value == "OK"
+    # A cold start's end always resumes scale-in; a scale-out or scale-in is old news after a later action.
+    superseded = None if ending else _superseded(ports, request.id, model.name, at, change.detail.alarmName)
+    if superseded is not None:
+        return superseded
     context = _Context(
         change=change, ports=ports, request=request, purchase=purchase, model=model, at=at, kind=kind
     )
     if kind == IDLE:
-        action = _scale_in
-    else:
-        action = _cold_start_ended if change.detail.state.value == "OK" else _scale_out
-    return action(context)
+        return _scale_in(context)
+    return _cold_start_ended(context) if ending else _scale_out(context)
 
 
 def _kind(change: AlarmStateChange) -> str | ScaleOutput:
@@ -324,6 +360,49 @@ def _kind(change: AlarmStateChange) -> str | ScaleOutput:
     if state != "ALARM" and not (kind == NO_CAPACITY and state == "OK"):
         return _ignore(f"alarm {name} went {state}: no action needed")
     return kind
+
+
+def _millis(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def _stale(change: AlarmStateChange, ports: Ports, at: datetime, request_id: str) -> ScaleOutput | None:
+    """Why the event no longer describes the alarm (``DescribeAlarms`` now), or None when it still does.
+
+    The alarm must be in the event's state since the event's time (to the millisecond CloudWatch writes):
+    a later transition, or the alarm gone, makes the event stale news.
+    """
+    name, value = change.detail.alarmName, change.detail.state.value
+    current = ports.alarms(change.region).alarm_state(name)
+    if current is None:
+        return _ignore(f"alarm {name} no longer exists: its {value} of {iso_ms(at)} is stale", request_id)
+    if current.value != value or _millis(current.updated) > _millis(at):
+        return _ignore(
+            f"alarm {name} is {current.value} since {iso_ms(current.updated)}: its {value} of {iso_ms(at)} "
+            "is stale news (delivered late or again)",
+            request_id,
+        )
+    return None
+
+
+def _superseded(
+    ports: Ports, request_id: str, model: str, at: datetime, alarm_name: str
+) -> ScaleOutput | None:
+    """Why a later scale action of ``model`` makes this transition old news, or None."""
+    later = [
+        item
+        for item in ports.ledger.items(request_id, SCALE_PREFIX)
+        if item.get("model") == model and (_parse_time(str(item.get("at") or "")) or at) > at
+    ]
+    if not later:
+        return None
+    last = later[-1]
+    return _ignore(
+        f"alarm {alarm_name} of {iso_ms(at)}: {model} was scaled since ({last.get('action')} at "
+        f"{last.get('at')}); nothing to do",
+        request_id,
+        model,
+    )
 
 
 def _reservation(
@@ -451,6 +530,8 @@ def _scale_out(ctx: _Context) -> ScaleOutput:
         to_copies=copies,
         failed_requests=failed,
     )
+    if not created or output.from_copies != desired:
+        return output  # another delivery of this transition acted, or the count it recorded changed
     # Target tracking sees the starting copy serve nothing and would scale it straight back in: hold its
     # scale-in until the cold start is over (resumed when the no-capacity alarm returns to OK).
     ctx.ports.autoscaling(ctx.purchase.region).suspend_scale_in(ctx.component, suspended=True)
@@ -528,7 +609,7 @@ def _scale_in(ctx: _Context) -> ScaleOutput:
         return _ignore(
             f"inference component {ctx.component} is already at 0 copies", ctx.request.id, ctx.model.name
         )
-    _created, output = ctx.record(
+    created, output = ctx.record(
         "scale_in_to_zero",
         reason=(
             f"alarm {ctx.change.detail.alarmName}: no request for {ctx.model.idle_minutes} minute(s); "
@@ -537,6 +618,8 @@ def _scale_in(ctx: _Context) -> ScaleOutput:
         from_copies=desired,
         to_copies=0,
     )
+    if not created or output.from_copies != desired:
+        return output  # another delivery of this transition acted, or the count it recorded changed
     ctx.sagemaker.update_inference_component_copies(ctx.component, 0)
     return output
 
