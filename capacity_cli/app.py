@@ -198,11 +198,12 @@ def _fail(
         runtime.err.print(f"[red]The API refused the request ({exc.status}):[/red]")
         for line in describe_problems(exc.problems, sent, schema=schema):
             runtime.err.print(f"  - {line}", markup=False, highlight=False)
-        if exc.status == 422 and runtime.local and any("past" in p.message for p in exc.problems):
+        past = any("past" in p.message for p in exc.problems)
+        if exc.status == 422 and runtime.local and runtime.injected is None and past:
             runtime.err.print("  (the embedded local cloud starts at the real time now: --start moves it)")
     elif isinstance(exc, ApiError):
         runtime.err.print(f"[red]The API answered {exc.status}:[/red] {exc.message}", highlight=False)
-        if exc.status == 404 and runtime.local:
+        if exc.status == 404 and runtime.local and runtime.injected is None:
             runtime.err.print(
                 "  (the embedded local cloud keeps nothing between commands: run make serve and use "
                 "--endpoint http://127.0.0.1:3000, or follow a reservation with reserve --watch)"
@@ -341,8 +342,8 @@ def reserve(
     watch: Annotated[
         bool | None, typer.Option("--watch/--no-watch", help="Follow it afterwards (default with --local).")
     ] = None,
-    until: Annotated[
-        list[str] | None, typer.Option(help="With --watch: stop at this state (repeat).")
+    watch_until: Annotated[
+        list[str] | None, typer.Option("--watch-until", help="With --watch: stop at this state (repeat).")
     ] = None,
 ) -> None:
     """Reserve GPU capacity: shows the price (a dry run first), asks [y/N], then submits the request."""
@@ -367,7 +368,7 @@ def reserve(
         render.emit(runtime.out, runtime.output, accepted, _accepted_text(accepted))
         return
     runtime.err.print(f"Reserved {request_id} ({accepted.get('status')}); following it:", highlight=False)
-    result = _follow(runtime, request_id, until or None)
+    result = _follow(runtime, request_id, watch_until or None)
     _finish_watch(runtime, result)
 
 
@@ -428,7 +429,7 @@ def _follow(
 
     def show(entry: Mapping[str, Any]) -> None:
         if lines:
-            runtime.out.print(render.history_line(entry), markup=False, highlight=False)
+            runtime.out.print(render.history_line(entry), markup=False, highlight=False, soft_wrap=True)
         else:
             runtime.out.file.write(render.as_json(entry).replace("\n", " ") + "\n")
 
