@@ -37,10 +37,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from time_machine import escape_hatch
+
 from localcloud.clock import ClockStuckError
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
-from localcloud.http_api import LocalApiServer, describe_routes, response_summary
+from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.soak import add_arguments as soak_arguments
 from localcloud.soak import run_command as run_soak
@@ -121,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--speed", type=float, default=1.0, help="virtual seconds per real second")
+    serve.add_argument(
+        "--sigv4",
+        action="store_true",
+        help="check SigV4 on the AWS_IAM routes as API Gateway does (callers: ApiCallers in "
+        "localcloud/local_values.json; request times against the real clock) and pass the caller's identity",
+    )
     return parser
 
 
@@ -518,6 +526,17 @@ def command_serve(args: argparse.Namespace) -> int:
     )
     if not cloud.stack.api_routes:
         raise UsageError(f"{args.template}: no Api events to serve")
+    verifier = None
+    if args.sigv4:
+        try:
+            # The client signs with its own (real) clock, not the simulation's.
+            verifier = SigV4Verifier.from_local_values(
+                cloud.stack.local_values,
+                region=args.region,
+                now=lambda: escape_hatch.datetime.datetime.now(UTC),
+            )
+        except ValueError as exc:
+            raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
         server = LocalApiServer(
             port=args.port,
@@ -526,13 +545,14 @@ def command_serve(args: argparse.Namespace) -> int:
             account_id=cloud.account_id,
             now=cloud.now,
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
+            verifier=verifier,
         )
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
             f"(virtual time x{args.speed:g}); Ctrl-C stops"
         )
-        print(describe_routes(cloud.stack.api_routes, args.port), flush=True)
+        print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
         # How many times each line has been printed: identical lines (five GETs in one second) are real.
         printed: Counter[tuple[datetime, str, str]] = Counter()
         tick = 0.2
