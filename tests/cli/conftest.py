@@ -4,7 +4,9 @@ The CLI is driven through its real entry point (Typer's ``CliRunner`` on ``capac
 ``--local``; Click's ``obj`` hands it the shared cloud (:class:`capacity_cli.app.Injected`), so the
 commands of a test (reserve, then watch, status, cancel) act on one cloud, as with ``make serve``.
 Reservations of different tests use different request ids; nothing in this package buys
-``ml.p5en.48xlarge``, so plans of that type are the same whatever ran before (snapshots).
+``ml.p5en.48xlarge``, so plans of that type are the same whatever ran before. Following a reservation
+moves the shared clock on: tests that need no fixed dates ask for a window after the clock's now
+(:func:`future_body`, ``--from +2d``); the plan snapshots, at the sample's own dates, run first.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,15 @@ def request_body(**changes: Any) -> dict[str, Any]:
     body: dict[str, Any] = json.loads(REQUEST.read_text())
     body.update(changes)
     return body
+
+
+def future_body(cloud: LocalCloud, **changes: Any) -> dict[str, Any]:
+    """:func:`request_body` with its window moved to start two days after the cloud's clock (which earlier
+    tests of the package may have moved on)."""
+    start = cloud.now().replace(microsecond=0) + timedelta(days=2)
+    window = {"earliest_start": _z(start), "latest_end": _z(start + timedelta(days=7))}
+    return request_body(**(window | changes))
+
+
+def _z(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

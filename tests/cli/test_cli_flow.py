@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.cli.conftest import APPROVER_ARN, REQUEST, REQUESTER_ARN, Cli, ledger, states
+from tests.cli.conftest import APPROVER_ARN, REQUEST, REQUESTER_ARN, START, Cli, ledger, states
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
@@ -30,7 +30,8 @@ def _states_shown(stdout: str) -> list[str]:
     return [line.split()[1] for line in stdout.splitlines() if line.startswith("2026-")]
 
 
-def test_plan_prints_the_ranked_table(cli: Cli) -> None:
+def test_plan_prints_the_ranked_table(cli: Cli, cloud: LocalCloud) -> None:
+    assert cloud.now() == START, "the snapshots are of the sample's dates: run them before time moves on"
     result = cli("plan", "-f", str(REQUEST), *P5EN)
 
     assert result.exit_code == 0, result.stderr
