@@ -29,6 +29,9 @@ from capacity_cli.suggest import describe_problems, query_suggestion
 from capacity_cli.targets import TargetOptions, kind_of, open_transport, region_of
 from capacity_cli.watch import DEFAULT_UNTIL, WatchResult, follow
 
+OVER = frozenset({"RELEASED", "REJECTED"})
+"""States after which a reservation holds and awaits nothing (FAILED and CANCELLED still await a release)."""
+
 app = typer.Typer(
     name="capacity",
     help="Short-term GPU capacity on AWS: plan, reserve, follow, approve and cancel reservations "
@@ -391,6 +394,12 @@ def status(
     ] = None,
     state: Annotated[str | None, typer.Option(help="Only reservations currently in this state.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 20,
+    live: Annotated[
+        bool, typer.Option("--live", help="Only those still holding or waiting for capacity (all pages).")
+    ] = False,
+    fail_if_any: Annotated[
+        bool, typer.Option("--fail-if-any", help="Exit 1 if any is listed (make remove checks --live).")
+    ] = False,
 ) -> None:
     """A table of reservations, or one with its timeline and spend so far."""
     runtime = _runtime(ctx)
@@ -400,7 +409,13 @@ def status(
         render.emit(runtime.out, runtime.output, view, render.reservation_view(view))
         return
     try:
-        items = list(api.all_reservations(state=state.upper() if state else None, limit=limit))
+        wanted = state.upper() if state else None
+        if live:
+            items = [
+                i for i in api.all_reservations(state=wanted, limit=10_000) if i.get("state") not in OVER
+            ]
+        else:
+            items = list(api.all_reservations(state=wanted, limit=limit))
     except ApiError as exc:
         if state and exc.problems:
             for problem in exc.problems:
@@ -413,6 +428,12 @@ def status(
     except CliError as exc:
         _fail(runtime, exc)
     render.emit(runtime.out, runtime.output, {"reservations": items}, render.reservations_table(items))
+    if fail_if_any and items:
+        runtime.err.print(
+            f"[red]{len(items)} reservation(s) listed[/red]: cancel them and wait for RELEASED first "
+            "(capacity cancel ID --watch); a removed stack releases nothing."
+        )
+        raise typer.Exit(1)
 
 
 def _follow(
@@ -662,7 +683,15 @@ def smoke(
 
     runtime = _runtime(ctx)
     api = _guard(runtime, runtime.api)
-    flags = RequestFlags(instance_type=instance_type, count=1, duration="1d", start=start, max_fee="100000")
+    # A plan never reads the model (DescribeModel runs only before a purchase): any name will do.
+    flags = RequestFlags(
+        instance_type=instance_type,
+        count=1,
+        duration="1d",
+        start=start,
+        max_fee="100000",
+        models=["smoke-check"],
+    )
     body = _guard(runtime, lambda: _request(runtime, file, flags if file is None else RequestFlags()))
     checks = run_checks(api, body)
     runtime.err.print(api.transport.describe(), highlight=False)

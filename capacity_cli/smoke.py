@@ -72,7 +72,8 @@ def run_checks(api: CapacityApi, plan_body: Mapping[str, Any]) -> list[RouteChec
         if answer.status == 502 and path.startswith("/slack/"):
             note = "502: the Slack signing secret is not set (docs/slack.md, step 3); fine without Slack"
         elif answer.status not in expected:
-            message = answer.body.get("message") if isinstance(answer.body, Mapping) else answer.body
+            got = answer.body
+            message = (got.get("message") or got.get("errors")) if isinstance(got, Mapping) else got
             note = f"unexpected answer: {message}"
         results.append(RouteCheck(method, target, expected, answer.status, answer.status in expected, note))
     return results
