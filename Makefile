@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench
+.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -97,6 +97,30 @@ security: checkov
 QUICK ?=
 bench: venv
 	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+## Deploy to the account of your AWS credentials (docs/deploy.md): the template `make template` has just
+## linted and built (.aws-sam/build/template.yaml), then `sam deploy` with samconfig.toml; --guided the first
+## time the stack is deployed. STACK and REGION choose the stack (REGION default: AWS_DEFAULT_REGION).
+STACK ?= capacity-orchestrator
+REGION ?= $(AWS_DEFAULT_REGION)
+CAPACITY := $(BIN)/python -m capacity_cli
+deploy: template
+	@echo ">> cfn-lint of the built template, the one sam deploy uploads"
+	$(BIN)/cfn-lint .aws-sam/build/template.yaml
+	@mode=$$($(BIN)/python scripts/deploy_preflight.py --stack $(STACK) --region $(REGION)) || exit $$?; \
+	$(SAM) deploy --template-file .aws-sam/build/template.yaml --config-file samconfig.toml \
+		--stack-name $(STACK) --region $(REGION) $$(test "$$mode" = new && echo --guided)
+
+## After make deploy, in the real account and buying nothing: a dry run (capacity plan) and every route.
+smoke: venv
+	$(CAPACITY) --stack $(STACK) --region $(REGION) plan --type ml.p5.48xlarge --count 1 --duration 1d \
+		--from +14d --max-fee 100000 --model smoke-check
+	$(CAPACITY) --stack $(STACK) --region $(REGION) smoke
+
+## Remove the stack (sam delete asks first); refused while a reservation still holds or waits for capacity.
+remove: venv sam
+	$(CAPACITY) --stack $(STACK) --region $(REGION) status --live --fail-if-any
+	$(SAM) delete --stack-name $(STACK) --region $(REGION)
 
 ## Everything CI checks: lint, types, template, tests.
 test: lint typecheck template security unit

@@ -10,6 +10,9 @@ executions, and the billable resources left. The event kind is detected:
   sources on the default bus, as AWS does), or ``PutEvents`` entries (``Source``/``DetailType``/``Detail``,
   one, a list, or ``{"Entries": [...]}``);
 - a Scheduler ``CreateSchedule`` request (``ScheduleExpression``, ``Target``) -> created, then fired;
+- a plain request, JSON or YAML (``instance_type`` and ``max_upfront_fee_usd``: the body of
+  ``POST /reservations``; ``schedule_expression`` and ``request``: of ``POST /schedules``) -> wrapped as API
+  Gateway would (:mod:`localcloud.proxy`) and sent to that route (``--plan``: to ``POST /plans``);
 - an EC2 ``CreateLaunchTemplate`` request (``LaunchTemplateName``, ``LaunchTemplateData``, and an optional
   ``Regions`` list, default the cloud's region) -> the launch template created in each region (setup for
   an EC2 capacity block request that names it);
@@ -37,10 +40,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from time_machine import escape_hatch
+
 from localcloud.clock import ClockStuckError
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
-from localcloud.http_api import LocalApiServer, describe_routes, response_summary
+from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
+from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.soak import add_arguments as soak_arguments
 from localcloud.soak import run_command as run_soak
@@ -96,6 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(run)
     run.add_argument("--function", help="invoke this function (logical id or name) with the event")
+    run.add_argument(
+        "--plan",
+        action="store_true",
+        help="send a plain reservation request to POST /plans (a dry run) instead of POST /reservations",
+    )
+    run.add_argument(
+        "--caller",
+        metavar="ARN",
+        help="the IAM principal a plain request comes from (requestContext.identity.userArn; default "
+        "arn:aws:sts::<account>:assumed-role/localcloud/local-user)",
+    )
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
     run.add_argument("--max-wall-seconds", type=float, default=120.0)
     run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
@@ -121,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--speed", type=float, default=1.0, help="virtual seconds per real second")
+    serve.add_argument(
+        "--sigv4",
+        action="store_true",
+        help="check SigV4 on the AWS_IAM routes as API Gateway does (callers: ApiCallers in "
+        "localcloud/local_values.json; request times against the real clock) and pass the caller's identity",
+    )
     return parser
 
 
@@ -167,21 +190,23 @@ def _faults(path: Path | None, seed: int) -> FaultInjector | None:
 
 
 def load_event(path: Path) -> Any:
-    """Read a JSON event file.
+    """Read an event file: JSON, or YAML for ``.yaml``/``.yml`` (a plain request is often written in YAML).
 
     Raises:
-        UsageError: unreadable or not JSON.
+        UsageError: unreadable, or not JSON/YAML.
     """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_document(path)
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from exc
     except ValueError as exc:
-        raise UsageError(f"{path}: not JSON: {exc}") from exc
+        raise UsageError(str(exc)) from exc
 
 
 def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
-    """``api``, ``eventbridge``, ``put_events``, ``schedule``, ``launch_template`` or ``unknown``."""
+    """``api``, ``eventbridge``, ``put_events``, ``schedule``, ``launch_template``, ``request`` (a plain
+    reservation request or schedule definition: the body of ``POST /reservations`` or ``POST /schedules``)
+    or ``unknown``."""
     if isinstance(event, dict):
         if "httpMethod" in event and ("path" in event or "resource" in event):
             return "api"
@@ -193,6 +218,8 @@ def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
             return "schedule"
         if {"LaunchTemplateName", "LaunchTemplateData"} <= event.keys():
             return "launch_template"
+        if plain_route(event) is not None:
+            return "request"
     if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
         return "put_events"
     return "unknown"
@@ -215,6 +242,11 @@ def event_time(event: Any) -> datetime | None:
     return None
 
 
+def default_caller(account_id: str) -> str:
+    """Who a plain request comes from unless ``--caller`` says (API Gateway's IAM authorizer passes one)."""
+    return f"arn:aws:sts::{account_id}:assumed-role/localcloud/local-user"
+
+
 def default_bus(cloud: LocalCloud) -> str:
     """The stack's event bus when it has exactly one, else ``default``."""
     buses = [
@@ -224,7 +256,14 @@ def default_bus(cloud: LocalCloud) -> str:
 
 
 def deliver(  # noqa: PLR0911 - one return per kind
-    cloud: LocalCloud, event: Any, kind: str, *, bus: str | None, function: str | None
+    cloud: LocalCloud,
+    event: Any,
+    kind: str,
+    *,
+    bus: str | None,
+    function: str | None,
+    plan: bool = False,
+    caller: str | None = None,
 ) -> dict[str, Any]:
     """Hand the event to the cloud; returns a small description (for the report).
 
@@ -278,6 +317,20 @@ def deliver(  # noqa: PLR0911 - one return per kind
         request = {"Name": "localcloud-run", "FlexibleTimeWindow": {"Mode": "OFF"}, **event}
         cloud.client("scheduler").create_schedule(**request)
         return {"schedule": request["Name"]}
+    if kind == "request":
+        method, path = plain_route(event) or ("POST", "/reservations")
+        if plan and path == "/reservations":
+            path = "/plans"
+        wrapped = proxy_event(
+            method=method,
+            path=path,
+            body=event,
+            routes=cloud.stack.api_routes,
+            account_id=cloud.account_id,
+            now=cloud.now(),
+            identity=caller or default_caller(cloud.account_id),
+        )
+        return {"api": cloud.api_request(wrapped)}
     if kind == "launch_template":
         request = {key: value for key, value in event.items() if key != "Regions"}
         regions = list(event.get("Regions") or [cloud.region])
@@ -456,7 +509,17 @@ def command_run(args: argparse.Namespace) -> int:
     with cloud:
         replay = attach(cloud, profile) if profile is not None else None
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
-            deliveries.append(deliver(cloud, event, kind, bus=args.bus, function=args.function))
+            deliveries.append(
+                deliver(
+                    cloud,
+                    event,
+                    kind,
+                    bus=args.bus,
+                    function=args.function,
+                    plan=args.plan,
+                    caller=args.caller,
+                )
+            )
             last = position == len(events) - 1
             try:
                 if last or args.gap is None:
@@ -518,6 +581,17 @@ def command_serve(args: argparse.Namespace) -> int:
     )
     if not cloud.stack.api_routes:
         raise UsageError(f"{args.template}: no Api events to serve")
+    verifier = None
+    if args.sigv4:
+        try:
+            # The client signs with its own (real) clock, not the simulation's.
+            verifier = SigV4Verifier.from_local_values(
+                cloud.stack.local_values,
+                region=args.region,
+                now=lambda: escape_hatch.datetime.datetime.now(UTC),
+            )
+        except ValueError as exc:
+            raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
         server = LocalApiServer(
             port=args.port,
@@ -526,13 +600,14 @@ def command_serve(args: argparse.Namespace) -> int:
             account_id=cloud.account_id,
             now=cloud.now,
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
+            verifier=verifier,
         )
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
             f"(virtual time x{args.speed:g}); Ctrl-C stops"
         )
-        print(describe_routes(cloud.stack.api_routes, args.port), flush=True)
+        print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
         # How many times each line has been printed: identical lines (five GETs in one second) are real.
         printed: Counter[tuple[datetime, str, str]] = Counter()
         tick = 0.2

@@ -227,15 +227,21 @@ class FaultInjector:
 
     @classmethod
     def from_file(cls, path: Path, *, seed: int = 0) -> FaultInjector:
-        """Load rules from a JSON file holding a list of :class:`FaultRule` objects.
+        """Load rules from a JSON file: a list of :class:`FaultRule` objects, or an object whose ``rules`` is
+        that list (beside a ``description``: how ``events/faults_*.json`` are written).
 
         Raises:
-            TypeError: the file does not hold a JSON list.
+            TypeError: the file holds neither a JSON list nor an object with a ``rules`` list.
             ValueError: a rule is invalid (the message names the bad rule).
         """
         data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("rules"), list):
+            data = data["rules"]
         if not isinstance(data, list):
-            raise TypeError(f"{path}: expected a JSON list of fault rules, got {type(data).__name__}")
+            raise TypeError(
+                f"{path}: expected a JSON list of fault rules (or an object with a rules list), "
+                f"got {type(data).__name__}"
+            )
         rules = []
         for position, item in enumerate(data):
             try:

@@ -1,0 +1,733 @@
+"""The ``capacity`` command line (Typer + Rich): plan, reserve, follow, approve, cancel (docs/cli.md).
+
+Thin commands over :class:`~capacity_cli.api.CapacityApi`: each reads its options, makes one or two API
+calls, and shows the answer (:mod:`capacity_cli.render`). Data goes to standard output (a table, or the
+API's JSON/YAML with ``--output``); prompts, progress and errors go to standard error. Exit status: 0 done,
+1 refused or failed (the API's field errors are shown, with "did you mean"), 2 usage, 3 not available in
+this deployment (a route of issues 16/17 it does not have).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from capacity_cli import __version__, render
+from capacity_cli.api import ApiError, CapacityApi, CliError
+from capacity_cli.config import OUTPUTS, Config, config_path, load_config
+from capacity_cli.request import RequestFlags, build_request, load_file
+from capacity_cli.suggest import describe_problems, query_suggestion
+from capacity_cli.targets import TargetOptions, kind_of, open_transport, region_of
+from capacity_cli.watch import DEFAULT_UNTIL, WatchResult, follow
+
+OVER = frozenset({"RELEASED", "REJECTED"})
+"""States after which a reservation holds and awaits nothing (FAILED and CANCELLED still await a release)."""
+
+app = typer.Typer(
+    name="capacity",
+    help="Short-term GPU capacity on AWS: plan, reserve, follow, approve and cancel reservations "
+    "(the Capacity Orchestrator's REST API; docs/cli.md).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+schedules_app = typer.Typer(
+    help="Recurring reservations (EventBridge Scheduler): list, show, create, delete."
+)
+app.add_typer(schedules_app, name="schedules")
+
+
+@dataclass
+class Injected:
+    """What a caller may hand the CLI through Click's ``obj`` (tests; ``CliRunner.invoke(..., obj=...)``):
+    a running local cloud that ``--local`` uses instead of starting one, so several commands share it."""
+
+    cloud: Any
+
+
+@dataclass
+class Runtime:
+    """One command's settings and, built on first use, its API client."""
+
+    options: TargetOptions
+    config: Config
+    output: str
+    out: Console
+    err: Console
+    injected: Injected | None = None
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    _api: CapacityApi | None = None
+
+    @property
+    def local(self) -> bool:
+        """True when the target is the embedded local cloud."""
+        return kind_of(self.options, self.config) == "local"
+
+    def api(self) -> CapacityApi:
+        """The API of the resolved target (an embedded cloud starts here, and stops with the command)."""
+        if self._api is None:
+            transport = open_transport(
+                self.options,
+                self.config,
+                self.resources,
+                cloud=self.injected.cloud if self.injected else None,
+                note=lambda line: self.err.print(f"[dim]{line}[/dim]"),
+            )
+            self._api = CapacityApi(transport)
+        return self._api
+
+    def requester(self) -> str:
+        """The ``requester`` of a request that names none: the configured one, else the caller."""
+        if self.config.requester:
+            return self.config.requester
+        if self.local:
+            return str(getattr(self.api().transport, "identity", "")).rsplit("/", 1)[-1] or "local-user"
+        try:
+            return getpass.getuser()
+        except (OSError, KeyError):
+            return "capacity-cli"
+
+    def region(self) -> str:
+        """The target's region (for a request's default ``regions``)."""
+        return region_of(self.options, self.config)
+
+
+def _runtime(ctx: typer.Context) -> Runtime:
+    runtime = ctx.obj
+    if not isinstance(runtime, Runtime):  # a subcommand invoked without the app's callback (never in use)
+        raise typer.Exit(2)
+    return runtime
+
+
+def _width() -> int | None:
+    # A pipe or a test runner is not a terminal: Rich would assume 80 columns and squeeze the tables.
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None
+    return 150
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    stack: Annotated[
+        str | None, typer.Option(help="Deployed stack: its ApiUrl output is the API (SigV4).")
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(help="API base URL instead of a stack, e.g. http://127.0.0.1:3000 (make serve)."),
+    ] = None,
+    local: Annotated[
+        bool,
+        typer.Option("--local", help="The embedded local cloud, in this process (default with no stack)."),
+    ] = False,
+    region: Annotated[
+        str | None, typer.Option(help="The stack's region (default: config, then profile).")
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="AWS profile whose credentials sign the requests.")
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="table (default), json or yaml.", show_default=False)
+    ] = None,
+    identity: Annotated[
+        str | None, typer.Option(help="--local only: the caller's IAM principal ARN (approvers differ).")
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option(help="--local only: virtual start time, ISO-8601 UTC (default: now).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="--local only: seeds the emulated capacity market.")] = 7,
+    template: Annotated[Path | None, typer.Option(help="--local only: the SAM template to run.")] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Configuration file (default ~/.config/capacity-orchestrator/config.toml)."
+        ),
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """Global options: where the API is and how answers are shown."""
+    if version:
+        typer.echo(f"capacity {__version__}")
+        raise typer.Exit(0)
+    err = Console(stderr=True, width=_width())
+    try:
+        config = load_config(config_file)
+    except CliError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    chosen = output or config.output or "table"
+    if chosen not in OUTPUTS:
+        raise typer.BadParameter(f"{chosen!r} is not one of {', '.join(OUTPUTS)}", param_hint="--output")
+    injected = ctx.obj if isinstance(ctx.obj, Injected) else None
+    runtime = Runtime(
+        options=TargetOptions(
+            local=local,
+            endpoint=endpoint,
+            stack=stack,
+            region=region,
+            profile=profile,
+            identity=identity,
+            start=start,
+            seed=seed,
+            template=template,
+        ),
+        config=config,
+        output=chosen,
+        out=Console(width=_width(), highlight=False),
+        err=err,
+        injected=injected,
+    )
+    ctx.obj = runtime
+    ctx.call_on_close(runtime.resources.close)
+
+
+# ------------------------------------------------------------------------------------------ failures
+
+
+def _fail(
+    runtime: Runtime, exc: CliError, *, sent: Any = None, schema: str = "ReservationRequest"
+) -> NoReturn:
+    """Print what went wrong (the API's field errors with suggestions) and exit with its status."""
+    if isinstance(exc, ApiError) and exc.problems:
+        runtime.err.print(f"[red]The API refused the request ({exc.status}):[/red]")
+        for line in describe_problems(exc.problems, sent, schema=schema):
+            runtime.err.print(f"  - {line}", markup=False, highlight=False)
+        past = any("past" in p.message for p in exc.problems)
+        if exc.status == 422 and runtime.local and runtime.injected is None and past:
+            runtime.err.print("  (the embedded local cloud starts at the real time now: --start moves it)")
+    elif isinstance(exc, ApiError):
+        runtime.err.print(f"[red]The API answered {exc.status}:[/red] {exc.message}", highlight=False)
+        if exc.status == 404 and runtime.local and runtime.injected is None:
+            runtime.err.print(
+                "  (the embedded local cloud keeps nothing between commands: run make serve and use "
+                "--endpoint http://127.0.0.1:3000, or follow a reservation with reserve --watch)"
+            )
+    else:
+        runtime.err.print(f"[red]error:[/red] {exc}", highlight=False)
+    raise typer.Exit(exc.exit_code)
+
+
+def _guard[T](
+    runtime: Runtime, call: Callable[[], T], *, sent: Any = None, schema: str = "ReservationRequest"
+) -> T:
+    try:
+        return call()
+    except CliError as exc:
+        _fail(runtime, exc, sent=sent, schema=schema)
+
+
+def _confirm(runtime: Runtime, question: str, *, yes: bool) -> None:
+    """Ask ``question [y/N]`` on standard error unless ``--yes``; a no (or no terminal) stops the command."""
+    if yes:
+        return
+    if not typer.confirm(question, default=False, err=True):
+        runtime.err.print("Nothing was done.")
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------- request options
+
+FileOption = Annotated[
+    str | None,
+    typer.Option("--file", "-f", help="The request: JSON or YAML, POST /reservations' body (- for stdin)."),
+]
+IdOption = Annotated[str | None, typer.Option("--id", help="request_id (idempotency key).")]
+RequesterOption = Annotated[str | None, typer.Option(help="requester (default: config, else the caller).")]
+TypeOption = Annotated[str | None, typer.Option("--type", help="instance_type, e.g. ml.p5.48xlarge.")]
+CountOption = Annotated[int | None, typer.Option(help="instance_count: 1, 2, 4 ... 64.")]
+DurationOption = Annotated[str | None, typer.Option(help="duration: whole days, 3d or 72h.")]
+FromOption = Annotated[
+    str | None, typer.Option("--from", help="earliest_start: 2026-12-10, ...T11:30Z, now, +7d.")
+]
+UntilOption = Annotated[
+    str | None, typer.Option("--until", help="latest_end (default start + duration + 1 day).")
+]
+RegionsOption = Annotated[str | None, typer.Option(help="regions, in preference order: us-east-1,us-west-2.")]
+MaxFeeOption = Annotated[str | None, typer.Option(help="max_upfront_fee_usd: nothing above it is bought.")]
+ApprovalOption = Annotated[str | None, typer.Option(help="approval_above_usd: a person approves above it.")]
+PlatformOption = Annotated[str | None, typer.Option(help="platform: sagemaker (default) or ec2.")]
+StrategyOption = Annotated[str | None, typer.Option(help="strategy: on-demand-first, reserved, spot-ok.")]
+TemplateOption = Annotated[
+    str | None, typer.Option("--launch-template", help="ec2: launch template name or lt-id.")
+]
+ModelOption = Annotated[
+    list[str] | None, typer.Option("--model", help="An existing SageMaker model to serve (repeat for more).")
+]
+AcceleratorsOption = Annotated[int | None, typer.Option(help="Per model copy: accelerators.")]
+CpusOption = Annotated[float | None, typer.Option(help="Per model copy: CPU cores.")]
+MemoryOption = Annotated[int | None, typer.Option(help="Per model copy: memory in MB.")]
+CopiesOption = Annotated[str | None, typer.Option(help="Per model: copies MIN:INITIAL:MAX, e.g. 0:1:4.")]
+
+
+def _request(runtime: Runtime, file: str | None, flags: RequestFlags) -> dict[str, Any]:
+    document = load_file(file) if file else None
+    return build_request(
+        document,
+        flags,
+        now=runtime.api().transport.now(),
+        default_region=runtime.region(),
+        default_requester=runtime.requester(),
+    )
+
+
+# ------------------------------------------------------------------------------------------- plan
+
+
+@app.command()
+def plan(
+    ctx: typer.Context,
+    file: FileOption = None,
+    request_id: IdOption = None,
+    requester: RequesterOption = None,
+    instance_type: TypeOption = None,
+    count: CountOption = None,
+    duration: DurationOption = None,
+    start: FromOption = None,
+    end: UntilOption = None,
+    regions: RegionsOption = None,
+    max_fee: MaxFeeOption = None,
+    approval_above: ApprovalOption = None,
+    platform: PlatformOption = None,
+    strategy: StrategyOption = None,
+    launch_template: TemplateOption = None,
+    model: ModelOption = None,
+    accelerators: AcceleratorsOption = None,
+    cpus: CpusOption = None,
+    memory: MemoryOption = None,
+    copies: CopiesOption = None,
+) -> None:
+    """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing."""
+    runtime = _runtime(ctx)
+    flags = RequestFlags(
+        request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
+        platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
+    )  # fmt: skip
+    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    result = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
+    render.emit(runtime.out, runtime.output, result, render.plan_view(result))
+
+
+# ---------------------------------------------------------------------------------------- reserve
+
+
+@app.command()
+def reserve(
+    ctx: typer.Context,
+    file: FileOption = None,
+    request_id: IdOption = None,
+    requester: RequesterOption = None,
+    instance_type: TypeOption = None,
+    count: CountOption = None,
+    duration: DurationOption = None,
+    start: FromOption = None,
+    end: UntilOption = None,
+    regions: RegionsOption = None,
+    max_fee: MaxFeeOption = None,
+    approval_above: ApprovalOption = None,
+    platform: PlatformOption = None,
+    strategy: StrategyOption = None,
+    launch_template: TemplateOption = None,
+    model: ModelOption = None,
+    accelerators: AcceleratorsOption = None,
+    cpus: CpusOption = None,
+    memory: MemoryOption = None,
+    copies: CopiesOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: reserve at the price shown.")] = False,
+    watch: Annotated[
+        bool | None, typer.Option("--watch/--no-watch", help="Follow it afterwards (default with --local).")
+    ] = None,
+    watch_until: Annotated[
+        list[str] | None, typer.Option("--watch-until", help="With --watch: stop at this state (repeat).")
+    ] = None,
+) -> None:
+    """Reserve GPU capacity: shows the price (a dry run first), asks [y/N], then submits the request."""
+    runtime = _runtime(ctx)
+    flags = RequestFlags(
+        request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
+        platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
+    )  # fmt: skip
+    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    priced = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
+    runtime.err.print(render.price_line(priced), highlight=False)
+    runtime.err.print(
+        f"Budget: nothing above {render.usd(body.get('max_upfront_fee_usd'))} is ever bought; the workflow "
+        "searches again when it runs, so the offering may differ.",
+        highlight=False,
+    )
+    _confirm(runtime, "Reserve it?", yes=yes)
+    accepted = _guard(runtime, lambda: runtime.api().submit(body), sent=body)
+    request_id = str(accepted["request_id"])
+    follow_it = runtime.local if watch is None else watch
+    if not follow_it:
+        render.emit(runtime.out, runtime.output, accepted, _accepted_text(accepted))
+        return
+    runtime.err.print(f"Reserved {request_id} ({accepted.get('status')}); following it:", highlight=False)
+    result = _follow(runtime, request_id, watch_until or None)
+    _finish_watch(runtime, result)
+
+
+def _accepted_text(accepted: Mapping[str, Any]) -> str:
+    rid = accepted.get("request_id")
+    return (
+        f"Reserved {rid}: {accepted.get('status')}. Follow it with `capacity watch {rid}` or "
+        f"`capacity status {rid}`; cancel with `capacity cancel {rid}`."
+    )
+
+
+# ----------------------------------------------------------------------------------- status, watch
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    request_id: Annotated[
+        str | None, typer.Argument(help="One reservation (default: a table of them).")
+    ] = None,
+    state: Annotated[str | None, typer.Option(help="Only reservations currently in this state.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many rows.")] = 20,
+    live: Annotated[
+        bool, typer.Option("--live", help="Only those still holding or waiting for capacity (all pages).")
+    ] = False,
+    fail_if_any: Annotated[
+        bool, typer.Option("--fail-if-any", help="Exit 1 if any is listed (make remove checks --live).")
+    ] = False,
+) -> None:
+    """A table of reservations, or one with its timeline and spend so far."""
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    if request_id:
+        view = _guard(runtime, lambda: api.reservation(request_id))
+        render.emit(runtime.out, runtime.output, view, render.reservation_view(view))
+        return
+    try:
+        wanted = state.upper() if state else None
+        if live:
+            items = [
+                i for i in api.all_reservations(state=wanted, limit=10_000) if i.get("state") not in OVER
+            ]
+        else:
+            items = list(api.all_reservations(state=wanted, limit=limit))
+    except ApiError as exc:
+        if state and exc.problems:
+            for problem in exc.problems:
+                hint = query_suggestion(problem, state)
+                runtime.err.print(
+                    f"[red]{problem.field}:[/red] {problem.message}" + (f" - {hint}" if hint else "")
+                )
+            raise typer.Exit(1) from exc
+        _fail(runtime, exc)
+    except CliError as exc:
+        _fail(runtime, exc)
+    render.emit(runtime.out, runtime.output, {"reservations": items}, render.reservations_table(items))
+    if fail_if_any and items:
+        runtime.err.print(
+            f"[red]{len(items)} reservation(s) listed[/red]: cancel them and wait for RELEASED first "
+            "(capacity cancel ID --watch); a removed stack releases nothing."
+        )
+        raise typer.Exit(1)
+
+
+def _follow(
+    runtime: Runtime,
+    request_id: str,
+    until: Sequence[str] | None,
+    *,
+    interval: float = 10.0,
+    timeout: float | None = None,
+    skip: int = 0,
+) -> WatchResult:
+    wanted = frozenset(s.upper() for s in until) if until else DEFAULT_UNTIL
+    lines = runtime.output == "table"
+
+    def show(entry: Mapping[str, Any]) -> None:
+        if lines:
+            runtime.out.print(render.history_line(entry), markup=False, highlight=False, soft_wrap=True)
+        else:
+            runtime.out.file.write(render.as_json(entry).replace("\n", " ") + "\n")
+
+    api = _guard(runtime, runtime.api)
+    return _guard(
+        runtime,
+        lambda: follow(
+            api,
+            request_id,
+            until=wanted,
+            interval_seconds=interval,
+            timeout_seconds=timeout,
+            on_entry=show,
+            skip=skip,
+        ),
+    )
+
+
+def _finish_watch(runtime: Runtime, result: WatchResult) -> None:
+    rid = result.view.get("request_id")
+    messages = {
+        "reached": f"{rid} is {result.state}.",
+        "final": f"{rid} is {result.state}: the state waited for cannot come any more.",
+        "idle": f"{rid} is {result.state}: nothing more happens in the local cloud.",
+        "timeout": f"{rid} is still {result.state} (timed out).",
+    }
+    runtime.err.print(messages[result.outcome], highlight=False)
+    if result.state == "AWAITING_APPROVAL":
+        runtime.err.print(
+            f"Someone other than the requester approves it: capacity approve {rid}", highlight=False
+        )
+    if result.outcome != "reached":
+        raise typer.Exit(1)
+
+
+@app.command()
+def watch(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation to follow.")],
+    until: Annotated[
+        list[str] | None,
+        typer.Option(help="Stop at this state (repeat; default READY, AWAITING_APPROVAL or a final state)."),
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between polls of a remote API.")] = 10.0,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up after this many seconds (wall time).")
+    ] = None,
+) -> None:
+    """Live progress of a reservation until it reaches a state (exit 1 if it cannot any more)."""
+    runtime = _runtime(ctx)
+    result = _follow(runtime, request_id, until, interval=interval, timeout=timeout)
+    _finish_watch(runtime, result)
+
+
+# ------------------------------------------------------------------------------ approvals, cancel
+
+
+@app.command()
+def approve(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation waiting for approval.")],
+    reason: Annotated[str | None, typer.Option(help="Why (recorded with the decision).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Approve a purchase above its threshold: it is bought at once. You are recorded as the approver."""
+    _decide(ctx, request_id, approved=True, reason=reason, yes=yes)
+
+
+@app.command()
+def reject(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation waiting for approval.")],
+    reason: Annotated[str | None, typer.Option(help="Why (recorded, and told to the requester).")] = None,
+) -> None:
+    """Reject a purchase waiting for approval: nothing is bought."""
+    _decide(ctx, request_id, approved=False, reason=reason, yes=True)
+
+
+def _decide(ctx: typer.Context, request_id: str, *, approved: bool, reason: str | None, yes: bool) -> None:
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    view = _guard(runtime, lambda: api.reservation(request_id))
+    pending = render.pending_approval(view)
+    if pending is None:
+        _fail(runtime, CliError(f"{request_id} is {view.get('state')}, not awaiting approval"))
+    runtime.err.print(
+        f"Waiting for approval: {render.detail_text('AWAITING_APPROVAL', pending)}", highlight=False
+    )
+    if approved:
+        _confirm(runtime, "Approve this purchase (paid upfront, not refundable)?", yes=yes)
+    result = _guard(runtime, lambda: api.decide(request_id, approved=approved, reason=reason))
+    text = f"{request_id}: {result.get('status')} by {result.get('approver')}."
+    render.emit(runtime.out, runtime.output, result, text)
+
+
+@app.command()
+def cancel(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation to cancel.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    watch_release: Annotated[
+        bool, typer.Option("--watch", help="Follow the release until RELEASED.")
+    ] = False,
+) -> None:
+    """Cancel and release now: says first what is lost (an upfront fee is not refunded), then asks."""
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    view = _guard(runtime, lambda: api.reservation(request_id))
+    runtime.err.print(render.cancel_notice(view), highlight=False)
+    _confirm(runtime, f"Cancel {request_id}?", yes=yes)
+    result = _guard(runtime, lambda: api.cancel(request_id))
+    if not watch_release:
+        render.emit(
+            runtime.out, runtime.output, result, f"{request_id}: {result.get('status')}; release requested."
+        )
+        return
+    seen = len(view.get("history") or [])
+    _finish_watch(runtime, _follow(runtime, request_id, ["RELEASED"], skip=seen))
+
+
+# ------------------------------------------------------------------------------- costs, extensions
+
+
+@app.command()
+def costs(
+    ctx: typer.Context,
+    team: Annotated[str | None, typer.Option(help="Only this team.")] = None,
+    month: Annotated[str | None, typer.Option(help="YYYY-MM.")] = None,
+    group_by: Annotated[str | None, typer.Option(help="team, instance_type or region.")] = None,
+) -> None:
+    """Spend per team and month: paid, used, on-demand equivalent (GET /costs, issue 16; when deployed)."""
+    runtime = _runtime(ctx)
+    query = {k: v for k, v in {"team": team, "month": month, "group_by": group_by}.items() if v}
+    result = _guard(runtime, lambda: runtime.api().costs(query))
+    render.emit(runtime.out, runtime.output, result, render.as_json(result))
+
+
+@app.command()
+def extend(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation to extend.")],
+    duration: Annotated[
+        str | None, typer.Option(help="How much longer: 1d, 24h (lists the offerings).")
+    ] = None,
+    offering: Annotated[str | None, typer.Option(help="Buy this extension offering.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before buying.")] = False,
+) -> None:
+    """Extend a reservation in place (POST /reservations/{id}/extensions, issue 17; when deployed)."""
+    runtime = _runtime(ctx)
+    from capacity_cli.request import parse_duration  # noqa: PLC0415
+
+    body: dict[str, Any] = {}
+    if duration:
+        body["duration_hours"] = _guard(runtime, lambda: parse_duration(duration))
+    if offering:
+        body["offering_id"] = offering
+    if offering:
+        _confirm(
+            runtime, f"Buy extension {offering} for {request_id} (paid upfront, not refundable)?", yes=yes
+        )
+    result = _guard(runtime, lambda: runtime.api().extensions(request_id, body), sent=body)
+    render.emit(runtime.out, runtime.output, result, render.as_json(result))
+
+
+# -------------------------------------------------------------------------------------- schedules
+
+
+@schedules_app.command("list")
+def schedules_list(ctx: typer.Context) -> None:
+    """The recurring reservations, by name."""
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    page = _guard(runtime, lambda: api.schedules(limit=100))
+    items = list(page.get("schedules") or [])
+    render.emit(runtime.out, runtime.output, page, render.schedules_table(items))
+
+
+@schedules_app.command("show")
+def schedules_show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The schedule.")]) -> None:
+    """One schedule and its request template."""
+    runtime = _runtime(ctx)
+    item = _guard(runtime, lambda: runtime.api().schedule(name))
+    render.emit(runtime.out, runtime.output, item, render.schedule_view(item))
+
+
+@schedules_app.command("create")
+def schedules_create(
+    ctx: typer.Context,
+    file: Annotated[
+        str, typer.Option("--file", "-f", help="The definition: POST /schedules' body, JSON or YAML.")
+    ],
+) -> None:
+    """Create a recurring reservation (each run is a POST /reservations with its own request id)."""
+    runtime = _runtime(ctx)
+    definition = _guard(runtime, lambda: load_file(file))
+    item = _guard(
+        runtime,
+        lambda: runtime.api().create_schedule(definition),
+        sent=definition,
+        schema="ScheduleDefinition",
+    )
+    render.emit(runtime.out, runtime.output, item, render.schedule_view(item))
+
+
+@schedules_app.command("delete")
+def schedules_delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete a schedule (reservations it already requested are not touched)."""
+    runtime = _runtime(ctx)
+    _confirm(runtime, f"Delete schedule {name}?", yes=yes)
+    result = _guard(runtime, lambda: runtime.api().delete_schedule(name))
+    render.emit(runtime.out, runtime.output, result, f"Schedule {name} deleted.")
+
+
+# ------------------------------------------------------------------------------------ for admins
+
+
+@app.command()
+def smoke(
+    ctx: typer.Context,
+    file: FileOption = None,
+    instance_type: TypeOption = "ml.p5.48xlarge",
+    start: FromOption = "+14d",
+) -> None:
+    """Check that every route answers, buying nothing (a dry run, lists, and requests that must fail)."""
+    from capacity_cli.smoke import run_checks  # noqa: PLC0415
+
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    # A plan never reads the model (DescribeModel runs only before a purchase): any name will do.
+    flags = RequestFlags(
+        instance_type=instance_type,
+        count=1,
+        duration="1d",
+        start=start,
+        max_fee="100000",
+        models=["smoke-check"],
+    )
+    body = _guard(runtime, lambda: _request(runtime, file, flags if file is None else RequestFlags()))
+    checks = run_checks(api, body)
+    runtime.err.print(api.transport.describe(), highlight=False)
+    render.emit(runtime.out, runtime.output, [c.as_dict() for c in checks], render.checks_table(checks))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        runtime.err.print(f"[red]{len(failed)} of {len(checks)} routes did not answer as expected.[/red]")
+        raise typer.Exit(1)
+    runtime.err.print(f"All {len(checks)} routes answered as expected.")
+
+
+@app.command("config")
+def show_config(ctx: typer.Context) -> None:
+    """Show the configuration file's path, its settings and the target they select (no network)."""
+    runtime = _runtime(ctx)
+    kind = _guard(runtime, lambda: kind_of(runtime.options, runtime.config))
+    data = {
+        "path": str(config_path()),
+        "target": kind,
+        **{k: v for k, v in vars(runtime.config).items() if v},
+    }
+    text = "\n".join(f"{key:<10} {value}" for key, value in data.items())
+    render.emit(runtime.out, runtime.output, data, text)
+
+
+@app.command()
+def mcp(ctx: typer.Context) -> None:
+    """Serve the same operations as MCP tools on stdio, for agents (plan, reserve, status, watch, cancel)."""
+    from capacity_cli.mcp_server import serve_stdio  # noqa: PLC0415
+
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    runtime.err.print(f"capacity MCP server on stdio: {api.transport.describe()}", highlight=False)
+    serve_stdio(api, default_region=runtime.region(), default_requester=runtime.requester())
+
+
+def main() -> None:
+    """The console script ``capacity``."""
+    app(prog_name="capacity")

@@ -1,0 +1,416 @@
+"""How answers are shown: Rich tables for people (``--output table``), the API's JSON or YAML for scripts.
+
+``json`` and ``yaml`` print the API's answer as it came (money as decimal strings, times ISO-8601 UTC), so
+a script sees exactly docs/api.md's shapes; ``table`` is for a person and may change between versions.
+Times in tables are UTC (``2026-12-08 11:30``), money is USD (``$1,990.60``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from capacity_cli.api import CliError, spend_so_far
+
+
+def as_json(data: Any) -> str:
+    """Pretty JSON (decimals as strings, as the API sends money)."""
+    return json.dumps(data, indent=2, default=_plain)
+
+
+def as_yaml(data: Any) -> str:
+    """YAML of the same document.
+
+    Raises:
+        CliError: PyYAML is not installed (it comes with the dev extra).
+    """
+    try:
+        import yaml  # noqa: PLC0415 - only for --output yaml
+    except ImportError as exc:
+        raise CliError("--output yaml needs PyYAML (pip install PyYAML, or use --output json)") from exc
+    plain = json.loads(as_json(data))
+    text: str = yaml.safe_dump(plain, sort_keys=False, allow_unicode=True, width=110)
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def emit(console: Console, output: str, data: Any, table: RenderableType | None) -> None:
+    """Print ``data`` as JSON/YAML, or ``table`` for ``--output table``."""
+    if output == "json":
+        console.print_json(as_json(data)) if console.is_terminal else console.out(as_json(data))
+    elif output == "yaml":
+        console.out(as_yaml(data).rstrip("\n"))
+    elif table is not None:
+        console.print(table)
+
+
+# ------------------------------------------------------------------------------------------- values
+
+
+def usd(value: Any) -> str:
+    """``$1,990.60`` (``-`` when absent)."""
+    if value in (None, ""):
+        return "-"
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return str(value)
+    sign = "-" if amount < 0 else ""
+    return f"{sign}${abs(amount):,.2f}"
+
+
+def percent(value: Any, *, fraction: bool = False) -> str:
+    """``74.9%`` from ``"74.9"``, or ``25%`` from the fraction ``"0.2512"``."""
+    if value in (None, ""):
+        return "-"
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return str(value)
+    if fraction:
+        return f"{amount * 100:.0f}%"
+    return f"{amount:.1f}%"
+
+
+def when(value: Any) -> str:
+    """``2026-12-08 11:30`` from ``2026-12-08T11:30:00Z`` (UTC)."""
+    if not value:
+        return "-"
+    text = str(value)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def _actor(actor: Any) -> str:
+    text = str(actor or "-")
+    # "capacity-orchestrator-NotifyFunction" -> "NotifyFunction"; ARNs and names are kept as they are.
+    if text.endswith("Function") and "-" in text and not text.startswith("arn:"):
+        return text.rsplit("-", 1)[-1]
+    return text
+
+
+# -------------------------------------------------------------------------------------------- plans
+
+
+def plan_view(plan: Mapping[str, Any]) -> RenderableType:
+    """``POST /plans``: the ranked offerings and the recommendation, with why."""
+    table = Table(
+        box=box.SIMPLE_HEAD, title="Offerings, best first (nothing is bought)", title_justify="left"
+    )
+    for header, justify in (
+        ("#", "right"),
+        ("region / zone", "left"),
+        ("start (UTC)", "left"),
+        ("end (UTC)", "left"),
+        ("h", "right"),
+        ("fee", "right"),
+        ("$/inst-h", "right"),
+        ("on-demand", "right"),
+        ("saving", "right"),
+        ("break-even", "right"),
+    ):
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    recommended = (plan.get("recommendation") or {}).get("offering_id")
+    for rank, offering in enumerate(plan.get("offerings") or [], start=1):
+        mark = " *" if offering.get("offering_id") == recommended else ""
+        table.add_row(
+            f"{rank}{mark}",
+            f"{offering.get('region')} / {offering.get('availability_zone')}",
+            when(offering.get("start_time")),
+            when(offering.get("end_time")),
+            str(offering.get("duration_hours")),
+            usd(offering.get("upfront_fee_usd")),
+            usd(offering.get("usd_per_instance_hour")),
+            usd(offering.get("on_demand_equivalent_usd")),
+            percent(offering.get("saving_percent")),
+            percent(offering.get("break_even_utilisation"), fraction=True),
+        )
+    advice = plan.get("advice") or {}
+    lines = [
+        Text.assemble(("Decision ", "bold"), f"{plan.get('decision')}: {plan.get('reason')}"),
+        Text.assemble(
+            ("Why ", "bold"),
+            f"recommended option {advice.get('option')} ({usd(advice.get('cost_usd'))}; on demand "
+            f"{usd(advice.get('on_demand_cost_usd'))}): {advice.get('reason')}",
+        ),
+        Text.assemble(("On-demand capacity ", "bold"), str(advice.get("on_demand_check") or "-")),
+    ]
+    for alternative in advice.get("alternatives") or []:
+        cost = usd(alternative.get("cost_usd"))
+        lines.append(Text(f"  - {alternative.get('option')}: {cost}, {alternative.get('note')}"))
+    if plan.get("needs_approval"):
+        lines.append(
+            Text("A person must approve this purchase (the fee is above approval_above_usd).", "yellow")
+        )
+    for region, why in (plan.get("regions_not_searched") or {}).items():
+        lines.append(Text(f"Not searched: {region}: {why}", "yellow"))
+    for region, error in (plan.get("quota_errors") or {}).items():
+        lines.append(Text(f"Quota: {region}: {error}", "yellow"))
+    near = plan.get("alternatives") or []
+    if near and not plan.get("offerings"):
+        lines.append(Text("Nearest offerings that do not fit:", "bold"))
+        lines.extend(
+            Text(
+                f"  - {o.get('region')} {when(o.get('start_time'))} {o.get('duration_hours')} h "
+                f"{o.get('instance_count')} x {o.get('instance_type')}: {usd(o.get('upfront_fee_usd'))} "
+                f"({o.get('infeasible_reason')})"
+            )
+            for o in near[:5]
+        )
+    lines.append(
+        Text(
+            f"{plan.get('offerings_considered', 0)} offerings considered in "
+            f"{', '.join(plan.get('regions_searched') or []) or 'no region'}; "
+            "* = what a reservation would buy",
+            "dim",
+        )
+    )
+    return Group(table, *lines) if plan.get("offerings") else Group(*lines)
+
+
+def price_line(plan: Mapping[str, Any]) -> str:
+    """The price a reservation would pay, in a sentence (what ``reserve`` asks to confirm)."""
+    offering = plan.get("recommendation")
+    if plan.get("decision") != "DRY_RUN" or not offering:
+        return f"Nothing would be bought now: {plan.get('reason')}"
+    approval = " (a person must approve it first)" if plan.get("needs_approval") else ""
+    return (
+        f"It would buy {offering.get('instance_count')} x {offering.get('instance_type')} in "
+        f"{offering.get('region')} ({offering.get('availability_zone')}), "
+        f"{when(offering.get('start_time'))} to {when(offering.get('end_time'))} UTC, for "
+        f"{usd(offering.get('upfront_fee_usd'))} paid upfront, not refundable{approval}; "
+        f"on-demand equivalent {usd(offering.get('on_demand_equivalent_usd'))}, "
+        f"worth it above {percent(offering.get('break_even_utilisation'), fraction=True)} utilisation."
+    )
+
+
+# ------------------------------------------------------------------------------------- reservations
+
+
+def reservations_table(items: Iterable[Mapping[str, Any]]) -> RenderableType:
+    """``GET /reservations``: one row per reservation, newest first."""
+    table = Table(box=box.SIMPLE_HEAD)
+    for header in ("request id", "state", "type", "count", "start (UTC)", "h", "requester", "created (UTC)"):
+        table.add_column(header, no_wrap=header != "requester")
+    rows = 0
+    for item in items:
+        rows += 1
+        table.add_row(
+            str(item.get("request_id")),
+            _state(item.get("state")),
+            str(item.get("instance_type")),
+            str(item.get("instance_count")),
+            when(item.get("earliest_start")),
+            str(item.get("duration_hours")),
+            str(item.get("requester")),
+            when(item.get("created_at")),
+        )
+    return table if rows else Text("No reservations.")
+
+
+def _state(state: Any) -> Text:
+    colours = {"READY": "green", "RELEASED": "dim", "FAILED": "red", "REJECTED": "red", "CANCELLED": "yellow"}
+    text = str(state or "-")
+    return Text(text, colours.get(text, "bold" if text == "AWAITING_APPROVAL" else ""))
+
+
+def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return per kind of entry
+    """What a history entry's ``detail`` says, in one line."""
+    if not isinstance(detail, Mapping):
+        return ""
+    if state == "RELEASED" and isinstance(detail.get("summary"), Mapping):
+        s = detail["summary"]
+        return (
+            f"{detail.get('reason') or ''}: paid {usd(s.get('upfront_fee_usd'))}, served "
+            f"{s.get('hours_served')} of {s.get('hours_reserved')} h reserved "
+            f"({s.get('utilisation_percent')}%), "
+            f"saving against on demand {usd(s.get('saving_usd'))}"
+        ).lstrip(": ")
+    if state == "AWAITING_APPROVAL" and isinstance(detail.get("offering"), Mapping):
+        o = detail["offering"]
+        hours = int(detail.get("timeout_seconds") or 0) // 3600
+        return (
+            f"{usd(o.get('upfront_fee_usd'))} for {o.get('instance_count')} x {o.get('instance_type')} in "
+            f"{o.get('region')}, {when(o.get('start_time'))} to {when(o.get('end_time'))}: "
+            f"approve within {hours} h"
+        )
+    if state in ("PURCHASED", "SCHEDULED", "ACTIVE") and detail.get("training_plan_name"):
+        where = f" {detail['region']}" if detail.get("region") else ""
+        span = f"{when(detail.get('start_time'))} to {when(detail.get('end_time'))}"
+        return f"{detail['training_plan_name']}{where} {span}"
+    if state == "READY":
+        names = detail.get("inference_component_names") or detail.get("instance_ids") or []
+        where = detail.get("endpoint_name") or detail.get("capacity_reservation_id") or ""
+        return f"{where} {', '.join(str(n) for n in names)}".strip()
+    for key in ("reason", "error", "endpoint_name", "requester"):
+        if detail.get(key):
+            return str(detail[key])
+    return ""
+
+
+def reservation_view(view: Mapping[str, Any]) -> RenderableType:
+    """``GET /reservations/{id}``: the request, the purchase, spend so far and the timeline."""
+    request = view.get("request") or {}
+    parts: list[RenderableType] = [
+        Text.assemble((str(view.get("request_id")), "bold"), "  ", _state(view.get("state")))
+    ]
+    if request:
+        approval = request.get("approval_above_usd")
+        parts.append(
+            Text(
+                f"request   {request.get('instance_count')} x {request.get('instance_type')}, "
+                f"{request.get('duration_hours')} h between {when(request.get('earliest_start'))} and "
+                f"{when(request.get('latest_end'))} UTC in {', '.join(request.get('regions') or [])}; budget "
+                f"{usd(request.get('max_upfront_fee_usd'))}"
+                + (f", approval above {usd(approval)}" if approval not in (None, "") else "")
+                + f"; requester {request.get('requester')}"
+                + (f"; models {', '.join(request.get('models') or [])}" if request.get("models") else "")
+            )
+        )
+    purchase = view.get("purchase")
+    if purchase:
+        parts.append(
+            Text(
+                f"purchase  {purchase.get('training_plan_name')} in {purchase.get('region')}, "
+                f"{when(purchase.get('start_time'))} to {when(purchase.get('end_time'))} UTC, "
+                f"{usd(purchase.get('upfront_fee_usd'))} upfront"
+            )
+        )
+    parts.append(Text(f"spend so far  {usd(spend_so_far(view))} (upfront fees recorded; not refundable)"))
+    table = Table(box=box.SIMPLE_HEAD, title="Timeline", title_justify="left")
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("by")
+    table.add_column("what")
+    table.add_column("USD", justify="right", no_wrap=True)
+    for entry in view.get("history") or []:
+        state = str(entry.get("state"))
+        table.add_row(
+            when(entry.get("at")),
+            _state(state),
+            _actor(entry.get("actor")),
+            detail_text(state, entry.get("detail")),
+            usd(entry.get("money_usd")) if entry.get("money_usd") else "",
+        )
+    parts.append(table)
+    return Group(*parts)
+
+
+def history_line(entry: Mapping[str, Any]) -> str:
+    """One history entry as a line (``watch``)."""
+    state = str(entry.get("state"))
+    money = f"  {usd(entry.get('money_usd'))}" if entry.get("money_usd") else ""
+    return f"{entry.get('at')}  {state:<17} {detail_text(state, entry.get('detail'))}{money}".rstrip()
+
+
+# ---------------------------------------------------------------------------------------- schedules
+
+
+def schedules_table(items: Sequence[Mapping[str, Any]]) -> RenderableType:
+    """``GET /schedules``."""
+    if not items:
+        return Text("No schedules.")
+    table = Table(box=box.SIMPLE_HEAD)
+    for header in ("name", "state", "expression", "timezone", "request ids", "description"):
+        table.add_column(header)
+    for item in items:
+        table.add_row(
+            str(item.get("name")),
+            str(item.get("state")),
+            str(item.get("schedule_expression")),
+            str(item.get("timezone")),
+            str(item.get("request_id_pattern")),
+            str(item.get("description") or ""),
+        )
+    return table
+
+
+def schedule_view(item: Mapping[str, Any]) -> RenderableType:
+    """One schedule and its request template."""
+    request = item.get("request") or {}
+    return Group(
+        Text.assemble((str(item.get("name")), "bold"), "  ", str(item.get("state"))),
+        Text(
+            f"fires {item.get('schedule_expression')} ({item.get('timezone')}); each run starts "
+            f"{item.get('start_after_hours')} h after firing, window {item.get('window_hours')} h; "
+            f"request ids {item.get('request_id_pattern')}"
+        ),
+        Text(
+            f"request {request.get('instance_count')} x {request.get('instance_type')}, "
+            f"{request.get('duration_hours')} h, budget {usd(request.get('max_upfront_fee_usd'))}"
+        ),
+        Text(str(item.get("description") or ""), "dim"),
+    )
+
+
+# ---------------------------------------------------------------------------------------- decisions
+
+
+def cancel_notice(view: Mapping[str, Any]) -> str:
+    """What cancelling ``view`` loses and what it stops, in plain words (``cancel`` asks after it)."""
+    state = str(view.get("state"))
+    purchase = view.get("purchase") or {}
+    fee = purchase.get("upfront_fee_usd")
+    if state in ("RELEASING", "RELEASED"):
+        return f"{view.get('request_id')} is {state}: there is nothing left to cancel."
+    if purchase and fee not in (None, "", "0", "0.00"):
+        return (
+            f"Cancelling {view.get('request_id')} ({state}) releases its endpoint and everything deployed on "
+            f"it now, but the upfront fee of {usd(fee)} for {purchase.get('training_plan_name')} "
+            f"({when(purchase.get('start_time'))} to {when(purchase.get('end_time'))} UTC) is NOT refunded: "
+            "a training plan or capacity block cannot be cancelled. Nothing more is charged either way."
+        )
+    if purchase:
+        return (
+            f"Cancelling {view.get('request_id')} ({state}) releases its on-demand capacity now: billing "
+            "stops when it is deleted; nothing was paid upfront."
+        )
+    pending = " and withdraws the pending approval" if state == "AWAITING_APPROVAL" else ""
+    rid = view.get("request_id")
+    return f"Cancelling {rid} ({state}) stops it before anything is bought{pending}: nothing is lost."
+
+
+def pending_approval(view: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``AWAITING_APPROVAL`` entry's detail (the offering waiting for a decision), if it is the state."""
+    if view.get("state") != "AWAITING_APPROVAL":
+        return None
+    for entry in reversed(view.get("history") or []):
+        if entry.get("state") == "AWAITING_APPROVAL":
+            detail: Mapping[str, Any] = entry.get("detail") or {}
+            return detail
+    return None
+
+
+def checks_table(checks: Sequence[Any]) -> RenderableType:
+    """``capacity smoke``: one row per route."""
+    table = Table(box=box.SIMPLE_HEAD, title="Every route, buying nothing", title_justify="left")
+    for header in ("method", "path", "expected", "got", "", "why"):
+        table.add_column(header)
+    for check in checks:
+        table.add_row(
+            check.method,
+            check.path,
+            "/".join(str(s) for s in check.expected),
+            str(check.status if check.status is not None else "-"),
+            Text("ok", "green") if check.ok else Text("FAIL", "red"),
+            check.note,
+        )
+    return table

@@ -1,0 +1,152 @@
+"""The CLI's own small rules: request flags, the configuration file, suggestions, target choice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from capacity_cli.api import ApiError, CliError, FieldProblem, spend_so_far
+from capacity_cli.config import Config, load_config
+from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_time
+from capacity_cli.suggest import alternatives, closest, suggestion
+from capacity_cli.targets import TargetOptions, kind_of
+from capacity_cli.watch import can_still_reach
+
+NOW = datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC)
+
+
+def test_flags_build_the_body_of_post_reservations() -> None:
+    flags = RequestFlags(
+        instance_type="ml.p5.48xlarge",
+        count=2,
+        duration="3d",
+        start="2026-12-10",
+        regions="us-east-1, us-west-2",
+        max_fee="30000",
+        approval_above="6000",
+        models=["llama-eu", "llama-us"],
+        accelerators=2,
+        copies="0:1:4",
+    )
+
+    body = build_request(None, flags, now=NOW, default_region="eu-west-1", default_requester="carol")
+
+    assert body == {
+        "instance_type": "ml.p5.48xlarge",
+        "instance_count": 2,
+        "duration_hours": 72,
+        "earliest_start": "2026-12-10T00:00:00Z",
+        "latest_end": "2026-12-14T00:00:00Z",  # start + duration + 1 day
+        "regions": ["us-east-1", "us-west-2"],
+        "max_upfront_fee_usd": "30000",
+        "approval_above_usd": "6000",
+        "models": [
+            {"name": n, "model_name": n, "accelerators": 2, "copies": {"min": 0, "initial": 1, "max": 4}}
+            for n in ("llama-eu", "llama-us")
+        ],
+        "requester": "carol",
+    }
+
+
+def test_flags_override_the_file_and_leave_the_rest() -> None:
+    document = {
+        "instance_type": "ml.p5.48xlarge",
+        "earliest_start": "2026-12-06T00:00:00Z",
+        "latest_end": "2026-12-13T00:00:00Z",
+        "regions": ["us-west-2"],
+        "requester": "ml",
+    }
+
+    body = build_request(
+        document, RequestFlags(instance_type="ml.p5en.48xlarge", start="+2d", end="+5d"), now=NOW,
+        default_region="eu-west-1", default_requester="carol",
+    )  # fmt: skip
+
+    assert body["instance_type"] == "ml.p5en.48xlarge"
+    assert (body["earliest_start"], body["latest_end"]) == ("2026-12-03T08:00:30Z", "2026-12-08T08:00:30Z")
+    assert (body["regions"], body["requester"]) == (["us-west-2"], "ml")
+    assert document["instance_type"] == "ml.p5.48xlarge"  # the file's document is not changed
+
+
+@pytest.mark.parametrize(("text", "hours"), [("3d", 72), ("72h", 72), ("24", 24), ("1D", 24)])
+def test_durations(text: str, hours: int) -> None:
+    assert parse_duration(text) == hours
+
+
+@pytest.mark.parametrize("text", ["3 days", "1.5d", "", "d"])
+def test_bad_durations_say_how_to_write_them(text: str) -> None:
+    with pytest.raises(CliError, match="whole days or hours"):
+        parse_duration(text)
+
+
+def test_times_are_utc() -> None:
+    assert parse_time("now", now=NOW) == NOW.replace(microsecond=0)
+    assert parse_time("2026-12-10T11:30Z", now=NOW) == datetime(2026, 12, 10, 11, 30, tzinfo=UTC)
+    assert parse_time("2026-12-10", now=NOW) == datetime(2026, 12, 10, tzinfo=UTC)
+    assert parse_time("+12h", now=NOW) == datetime(2026, 12, 1, 20, 0, 30, tzinfo=UTC)
+    with pytest.raises(CliError, match="ISO-8601 UTC"):
+        parse_time("next monday", now=NOW)
+
+
+def test_the_config_file_is_read_and_its_mistakes_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('stack = "capacity-orchestrator"\nregion = "us-west-2"\noutput = "json"\n')
+    assert load_config(path) == Config(stack="capacity-orchestrator", region="us-west-2", output="json")
+    assert load_config(tmp_path / "absent.toml") == Config()
+
+    path.write_text('stak = "x"\noutput = "xml"\nregion = 3\n')
+    with pytest.raises(CliError) as caught:
+        load_config(path)
+    assert "unknown key 'stak' (did you mean 'stack'?)" in str(caught.value)
+    assert "output must be one of table, json, yaml, got 'xml'" in str(caught.value)
+    assert "region must be a string, got int" in str(caught.value)
+
+
+def test_the_target_is_local_unless_a_stack_or_an_endpoint_is_named() -> None:
+    assert kind_of(TargetOptions(), Config()) == "local"
+    assert kind_of(TargetOptions(), Config(stack="prod")) == "stack"
+    assert kind_of(TargetOptions(endpoint="http://127.0.0.1:3000"), Config(stack="prod")) == "endpoint"
+    assert kind_of(TargetOptions(local=True), Config(stack="prod")) == "local"
+    with pytest.raises(CliError, match="leave out --endpoint and --stack"):
+        kind_of(TargetOptions(local=True, stack="prod"), Config())
+
+
+def test_closest_prefers_a_name_with_a_prefix_added_or_removed() -> None:
+    types = ["ml.p5.4xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge"]
+    assert closest("p5.48xlarge", types) == "ml.p5.48xlarge"  # not the more similar ml.p5.4xlarge
+    assert closest("ml.p5.48xlarge", ["p5.4xlarge", "p5.48xlarge"]) == "p5.48xlarge"
+    assert closest("us-east1", ["us-east-2", "us-east-1", "eu-west-1"]) == "us-east-1"
+    assert closest("completely-different", types) is None
+
+
+def test_only_values_a_message_offers_are_suggested() -> None:
+    past = FieldProblem(
+        "earliest_start", "start 2026-11-01T00:00:00Z is in the past (now 2026-11-29T12:00:00Z)"
+    )
+    assert suggestion(past, {"earliest_start": "2026-11-01T00:00:00Z"}) is None
+    assert alternatives("Input should be 'sagemaker' or 'ec2'") == ["sagemaker", "ec2"]
+    assert "ml.p5.48xlarge" in alternatives("training plans reserve ml.p4d.24xlarge, ml.p5.48xlarge; or")
+
+
+def test_api_errors_keep_the_field_errors_and_spend_adds_the_money() -> None:
+    error = ApiError(400, {"errors": [{"field": "instance_count", "message": "count 3 is not allowed"}]})
+    assert error.problems == [FieldProblem("instance_count", "count 3 is not allowed")]
+    assert error.message == "instance_count: count 3 is not allowed"
+    view = {"history": [{"money_usd": None}, {"money_usd": "1990.60"}, {"money_usd": "10.40"}]}
+    assert str(spend_so_far(view)) == "2001.00"
+
+
+@pytest.mark.parametrize(
+    ("state", "until", "expected"),
+    [
+        ("SCHEDULED", {"READY"}, True),
+        ("CANCELLED", {"READY"}, False),
+        ("CANCELLED", {"RELEASED"}, True),
+        ("FAILED", {"RELEASED"}, True),
+        ("RELEASED", {"RELEASED", "READY"}, False),
+    ],
+)
+def test_a_watch_ends_when_its_state_cannot_come(state: str, until: set[str], expected: bool) -> None:
+    assert can_still_reach(state, until) is expected
