@@ -40,7 +40,7 @@ import boto3
 import botocore.config
 from moto import mock_aws
 
-from localcloud import patches
+from localcloud import patches, stepfunctions
 from localcloud.clock import RunResult, VirtualClock
 from localcloud.delivery import EventDelivery
 from localcloud.dispatch import Dispatcher, EmulatorLike
@@ -253,6 +253,7 @@ class LocalCloud:
             started.append(self.scheduler.uninstall)
             patches.install(self.clock, self.dispatcher, outbox=self.outbox)
             started.append(patches.uninstall)
+            stepfunctions.on_execution_end(self._execution_ended)
             self._running = True
             with self.dispatcher.exempt():
                 self.stack.deploy(self._boto_session())
@@ -278,6 +279,7 @@ class LocalCloud:
             self._final_executions = self._collect_executions()
         except Exception:  # a broken backend must not prevent the teardown
             self._final_executions = []
+        stepfunctions.on_execution_end(None)  # the teardown's stops are not the application's business
         self._abort_running_executions()
         self.clock.stop()  # parked threads are abandoned, so no execution outlives this cloud
         self._join_threads(timeout_seconds=2.0)
@@ -638,6 +640,34 @@ class LocalCloud:
             action=denial.action,
             resource=denial.resource,
             explicit=denial.explicit,
+        )
+
+    def _execution_ended(self, execution: Any) -> None:
+        """Step Functions' "Step Functions Execution Status Change" event for an execution that ended, on the
+        default bus of its region (AWS puts one for every status change of a Standard workflow's execution,
+        ``RUNNING`` too; the application listens to the final ones). Times are epoch milliseconds."""
+        now = self.clock.now()
+        start = getattr(execution, "start_date", None)
+        output = getattr(execution, "output", None)
+        self.delivery.put_aws_event(
+            source="aws.states",
+            detail_type="Step Functions Execution Status Change",
+            detail={
+                "executionArn": execution.exec_arn,
+                "stateMachineArn": execution.state_machine.arn,
+                "name": execution.name,
+                "status": execution.exec_status.value,
+                "startDate": int(start.timestamp() * 1000) if start is not None else None,
+                "stopDate": int(now.timestamp() * 1000),
+                "input": json.dumps(execution.input_data),
+                "inputDetails": {"included": True},
+                "output": json.dumps(output) if output is not None else None,
+                "outputDetails": {"included": True} if output is not None else None,
+                "error": execution.error,
+                "cause": execution.cause,
+            },
+            resources=[execution.exec_arn],
+            region=execution.region_name,
         )
 
     def _abort_running_executions(self) -> None:

@@ -426,6 +426,51 @@ def _crash_faults(rng: random.Random, *, ec2: bool, wire: Sequence[str]) -> list
     return rules
 
 
+def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
+    """EventBridge, Scheduler and Lambda's at-least-once delivery: events, firings and asynchronous
+    invocations delivered twice or late (reordered), targets that refuse a delivery (retried by their
+    retry policy), an operator's ``StopExecution`` of a workflow, and SageMaker's eventual consistency."""
+    rules: list[FaultRule] = []
+    if rng.random() < 0.3:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("eventbridge", "scheduler", "lambda")),
+                kind=FaultKind.DUPLICATE_DELIVERY,
+                probability=round(rng.uniform(0.1, 0.5), 2),
+            )
+        )
+    if rng.random() < 0.3:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("eventbridge", "scheduler")),
+                kind=FaultKind.DELAYED_DELIVERY,
+                probability=round(rng.uniform(0.1, 0.4), 2),
+                delay_seconds=round(rng.uniform(30, 900)),
+            )
+        )
+    if rng.random() < 0.15:
+        rules.append(
+            FaultRule(service="eventbridge", kind=FaultKind.DELIVERY_FAILURE, times=rng.randint(1, 3))
+        )
+    if rng.random() < 0.15:
+        rules.append(
+            FaultRule(
+                service="eventbridge",
+                operation=rng.choice(("ReservationRequested", "ReleaseRequested")),
+                kind=FaultKind.ABORT_EXECUTION,
+                times=1,
+                delay_seconds=round(rng.uniform(30, 4 * 3600)),
+            )
+        )
+    if not ec2 and rng.random() < 0.2:
+        rules.append(
+            FaultRule(
+                service="sagemaker", kind=FaultKind.STALE_LISTING, delay_seconds=round(rng.uniform(5, 120))
+            )
+        )
+    return rules
+
+
 def make_scenario(seed: int, index: int) -> Scenario:
     """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
     own = lifecycle_seed(seed, index)
@@ -457,6 +502,9 @@ def make_scenario(seed: int, index: int) -> Scenario:
                 match={"InstanceMarketOptions": None},  # on demand only: spot and block launches pass
             )
         )
+    # At-least-once, late and refused deliveries, operators' stops, stale listings (issue 12 items 4 and 6),
+    # from a generator of their own, so the other draws of every lifecycle stay what they were.
+    faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
     return Scenario(
         index=index,
         seed=own,

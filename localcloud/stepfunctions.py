@@ -28,6 +28,10 @@ so the state machines' ``Retry`` on those names applies locally as on AWS.
 ``Environment.set_error``/``set_timed_out`` would overwrite the stop when the task that was running (a
 Lambda still in its call) fails afterwards, and report ``FAILED``; :func:`_unless_stopped` keeps the stop.
 The running Lambda finishes (AWS does not stop it either) and is not retried.
+
+An execution that ends (``SUCCEEDED``, ``FAILED``, ``TIMED_OUT``, ``ABORTED``) is reported to the sink set
+with :func:`on_execution_end`: the local cloud puts Step Functions' "Step Functions Execution Status Change"
+event on the region's default bus, as AWS does for every Standard workflow.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -45,11 +50,33 @@ from localcloud.clock import VirtualClock
 # moto's "no timeout" sentinel (TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS).
 _NO_TIMEOUT_SECONDS = 99_999_999
 
-_state: dict[str, VirtualClock] = {}
+_state: dict[str, Any] = {}
+_EXECUTION = "moto.stepfunctions.parser.backend.execution"
+
+
+def on_execution_end(sink: Callable[[Any], None] | None) -> None:
+    """Call ``sink(execution)`` (moto's parser ``Execution``, its status set) whenever an execution ends;
+    None: stop reporting."""
+    if sink is None:
+        _state.pop("on_end", None)
+    else:
+        _state["on_end"] = sink
+
+
+def _reporting_end(original: Any) -> Any:
+    """``BaseExecutionWorkerCommunication.terminated`` that reports the ended execution to the sink."""
+
+    def terminated(self: Any) -> None:
+        original(self)
+        sink = _state.get("on_end")
+        if sink is not None:
+            sink(self.execution)
+
+    return terminated
 
 
 def _active_clock() -> VirtualClock | None:
-    clock = _state.get("clock")
+    clock: VirtualClock | None = _state.get("clock")
     if clock is None or not clock.started:
         return None
     return clock
@@ -209,6 +236,9 @@ def install(clock: VirtualClock) -> None:
     for name in ("set_error", "set_timed_out"):
         _saved.append((environment, name, environment.__dict__[name]))
         setattr(environment, name, _unless_stopped(environment.__dict__[name]))
+    communication = importlib.import_module(_EXECUTION).BaseExecutionWorkerCommunication
+    _saved.append((communication, "terminated", communication.__dict__["terminated"]))
+    communication.terminated = _reporting_end(communication.__dict__["terminated"])
 
 
 def uninstall() -> None:
@@ -217,3 +247,4 @@ def uninstall() -> None:
         module, attribute, original = _saved.pop()
         setattr(module, attribute, original)
     _state.pop("clock", None)
+    _state.pop("on_end", None)

@@ -1,4 +1,4 @@
-"""Fixtures for the CLI tests: one local cloud of the application shared by the package's tests.
+"""Fixtures for the CLI tests: one local cloud of the application shared by the tests of a file.
 
 The CLI is driven through its real entry point (Typer's ``CliRunner`` on ``capacity_cli.app.app``) with
 ``--local``; Click's ``obj`` hands it the shared cloud (:class:`capacity_cli.app.Injected`), so the
@@ -33,9 +33,12 @@ APPROVER_ARN = "arn:aws:sts::123456789012:assumed-role/Approvers/carol"
 ENV = {"COLUMNS": "150", "NO_COLOR": "1", "CAPACITY_CONFIG": str(ROOT / "tests" / "cli" / "no-config.toml")}
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def cloud() -> Iterator[LocalCloud]:
-    """The application's template on one local cloud, started at :data:`START` (seed 7)."""
+    """The application's template on one local cloud per test file, started at :data:`START` (seed 7).
+
+    Per module, not per package: ``tests/`` has no ``__init__.py``, so a "package" fixture would live on
+    while the same xdist worker runs other files, which then find a local cloud running."""
     with LocalCloud(ROOT / "template.yaml", start=START, seed=7) as running:
         yield running
 

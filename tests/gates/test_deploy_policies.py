@@ -40,6 +40,9 @@ CREATE_AND_DELETE = {
     "AWS::SNS::Subscription": ("sns:Subscribe", "sns:Unsubscribe"),
     "AWS::SNS::Topic": ("sns:CreateTopic", "sns:DeleteTopic"),
     "AWS::SQS::Queue": ("sqs:CreateQueue", "sqs:DeleteQueue"),
+    "AWS::SQS::QueuePolicy": ("sqs:SetQueueAttributes",),
+    "AWS::Events::EventBusPolicy": ("events:PutPermission", "events:RemovePermission"),
+    "AWS::Logs::LogGroup": ("logs:CreateLogGroup", "logs:DeleteLogGroup", "logs:PutRetentionPolicy"),
     "AWS::StepFunctions::StateMachine": ("states:CreateStateMachine", "states:DeleteStateMachine"),
 }
 """What CloudFormation calls to create and delete each resource type ("Resource type reference")."""

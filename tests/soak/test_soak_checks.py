@@ -216,16 +216,7 @@ def test_scenarios_are_reproducible_from_the_seed_and_differ_between_lifecycles(
     assert any(s.budget_factor < 1 for s in drawn)
     assert any(s.budget_factor > 1 for s in drawn)
     kinds = {rule.kind.value for s in drawn for rule in s.faults}
-    # The delivery kinds and stale_listing are new (issue 12 items 4 and 6): the soak draws them once it
-    # checks what they break (issue 12 item 7); until then they are the only kinds it leaves out.
-    not_soaked_yet = {
-        "duplicate_delivery",
-        "delayed_delivery",
-        "delivery_failure",
-        "abort_execution",
-        "stale_listing",
-    }
-    assert kinds == {kind.value for kind in FaultKind} - not_soaked_yet
+    assert kinds == {kind.value for kind in FaultKind}  # every kind the local cloud can inject
     leads = {s.request["earliest_start"][:10] for s in drawn}
     assert len(leads) > 20
 

@@ -308,3 +308,63 @@ def test_retries_back_off_to_hourly_and_never_stop() -> None:
         timedelta(hours=1),
         timedelta(hours=1),
     ]
+
+
+def test_a_release_that_died_after_its_marker_is_recorded_by_the_next_attempt(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sm = deployed(harness)
+    for action in ("begin", "delete_components"):
+        release(harness, action)
+    sm.finish_deletions()
+    release(harness, "delete_endpoint")
+    sm.finish_deletions()
+    release(harness, "delete_endpoint_config")
+    append = harness.ledger.append
+
+    def failing_append(request_id: str, state: State, **kwargs: object) -> object:
+        if state is State.RELEASED:  # DynamoDB answers 5xx after the marker was put
+            raise RetryableAwsError("PutItem: ServiceUnavailable")
+        return append(request_id, state, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(harness.ledger, "append", failing_append)
+    with pytest.raises(RetryableAwsError):
+        release(harness, "finish")
+    monkeypatch.setattr(harness.ledger, "append", append)
+    retried = release(harness, "finish")  # the state machine's retry
+    assert not retried.already_released
+    assert [e.state for e in harness.ledger.history("demo-1")].count(State.RELEASED) == 1
+    assert harness.ledger.history("demo-1")[-1].detail["summary"] == retried.to_json()["summary"]
+    assert "co-demo-1-release" in harness.scheduler.deleted
+    assert release(harness, "finish").already_released
+
+
+def test_a_release_after_a_purchase_that_died_unrecorded_records_it_first(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the purchase Lambda bought the plan and died before writing PURCHASE (then a cancel came)
+    request = parse_request(request_body(), now=NOW)
+    harness.ledger.record_request(request, actor="test")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    search_offerings(SearchInput(request_id=request.id, region="us-east-1"), harness.ports)
+    plan = choose_offering(ChooseInput(request_id=request.id), harness.ports)
+    assert plan.offering is not None
+    put_once = harness.ledger.put_once
+
+    def dying_put_once(request_id: str, sk: str, *args: object, **kwargs: object) -> object:
+        if sk == "PURCHASE":
+            raise RetryableAwsError("Sandbox.Timedout")  # the Lambda stops here
+        return put_once(request_id, sk, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(harness.ledger, "put_once", dying_put_once)
+    with pytest.raises(RetryableAwsError):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), harness.ports)
+    monkeypatch.setattr(harness.ledger, "put_once", put_once)
+    assert harness.ledger.get(request.id, "PURCHASE") is None
+
+    # When the release begins, it asks AWS first: the plan is recorded with its money and release schedule
+    assert not release(harness, "begin", "cancelled").done
+    purchased = [e for e in harness.ledger.history("demo-1") if e.state is State.PURCHASED]
+    assert [e.money_usd for e in purchased] == [Decimal("8000")]
+    assert harness.ledger.get(request.id, "PURCHASE") is not None
+    assert [e.state for e in harness.ledger.history("demo-1")][-1] is State.RELEASING

@@ -115,10 +115,11 @@ class DegradedOutput(_Out):
 class NotifyInput(_In):
     """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
     ``reason``, optional ``error``), ``failure`` (``error``; ``phase`` ``release`` when the release
-    workflow itself failed, so no new release is requested) or ``degraded`` (``state``: the step that
-    keeps failing, ``error``: its last transient fault)."""
+    workflow itself failed, so no new release is requested), ``degraded`` (``state``: the step that
+    keeps failing, ``error``: its last transient fault) or ``workflow_stopped`` (``workflow``: Step Functions'
+    execution status change event, from the default bus; ``request_id`` empty)."""
 
-    kind: Literal["approval_request", "approval_outcome", "failure", "degraded"]
+    kind: Literal["approval_request", "approval_outcome", "failure", "degraded", "workflow_stopped"]
     request_id: str
     state: str | None = None
     task_token: str | None = None
@@ -130,6 +131,8 @@ class NotifyInput(_In):
     phase: Literal["reserve", "release"] | None = None
     attempt_id: str | None = Field(default=None, max_length=256)
     """``failure`` of ``phase`` ``release``: the release execution's name (one record per attempt)."""
+    workflow: dict[str, Any] | None = None
+    """``workflow_stopped``: the EventBridge event (``detail``: ``executionArn``, ``status``, ``input``)."""
 
 
 class NotifyOutput(_Out):

@@ -15,7 +15,8 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
-  transient faults once money was at stake: :mod:`capacity.logic.degraded`).
+  transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
+  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`).
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -55,6 +56,8 @@ APPROVAL_DELIVERED = "APPROVAL_DELIVERED"
 """Put once the recorded decision was handed back to the waiting task (``SendTaskSuccess``/``Failure``)."""
 RELEASED_MARKER = "RELEASED"
 OUTCOME = "OUTCOME"
+RESUME_PREFIX = "RESUME#"
+"""``RESUME#<stopped execution ARN>``: ``execution`` is the one that resumed it (the workflow's new owner)."""
 """Conditional marker of the reservation's one outcome (``CANCELLED``, ``REJECTED`` or ``FAILED``)."""
 SUBMITTED = "SUBMITTED"
 """Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
@@ -194,6 +197,20 @@ class Ledger:
                 unless_outcome=True,
             )
         return created
+
+    def owner(self, request_id: str) -> str | None:
+        """The reserve execution (ARN) that carries the request: the one that recorded ``REQUEST``, or the
+        last one that resumed it after it was stopped (``RESUME#`` items); None when nothing is recorded."""
+        item = self.get(request_id, REQUEST)
+        if item is None:
+            return None
+        owner = str(item.get("write_id") or "")
+        for _ in range(100):  # a chain of resumes, each naming its successor
+            resumed = self.get(request_id, f"{RESUME_PREFIX}{owner}")
+            if resumed is None:
+                break
+            owner = str(resumed["execution"])
+        return owner or None
 
     def get_request(self, request_id: str) -> ReservationRequest | None:
         """The validated request recorded for ``request_id``, or None."""

@@ -346,6 +346,15 @@ def failure(
     return _message(text, f"Failed: {request_id}", request_id=request_id)
 
 
+def resumed(request_id: str, *, why: str) -> SlackMessage:
+    """A reserve workflow stopped after money was at stake (``why``) and was started again."""
+    text = (
+        f"*{request_id} resumed*: {escape(why)} after the purchase had begun. What was bought is kept: the "
+        "workflow starts again from what is recorded and buys nothing twice."
+    )
+    return _message(text, f"Resumed: {request_id}", request_id=request_id)
+
+
 def degraded(request_id: str, *, state: str, error: str, since: datetime, minutes: int) -> SlackMessage:
     """A reserve step keeps failing on transient AWS faults; the reservation is kept and retried."""
     text = (

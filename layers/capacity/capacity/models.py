@@ -882,12 +882,24 @@ class SlackOrigin(BaseModel):
     team_id: str | None = Field(default=None, max_length=64)
 
 
+class ResumeOf(BaseModel):
+    """The stopped reserve execution a ``ReservationRequested`` resumes (:mod:`capacity.logic.stopped`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str = Field(min_length=1, max_length=128)
+    execution: str = Field(min_length=1, max_length=2048)
+    """The ARN of the execution that was stopped (timed out, aborted, failed outside its failure path)."""
+
+
 class ReservationRequestedDetail(_Detail):
     """``ReservationRequested``: ``request`` is the raw request (validated by ``record_request``);
-    ``slack`` (optional) is the Slack channel and user of a request made with ``/gpu reserve``."""
+    ``slack`` (optional) is the Slack channel and user of a request made with ``/gpu reserve``;
+    ``resume_of`` (put by the application only) names the stopped execution this one carries on."""
 
     request: dict[str, Any]
     slack: SlackOrigin | None = None
+    resume_of: ResumeOf | None = None
 
 
 class ReservationPlannedDetail(_Detail):

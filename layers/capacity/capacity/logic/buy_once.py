@@ -134,7 +134,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
     if existing is None:
         intent = ledger.get(request.id, PURCHASE_INTENT)
         if intent is not None:
-            _refuse_another_owner(request, step, intent)
+            _refuse_another_owner(request, step, intent, ports)
             if not buyer.unique_call:
                 _wait_for_an_earlier_call(request, ports)
         require_not_final(history, request.id)
@@ -152,7 +152,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
             },
         )
         if not created:
-            _refuse_another_owner(request, step, intent)
+            _refuse_another_owner(request, step, intent, ports)
         region = str(intent.get("region", step.offering.region))
         bought = _buy(request, ports, buyer, region, step.offering)
         existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
@@ -161,10 +161,18 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
     return output
 
 
-def _refuse_another_owner(request: ReservationRequest, step: PurchaseInput, intent: dict[str, Any]) -> None:
-    """Raise :class:`PurchaseInProgress` when another execution wrote the intent."""
+def _refuse_another_owner(
+    request: ReservationRequest, step: PurchaseInput, intent: dict[str, Any], ports: Ports
+) -> None:
+    """Raise :class:`PurchaseInProgress` when another execution wrote the intent (unless that execution was
+    stopped and this one resumed the request: :meth:`~capacity.ledger.Ledger.owner`)."""
     owner = str(intent.get("owner") or "")
-    if owner and step.execution and owner != step.execution:
+    if (
+        owner
+        and step.execution
+        and owner != step.execution
+        and ports.ledger.owner(request.id) != step.execution
+    ):
         raise PurchaseInProgress(
             f"the purchase for {request.id} belongs to execution {owner}; this execution "
             f"({step.execution}) does not buy"

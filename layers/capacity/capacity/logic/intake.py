@@ -8,9 +8,10 @@ from typing import Any
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.jsonsafe import check_depth
-from capacity.ledger import CANCEL_REQUESTED, SLACK_THREAD
+from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.checks import require_in_scope
-from capacity.models import ReservationRequestedDetail, State, parse_model, parse_request
+from capacity.logic.common import final_state
+from capacity.models import ReservationRequestedDetail, ResumeOf, State, parse_model, parse_request
 from capacity.ports import Ports
 
 
@@ -42,6 +43,8 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         raise InvalidRequest([FieldError("detail", "the event has no detail object")])
     check_depth(event["detail"], field="detail")  # anyone's event: its shape must not crash the reader
     detail = parse_model(ReservationRequestedDetail, event["detail"])
+    if detail.resume_of is not None:
+        return _resume(detail.resume_of, execution, ports)
     try:
         request = parse_request(detail.request, now=ports.clock())
         require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
@@ -70,6 +73,39 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
             detail={"reason": "cancelled", "before": "record_request"},
         )
         created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
+    return RecordRequestOutput(
+        request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
+    )
+
+
+def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequestOutput:
+    """Carry on the stopped execution ``resume.execution`` of a recorded request: the request as recorded
+    (not validated again: the clock has moved on since it was admitted), with this execution as the
+    workflow's owner (the conditional ``RESUME#<stopped execution>`` item: one resumer wins).
+
+    Returns:
+        ``duplicate`` True when the request has an outcome already, when the stopped execution no longer
+        owns the request (a stale resume), or when another execution resumed it first.
+
+    Raises:
+        InvalidRequest: no request ``resume.request_id`` is recorded, or no execution is named.
+    """
+    ledger = ports.ledger
+    request = ledger.get_request(resume.request_id)
+    if request is None or not execution:
+        raise InvalidRequest([FieldError("detail.resume_of.request_id", "names no recorded request")])
+    ended = final_state(ledger.history(request.id)) is not None or ledger.owner(request.id) not in (
+        resume.execution,
+        execution,
+    )
+    created = False
+    if not ended:
+        created, _ = ledger.put_once(
+            request.id,
+            f"{RESUME_PREFIX}{resume.execution}",
+            {"execution": execution, "actor": ports.actor},
+            write_id=execution,
+        )
     return RecordRequestOutput(
         request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
     )

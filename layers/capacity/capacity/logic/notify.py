@@ -40,6 +40,7 @@ from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.purchase import reconcile_purchase
+from capacity.logic.stopped import workflow_stopped
 from capacity.models import (
     ApprovalRequestedDetail,
     ReleaseRequestedDetail,
@@ -103,6 +104,8 @@ def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
         return _approval_outcome(step, ports)
     if step.kind == "degraded":
         return degraded(step, ports)
+    if step.kind == "workflow_stopped":
+        return workflow_stopped(step, ports, fail=_failure)
     return _failure(step, ports)
 
 

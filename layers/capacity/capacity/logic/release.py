@@ -43,6 +43,7 @@ from capacity.logic.common import Purchase, first_entry, load_purchase, post, st
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
+from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
     CostSummary,
@@ -119,6 +120,15 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     ledger = ports.ledger
     marker = ledger.get(step.request_id, RELEASED_MARKER)
     purchase = load_purchase(ports, step.request_id)
+    # An intent whose Lambda died before recording the purchase (then a cancel, or the end): ask AWS by the
+    # deterministic name or tag, so what was bought is recorded, scheduled and released.
+    if (
+        purchase is None
+        and marker is None
+        and step.action == "begin"
+        and reconcile_purchase(ports, step.request_id) is not None
+    ):
+        purchase = load_purchase(ports, step.request_id)
     # Released already: done, unless a deployment that raced the release created something after its
     # pass (it puts ReleaseRequested again): then this release deletes it; ``finish`` keeps one RELEASED.
     if marker is not None and (step.action == "begin" or purchase is None):
@@ -462,9 +472,12 @@ def record_released(
     ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the release schedule and
     the Slack post ``message(summary, reason)``.
 
+    A marker without ``RELEASED`` (the release that wrote it died before recording it) is finished here:
+    the event, ``RELEASED`` with the stored summary, the schedule and the post.
+
     Returns:
         ``done`` with the summary; ``already_released`` with the stored summary when another release wrote
-        the marker first.
+        the marker and recorded ``RELEASED`` first.
     """
     history = ports.ledger.history(step.request_id)
     releasing = first_entry(history, State.RELEASING)
@@ -481,7 +494,11 @@ def record_released(
     )
     if not created:
         stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
-        return ReleaseOutput(done=True, already_released=True, summary=stored)
+        if stored is None or first_entry(history, State.RELEASED) is not None:
+            return ReleaseOutput(done=True, already_released=True, summary=stored)
+        # The marker is there but not RELEASED: the release that wrote it died before recording it (a killed
+        # Lambda, a failed write). Finish its bookkeeping with what it stored; the event may go twice.
+        reason, summary = item.get("reason"), stored
     ports.events.put(
         "ReservationReleased",
         ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
@@ -492,6 +509,7 @@ def record_released(
         State.RELEASED,
         actor=ports.actor,
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
+        once=True,
     )
     try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
         ports.scheduler.delete(release_schedule_name(step.request_id))

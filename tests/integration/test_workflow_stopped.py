@@ -1,0 +1,112 @@
+"""A workflow stopped outside its own paths (an operator's StopExecution): Step Functions' status change
+event reaches the application, which resumes a paid reservation, fails one that bought nothing, and
+requests an aborted release again (capacity.logic.stopped)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from tests.integration.support import (
+    LIFECYCLE,
+    base_request,
+    in_order,
+    ledger_items,
+    make_cloud,
+    post_reservation,
+    slack_texts,
+    states,
+    training_plans,
+)
+
+pytestmark = pytest.mark.integration
+
+RID = "eval-week-49"
+
+
+def _stop_running(cloud: LocalCloud, machine: str) -> str:
+    """An operator's ``StopExecution`` of the running execution of ``machine``; its ARN."""
+    (running,) = [
+        e for e in cloud.executions() if e.state_machine.endswith(machine) and e.status == "RUNNING"
+    ]
+    cloud.client("stepfunctions").stop_execution(executionArn=running.arn, error="Operator", cause="by hand")
+    return running.arn
+
+
+def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves() -> None:
+    with make_cloud() as cloud:
+        post_reservation(cloud, base_request())
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
+        stopped = _stop_running(cloud, "ReserveCapacityStateMachine")
+        cloud.run_until_idle(max_wall_seconds=600)
+
+        reserve = [e for e in cloud.executions() if e.state_machine.endswith("ReserveCapacityStateMachine")]
+        assert sorted(e.status for e in reserve) == ["ABORTED", "SUCCEEDED"]  # then the resumed workflow
+        resumed = [i for i in ledger_items(cloud, RID) if i["sk"] == f"RESUME#{stopped}"]
+        assert len(resumed) == 1
+        # Bought once, recorded once, served, then released at its end
+        assert len(training_plans(cloud)) == 1
+        assert [c.operation for c in cloud.dispatcher.calls].count("CreateTrainingPlan") == 1
+        money = [Decimal(i["money_usd"]) for i in ledger_items(cloud, RID) if i.get("money_usd")]
+        assert money == [Decimal(training_plans(cloud)[0]["UpfrontFee"])]
+        seen = states(cloud, RID)
+        assert in_order(seen, LIFECYCLE), seen
+        assert "FAILED" not in seen
+        assert f"{RID} resumed" in slack_texts(cloud)
+        assert cloud.billable_resources() == []
+
+
+def test_a_reserve_workflow_stopped_before_anything_was_bought_fails_and_says_so() -> None:
+    body = {**base_request(), "approval_above_usd": "1", "approval_timeout_hours": 24}
+    with make_cloud() as cloud:
+        post_reservation(cloud, body)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=300)
+        _stop_running(cloud, "ReserveCapacityStateMachine")
+        cloud.run_until_idle(max_wall_seconds=600)
+
+        seen = states(cloud, RID)
+        assert seen[-1] == "FAILED"
+        failed = next(i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED")
+        assert failed["detail"]["error"] == "WorkflowStopped"
+        assert "aborted" in failed["detail"]["reason"]
+        assert training_plans(cloud) == []
+        assert "Nothing was bought" in slack_texts(cloud)
+
+
+def test_an_aborted_release_is_requested_again_and_releases() -> None:
+    with make_cloud() as cloud:
+        post_reservation(cloud, base_request())
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=300)
+        detail = {"schema_version": 1, "request_id": RID, "reason": "cancelled"}
+        cloud.put_events(
+            [
+                {
+                    "Source": "capacity.orchestrator",
+                    "DetailType": "ReleaseRequested",
+                    "Detail": json.dumps(detail),
+                    "EventBusName": cloud.stack.physical_id("EventBus"),
+                }
+            ]
+        )
+        cloud.run(
+            stop_when=lambda: (
+                "RELEASING" in states(cloud, RID)
+                and any(
+                    e.state_machine.endswith("ReleaseCapacityStateMachine") and e.status == "RUNNING"
+                    for e in cloud.executions()
+                )
+            ),
+            max_wall_seconds=300,
+        )
+        _stop_running(cloud, "ReleaseCapacityStateMachine")
+        cloud.run_until_idle(max_wall_seconds=600)
+
+        release = [e for e in cloud.executions() if e.state_machine.endswith("ReleaseCapacityStateMachine")]
+        assert sorted(e.status for e in release) == ["ABORTED", "SUCCEEDED"]
+        # Released again at once for the cancel (not by the end-of-reservation schedule, days later)
+        released = [i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASED"]
+        assert [i["detail"]["reason"] for i in released] == ["cancelled"]
+        assert cloud.billable_resources() == []
