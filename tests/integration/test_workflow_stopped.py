@@ -12,6 +12,7 @@ import pytest
 from localcloud.cloud import LocalCloud
 from tests.integration.support import (
     LIFECYCLE,
+    api_event,
     base_request,
     in_order,
     ledger_items,
@@ -36,9 +37,15 @@ def _stop_running(cloud: LocalCloud, machine: str) -> str:
     return running.arn
 
 
-def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves() -> None:
+@pytest.mark.parametrize("approval", [False, True], ids=["no-approval", "approved"])
+def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves(approval: bool) -> None:
+    body = {**base_request(), "approval_above_usd": "1000"} if approval else base_request()
     with make_cloud() as cloud:
-        post_reservation(cloud, base_request())
+        post_reservation(cloud, body)
+        if approval:
+            cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=300)
+            answer = cloud.api_request(api_event({"approved": True}, path=f"/reservations/{RID}/approval"))
+            assert answer["statusCode"] == 200, answer
         cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
         stopped = _stop_running(cloud, "ReserveCapacityStateMachine")
         cloud.run_until_idle(max_wall_seconds=600)
@@ -55,6 +62,8 @@ def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves() -
         seen = states(cloud, RID)
         assert in_order(seen, LIFECYCLE), seen
         assert "FAILED" not in seen
+        assert seen.count("AWAITING_APPROVAL") == int(approval)  # the resumed workflow asks nobody again
+        assert seen.count("PLANNED") == 1  # nor plans again: straight back to the purchase
         assert f"{RID} resumed" in slack_texts(cloud)
         assert cloud.billable_resources() == []
 

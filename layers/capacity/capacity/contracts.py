@@ -30,12 +30,15 @@ class _Out(BaseModel):
 
 # 1. record_request: in = the EventBridge event (see capacity.logic.intake)
 class RecordRequestOutput(_Out):
-    """``{"request_id", "duplicate", "regions", "dry_run"}``; ``duplicate`` ends the workflow quietly."""
+    """``{"request_id", "duplicate", "regions", "dry_run", "resume_offering"}``; ``duplicate`` ends the
+    workflow quietly; ``resume_offering`` (a resumed workflow whose request has a purchase intent) is the
+    offering the intent names: the workflow goes straight back to the purchase."""
 
     request_id: str
     duplicate: bool
     regions: list[str]
     dry_run: bool
+    resume_offering: OfferingSummary | None = None
 
 
 # 2. search_offerings

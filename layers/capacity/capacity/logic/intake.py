@@ -8,10 +8,17 @@ from typing import Any
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.jsonsafe import check_depth
-from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD
+from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state
-from capacity.models import ReservationRequestedDetail, ResumeOf, State, parse_model, parse_request
+from capacity.models import (
+    OfferingSummary,
+    ReservationRequestedDetail,
+    ResumeOf,
+    State,
+    parse_model,
+    parse_request,
+)
 from capacity.ports import Ports
 
 
@@ -85,7 +92,8 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
 
     Returns:
         ``duplicate`` True when the request has an outcome already, when the stopped execution no longer
-        owns the request (a stale resume), or when another execution resumed it first.
+        owns the request (a stale resume), or when another execution resumed it first;
+        ``resume_offering`` the offering of the request's purchase intent, if any (back to the purchase).
 
     Raises:
         InvalidRequest: no request ``resume.request_id`` is recorded, or no execution is named.
@@ -106,6 +114,13 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
             {"execution": execution, "actor": ports.actor},
             write_id=execution,
         )
+    intent = ledger.get(request.id, PURCHASE_INTENT) if created else None
+    named = intent.get("offering") if intent else None
+    offering = OfferingSummary.model_validate(named) if named else None
     return RecordRequestOutput(
-        request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
+        request_id=request.id,
+        duplicate=not created,
+        regions=list(request.regions),
+        dry_run=request.dry_run,
+        resume_offering=offering,
     )
