@@ -17,22 +17,24 @@ FORWARDING_RULE = {
 
 def test_workflow_rules_retry_for_a_day_then_dead_letter_to_an_alarmed_queue() -> None:
     resources = _template()["Resources"]
-    for machine, event in (
+    for source, event in (
         ("ReserveCapacityStateMachine", "ReservationRequested"),
         ("ReleaseCapacityStateMachine", "ReleaseRequested"),
+        ("NotifyFunction", "WorkflowStopped"),
     ):
-        rule = resources[machine]["Properties"]["Events"][event]["Properties"]
+        rule = resources[source]["Properties"]["Events"][event]["Properties"]
         assert rule["RetryPolicy"] == {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
         assert rule["DeadLetterConfig"] == {"Arn": {"GetAtt": "WorkflowDeliveryFailuresQueue.Arn"}}
     (statement,) = resources["WorkflowDeliveryFailuresQueuePolicy"]["Properties"]["PolicyDocument"][
         "Statement"
     ]
-    # EventBridge sends dead letters as events.amazonaws.com, for these two rules only.
+    # EventBridge sends dead letters as events.amazonaws.com, for these three rules only.
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert statement["Action"] == "sqs:SendMessage"
     assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == [
         {"GetAtt": "ReserveCapacityStateMachineReservationRequested.Arn"},
         {"GetAtt": "ReleaseCapacityStateMachineReleaseRequested.Arn"},
+        {"GetAtt": "NotifyFunctionWorkflowStopped.Arn"},
     ]
     alarm = resources["WorkflowDeliveryFailuresAlarm"]["Properties"]
     assert alarm["Dimensions"] == [
