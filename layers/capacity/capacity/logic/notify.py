@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from capacity import messages
@@ -143,6 +143,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
                 offering=step.plan.offering,
                 approval_above_usd=request.approval_above_usd,
                 timeout_seconds=step.plan.approval_timeout_seconds,
+                approval_deadline=approval_deadline(ports.clock(), step.plan.approval_timeout_seconds),
             ),
         )
     written = ledger.append(
@@ -165,6 +166,13 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
+
+
+def approval_deadline(now: datetime, timeout_seconds: int) -> datetime:
+    """When an approval wait of ``timeout_seconds`` that started before ``now`` (UTC) ends at the latest,
+    rounded down to the minute: the Step Functions task's ``TimeoutSecondsPath`` clock started a little
+    before this Lambda ran, so a person told this instant is never told a later one than AWS keeps."""
+    return (now + timedelta(seconds=timeout_seconds)).replace(second=0, microsecond=0)
 
 
 _OUTCOMES = {
