@@ -2,7 +2,7 @@
 
 ``ApprovalRequested`` is turned into a readable notice (request, fee, deadline, the CLI command) by the
 ``ApprovalRequestedNoticeRule`` input transformer and published to ``OperationsTopic``, which only that
-rule (and the ReservationFailed one) may publish to as ``events.amazonaws.com`` (``OperationsTopicPolicy``,
+rule and the ReservationFailed one may publish to as ``events.amazonaws.com`` (``OperationsTopicPolicy``,
 ``aws:SourceArn``). The local cloud evaluates the topic policy and delivers to SNS; an SQS queue subscribed
 to the topic reads what an email subscriber would get.
 """
@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from localcloud.cloud import LocalCloud
+from localcloud.emulator.market import MarketConfig
 from tests.integration.support import START, TEMPLATE, base_request, ledger_items, post_reservation, states
 
 RID = "approval-notice-1"
@@ -111,3 +112,23 @@ def test_the_topic_policy_lets_only_the_notice_rules_publish() -> None:
     assert [d.detail_type for d in deliveries] == ["ApprovalRequested"]
     assert "sns:Publish" in (deliveries[0].error or "")
     assert inbox == []
+
+
+def test_a_failed_reservation_reaches_the_operations_topic_with_its_reason() -> None:
+    rid = "failure-notice-1"
+    body = {**base_request(), "request_id": rid}
+    with LocalCloud(TEMPLATE, start=START, market=MarketConfig(capacity={"*": 0})) as cloud:  # no offering
+        topic, queue = _subscribe(cloud)
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "FAILED" in states(cloud, rid), max_wall_seconds=300)
+        failed = next(i for i in ledger_items(cloud, rid) if i.get("state") == "FAILED")
+        deliveries = [d for d in cloud.delivery.deliveries if d.target_arn == topic]
+        inbox = _inbox(cloud, queue)
+    assert [(d.detail_type, d.error) for d in deliveries] == [("ReservationFailed", None)]
+    (message,) = inbox
+    notice = json.loads(message)
+    reason = failed["detail"]["reason"]
+    assert notice == (
+        f"Capacity Orchestrator ({STACK}): reservation {rid} failed (OfferingNotFound): {reason} "
+        f"Details: capacity --stack {STACK} --region us-east-1 status {rid}"
+    )
