@@ -915,9 +915,9 @@ class ReservationPlannedDetail(_Detail):
 class ApprovalRequestedDetail(_Detail):
     """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``).
 
-    ``approval_deadline`` (UTC, whole minutes) is when the approval wait of ``timeout_seconds`` ends at the
-    latest: the wait started before the event was put, so the deadline is rounded down to the minute and
-    never later than the state machine's (the operations topic's notice quotes it; template.yaml).
+    ``approval_deadline`` (UTC, rounded down to the minute) is when the approval wait of ``timeout_seconds``
+    ends, counted from when the approval state was entered: never later than the state machine's (the
+    operations topic's notice quotes it; template.yaml).
     """
 
     request_id: str

@@ -143,7 +143,9 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
                 offering=step.plan.offering,
                 approval_above_usd=request.approval_above_usd,
                 timeout_seconds=step.plan.approval_timeout_seconds,
-                approval_deadline=approval_deadline(ports.clock(), step.plan.approval_timeout_seconds),
+                approval_deadline=approval_deadline(
+                    step.entered_at or ports.clock(), step.plan.approval_timeout_seconds
+                ),
             ),
         )
     written = ledger.append(
@@ -168,11 +170,11 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
 
 
-def approval_deadline(now: datetime, timeout_seconds: int) -> datetime:
-    """When an approval wait of ``timeout_seconds`` that started before ``now`` (UTC) ends at the latest,
-    rounded down to the minute: the Step Functions task's ``TimeoutSecondsPath`` clock started a little
-    before this Lambda ran, so a person told this instant is never told a later one than AWS keeps."""
-    return (now + timedelta(seconds=timeout_seconds)).replace(second=0, microsecond=0)
+def approval_deadline(entered: datetime, timeout_seconds: int) -> datetime:
+    """The deadline to tell people (UTC, rounded down to the minute) for an approval wait of
+    ``timeout_seconds`` whose state was entered at ``entered`` (``$$.State.EnteredTime``; each retried
+    attempt's timeout starts later, never earlier), so nobody is told a later instant than AWS keeps."""
+    return (entered + timedelta(seconds=timeout_seconds)).replace(second=0, microsecond=0)
 
 
 _OUTCOMES = {
