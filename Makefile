@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench deploy smoke remove
+.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -97,6 +97,11 @@ security: checkov
 QUICK ?=
 bench: venv
 	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+## What the stack itself costs per reservation (docs/deploy.md): make demo's lifecycle on the local cloud,
+## its state transitions, invocations, API calls and alarm-hours at us-east-1 list prices.
+costs-measure: venv
+	PYTHONPATH=.:layers/capacity $(BIN)/python scripts/measure_costs.py
 
 ## Deploy to the account of your AWS credentials (docs/deploy.md): the template `make template` has just
 ## linted and built (.aws-sam/build/template.yaml), then `sam deploy` with samconfig.toml; --guided the first

@@ -122,3 +122,17 @@ def test_failure_alarms_notify_the_operations_topic() -> None:
         assert properties["AlarmActions"] == [{"Ref": "OperationsTopic"}], alarm
         assert properties["OKActions"] == [{"Ref": "OperationsTopic"}], alarm
     assert template["Outputs"]["OperationsTopicArn"]["Value"] == {"Ref": "OperationsTopic"}
+
+
+def test_samconfig_lists_every_template_parameter_at_its_default() -> None:
+    # docs/deploy.md: samconfig.toml's parameter_overrides are guided mode's defaults; a parameter missing
+    # there is never asked for, and an empty value must be quoted ("") or SAM CLI refuses the file.
+    overrides = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]["deploy"]["parameters"][
+        "parameter_overrides"
+    ]
+    pairs = dict(item.split("=", 1) for item in overrides)
+    parameters = _template()["Parameters"]
+    assert sorted(pairs) == sorted(parameters)
+    for name, value in pairs.items():
+        assert value != "", f'{name}: write an empty value as {name}=""'
+        assert value.strip('"') == str(parameters[name].get("Default", "")), name

@@ -39,6 +39,8 @@ CREATE_AND_DELETE = {
     "AWS::SecretsManager::Secret": ("secretsmanager:CreateSecret", "secretsmanager:DeleteSecret"),
     "AWS::SNS::Subscription": ("sns:Subscribe", "sns:Unsubscribe"),
     "AWS::SNS::Topic": ("sns:CreateTopic", "sns:DeleteTopic"),
+    # CloudFormation sets the topic's Policy attribute, and on delete puts the default policy back.
+    "AWS::SNS::TopicPolicy": ("sns:SetTopicAttributes",),
     "AWS::SQS::Queue": ("sqs:CreateQueue", "sqs:DeleteQueue"),
     "AWS::SQS::QueuePolicy": ("sqs:SetQueueAttributes",),
     "AWS::Events::EventBusPolicy": ("events:PutPermission", "events:RemovePermission"),

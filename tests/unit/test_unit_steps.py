@@ -393,6 +393,25 @@ def test_approval_request_stores_the_token_and_posts_buttons(harness: Harness) -
     assert "ApprovalRequested" in harness.events.types()
 
 
+def test_approval_requested_names_the_deadline_counted_from_when_the_wait_began(harness: Harness) -> None:
+    # Issue 18: the operations topic's notice quotes approval_deadline; the Step Functions timeout counts
+    # from the state's entry ($$.State.EnteredTime), before this Lambda runs: never tell a later instant.
+    request = record(harness, approval_above_usd="5000")
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    plan = choose_offering(
+        ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
+    )
+    entered = NOW - timedelta(minutes=3, seconds=30)
+    step = NotifyInput(
+        kind="approval_request", request_id=request.id, task_token="tok-1", plan=plan, entered_at=entered
+    )
+    notify(step, harness.ports)
+    (detail,) = [d for kind, d in harness.events.puts if kind == "ApprovalRequested"]
+    deadline = (entered + timedelta(seconds=plan.approval_timeout_seconds)).replace(second=0)
+    assert detail["approval_deadline"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert detail["timeout_seconds"] == 24 * 3600
+
+
 def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(harness: Harness) -> None:
     # Fault soak seed 2, lifecycle 28: a DELETE between PLANNED and the approval request left
     # AWAITING_APPROVAL after CANCELLED, and the approval API then accepted an approval.

@@ -136,6 +136,9 @@ class NotifyInput(_In):
     """``failure`` of ``phase`` ``release``: the release execution's name (one record per attempt)."""
     workflow: dict[str, Any] | None = None
     """``workflow_stopped``: the EventBridge event (``detail``: ``executionArn``, ``status``, ``input``)."""
+    entered_at: UtcDatetime | None = None
+    """``approval_request``: when the approval state was entered (``$$.State.EnteredTime``, UTC): the
+    approval timeout (``TimeoutSecondsPath``) counts from no earlier than this instant."""
 
 
 class NotifyOutput(_Out):

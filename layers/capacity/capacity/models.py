@@ -913,12 +913,18 @@ class ReservationPlannedDetail(_Detail):
 
 
 class ApprovalRequestedDetail(_Detail):
-    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``)."""
+    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``).
+
+    ``approval_deadline`` (UTC, rounded down to the minute) is when the approval wait of ``timeout_seconds``
+    ends, counted from when the approval state was entered: never later than the state machine's (the
+    operations topic's notice quotes it; template.yaml).
+    """
 
     request_id: str
     offering: OfferingSummary | None
     approval_above_usd: Money | None
     timeout_seconds: int
+    approval_deadline: UtcDatetime | None = None
 
 
 class ReservationPurchasedDetail(_Detail):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from capacity import messages
@@ -143,6 +143,9 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
                 offering=step.plan.offering,
                 approval_above_usd=request.approval_above_usd,
                 timeout_seconds=step.plan.approval_timeout_seconds,
+                approval_deadline=approval_deadline(
+                    step.entered_at or ports.clock(), step.plan.approval_timeout_seconds
+                ),
             ),
         )
     written = ledger.append(
@@ -165,6 +168,13 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
+
+
+def approval_deadline(entered: datetime, timeout_seconds: int) -> datetime:
+    """The deadline to tell people (UTC, rounded down to the minute) for an approval wait of
+    ``timeout_seconds`` whose state was entered at ``entered`` (``$$.State.EnteredTime``; each retried
+    attempt's timeout starts later, never earlier), so nobody is told a later instant than AWS keeps."""
+    return (entered + timedelta(seconds=timeout_seconds)).replace(second=0, microsecond=0)
 
 
 _OUTCOMES = {
