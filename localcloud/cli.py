@@ -42,7 +42,13 @@ from typing import Any
 
 from time_machine import escape_hatch
 
-from localcloud.clock import ClockStuckError
+from localcloud.clock import (
+    DEFAULT_STALL_SECONDS,
+    STALL_SECONDS_ENV,
+    ClockStuckError,
+    RunProgress,
+    default_stall_seconds,
+)
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
@@ -114,7 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
         "arn:aws:sts::<account>:assumed-role/localcloud/local-user)",
     )
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
-    run.add_argument("--max-wall-seconds", type=float, default=120.0)
+    run.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=None,
+        help="hang detector: the run fails after this many seconds of real time without progress (virtual "
+        f"time still, no invocation started or ended); default {DEFAULT_STALL_SECONDS:.0f}, or "
+        f"{STALL_SECONDS_ENV}. A run that progresses is never cut short, however slow the machine",
+    )
+    run.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="a progress line on stderr while the run runs (auto: rewritten in place on a terminal, one "
+        "line every 10 s otherwise)",
+    )
     run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
     run.add_argument(
         "--traffic",
@@ -506,6 +526,13 @@ def command_run(args: argparse.Namespace) -> int:
     stuck: str | None = None
     deliveries: list[dict[str, Any]] = []
     traffic_text = ""
+    try:
+        stall = args.stall_seconds if args.stall_seconds is not None else default_stall_seconds()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if stall <= 0:
+        raise UsageError("--stall-seconds must be positive")
+    progress = ProgressLine(cloud, mode=args.progress)
     with cloud:
         replay = attach(cloud, profile) if profile is not None else None
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
@@ -523,12 +550,18 @@ def command_run(args: argparse.Namespace) -> int:
             last = position == len(events) - 1
             try:
                 if last or args.gap is None:
-                    cloud.run_until_idle(max_wall_seconds=args.max_wall_seconds)
+                    cloud.run_until_idle(stall_seconds=stall, progress=progress)
                 else:
-                    cloud.run(until=cloud.now() + args.gap, max_wall_seconds=args.max_wall_seconds)
+                    cloud.run(until=cloud.now() + args.gap, stall_seconds=stall, progress=progress)
             except ClockStuckError as exc:
-                stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
+                stuck = (
+                    f"the run made no progress for {stall:.0f} s of real time (the hang detector, "
+                    f"--stall-seconds or {STALL_SECONDS_ENV}; "
+                    f"make demo DEMO_ARGS='--stall-seconds N'):\n{exc}"
+                )
                 break
+            finally:
+                progress.done()
         if replay is not None and profile is not None:
             traffic_text = traffic_report(cloud, replay, profile, args.reports_dir)
         text, failed = report(
@@ -537,6 +570,50 @@ def command_run(args: argparse.Namespace) -> int:
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+class ProgressLine:
+    """The progress line ``run`` prints on stderr: virtual time, invocations, real seconds, and how long
+    nothing has moved against the hang detector's limit.
+
+    ``mode``: ``auto`` (rewritten in place on a terminal; else a line every 10 s), ``always`` (a line
+    every 10 s), ``never``.
+    """
+
+    def __init__(self, cloud: LocalCloud, *, mode: str = "auto", stream: Any = None) -> None:
+        self.cloud = cloud
+        self.stream = stream if stream is not None else sys.stderr
+        tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.in_place = mode == "auto" and tty
+        self.enabled = mode != "never"
+        self.every = 0.0 if self.in_place else 10.0
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, progress: RunProgress) -> None:
+        if not self.enabled or progress.wall_seconds - self._last < self.every:
+            return
+        self._last = progress.wall_seconds
+        line = (
+            f"   .. virtual {_when(progress.now)}, {len(self.cloud.lambdas.records)} invocation(s), "
+            f"{progress.wall_seconds:.0f} s"
+        )
+        if progress.still_seconds >= 5:
+            line += f"; no progress for {progress.still_seconds:.0f} s (limit {progress.stall_seconds:.0f} s)"
+        if self.in_place:
+            self.stream.write("\r" + line.ljust(100)[:100])
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        """End the in-place line (before the report is printed)."""
+        if self._shown and self.in_place:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+        self._shown = False
+        self._last = 0.0
 
 
 def _traffic_profile(path: Path | None) -> TrafficProfile | None:
@@ -617,7 +694,7 @@ def command_serve(args: argparse.Namespace) -> int:
                 # Virtual time follows real time (times --speed), however long each step took.
                 target = virtual_start + timedelta(seconds=(time.monotonic() - real_start) * args.speed)
                 if target > cloud.now():
-                    cloud.run(until=target, max_wall_seconds=600)
+                    cloud.run(until=target)
                 seen: Counter[tuple[datetime, str, str]] = Counter()
                 for entry in cloud.timeline.entries():
                     key = (entry.at, entry.kind, entry.text)

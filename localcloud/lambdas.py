@@ -523,6 +523,8 @@ class LambdaRuntime:
 
     Attributes:
         records: every finished invocation attempt, in completion order.
+        started: how many invocation attempts have started (with ``records``: the hang detector's
+            progress source).
     """
 
     def __init__(
@@ -538,6 +540,7 @@ class LambdaRuntime:
         self.base_env = dict(base_env)
         self.async_retry_delays_seconds = async_retry_delays_seconds
         self.records: list[InvocationRecord] = []
+        self.started = 0
         self._functions: dict[str, FunctionSpec] = {}
         for spec in functions:
             self.add_function(spec)
@@ -694,8 +697,7 @@ class LambdaRuntime:
         attempt: int = 1,
         client_context: Any = None,
     ) -> InvokeResult:
-        self._ensure_output_router()
-        self._cpu.acquire()
+        self._begin_attempt()
         invocations = self._invocations()
         if invocations:  # a nested synchronous invocation: the outer one's state steps aside
             invocations[-1].environment.take_state()
@@ -773,6 +775,12 @@ class LambdaRuntime:
             listener(record)
         status = 200 if invocation_type == "RequestResponse" else 202
         return InvokeResult(status, response, "Unhandled" if error_type else None, log, request_id)
+
+    def _begin_attempt(self) -> None:
+        """Route the output, take the CPU, count the attempt (the hang detector's progress)."""
+        self._ensure_output_router()
+        self._cpu.acquire()
+        self.started += 1
 
     def _checked(
         self,

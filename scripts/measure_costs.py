@@ -87,16 +87,16 @@ def measure() -> dict[str, Any]:
                 )["Items"]
             return any(item.get("state", {}).get("S") == state for item in items)
 
-        cloud.run(stop_when=lambda: state_seen("READY"), max_wall_seconds=600)
+        cloud.run(stop_when=lambda: state_seen("READY"))
         ready_at = cloud.now()
         with cloud.dispatcher.exempt():
             alarms = sum(
                 len(cloud.client("cloudwatch", region).describe_alarms()["MetricAlarms"])
                 for region in REGIONS
             )
-        cloud.run(stop_when=lambda: state_seen("RELEASING"), max_wall_seconds=900)
+        cloud.run(stop_when=lambda: state_seen("RELEASING"))
         serving_hours = Decimal((cloud.now() - ready_at).total_seconds()) / 3600
-        cloud.run_until_idle(max_wall_seconds=900)
+        cloud.run_until_idle()
         if not state_seen("RELEASED"):
             raise RuntimeError("the lifecycle did not end RELEASED")
         executions = cloud.executions()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from localcloud.cli import event_kind, event_time, main
+from localcloud.cli import ProgressLine, event_kind, event_time, main
+from localcloud.clock import RunProgress
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 RETRY_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:fixture-RetryStateMachine"
@@ -108,3 +110,30 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path: Path, capsys: pytest
     event = write(tmp_path, {"httpMethod": "GET", "path": "/"})
     assert main(["run", str(event), "--template", str(broken)]) == 2
     assert "Resources.P.Properties.Value" in capsys.readouterr().err
+
+
+def test_the_hang_limit_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    event = write(tmp_path, {"text": "hi"})
+    assert run(str(event), "--function", "NotifyFunction", "--stall-seconds", "0") == 2
+    assert "--stall-seconds must be positive" in capsys.readouterr().err
+
+
+def test_the_progress_line_shows_virtual_time_and_the_hang_limit() -> None:
+    class Cloud:
+        class lambdas:  # noqa: N801 - stands in for the runtime attribute
+            records = [object(), object(), object()]
+
+    stream = io.StringIO()
+    line = ProgressLine(Cloud(), mode="always", stream=stream)  # type: ignore[arg-type]
+    at = datetime(2026, 12, 8, 11, 41, tzinfo=UTC)
+    line(RunProgress(now=at, steps=3, wall_seconds=4.0, still_seconds=0.0, stall_seconds=600))
+    assert stream.getvalue() == ""  # not a terminal: one line every 10 s
+    line(RunProgress(now=at, steps=9, wall_seconds=12.0, still_seconds=7.0, stall_seconds=600))
+    assert stream.getvalue() == (
+        "   .. virtual 2026-12-08T11:41:00Z, 3 invocation(s), 12 s; no progress for 7 s (limit 600 s)\n"
+    )
+    quiet = io.StringIO()
+    ProgressLine(Cloud(), mode="never", stream=quiet)(  # type: ignore[arg-type]
+        RunProgress(now=at, steps=9, wall_seconds=60.0, still_seconds=0.0, stall_seconds=600)
+    )
+    assert quiet.getvalue() == ""
