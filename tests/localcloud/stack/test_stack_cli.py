@@ -6,6 +6,7 @@ import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -119,12 +120,9 @@ def test_the_hang_limit_must_be_positive(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_the_progress_line_shows_virtual_time_and_the_hang_limit() -> None:
-    class Cloud:
-        class lambdas:  # noqa: N801 - stands in for the runtime attribute
-            records = [object(), object(), object()]
-
+    cloud = SimpleNamespace(lambdas=SimpleNamespace(records=[object(), object(), object()]))
     stream = io.StringIO()
-    line = ProgressLine(Cloud(), mode="always", stream=stream)  # type: ignore[arg-type]
+    line = ProgressLine(cloud, mode="always", stream=stream)  # type: ignore[arg-type]
     at = datetime(2026, 12, 8, 11, 41, tzinfo=UTC)
     line(RunProgress(now=at, steps=3, wall_seconds=4.0, still_seconds=0.0, stall_seconds=600))
     assert stream.getvalue() == ""  # not a terminal: one line every 10 s
@@ -133,7 +131,7 @@ def test_the_progress_line_shows_virtual_time_and_the_hang_limit() -> None:
         "   .. virtual 2026-12-08T11:41:00Z, 3 invocation(s), 12 s; no progress for 7 s (limit 600 s)\n"
     )
     quiet = io.StringIO()
-    ProgressLine(Cloud(), mode="never", stream=quiet)(  # type: ignore[arg-type]
+    ProgressLine(cloud, mode="never", stream=quiet)(  # type: ignore[arg-type]
         RunProgress(now=at, steps=9, wall_seconds=60.0, still_seconds=0.0, stall_seconds=600)
     )
     assert quiet.getvalue() == ""
