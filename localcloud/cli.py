@@ -33,8 +33,8 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections import Counter
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +54,7 @@ from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
+from localcloud.serving import RealTimeDriver, SlackClock
 from localcloud.soak import add_arguments as soak_arguments
 from localcloud.soak import run_command as run_soak
 from localcloud.template import TemplateError
@@ -419,15 +420,50 @@ def _routine(entry: TimelineEntry) -> bool:
     )
 
 
+GROUP_MIN_REPEATS = 3
+"""A block of lines repeated at least this many times in a row is printed once, with a count."""
+_GROUP_MAX_BLOCK = 4
+
+
+def group_repeats(entries: list[TimelineEntry]) -> list[TimelineEntry | tuple[int, int, datetime]]:
+    """The entries with runs of a repeated block (1 to 4 lines equal but for their time, e.g. an alarm
+    going ALARM then OK every minute) kept once: each run becomes its first block, then ``(block length,
+    further repeats, time of the last line)``."""
+    keys = [(entry.kind, entry.text) for entry in entries]
+    out: list[TimelineEntry | tuple[int, int, datetime]] = []
+    i = 0
+    while i < len(entries):
+        for size in range(1, _GROUP_MAX_BLOCK + 1):
+            block = keys[i : i + size]
+            repeats = 1
+            while keys[i + repeats * size : i + (repeats + 1) * size] == block:
+                repeats += 1
+            if repeats >= GROUP_MIN_REPEATS:
+                out.extend(entries[i : i + size])
+                out.append((size, repeats - 1, entries[i + repeats * size - 1].at))
+                i += repeats * size
+                break
+        else:
+            out.append(entries[i])
+            i += 1
+    return out
+
+
 def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
-    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line."""
+    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line. A block of
+    lines repeated in a row (:func:`group_repeats`) is printed once with how often it repeated, unless
+    ``verbose``."""
     lines: list[str] = []
-    for entry in entries:
-        if not verbose and _routine(entry):
+    shown = [entry for entry in entries if verbose or not _routine(entry)]
+    for item in shown if verbose else group_repeats(shown):
+        if isinstance(item, tuple):
+            size, more, last = item
+            what = "the line above" if size == 1 else f"the {size} lines above"
+            lines.append(f"{'':22}  ...        {what} repeated {more} more time(s), until {_when(last)}")
             continue
-        lines.append(entry.render())
-        if verbose and entry.kind == Kind.LAMBDA and entry.detail.get("log"):
-            lines.extend(" " * 33 + "| " + line for line in str(entry.detail["log"]).splitlines())
+        lines.append(item.render())
+        if verbose and item.kind == Kind.LAMBDA and item.detail.get("log"):
+            lines.extend(" " * 33 + "| " + line for line in str(item.detail["log"]).splitlines())
     return "\n".join(lines)
 
 
@@ -670,44 +706,66 @@ def command_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
+        driver = RealTimeDriver(cloud, speed=args.speed)
+        secret = (cloud.stack.local_values.get("SecretsManager") or {}).get("SlackSigningSecret")
+        slack_clock = (
+            SlackClock(
+                str(secret), virtual_now=cloud.now, real_now=lambda: escape_hatch.datetime.datetime.now(UTC)
+            )
+            if secret
+            else None
+        )
         server = LocalApiServer(
             port=args.port,
             routes=cloud.stack.api_routes,
-            serve=cloud.api_request,
+            serve=driver.submit,
             account_id=cloud.account_id,
             now=cloud.now,
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
             verifier=verifier,
+            slack_clock=slack_clock,
         )
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
-            f"(virtual time x{args.speed:g}); Ctrl-C stops"
+            f"(virtual time x{args.speed:g} while idle; requests are served in virtual time); Ctrl-C stops"
         )
         print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
-        # How many times each line has been printed: identical lines (five GETs in one second) are real.
-        printed: Counter[tuple[datetime, str, str]] = Counter()
-        tick = 0.2
-        real_start, virtual_start = time.monotonic(), cloud.now()
+        printer = TimelinePrinter(cloud)
         try:
-            while True:
-                # Virtual time follows real time (times --speed), however long each step took.
-                target = virtual_start + timedelta(seconds=(time.monotonic() - real_start) * args.speed)
-                if target > cloud.now():
-                    cloud.run(until=target)
-                seen: Counter[tuple[datetime, str, str]] = Counter()
-                for entry in cloud.timeline.entries():
-                    key = (entry.at, entry.kind, entry.text)
-                    seen[key] += 1
-                    if seen[key] > printed[key]:
-                        printed[key] += 1
-                        print(entry.render(), flush=True)
-                time.sleep(tick)
+            driver.serve_forever(threading.Event(), after_step=printer.print_new)
         except KeyboardInterrupt:
             print("\n== Stopped", flush=True)
         finally:
             server.stop()
     return EXIT_OK
+
+
+class TimelinePrinter:
+    """Prints the timeline lines not printed yet (``serve``): the entries recorded since the last call, and
+    the execution lines computed when something ran (virtual time or the invocations moved)."""
+
+    def __init__(self, cloud: LocalCloud, out: Any = None) -> None:
+        self.cloud = cloud
+        self.out = out
+        self._printed = 0
+        self._computed: set[tuple[datetime, str, str]] = set()
+        self._mark: tuple[datetime, int] | None = None
+
+    def print_new(self) -> None:
+        """Print what the timeline learnt since the last call, in timeline order."""
+        entries = self.cloud.timeline.recorded_since(self._printed)
+        self._printed += len(entries)
+        mark = (self.cloud.now(), len(self.cloud.lambdas.records))
+        if mark != self._mark:
+            self._mark = mark
+            for entry in self.cloud.timeline.computed():
+                key = (entry.at, entry.kind, entry.text)
+                if key not in self._computed:
+                    self._computed.add(key)
+                    entries.append(entry)
+        for entry in sorted(entries, key=lambda e: e.at.replace(microsecond=0)):
+            print(entry.render(), file=self.out or sys.stdout, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -523,8 +523,8 @@ class LocalCloud:
         prefix = f"{self.stack.stack_name}-"
         return name[len(prefix) :] if name.startswith(prefix) else name
 
-    def _lambda_entries(self) -> Sequence[TimelineEntry]:
-        return [self._lambda_entry(record) for record in list(self.lambdas.records)]
+    def _lambda_entries(self, start: int) -> Sequence[TimelineEntry]:
+        return [self._lambda_entry(record) for record in self.lambdas.records[start:]]
 
     def _lambda_entry(self, record: InvocationRecord) -> TimelineEntry:
         outcome = "ok" if record.error_type is None else f"failed: {record.error_type}"
@@ -544,18 +544,18 @@ class LocalCloud:
             {"function": record.function, "error_type": record.error_type, "log": record.log},
         )
 
-    def _slack_entries(self) -> Sequence[TimelineEntry]:
+    def _slack_entries(self, start: int) -> Sequence[TimelineEntry]:
         return [
             TimelineEntry(message.at, Kind.SLACK, slack_text(message), {"channel": message.channel})
-            for message in list(self.outbox.messages)
+            for message in self.outbox.messages[start:]
         ]
 
-    def _fault_entries(self) -> Sequence[TimelineEntry]:
+    def _fault_entries(self, start: int) -> Sequence[TimelineEntry]:
         return [
             TimelineEntry(
                 fault.at, Kind.FAULT, f"{fault.kind.value} on {fault.service} {fault.operation}", {}
             )
-            for fault in list(self.faults.fired)
+            for fault in self.faults.fired[start:]
         ]
 
     def _execution_entries(self) -> Iterable[TimelineEntry]:
