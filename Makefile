@@ -65,12 +65,14 @@ openapi: venv
 	$(BIN)/python scripts/export_openapi.py
 
 ## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
-## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone.
+## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone. Then the
+## 20-lifecycle soak test (make test runs a short one of 4).
 SEED ?= 1
 COUNT ?= 200
 WORKERS ?= 2
 soak: venv
 	$(BIN)/python -m localcloud soak --seed $(SEED) --count $(COUNT) --workers $(WORKERS) $(if $(ONLY),--only $(ONLY) --timeline)
+	$(if $(ONLY),,LOCALCLOUD_LONG_SOAK=1 $(BIN)/pytest -q -p no:cacheprovider tests/soak/test_soak.py -k twenty)
 
 lint: venv
 	$(BIN)/ruff check .
