@@ -7,9 +7,10 @@ times the real one, whatever the simulation was doing, would charge every real m
 of real work is 6 virtual minutes at 3600x) to the request being served: a 502 where AWS answers, a Slack
 signature "more than 5 minutes from now". So :class:`RealTimeDriver`:
 
-- serves each HTTP request from the thread that drives the clock (the HTTP threads hand the request over
-  and wait), as ``python -m localcloud run`` delivers an event: the request's Lambda runs at a standing
-  virtual instant, and virtual time moves under it only by what it waits (a back-off, a retry);
+- while requests are being served (concurrently, each on a thread of its own, as API Gateway does), runs
+  the simulation without a real-time target, as ``python -m localcloud run`` does: a request's Lambda runs
+  at a standing virtual instant, and virtual time moves under it only by what it (or anything else in the
+  simulation) waits for: a back-off, a retry;
 - between requests, advances virtual time by ``speed`` times the real time it spent *waiting* for one
   (never the real time spent simulating): schedules, alarms and workflows progress as on AWS, slower than
   ``speed`` when the machine is busy, never skipping a deadline;
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import queue
 import threading
 import time
@@ -60,6 +62,9 @@ class RealTimeDriver:
         self.tick = tick
         self._requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
         self._idle_since = time.monotonic()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._serial = itertools.count(1)
 
     def submit(self, event: dict[str, Any]) -> dict[str, Any]:
         """Hand an API Gateway proxy event to the driving thread and wait for the response (HTTP threads).
@@ -72,28 +77,36 @@ class RealTimeDriver:
         return answer.result()
 
     def step(self, wait: float | None = None) -> int:
-        """Serve the requests waiting, else wait up to ``wait`` (default ``tick``) real seconds for one,
-        then advance virtual time by ``speed`` times the real time spent waiting. Returns the requests
-        served."""
+        """Serve the requests waiting (until every one is answered), else wait up to ``wait`` (default
+        ``tick``) real seconds for one, then advance virtual time by ``speed`` times the real time spent
+        waiting. Returns the requests served."""
         served = self._serve_waiting()
-        if served:
-            self._idle_since = time.monotonic()
-            return served
-        try:
-            item = self._requests.get(timeout=self.tick if wait is None else wait)
-        except queue.Empty:
-            item = None
-        waited = time.monotonic() - self._idle_since
-        if waited > 0:
-            self.cloud.run(
-                until=self.cloud.now() + timedelta(seconds=waited * self.speed),
-                stop_when=lambda: not self._requests.empty(),
-            )
-        if item is not None:
-            self._serve(*item)
-            served = 1 + self._serve_waiting()
+        if not served:
+            try:
+                item = self._requests.get(timeout=self.tick if wait is None else wait)
+            except queue.Empty:
+                item = None
+            waited = time.monotonic() - self._idle_since
+            if waited > 0:
+                self.cloud.run(
+                    until=self.cloud.now() + timedelta(seconds=waited * self.speed),
+                    stop_when=lambda: not self._requests.empty(),
+                )
+            if item is not None:
+                self._start(*item)
+                served = 1 + self._serve_waiting()
+        while self._busy():
+            # In virtual time only: the requests' own waits move the clock, real compute does not.
+            result = self.cloud.run(stop_when=lambda: not self._busy() or not self._requests.empty())
+            served += self._serve_waiting()
+            if result.reason == "idle" and self._busy():
+                time.sleep(0.001)  # a request thread between the simulation's waits (starting, answering)
         self._idle_since = time.monotonic()  # what the simulation just took is not waiting
         return served
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return self._in_flight > 0
 
     def serve_forever(self, stop: threading.Event, after_step: Callable[[], None] | None = None) -> None:
         """:meth:`step` until ``stop`` is set; ``after_step`` runs after each (printing the timeline)."""
@@ -109,16 +122,28 @@ class RealTimeDriver:
                 event, answer = self._requests.get_nowait()
             except queue.Empty:
                 return served
-            self._serve(event, answer)
+            self._start(event, answer)
             served += 1
+
+    def _start(self, event: dict[str, Any], answer: Future[dict[str, Any]]) -> None:
+        """Serve one request on a thread of its own (a simulation thread: the clock waits for it)."""
+        with self._lock:
+            self._in_flight += 1
+        threading.Thread(
+            target=self._serve, args=(event, answer), name=f"api-request-{next(self._serial)}", daemon=True
+        ).start()
 
     def _serve(self, event: dict[str, Any], answer: Future[dict[str, Any]]) -> None:
         try:
             response = self.cloud.api_request(event)
-        except BaseException as exc:
+        except BaseException as exc:  # handed to the HTTP thread, which answers 502
             answer.set_exception(exc)
         else:
             answer.set_result(response)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+            self.cloud.clock.touch()
 
 
 class SlackClock:
