@@ -33,7 +33,7 @@ APPROVER_ARN = "arn:aws:sts::123456789012:assumed-role/Approvers/carol"
 ENV = {"COLUMNS": "150", "NO_COLOR": "1", "CAPACITY_CONFIG": str(ROOT / "tests" / "cli" / "no-config.toml")}
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def cloud() -> Iterator[LocalCloud]:
     """The application's template on one local cloud, started at :data:`START` (seed 7)."""
     with LocalCloud(ROOT / "template.yaml", start=START, seed=7) as running:
