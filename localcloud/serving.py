@@ -25,6 +25,7 @@ forged signature is passed on untouched and refused).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import itertools
@@ -54,10 +55,13 @@ class RealTimeDriver:
     the driving thread.
     """
 
-    def __init__(self, cloud: LocalCloud, *, speed: float, tick: float = 0.2) -> None:
+    def __init__(
+        self, cloud: LocalCloud, *, speed: float, tick: float = 0.2, slack_clock: SlackClock | None = None
+    ) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.cloud = cloud
+        self.slack_clock = slack_clock
         self.speed = speed
         self.tick = tick
         self._requests: queue.Queue[tuple[dict[str, Any], Future[dict[str, Any]]]] = queue.Queue()
@@ -126,7 +130,10 @@ class RealTimeDriver:
             served += 1
 
     def _start(self, event: dict[str, Any], answer: Future[dict[str, Any]]) -> None:
-        """Serve one request on a thread of its own (a simulation thread: the clock waits for it)."""
+        """Serve one request on a thread of its own (a simulation thread: the clock waits for it). A Slack
+        signature is moved onto virtual time here, once the clock has caught up with the request's arrival."""
+        if self.slack_clock is not None:
+            event = self.slack_clock.translate_event(event)
         with self._lock:
             self._in_flight += 1
         threading.Thread(
@@ -168,6 +175,21 @@ class SlackClock:
     def _sign(self, timestamp: str, body: bytes) -> str:
         base = b"v0:" + timestamp.encode("ascii") + b":" + body
         return "v0=" + hmac.new(self._secret, base, hashlib.sha256).hexdigest()
+
+    def translate_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The proxy event with its Slack headers translated (:meth:`translate`), else unchanged."""
+        body = str(event.get("body") or "")
+        raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode("utf-8")
+        headers = [(str(k), str(v)) for k, v in (event.get("headers") or {}).items()]
+        moved = self.translate(headers, raw)
+        if moved == headers:
+            return event
+        values = dict(moved)
+        multi = {
+            key: [values[key]] if key in values else list(v)
+            for key, v in (event.get("multiValueHeaders") or {}).items()
+        }
+        return {**event, "headers": values, "multiValueHeaders": multi}
 
     def translate(self, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
         """The headers with ``X-Slack-Request-Timestamp`` moved to virtual time and the signature redone, when
