@@ -43,9 +43,12 @@ $(CHECKOV_VENV)/.installed:
 	@touch $@
 
 ## The main job: a real POST /reservations through the local cloud, printed as a timeline, with the seed's
-## two-model traffic replayed on the endpoint (report and chart in reports/).
+## two-model traffic replayed on the endpoint (report and chart in reports/). It is never cut short for being
+## slow: a hang detector ends it only after --stall-seconds (default 600) of real time without progress;
+## DEMO_ARGS passes options to `python -m localcloud run`, e.g. make demo DEMO_ARGS='--stall-seconds 1200'.
+DEMO_ARGS ?=
 demo: venv
-	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json
+	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
 
 ## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
 demo-ec2: venv
@@ -62,12 +65,14 @@ openapi: venv
 	$(BIN)/python scripts/export_openapi.py
 
 ## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
-## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone.
+## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone. Then the
+## 20-lifecycle soak test (make test runs a short one of 4).
 SEED ?= 1
 COUNT ?= 200
 WORKERS ?= 2
 soak: venv
 	$(BIN)/python -m localcloud soak --seed $(SEED) --count $(COUNT) --workers $(WORKERS) $(if $(ONLY),--only $(ONLY) --timeline)
+	$(if $(ONLY),,LOCALCLOUD_LONG_SOAK=1 $(BIN)/pytest -q -p no:cacheprovider tests/soak/test_soak.py -k twenty)
 
 lint: venv
 	$(BIN)/ruff check .

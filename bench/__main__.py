@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import cold_start, ranking, search_latency, slack_ack, transitions, walltime
+from bench import cold_start, goals, ranking, search_latency, slack_ack, transitions, walltime
 from bench.report import Section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, Callable[[bool], Section]] = {
     "4": search_latency.run,
     "5": walltime.run,
     "6": ranking.run,
+    "7": goals.run,
 }
 
 

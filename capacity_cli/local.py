@@ -177,7 +177,7 @@ class EmbeddedTransport:
             result = self.cloud.run(until=self.cloud.now() + timedelta(seconds=seconds))
             return result.reason != "idle"
         before = self._states(request_id)
-        result = self.cloud.run(stop_when=lambda: self._states(request_id) != before, max_wall_seconds=600)
+        result = self.cloud.run(stop_when=lambda: self._states(request_id) != before)
         return result.reason == "stop_when"
 
     def _states(self, request_id: str) -> int:

@@ -5,17 +5,17 @@ with ``X-Slack-Request-Timestamp`` (Slack's "Verifying requests from Slack"). Th
 with the local secret (``localcloud/local_values.json``, ``SecretsManager.SlackSigningSecret``), so the
 Slack door can be driven without Slack:
 
-    make serve SPEED=60   # in another terminal
+    make serve            # in another terminal
     .venv/bin/python events/slack_signed_request.py command "help"
     .venv/bin/python events/slack_signed_request.py command \\
         "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama-eu,llama-us max=30000"
     .venv/bin/python events/slack_signed_request.py command "status <request id>"
     .venv/bin/python events/slack_signed_request.py approve <request id> --user U0APPROVER
 
-The timestamp is the server's clock (the ``Date`` header of a first request): the local cloud's clock is
-virtual and runs ``SPEED`` times faster than the wall clock, and Slack's 5-minute window is checked
-against it. Above about ``SPEED=600`` the clock moves more than the window between two requests; use a
-lower speed for Slack. ``--replay`` sends the same signed request twice (the second answers 401),
+The timestamp is this machine's clock, as Slack signs with its own: ``serve`` re-signs a request carrying
+the local signature at the virtual instant as old as the request is in real time
+(:class:`localcloud.serving.SlackClock`), so Slack's 5-minute window holds at any ``SPEED``.
+``--replay`` sends the same signed request twice (the second answers 401),
 ``--forge`` signs with a wrong secret (401). ``--write-event FILE`` writes the API Gateway proxy event
 instead of posting it (``events/slack_*.json`` were made so, with ``--at``; ``--base64`` encodes its body
 as API Gateway may).
@@ -28,9 +28,9 @@ import base64
 import copy
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -155,17 +155,6 @@ def resigned(event: dict[str, Any], *, secret: str, timestamp: int) -> dict[str,
     return fresh
 
 
-def server_time(url: str) -> int:
-    """The server's clock (its ``Date`` header), in epoch seconds."""
-    request = urllib.request.Request(url.rstrip("/") + "/", method="GET")  # noqa: S310 - --url, local
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - a local URL
-            date = answer.headers["Date"]
-    except urllib.error.HTTPError as exc:  # no route at / answers 403: its Date header is enough
-        date = exc.headers["Date"]
-    return int(parsedate_to_datetime(date).timestamp())
-
-
 def post(url: str, path: str, body: str, sent: dict[str, str]) -> tuple[int, str]:
     """POST ``body`` with ``sent`` headers; returns the status and the answer's body."""
     target = url.rstrip("/") + path
@@ -211,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.base64:
         parser.error("--base64 goes with --write-event: the local API base64-encodes only non-UTF-8 bodies")
-    timestamp = args.at or server_time(args.url)
+    timestamp = args.at or int(time.time())
     sent = headers(body, secret=secret, timestamp=timestamp)
     status = 0
     for _ in range(2 if args.replay else 1):

@@ -33,8 +33,8 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections import Counter
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,12 +42,19 @@ from typing import Any
 
 from time_machine import escape_hatch
 
-from localcloud.clock import ClockStuckError
+from localcloud.clock import (
+    DEFAULT_STALL_SECONDS,
+    STALL_SECONDS_ENV,
+    ClockStuckError,
+    RunProgress,
+    default_stall_seconds,
+)
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
 from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
+from localcloud.serving import RealTimeDriver, SlackClock
 from localcloud.soak import add_arguments as soak_arguments
 from localcloud.soak import run_command as run_soak
 from localcloud.template import TemplateError
@@ -114,7 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
         "arn:aws:sts::<account>:assumed-role/localcloud/local-user)",
     )
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
-    run.add_argument("--max-wall-seconds", type=float, default=120.0)
+    run.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=None,
+        help="hang detector: the run fails after this many seconds of real time without progress (virtual "
+        f"time still, no invocation started or ended); default {DEFAULT_STALL_SECONDS:.0f}, or "
+        f"{STALL_SECONDS_ENV}. A run that progresses is never cut short, however slow the machine",
+    )
+    run.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="a progress line on stderr while the run runs (auto: rewritten in place on a terminal, one "
+        "line every 10 s otherwise)",
+    )
     run.add_argument("--allow-failed", action="store_true", help="exit 0 even if an execution failed")
     run.add_argument(
         "--traffic",
@@ -399,15 +420,50 @@ def _routine(entry: TimelineEntry) -> bool:
     )
 
 
+GROUP_MIN_REPEATS = 3
+"""A block of lines repeated at least this many times in a row is printed once, with a count."""
+_GROUP_MAX_BLOCK = 4
+
+
+def group_repeats(entries: list[TimelineEntry]) -> list[TimelineEntry | tuple[int, int, datetime]]:
+    """The entries with runs of a repeated block (1 to 4 lines equal but for their time, e.g. an alarm
+    going ALARM then OK every minute) kept once: each run becomes its first block, then ``(block length,
+    further repeats, time of the last line)``."""
+    keys = [(entry.kind, entry.text) for entry in entries]
+    out: list[TimelineEntry | tuple[int, int, datetime]] = []
+    i = 0
+    while i < len(entries):
+        for size in range(1, _GROUP_MAX_BLOCK + 1):
+            block = keys[i : i + size]
+            repeats = 1
+            while keys[i + repeats * size : i + (repeats + 1) * size] == block:
+                repeats += 1
+            if repeats >= GROUP_MIN_REPEATS:
+                out.extend(entries[i : i + size])
+                out.append((size, repeats - 1, entries[i + repeats * size - 1].at))
+                i += repeats * size
+                break
+        else:
+            out.append(entries[i])
+            i += 1
+    return out
+
+
 def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
-    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line."""
+    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line. A block of
+    lines repeated in a row (:func:`group_repeats`) is printed once with how often it repeated, unless
+    ``verbose``."""
     lines: list[str] = []
-    for entry in entries:
-        if not verbose and _routine(entry):
+    shown = [entry for entry in entries if verbose or not _routine(entry)]
+    for item in shown if verbose else group_repeats(shown):
+        if isinstance(item, tuple):
+            size, more, last = item
+            what = "the line above" if size == 1 else f"the {size} lines above"
+            lines.append(f"{'':22}  ...        {what} repeated {more} more time(s), until {_when(last)}")
             continue
-        lines.append(entry.render())
-        if verbose and entry.kind == Kind.LAMBDA and entry.detail.get("log"):
-            lines.extend(" " * 33 + "| " + line for line in str(entry.detail["log"]).splitlines())
+        lines.append(item.render())
+        if verbose and item.kind == Kind.LAMBDA and item.detail.get("log"):
+            lines.extend(" " * 33 + "| " + line for line in str(item.detail["log"]).splitlines())
     return "\n".join(lines)
 
 
@@ -506,6 +562,13 @@ def command_run(args: argparse.Namespace) -> int:
     stuck: str | None = None
     deliveries: list[dict[str, Any]] = []
     traffic_text = ""
+    try:
+        stall = args.stall_seconds if args.stall_seconds is not None else default_stall_seconds()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if stall <= 0:
+        raise UsageError("--stall-seconds must be positive")
+    progress = ProgressLine(cloud, mode=args.progress)
     with cloud:
         replay = attach(cloud, profile) if profile is not None else None
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
@@ -523,12 +586,18 @@ def command_run(args: argparse.Namespace) -> int:
             last = position == len(events) - 1
             try:
                 if last or args.gap is None:
-                    cloud.run_until_idle(max_wall_seconds=args.max_wall_seconds)
+                    cloud.run_until_idle(stall_seconds=stall, progress=progress)
                 else:
-                    cloud.run(until=cloud.now() + args.gap, max_wall_seconds=args.max_wall_seconds)
+                    cloud.run(until=cloud.now() + args.gap, stall_seconds=stall, progress=progress)
             except ClockStuckError as exc:
-                stuck = f"the run did not settle within {args.max_wall_seconds:.0f} s of wall time:\n{exc}"
+                stuck = (
+                    f"the run made no progress for {stall:.0f} s of real time (the hang detector, "
+                    f"--stall-seconds or {STALL_SECONDS_ENV}; "
+                    f"make demo DEMO_ARGS='--stall-seconds N'):\n{exc}"
+                )
                 break
+            finally:
+                progress.done()
         if replay is not None and profile is not None:
             traffic_text = traffic_report(cloud, replay, profile, args.reports_dir)
         text, failed = report(
@@ -537,6 +606,50 @@ def command_run(args: argparse.Namespace) -> int:
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+class ProgressLine:
+    """The progress line ``run`` prints on stderr: virtual time, invocations, real seconds, and how long
+    nothing has moved against the hang detector's limit.
+
+    ``mode``: ``auto`` (rewritten in place on a terminal; else a line every 10 s), ``always`` (a line
+    every 10 s), ``never``.
+    """
+
+    def __init__(self, cloud: LocalCloud, *, mode: str = "auto", stream: Any = None) -> None:
+        self.cloud = cloud
+        self.stream = stream if stream is not None else sys.stderr
+        tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.in_place = mode == "auto" and tty
+        self.enabled = mode != "never"
+        self.every = 0.0 if self.in_place else 10.0
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, progress: RunProgress) -> None:
+        if not self.enabled or progress.wall_seconds - self._last < self.every:
+            return
+        self._last = progress.wall_seconds
+        line = (
+            f"   .. virtual {_when(progress.now)}, {len(self.cloud.lambdas.records)} invocation(s), "
+            f"{progress.wall_seconds:.0f} s"
+        )
+        if progress.still_seconds >= 5:
+            line += f"; no progress for {progress.still_seconds:.0f} s (limit {progress.stall_seconds:.0f} s)"
+        if self.in_place:
+            self.stream.write("\r" + line.ljust(100)[:100])
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        """End the in-place line (before the report is printed)."""
+        if self._shown and self.in_place:
+            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.flush()
+        self._shown = False
+        self._last = 0.0
 
 
 def _traffic_profile(path: Path | None) -> TrafficProfile | None:
@@ -593,10 +706,20 @@ def command_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
+        secret = (cloud.stack.local_values.get("SecretsManager") or {}).get("SlackSigningSecret")
+        slack_clock = (
+            SlackClock(
+                str(secret), virtual_now=cloud.now, real_now=lambda: escape_hatch.datetime.datetime.now(UTC)
+            )
+            if secret
+            else None
+        )
+        # The driver moves Slack's signature onto virtual time once the clock caught up with the arrival.
+        driver = RealTimeDriver(cloud, speed=args.speed, slack_clock=slack_clock)
         server = LocalApiServer(
             port=args.port,
             routes=cloud.stack.api_routes,
-            serve=cloud.api_request,
+            serve=driver.submit,
             account_id=cloud.account_id,
             now=cloud.now,
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
@@ -605,32 +728,44 @@ def command_serve(args: argparse.Namespace) -> int:
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
-            f"(virtual time x{args.speed:g}); Ctrl-C stops"
+            f"(virtual time x{args.speed:g} while idle; requests are served in virtual time); Ctrl-C stops"
         )
         print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
-        # How many times each line has been printed: identical lines (five GETs in one second) are real.
-        printed: Counter[tuple[datetime, str, str]] = Counter()
-        tick = 0.2
-        real_start, virtual_start = time.monotonic(), cloud.now()
+        printer = TimelinePrinter(cloud)
         try:
-            while True:
-                # Virtual time follows real time (times --speed), however long each step took.
-                target = virtual_start + timedelta(seconds=(time.monotonic() - real_start) * args.speed)
-                if target > cloud.now():
-                    cloud.run(until=target, max_wall_seconds=600)
-                seen: Counter[tuple[datetime, str, str]] = Counter()
-                for entry in cloud.timeline.entries():
-                    key = (entry.at, entry.kind, entry.text)
-                    seen[key] += 1
-                    if seen[key] > printed[key]:
-                        printed[key] += 1
-                        print(entry.render(), flush=True)
-                time.sleep(tick)
+            driver.serve_forever(threading.Event(), after_step=printer.print_new)
         except KeyboardInterrupt:
             print("\n== Stopped", flush=True)
         finally:
             server.stop()
     return EXIT_OK
+
+
+class TimelinePrinter:
+    """Prints the timeline lines not printed yet (``serve``): the entries recorded since the last call, and
+    the execution lines computed when something ran (virtual time or the invocations moved)."""
+
+    def __init__(self, cloud: LocalCloud, out: Any = None) -> None:
+        self.cloud = cloud
+        self.out = out
+        self._printed = 0
+        self._computed: set[tuple[datetime, str, str]] = set()
+        self._mark: tuple[datetime, int] | None = None
+
+    def print_new(self) -> None:
+        """Print what the timeline learnt since the last call, in timeline order."""
+        entries = self.cloud.timeline.recorded_since(self._printed)
+        self._printed += len(entries)
+        mark = (self.cloud.now(), len(self.cloud.lambdas.records))
+        if mark != self._mark:
+            self._mark = mark
+            for entry in self.cloud.timeline.computed():
+                key = (entry.at, entry.kind, entry.text)
+                if key not in self._computed:
+                    self._computed.add(key)
+                    entries.append(entry)
+        for entry in sorted(entries, key=lambda e: e.at.replace(microsecond=0)):
+            print(entry.render(), file=self.out or sys.stdout, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

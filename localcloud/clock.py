@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import re
 import sys
 import threading
@@ -58,15 +59,111 @@ _NS_PER_SECOND = 1_000_000_000
 _SAMPLE_GAPS = (0.0005, 0.0015)
 _BUSY_POLL = 0.0005
 
+STALL_SECONDS_ENV = "LOCALCLOUD_STALL_SECONDS"
+"""Environment variable overriding :data:`DEFAULT_STALL_SECONDS` (seconds of real time)."""
+DEFAULT_STALL_SECONDS = 600.0
+"""How long a run may make no progress (virtual time still, no sleeper woken, no invocation started or
+ended) before the hang detector ends it: real seconds. A run that progresses is never cut short, however
+slow the machine; 600 s is longer than any Lambda's 900 s timeout needs in real compute at this scale."""
+
+
+def default_stall_seconds() -> float:
+    """:data:`DEFAULT_STALL_SECONDS`, or ``LOCALCLOUD_STALL_SECONDS`` when set to a positive number.
+
+    Raises:
+        ValueError: the variable is set but is not a positive number.
+    """
+    text = os.environ.get(STALL_SECONDS_ENV, "").strip()
+    if not text:
+        return DEFAULT_STALL_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{STALL_SECONDS_ENV}={text!r}: expected a positive number of seconds")
+    return value
+
 
 RunReason = Literal["idle", "until", "stop_when"]
 
 
 class ClockStuckError(RuntimeError):
-    """A run did not reach quiescence (or its end) within ``max_wall_seconds`` of real time.
+    """The hang detector ended a run: nothing progressed for ``stall_seconds`` of real time (virtual time
+    stood still, no sleeper was woken, no progress source moved).
 
-    The message lists every thread the clock watches and where it is (parked, blocked or running).
+    The message names the setting (``stall_seconds`` / ``LOCALCLOUD_STALL_SECONDS``) and lists every thread
+    the clock watches and where it is (parked, blocked or running).
     """
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What a run's progress callback receives (about once a second of real time).
+
+    Attributes:
+        now: the virtual UTC instant.
+        steps: instants the clock moved to in this run so far.
+        wall_seconds: real seconds since the run began.
+        still_seconds: real seconds since the last progress (what the hang detector measures).
+        stall_seconds: the hang detector's limit.
+    """
+
+    now: datetime
+    steps: int
+    wall_seconds: float
+    still_seconds: float
+    stall_seconds: float
+
+
+class _HangDetector:
+    """Ends a run that makes no progress for ``stall_seconds`` of real time, and reports progress.
+
+    Progress is any change of the clock's mark: the virtual instant, the count of sleepers woken, or a
+    value of a progress source (:meth:`VirtualClock.add_progress_source`: invocations started and ended).
+    """
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        stall_seconds: float,
+        progress: Callable[[RunProgress], None] | None,
+        interval: float = 1.0,
+    ) -> None:
+        self.clock = clock
+        self.stall_seconds = stall_seconds
+        self.progress = progress
+        self.interval = interval
+        self.began = time.monotonic()
+        self.since = self.began
+        self.mark = clock._progress_mark()
+        self.reported = self.began
+        self.steps = 0
+
+    def check(self) -> None:
+        """Raise :class:`ClockStuckError` after ``stall_seconds`` without progress; report progress."""
+        now = time.monotonic()
+        mark = self.clock._progress_mark()
+        if mark != self.mark:
+            self.mark, self.since = mark, now
+        if self.progress is not None and now - self.reported >= self.interval:
+            self.reported = now
+            self.progress(
+                RunProgress(
+                    now=self.clock.now(),
+                    steps=self.steps,
+                    wall_seconds=now - self.began,
+                    still_seconds=now - self.since,
+                    stall_seconds=self.stall_seconds,
+                )
+            )
+        if now - self.since > self.stall_seconds:
+            raise ClockStuckError(
+                f"hang detector: no progress for {now - self.since:.0f} s of real time (virtual time stood "
+                f"still at {self.clock.now().isoformat()}, no invocation started or ended); the limit is "
+                f"stall_seconds={self.stall_seconds:g} ({STALL_SECONDS_ENV}, or --stall-seconds of "
+                "python -m localcloud run); threads:\n" + self.clock.describe_threads()
+            )
 
 
 @dataclass(frozen=True)
@@ -198,6 +295,8 @@ class VirtualClock:
         self._settle_hooks: list[Callable[[], bool]] = []
         self._deadlines = threading.local()
         self._confirmed: tuple[int, tuple[tuple[int, int, int], ...]] | None = None
+        self._woken = 0
+        self._progress_sources: list[Callable[[], int]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -449,7 +548,8 @@ class VirtualClock:
         *,
         until: datetime | None = None,
         stop_when: Callable[[], bool] | None = None,
-        max_wall_seconds: float = 120.0,
+        stall_seconds: float | None = None,
+        progress: Callable[[RunProgress], None] | None = None,
     ) -> RunResult:
         """Advance the simulation from the calling (driver) thread.
 
@@ -458,7 +558,10 @@ class VirtualClock:
                 With ``until``, background ticker work (recurring schedules, alarm evaluation) up to that
                 instant is done too.
             stop_when: checked at every quiescent point; the run stops when it returns True.
-            max_wall_seconds: real-time guard.
+            stall_seconds: the hang detector: the run fails after this many real seconds without progress
+                (see :class:`ClockStuckError`); however long a progressing run takes, it is never cut
+                short. Default :func:`default_stall_seconds`.
+            progress: called about once a second of real time with a :class:`RunProgress`.
 
         Returns:
             A :class:`RunResult`. Without ``until`` and ``stop_when`` the run ends ``"idle"``: no thread is
@@ -466,33 +569,44 @@ class VirtualClock:
 
         Raises:
             RuntimeError: the clock is not started.
-            ClockStuckError: quiescence (or the end) not reached within ``max_wall_seconds``.
+            ClockStuckError: the hang detector: no progress for ``stall_seconds`` of real time.
         """
         if not self._started:
             raise RuntimeError("the virtual clock is not started")
         until_ns = None if until is None else _to_ns(until)
-        deadline = time.monotonic() + max_wall_seconds
-        steps = 0
+        limit = default_stall_seconds() if stall_seconds is None else stall_seconds
+        watch = _HangDetector(self, limit, progress)
         with self._driving():
             while True:
-                self._settle(deadline)
+                watch.check()
+                self._settle(watch)
                 if stop_when is not None and stop_when():
-                    return RunResult("stop_when", self.now(), steps)
+                    return RunResult("stop_when", self.now(), watch.steps)
                 next_ns = self._next_instant(include_background=until_ns is not None)
                 if until_ns is not None and (next_ns is None or next_ns > until_ns):
                     if self._now_ns < until_ns:
-                        self._step_to(until_ns, deadline)
-                        steps += 1
+                        self._step_to(until_ns, watch)
+                        watch.steps += 1
                         continue
-                    return RunResult("until", self.now(), steps)
+                    return RunResult("until", self.now(), watch.steps)
                 if next_ns is None:
-                    return RunResult("idle", self.now(), steps)
-                self._step_to(next_ns, deadline)
-                steps += 1
+                    return RunResult("idle", self.now(), watch.steps)
+                self._step_to(next_ns, watch)
+                watch.steps += 1
 
-    def run_until_idle(self, max_wall_seconds: float = 120.0) -> RunResult:
+    def run_until_idle(
+        self, stall_seconds: float | None = None, progress: Callable[[RunProgress], None] | None = None
+    ) -> RunResult:
         """:meth:`run` with neither ``until`` nor ``stop_when``."""
-        return self.run(max_wall_seconds=max_wall_seconds)
+        return self.run(stall_seconds=stall_seconds, progress=progress)
+
+    def add_progress_source(self, source: Callable[[], int]) -> None:
+        """Count ``source()`` (a number that grows as the simulation works, such as invocations started
+        and ended) as progress for the hang detector."""
+        self._progress_sources.append(source)
+
+    def _progress_mark(self) -> tuple[int, ...]:
+        return (self._now_ns, self._woken, *(source() for source in self._progress_sources))
 
     def describe_threads(self) -> str:
         """Every watched thread and where it is (for diagnostics)."""
@@ -636,14 +750,14 @@ class VirtualClock:
                 signature.append((ident, id(frame.f_code), frame.f_lasti))
         return activity, tuple(sorted(signature))
 
-    def _settle(self, deadline: float) -> None:
+    def _settle(self, watch: _HangDetector) -> None:
         """Wait for quiescence, then let the settle hooks make threads runnable until none does."""
         while True:
-            self._await_quiescence(deadline)
+            self._await_quiescence(watch)
             if not any(hook() for hook in list(self._settle_hooks)):
                 return
 
-    def _await_quiescence(self, deadline: float) -> None:
+    def _await_quiescence(self, watch: _HangDetector) -> None:
         while True:
             first = self._snapshot()
             if first is not None:
@@ -660,10 +774,7 @@ class VirtualClock:
                 if stable:
                     self._confirmed = first
                     return
-            if time.monotonic() > deadline:
-                raise ClockStuckError(
-                    "the simulation did not become quiescent in time; threads:\n" + self.describe_threads()
-                )
+            watch.check()
             with self._cv:
                 self._cv.wait(_BUSY_POLL)
 
@@ -692,7 +803,7 @@ class VirtualClock:
         candidates.extend(background)
         return min(candidates) if candidates else None
 
-    def _step_to(self, at_ns: int, deadline: float) -> None:
+    def _step_to(self, at_ns: int, watch: _HangDetector) -> None:
         """Move to ``at_ns``, run the tickers, then wake the sleepers due, one at a time."""
         if at_ns > self._now_ns:
             delta_us = (at_ns - self._now_ns) // 1_000
@@ -719,5 +830,6 @@ class VirtualClock:
                 timer = heapq.heappop(self._timers)
                 timer.waiter.fired = True
                 self._activity += 1
+                self._woken += 1
                 self._cv.notify_all()
-            self._settle(deadline)
+            self._settle(watch)

@@ -41,7 +41,7 @@ import botocore.config
 from moto import mock_aws
 
 from localcloud import patches, stepfunctions
-from localcloud.clock import RunResult, VirtualClock
+from localcloud.clock import RunProgress, RunResult, VirtualClock
 from localcloud.delivery import EventDelivery
 from localcloud.dispatch import Dispatcher, EmulatorLike
 from localcloud.faults import FaultInjector
@@ -160,6 +160,8 @@ class LocalCloud:
         self.timeline = Timeline(now=self.clock.now)
         self.outbox = Outbox()
         self.lambdas = LambdaRuntime(self.stack.functions, self.clock, self._base_env(), seed=seed)
+        # The hang detector counts invocations started and ended as progress.
+        self.clock.add_progress_source(lambda: self.lambdas.started + len(self.lambdas.records))
         self.delivery = EventDelivery(
             account_id=account_id,
             region=region,
@@ -446,16 +448,23 @@ class LocalCloud:
         *,
         until: datetime | None = None,
         stop_when: Callable[[], bool] | None = None,
-        max_wall_seconds: float = 120.0,
+        stall_seconds: float | None = None,
+        progress: Callable[[RunProgress], None] | None = None,
     ) -> RunResult:
-        """Advance the simulation (see :meth:`VirtualClock.run`)."""
+        """Advance the simulation (see :meth:`VirtualClock.run`: no wall-time cap, a hang detector that ends
+        the run after ``stall_seconds`` of real time without progress, default
+        :func:`~localcloud.clock.default_stall_seconds`)."""
         self._require_running()
-        return self.clock.run(until=until, stop_when=stop_when, max_wall_seconds=max_wall_seconds)
+        return self.clock.run(
+            until=until, stop_when=stop_when, stall_seconds=stall_seconds, progress=progress
+        )
 
-    def run_until_idle(self, max_wall_seconds: float = 120.0) -> RunResult:
+    def run_until_idle(
+        self, stall_seconds: float | None = None, progress: Callable[[RunProgress], None] | None = None
+    ) -> RunResult:
         """Run until nothing is left to do (no sleeper, no foreground ticker work, nothing running)."""
         self._require_running()
-        return self.clock.run_until_idle(max_wall_seconds=max_wall_seconds)
+        return self.clock.run_until_idle(stall_seconds=stall_seconds, progress=progress)
 
     def now(self) -> datetime:
         """The virtual time (UTC)."""
@@ -516,8 +525,8 @@ class LocalCloud:
         prefix = f"{self.stack.stack_name}-"
         return name[len(prefix) :] if name.startswith(prefix) else name
 
-    def _lambda_entries(self) -> Sequence[TimelineEntry]:
-        return [self._lambda_entry(record) for record in list(self.lambdas.records)]
+    def _lambda_entries(self, start: int) -> Sequence[TimelineEntry]:
+        return [self._lambda_entry(record) for record in self.lambdas.records[start:]]
 
     def _lambda_entry(self, record: InvocationRecord) -> TimelineEntry:
         outcome = "ok" if record.error_type is None else f"failed: {record.error_type}"
@@ -537,18 +546,18 @@ class LocalCloud:
             {"function": record.function, "error_type": record.error_type, "log": record.log},
         )
 
-    def _slack_entries(self) -> Sequence[TimelineEntry]:
+    def _slack_entries(self, start: int) -> Sequence[TimelineEntry]:
         return [
             TimelineEntry(message.at, Kind.SLACK, slack_text(message), {"channel": message.channel})
-            for message in list(self.outbox.messages)
+            for message in self.outbox.messages[start:]
         ]
 
-    def _fault_entries(self) -> Sequence[TimelineEntry]:
+    def _fault_entries(self, start: int) -> Sequence[TimelineEntry]:
         return [
             TimelineEntry(
                 fault.at, Kind.FAULT, f"{fault.kind.value} on {fault.service} {fault.operation}", {}
             )
-            for fault in list(self.faults.fired)
+            for fault in self.faults.fired[start:]
         ]
 
     def _execution_entries(self) -> Iterable[TimelineEntry]:

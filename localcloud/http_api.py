@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from botocore.auth import SigV4Auth
@@ -299,10 +299,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        headers = list(self.headers.items())
+        if self.server.slack_clock is not None:
+            headers = self.server.slack_clock.translate(headers, body)
         event = build_event(
             method=self.command,
             raw_path=self.path,
-            headers=list(self.headers.items()),
+            headers=headers,
             body=body,
             routes=self.server.routes,
             account_id=self.server.account_id,
@@ -329,9 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
         response = self.server.serve(event)
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else str(payload).encode("utf-8")
-        headers: dict[str, str] = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
+        answer: dict[str, str] = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
         self._send(
-            int(response.get("statusCode", 502)), headers, data, response.get("multiValueHeaders") or {}
+            int(response.get("statusCode", 502)), answer, data, response.get("multiValueHeaders") or {}
         )
 
     def _send(
@@ -360,9 +363,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.log(f"{self.address_string()} {format % args}")
 
 
+class SlackTranslator(Protocol):
+    """Moves a Slack request's signed timestamp onto the simulation's clock
+    (:class:`localcloud.serving.SlackClock`)."""
+
+    def translate(self, headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]: ...
+
+
 class LocalApiServer(ThreadingHTTPServer):
     """The HTTP server (``serve`` answers a proxy event with a proxy response; ``LocalCloud.api_request``);
-    with ``verifier``, ``AWS_IAM`` routes check SigV4 (see the module docstring)."""
+    with ``verifier``, ``AWS_IAM`` routes check SigV4 (see the module docstring); with ``slack_clock``,
+    Slack's signed timestamps are moved onto virtual time first."""
 
     daemon_threads = True
 
@@ -377,8 +388,10 @@ class LocalApiServer(ThreadingHTTPServer):
         log: Callable[[str], None] | None = None,
         host: str = "127.0.0.1",
         verifier: SigV4Verifier | None = None,
+        slack_clock: SlackTranslator | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
+        self.slack_clock = slack_clock
         self.routes = routes
         self.serve = serve
         self.account_id = account_id

@@ -56,6 +56,7 @@ import random
 import re
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -74,6 +75,33 @@ ASYNC_PAYLOAD_LIMIT_BYTES = 1_048_576
 """Lambda's asynchronous invocation payload quota (1 MB since 2025; it was 256 KB)."""
 ASYNC_RETRY_DELAYS_SECONDS = (60.0, 120.0)
 """Default asynchronous retry policy: two retries, one then two minutes after the failure."""
+CPU_SECONDS_ENV = "LOCALCLOUD_LAMBDA_CPU_SECONDS"
+"""Environment variable: real seconds of CPU work injected before each handler call (slowness tests)."""
+
+
+def injected_cpu_seconds() -> float:
+    """``LOCALCLOUD_LAMBDA_CPU_SECONDS`` as seconds (0 when unset).
+
+    Raises:
+        ValueError: set, but not a number of seconds >= 0.
+    """
+    text = os.environ.get(CPU_SECONDS_ENV, "").strip()
+    if not text:
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{CPU_SECONDS_ENV}={text!r}: expected a number of seconds >= 0")
+    return value
+
+
+def burn_cpu(seconds: float) -> None:
+    """Busy real work for ``seconds`` of real time (no clock call: virtual time stands still meanwhile)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        sum(range(200))
 
 
 @dataclass(frozen=True)
@@ -523,6 +551,12 @@ class LambdaRuntime:
 
     Attributes:
         records: every finished invocation attempt, in completion order.
+        cpu_seconds: real CPU work injected before each handler call (default
+            ``LOCALCLOUD_LAMBDA_CPU_SECONDS``, else 0): a slow machine made on purpose. It is real time, not
+            virtual: like real compute, it never counts against a timeout (a handler is stopped when its
+            virtual work - sleeps, waits, back-offs - passes the timeout).
+        started: how many invocation attempts have started (with ``records``: the hang detector's
+            progress source).
     """
 
     def __init__(
@@ -538,6 +572,8 @@ class LambdaRuntime:
         self.base_env = dict(base_env)
         self.async_retry_delays_seconds = async_retry_delays_seconds
         self.records: list[InvocationRecord] = []
+        self.started = 0
+        self.cpu_seconds = injected_cpu_seconds()
         self._functions: dict[str, FunctionSpec] = {}
         for spec in functions:
             self.add_function(spec)
@@ -694,8 +730,7 @@ class LambdaRuntime:
         attempt: int = 1,
         client_context: Any = None,
     ) -> InvokeResult:
-        self._ensure_output_router()
-        self._cpu.acquire()
+        self._begin_attempt()
         invocations = self._invocations()
         if invocations:  # a nested synchronous invocation: the outer one's state steps aside
             invocations[-1].environment.take_state()
@@ -773,6 +808,12 @@ class LambdaRuntime:
             listener(record)
         status = 200 if invocation_type == "RequestResponse" else 202
         return InvokeResult(status, response, "Unhandled" if error_type else None, log, request_id)
+
+    def _begin_attempt(self) -> None:
+        """Route the output, take the CPU, count the attempt (the hang detector's progress)."""
+        self._ensure_output_router()
+        self._cpu.acquire()
+        self.started += 1
 
     def _checked(
         self,
@@ -865,6 +906,8 @@ class LambdaRuntime:
 
         try:
             with self.clock.deadline(deadline, stop):
+                if self.cpu_seconds:
+                    burn_cpu(self.cpu_seconds)
                 result = handler(event, context)
             return marshal_response(result), None
         except SandboxTimedOut:

@@ -8,6 +8,8 @@
   the adaptive-mode token bucket (``botocore.retries.bucket``) sleep on the virtual clock;
 - the standard retry mode's jitter (``botocore.retries.standard.ExponentialBackoff``, for clients
   created from now on) draws from a seeded generator, so back-off delays are reproducible;
+- moto's DynamoDB ``Query`` reads only the queried partition instead of sorting the whole table
+  (:mod:`localcloud.dynamodb_queries`);
 - optionally, Slack's HTTP layer answers from the outbox (:meth:`Outbox.install`).
 
 ``uninstall()`` reverts all of it, in reverse order.
@@ -23,7 +25,7 @@ from typing import Any
 
 from botocore.retries.standard import ExponentialBackoff
 
-from localcloud import stepfunctions
+from localcloud import dynamodb_queries, stepfunctions
 from localcloud.clock import VirtualClock
 from localcloud.dispatch import Dispatcher
 from localcloud.slack import Outbox
@@ -73,6 +75,8 @@ def install(
     _installed.append(("dispatcher", dispatcher))
     stepfunctions.install(clock)
     _installed.append(("stepfunctions", None))
+    dynamodb_queries.install()
+    _installed.append(("dynamodb-queries", None))
     shim = _ClockTime(clock)
     for name in _BOTOCORE_TIME_MODULES:
         module = importlib.import_module(name)
@@ -98,6 +102,8 @@ def uninstall() -> None:
             target.uninstall()
         elif kind == "stepfunctions":
             stepfunctions.uninstall()
+        elif kind == "dynamodb-queries":
+            dynamodb_queries.uninstall()
         elif kind == "botocore-time":
             while _saved_time:
                 module, original = _saved_time.pop()

@@ -165,18 +165,27 @@ class _LocalPaths:
 # ------------------------------------------------------------------------------------------------- parsing
 
 
+_PARSED: dict[str, dict[str, Any]] = {}
+"""Parsed templates by their text: a process standing many clouds up (the tests) parses each one once."""
+
+
 def _load_document(path: Path) -> dict[str, Any]:
-    """Parse a YAML or JSON template (with CloudFormation short-form tags)."""
+    """Parse a YAML or JSON template (with CloudFormation short-form tags); a fresh copy each call (the
+    parse is cached on the template's text)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TemplateError(f"{path}: cannot read the template: {exc}") from exc
+    cached = _PARSED.get(text)
+    if cached is not None:
+        return copy.deepcopy(cached)
     try:
         document = yaml_parse(text)
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path}: not valid YAML/JSON: {exc}") from exc
     if not isinstance(document, dict) or not isinstance(document.get("Resources"), dict):
         raise TemplateError(f"{path}: a template needs a Resources mapping")
+    _PARSED[text] = copy.deepcopy(document)
     return cast(dict[str, Any], document)
 
 

@@ -65,7 +65,7 @@ class Timeline:
         self._now = now or (lambda: datetime.now(UTC))
         self._lock = threading.RLock()
         self._entries: list[TimelineEntry] = []
-        self._feeds: list[tuple[Callable[[], Sequence[TimelineEntry]], list[int]]] = []
+        self._feeds: list[tuple[Callable[[int], Sequence[TimelineEntry]], list[int]]] = []
         self._sources: list[Callable[[], Iterable[TimelineEntry]]] = []
         self._seq = 0
 
@@ -78,8 +78,10 @@ class Timeline:
             self._entries.append(entry)
         return entry
 
-    def add_feed(self, feed: Callable[[], Sequence[TimelineEntry]]) -> None:
-        """Register an append-only list of entries kept elsewhere (read incrementally)."""
+    def add_feed(self, feed: Callable[[int], Sequence[TimelineEntry]]) -> None:
+        """Register an append-only list of entries kept elsewhere, read incrementally: ``feed(start)``
+        returns the entries from position ``start`` on (only those: each is built once, so the timeline's
+        cost grows linearly with what it holds)."""
         with self._lock:
             self._feeds.append((feed, [0]))
 
@@ -90,13 +92,13 @@ class Timeline:
 
     def _sync(self) -> None:
         for feed, seen in self._feeds:
-            items = feed()
-            for item in items[seen[0] :]:
+            items = feed(seen[0])
+            for item in items:
                 self._seq += 1
                 self._entries.append(
                     TimelineEntry(item.at, item.kind, item.text, dict(item.detail), self._seq)
                 )
-            seen[0] = len(items)
+            seen[0] += len(items)
 
     def entries(self, *kinds: str) -> list[TimelineEntry]:
         """Every entry (or those of ``kinds``), sorted by time, then by the order learnt."""
@@ -118,6 +120,22 @@ class Timeline:
         with self._lock:
             self._sync()
             return [e for e in self._entries if not kinds or e.kind in kinds]
+
+    def recorded_since(self, start: int) -> list[TimelineEntry]:
+        """Entries recorded (added and fed) from position ``start`` on, in the order learnt (``serve``
+        prints a growing timeline this way, without re-reading what it printed)."""
+        with self._lock:
+            self._sync()
+            return self._entries[start:]
+
+    def computed(self) -> list[TimelineEntry]:
+        """The entries the sources compute now (execution starts and results)."""
+        with self._lock:
+            sources = list(self._sources)
+        computed: list[TimelineEntry] = []
+        for source in sources:
+            computed.extend(source())
+        return computed
 
     def render(self, *kinds: str) -> str:
         """The entries as text, one per line (multi-line entries indented)."""

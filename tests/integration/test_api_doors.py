@@ -125,7 +125,7 @@ def test_weekly_schedule_over_four_weeks_reserves_four_times_and_once_per_date()
 
         # Scheduler delivers at least once: right after the second Monday's firing, the same firing again
         # (a retry) and another firing the same day.
-        cloud.run(until=START + timedelta(days=8, hours=1), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(days=8, hours=1))
         function = cloud.stack.physical_id("ScheduledRequestFunction")
         again = {"schedule": created | {"enabled": True}, "scheduled_time": "2026-12-07T11:30:00Z"}
         for key in ("state", "request_id_pattern", "created_at", "arn", "links"):
@@ -136,7 +136,7 @@ def test_weekly_schedule_over_four_weeks_reserves_four_times_and_once_per_date()
             json.loads(lam.invoke(FunctionName=function, Payload=json.dumps(run))["Payload"].read())
             for run in (again, later)
         ]
-        cloud.run(until=START + timedelta(weeks=4), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(weeks=4))
 
         status, listed = call(cloud, with_query(load("api_list_reservations.json"), limit="10"))
         assert status == 200
@@ -168,7 +168,7 @@ def test_weekly_schedule_over_four_weeks_reserves_four_times_and_once_per_date()
 
         status, deleted = call(cloud, load("api_delete_schedule.json"))
         assert (status, deleted) == (200, {"name": "weekly-eval", "deleted": True})
-        cloud.run(until=START + timedelta(weeks=5), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(weeks=5))
         status, after = call(cloud, with_query(load("api_list_reservations.json"), limit="10"))
         assert len(after["reservations"]) == 4  # nothing fired after the delete
 

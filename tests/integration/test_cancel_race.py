@@ -47,16 +47,16 @@ def test_a_cancel_during_a_create_back_off_leaves_nothing_billing_and_one_releas
     faults = FaultInjector([rule])
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: _fired(faults, operation), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: _fired(faults, operation))
         assert _cancel(cloud)["statusCode"] == 202
-        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
         # The interleaving of the soak: released while the create is still in flight.
         sagemaker = cloud.client("sagemaker")
         if operation == "CreateEndpointConfig":
             assert sagemaker.list_endpoint_configs()["EndpointConfigs"] == []
         else:
             assert sagemaker.list_inference_components()["InferenceComponents"] == []
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         seen = states(cloud, RID)
         assert seen.count("RELEASED") == 1
         assert seen.count("CANCELLED") == 1
@@ -81,9 +81,9 @@ def test_a_cancel_while_the_on_demand_endpoint_is_created_deletes_it_though_noth
 
     with make_cloud() as cloud:
         post_reservation(cloud, sagemaker_now_request())
-        cloud.run(stop_when=creating, max_wall_seconds=200)
+        cloud.run(stop_when=creating)
         assert _cancel(cloud)["statusCode"] == 202
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         seen = states(cloud, RID)
         assert "READY" not in seen
         assert [s for s in seen if s in ("CANCELLED", "REJECTED", "FAILED")] == ["CANCELLED"]

@@ -72,7 +72,7 @@ def test_an_ec2_request_whose_launch_template_does_not_exist_buys_nothing(
         body = {**ec2_request(), "launch_template": launch_template, "approval_above_usd": "1"}
         assert post_reservation(cloud, body)["statusCode"] == 202
         request_id = body["request_id"]
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         _nothing_bought(cloud, request_id)
         seen = states(cloud, request_id)
         assert "AWAITING_APPROVAL" not in seen  # nobody is asked to approve what cannot run
@@ -86,7 +86,7 @@ def test_an_ec2_request_whose_launch_template_does_not_exist_buys_nothing(
 def test_a_missing_model_fails_before_anyone_is_asked_to_approve() -> None:
     with make_cloud() as cloud:
         assert post_reservation(cloud, _with_model_name("no-such-model"))["statusCode"] == 202
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         _nothing_bought(cloud, RID)
         seen = states(cloud, RID)
         assert "AWAITING_APPROVAL" not in seen  # the demo request asks approval above $6,000
@@ -106,7 +106,7 @@ def test_the_readme_slack_example_is_refused_before_approval_when_its_models_do_
         )
         assert answer["statusCode"] == 200
         request_id = json.loads(answer["body"])["text"].split("`")[1]
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         seen = states(cloud, request_id)
         assert "AWAITING_APPROVAL" not in seen
         assert seen[-1] == "FAILED"
@@ -120,7 +120,7 @@ def test_only_regions_where_the_model_exists_are_chosen() -> None:
         body = _with_model_name("llama-west")
         body.pop("approval_above_usd", None)
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
         (plan,) = training_plans(cloud)
         assert ":us-west-2:" in plan["TrainingPlanArn"]
         planned = next(i for i in ledger_items(cloud, RID) if i.get("state") == "PLANNED")
@@ -177,7 +177,7 @@ def test_on_demand_skips_a_region_without_the_model_and_serves_from_one_with_it(
     with make_cloud() as cloud:
         _create_model(cloud, "llama-west", "us-west-2")
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         tries = sorted(
             (i for i in ledger_items(cloud, RID) if i["sk"].startswith("ON_DEMAND_TRY#")),
             key=lambda t: int(t["order"]),

@@ -34,7 +34,7 @@ ONLY_US_WEST_2 = MarketConfig(
 
 
 def _minutes(cloud: LocalCloud, n: int) -> None:
-    cloud.run(until=cloud.now() + timedelta(minutes=n), max_wall_seconds=120)
+    cloud.run(until=cloud.now() + timedelta(minutes=n))
 
 
 def _desired(cloud: LocalCloud, component: str) -> int:
@@ -80,7 +80,7 @@ def test_a_reservation_in_us_east_2_scales_to_zero_and_back_and_is_idle_released
     body["idle_policy"] = {"action": "release", "idle_hours": 1}
     with make_cloud(market=ONLY_US_EAST_2) as cloud:
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         purchase = next(i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE")
         assert purchase["region"] == "us-east-2"
         (rule,) = _rules(cloud, "us-east-2")
@@ -101,7 +101,7 @@ def test_a_reservation_in_us_east_2_scales_to_zero_and_back_and_is_idle_released
         assert served == 3
         assert _desired(cloud, EU) == 1  # scaled back from zero
 
-        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
         actions = [i["action"] for i in ledger_items(cloud, RID) if i["sk"].startswith("SCALE#")]
         assert actions[:3] == ["scale_in_to_zero", "scale_in_to_zero", "scale_out_from_zero"]
         assert "release_requested_idle" in actions
@@ -114,7 +114,7 @@ def test_a_reservation_in_us_east_2_scales_to_zero_and_back_and_is_idle_released
             and e.detail.get("event", {}).get("region") == "us-east-2"
         ]
         assert forwarded  # the us-east-2 alarm events, on the app's bus in us-east-1
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         assert cloud.billable_resources() == []
         assert _rules(cloud, "us-east-2") == []  # no reservation needs us-east-2's events any more
 
@@ -124,7 +124,7 @@ def test_a_capacity_block_in_us_west_2_is_released_on_its_own_expiry_warning() -
         create_launch_templates(cloud)
         response = post_reservation(cloud, ec2_request())
         assert response["statusCode"] == 202, response
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
 
         (block,) = blocks(cloud)
         assert block["AvailabilityZone"].startswith("us-west-2")

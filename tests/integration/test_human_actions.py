@@ -47,7 +47,7 @@ def _failing(cloud: LocalCloud, service: str, operation: str) -> FaultRule:
 
 def _later(cloud: LocalCloud) -> None:
     """The person retries a few minutes later (the outage is over)."""
-    cloud.run(until=cloud.now() + 5 * OUTAGE, max_wall_seconds=200)
+    cloud.run(until=cloud.now() + 5 * OUTAGE)
 
 
 def _slack(cloud: LocalCloud, path: str, body: str, offset: int = 0) -> dict[str, Any]:
@@ -73,14 +73,14 @@ def test_a_cancel_retried_after_its_release_request_failed_releases_the_endpoint
     faults = FaultInjector()
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, sagemaker_now_request())  # on demand: an endpoint billing by the hour
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         assert cloud.billable_resources() != []
         faults.add(_failing(cloud, "eventbridge", "PutEvents"))
         assert _cancel(cloud, door, 0) == 503  # CANCELLED recorded, ReleaseRequested not put
         assert "CANCELLED" in states(cloud, RID)
         _later(cloud)
         assert _cancel(cloud, door, 1) == 202  # the client's retry
-        cloud.run(until=cloud.now() + timedelta(hours=2), max_wall_seconds=300)
+        cloud.run(until=cloud.now() + timedelta(hours=2))
         assert states(cloud, RID)[-1] == "RELEASED"
         assert cloud.billable_resources() == []
 
@@ -88,9 +88,9 @@ def test_a_cancel_retried_after_its_release_request_failed_releases_the_endpoint
 def test_a_repeated_cancel_after_the_release_finished_requests_nothing_more() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, sagemaker_now_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         assert _cancel(cloud, "api", 0) == 202
-        cloud.run(until=cloud.now() + timedelta(hours=2), max_wall_seconds=300)
+        cloud.run(until=cloud.now() + timedelta(hours=2))
         assert states(cloud, RID)[-1] == "RELEASED"
         assert _cancel(cloud, "api", 1) == 409  # already released: nothing to request
 
@@ -108,7 +108,7 @@ def test_an_approval_whose_hand_back_failed_is_handed_back_on_retry_and_buys(doo
     body = {**base_request(), "approval_above_usd": "1000", "request_id": RID}
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
         faults.add(_failing(cloud, "sfn", "SendTaskSuccess"))
         if door == "api":
             first, _ = _approve_by_api(cloud, 0)
@@ -125,7 +125,7 @@ def test_an_approval_whose_hand_back_failed_is_handed_back_on_retry_and_buys(doo
             _later(cloud)
             again = interaction_body(RID, approve=True, user_id="U0APPROVER", message_ts="1.000002")
             assert _slack(cloud, "/slack/interactions", again, 1)["statusCode"] == 200
-        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
         seen = states(cloud, RID)
         assert "PURCHASED" in seen
         assert "REJECTED" not in seen

@@ -55,7 +55,7 @@ def test_a_launch_template_whose_role_is_not_allowed_is_refused_at_the_door() ->
         assert error["field"] == "launch_template"
         assert "gpu-workers-profile" in error["message"]
         assert ROLE_ARN in error["message"]
-        cloud.run_until_idle(max_wall_seconds=200)
+        cloud.run_until_idle()
         assert cloud.executions() == []
         assert blocks(cloud) == []
 
@@ -65,6 +65,6 @@ def test_an_allowed_role_is_launched_with() -> None:
         _template_with_profile(cloud)
         body: dict[str, Any] = ec2_request()
         assert post_reservation(cloud, body)["statusCode"] == 202
-        cloud.run(stop_when=lambda: "READY" in states(cloud, body["request_id"]), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, body["request_id"]))
         assert len(blocks(cloud)) == 1
         assert len(instances(cloud)) == body["instance_count"]

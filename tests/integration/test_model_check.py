@@ -35,7 +35,7 @@ def _with_model_name(name: str) -> dict[str, Any]:
 def test_a_missing_model_fails_before_the_purchase_and_names_the_model() -> None:
     with make_cloud() as cloud:
         assert post_reservation(cloud, _with_model_name("no-such-model"))["statusCode"] == 202
-        cloud.run_until_idle(max_wall_seconds=200)
+        cloud.run_until_idle()
         assert training_plans(cloud) == []
         assert not [i for i in ledger_items(cloud, RID) if i["sk"] in ("PURCHASE_INTENT", "PURCHASE")]
         seen = states(cloud, RID)

@@ -31,7 +31,7 @@ def test_an_on_demand_endpoint_stuck_creating_fails_at_the_deadline_is_told_and_
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, sagemaker_now_request())
         began = cloud.now()
-        cloud.run(until=began + timedelta(hours=6), max_wall_seconds=400)
+        cloud.run(until=began + timedelta(hours=6))
         seen = states(cloud, RID)
         assert "FAILED" in seen  # was REQUESTED for six days
         failed = next(i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED")
@@ -56,12 +56,12 @@ def test_a_cancel_while_the_on_demand_endpoint_is_stuck_creating_hands_it_to_the
     faults = FaultInjector([FaultRule(service="sagemaker", operation="CreateEndpoint", kind=FaultKind.STUCK)])
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, sagemaker_now_request())
-        cloud.run(until=cloud.now() + timedelta(minutes=20), max_wall_seconds=200)
+        cloud.run(until=cloud.now() + timedelta(minutes=20))
         assert (
             cloud.api_request(api_event({}, method="DELETE", path=f"/reservations/{RID}"))["statusCode"]
             == 202
         )
-        cloud.run(until=cloud.now() + timedelta(hours=6), max_wall_seconds=400)
+        cloud.run(until=cloud.now() + timedelta(hours=6))
         seen = states(cloud, RID)
         assert [s for s in seen if s in ("CANCELLED", "REJECTED")] == ["CANCELLED"]
         assert "RELEASING" in seen  # the release owns the endpoint that cannot be deleted yet

@@ -49,7 +49,7 @@ def _inbox(cloud: LocalCloud, queue: str) -> list[str]:
 def _await_approval(cloud: LocalCloud) -> None:
     body = {**base_request(), "request_id": RID, "approval_above_usd": "1000"}
     assert post_reservation(cloud, body)["statusCode"] == 202
-    cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=300)
+    cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
 
 
 def _approval_entered(cloud: LocalCloud) -> datetime:
@@ -120,7 +120,7 @@ def test_a_failed_reservation_reaches_the_operations_topic_with_its_reason() -> 
     with LocalCloud(TEMPLATE, start=START, market=MarketConfig(capacity={"*": 0})) as cloud:  # no offering
         topic, queue = _subscribe(cloud)
         assert post_reservation(cloud, body)["statusCode"] == 202
-        cloud.run(stop_when=lambda: "FAILED" in states(cloud, rid), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "FAILED" in states(cloud, rid))
         failed = next(i for i in ledger_items(cloud, rid) if i.get("state") == "FAILED")
         deliveries = [d for d in cloud.delivery.deliveries if d.target_arn == topic]
         inbox = _inbox(cloud, queue)

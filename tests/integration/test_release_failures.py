@@ -36,9 +36,9 @@ def test_a_deletion_stuck_deleting_ends_each_attempt_at_its_deadline_and_every_a
     )
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "RELEASING" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "RELEASING" in states(cloud, RID))
         began = cloud.now()
-        cloud.run(until=began + timedelta(days=1), max_wall_seconds=300)
+        cloud.run(until=began + timedelta(days=1))
         release = _release_executions(cloud)
         done = [e for e in release if e.status != "RUNNING"]
         assert len(done) >= 3  # each attempt gives up at its deadline; the next one was scheduled
@@ -64,8 +64,8 @@ def test_a_failed_release_after_a_failed_reservation_is_still_reported() -> None
     faults = FaultInjector([FaultRule(service="sagemaker", operation="CreateEndpoint", kind=FaultKind.STUCK)])
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "RELEASING" in states(cloud, RID), max_wall_seconds=400)
-        cloud.run(until=cloud.now() + timedelta(hours=6), max_wall_seconds=400)
+        cloud.run(stop_when=lambda: "RELEASING" in states(cloud, RID))
+        cloud.run(until=cloud.now() + timedelta(hours=6))
         seen = states(cloud, RID)
         assert seen.index("FAILED") < seen.index("RELEASING")  # the reservation failed first
         assert seen[-1] == "FAILED"
@@ -96,7 +96,7 @@ def test_a_release_requested_without_a_string_request_id_is_rejected_clearly() -
                     }
                 ]
             )
-        cloud.run_until_idle(max_wall_seconds=200)
+        cloud.run_until_idle()
         release = _release_executions(cloud)
         assert [e.status for e in release] == ["FAILED", "FAILED"]
         assert all(e.error == "ReleaseFailed" for e in release)

@@ -59,14 +59,14 @@ def test_a_release_throttled_for_hours_retries_reports_each_attempt_and_releases
     faults = FaultInjector()
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         # SageMaker refuses every deletion (throttled beyond botocore's and the state machine's retries).
         for operation in ("DeleteInferenceComponent", "DeleteEndpoint", "DeleteEndpointConfig"):
             faults.add(FaultRule(service="sagemaker", operation=operation, kind=FaultKind.THROTTLE))
         cancel = cloud.api_request(api_event({}, method="DELETE", path=f"/reservations/{RID}"))
         assert cancel["statusCode"] == 202
         trouble = cloud.now()
-        cloud.run(until=trouble + timedelta(hours=4), max_wall_seconds=400)
+        cloud.run(until=trouble + timedelta(hours=4))
         failures = _release_failures(cloud)
         assert len(failures) >= 3  # the first attempt and the retries it scheduled, each recorded
         assert [int(f["detail"]["attempt"]) for f in failures] == list(range(1, len(failures) + 1))
@@ -84,7 +84,7 @@ def test_a_release_throttled_for_hours_retries_reports_each_attempt_and_releases
         # AWS recovers: the next scheduled attempt deletes everything, well before the reservation's end.
         faults.clear()
         recovered = cloud.now()
-        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
         assert cloud.now() - recovered <= timedelta(hours=2)
         assert states(cloud, RID).count("RELEASED") == 1
         assert cloud.billable_resources() == []
@@ -96,13 +96,13 @@ def test_after_a_failed_cancel_release_the_end_of_reservation_release_failing_to
     )
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         assert (
             cloud.api_request(api_event({}, method="DELETE", path=f"/reservations/{RID}"))["statusCode"]
             == 202
         )
         # Past the end-of-reservation release (three days later): it fails the same way and is reported.
-        cloud.run(until=cloud.now() + timedelta(days=3, hours=4), max_wall_seconds=600)
+        cloud.run(until=cloud.now() + timedelta(days=3, hours=4))
         releases = _releases(cloud)
         end = next(e for e in releases if '"reservation-end"' in (e.input or ""))
         assert end.status == "FAILED"

@@ -44,28 +44,28 @@ def _assert_nothing_left(cloud: LocalCloud) -> None:
 def test_two_releases_at_once_leave_nothing_and_one_released() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         _release(cloud, "cancelled", times=2)
-        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID), max_wall_seconds=200)
-        cloud.run(until=cloud.now() + timedelta(hours=1), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
+        cloud.run(until=cloud.now() + timedelta(hours=1))
         releases = _executions(cloud, "ReleaseCapacityStateMachine")
         assert len(releases) == 2
         assert [e.status for e in releases] == ["SUCCEEDED", "SUCCEEDED"]
         _assert_nothing_left(cloud)
         assert sum(f"*{RID} RELEASED*" in m.text for m in cloud.outbox.messages) == 1
-        cloud.run_until_idle(max_wall_seconds=200)  # the end-of-reservation schedule finds it released
+        cloud.run_until_idle()  # the end-of-reservation schedule finds it released
         _assert_nothing_left(cloud)
 
 
 def test_release_while_the_endpoint_is_being_created_leaves_nothing() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID))
         assert cloud.client("sagemaker").describe_endpoint(EndpointName="co-eval-week-49")[
             "EndpointStatus"
         ] == ("Creating")
         _release(cloud, "cancelled")
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         seen = states(cloud, RID)
         assert "READY" not in seen
         assert seen[-1] == "RELEASED"
@@ -79,9 +79,9 @@ def test_release_while_components_are_being_created_leaves_nothing() -> None:
 
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=components_creating, max_wall_seconds=200)
+        cloud.run(stop_when=components_creating)
         _release(cloud, "cancelled")
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         assert states(cloud, RID)[-1] == "RELEASED"
         _assert_nothing_left(cloud)
 
@@ -89,11 +89,11 @@ def test_release_while_components_are_being_created_leaves_nothing() -> None:
 def test_reserve_workflow_stopped_mid_deployment_is_still_released_by_its_schedule() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID))
         (reserve,) = _executions(cloud, "ReserveCapacityStateMachine")
         cloud.client("stepfunctions").stop_execution(executionArn=reserve.arn, cause="operator stopped it")
         stopped_at = cloud.now()
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         assert [e.status for e in _executions(cloud, "ReserveCapacityStateMachine")] == ["ABORTED"]
         released = next(i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASED")
         assert released["detail"]["reason"] == "reservation-end"  # the purchase-time schedule did it
@@ -107,9 +107,9 @@ def test_a_component_stuck_deleting_is_retried_then_reported_with_what_still_bil
     )
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         _release(cloud, "cancelled")
-        cloud.run(until=cloud.now() + timedelta(hours=4), max_wall_seconds=300)
+        cloud.run(until=cloud.now() + timedelta(hours=4))
         # The first attempt polled until its deadline; it failed, was reported, and the next was scheduled
         # (releases retry until nothing bills: every failed attempt is an execution that fails and tells).
         release, *retries = _executions(cloud, "ReleaseCapacityStateMachine")
@@ -133,9 +133,9 @@ def test_idle_policy_release_releases_the_idle_endpoint_early() -> None:
     body["idle_policy"] = {"action": "release", "idle_hours": 2}
     with make_cloud() as cloud:
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         ready_at = cloud.now()
-        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
         released = next(i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASED")
         assert released["detail"]["reason"] == "idle"
         assert timedelta(hours=2) <= cloud.now() - ready_at < timedelta(hours=4)

@@ -34,7 +34,7 @@ def test_a_release_schedule_that_arrives_after_its_time_is_asked_again_and_fires
         created = scheduler.schedule_release(
             name="co-late-release", at=asked_at, request_id="late", reason="reservation-end"
         )
-        cloud.run(until=asked_at + timedelta(minutes=5), max_wall_seconds=120)
+        cloud.run(until=asked_at + timedelta(minutes=5))
 
         assert created is True
         calls = [c for c in cloud.dispatcher.calls if c.operation == "CreateSchedule"]

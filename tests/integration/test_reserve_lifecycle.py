@@ -196,7 +196,7 @@ def test_thirty_percent_throttling_still_completes_the_lifecycle() -> None:
     )
     with make_cloud(faults=faults) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run_until_idle(max_wall_seconds=240)
+        cloud.run_until_idle()
         assert len(faults.fired) >= 10
         assert in_order(states(cloud, "eval-week-49"), LIFECYCLE)
         assert len(training_plans(cloud)) == 1

@@ -22,7 +22,7 @@ US = "co-eval-week-49-llama-3-8b-us"
 
 def _ready(cloud: LocalCloud, body: dict[str, Any]) -> datetime:
     post_reservation(cloud, body)
-    cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=200)
+    cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
     assert "READY" in states(cloud, RID)
     return cloud.now()
 
@@ -57,7 +57,7 @@ def _scale_items(cloud: LocalCloud) -> list[dict[str, Any]]:
 
 
 def _minutes(cloud: LocalCloud, n: int) -> None:
-    cloud.run(until=cloud.now() + timedelta(minutes=n), max_wall_seconds=120)
+    cloud.run(until=cloud.now() + timedelta(minutes=n))
 
 
 def test_first_request_at_zero_copies_scales_out_counts_the_cold_start_then_idles_back_to_zero() -> None:
@@ -116,7 +116,7 @@ def test_first_request_at_zero_copies_scales_out_counts_the_cold_start_then_idle
         assert any("`llama-3-8b-eu` had 0 copies" in t and "3 request(s) failed so far" in t for t in texts)
         assert any(f"{failed} request(s) failed during its cold start" in t for t in texts)
 
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         assert states(cloud, RID)[-1] == "RELEASED"
         assert cloud.billable_resources() == []
         alarms = cloud.client("cloudwatch").describe_alarms(AlarmNamePrefix="capacity-orchestrator/")
@@ -168,12 +168,12 @@ def test_scale_to_zero_instances_rejected_by_the_region_is_reported_clearly_and_
     )
     with make_cloud(market=market) as cloud:
         post_reservation(cloud, base_request())  # both models have copies.min 0 -> MinInstanceCount 0
-        cloud.run(stop_when=lambda: "FAILED" in states(cloud, RID), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "FAILED" in states(cloud, RID))
         calls = [r for r in cloud.lambdas.records if r.function.endswith("CreateEndpointFunction")]
         assert len(calls) == 1  # a validation error is not retried
         failed = next(i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED")
         assert "MinInstanceCount 0 is not supported in region" in failed["detail"]["reason"]
         texts = "\n".join(m.text for m in cloud.outbox.messages)
         assert "MinInstanceCount 0 is not supported in region" in texts
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
         assert cloud.billable_resources() == []

@@ -37,7 +37,7 @@ def _stale(seconds: float) -> FaultInjector:
 def test_a_lifecycle_on_reads_two_minutes_stale_serves_and_releases_everything() -> None:
     with make_cloud(faults=_stale(120)) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run_until_idle(max_wall_seconds=600)
+        cloud.run_until_idle()
 
         assert in_order(states(cloud, RID), LIFECYCLE), states(cloud, RID)
         assert "FAILED" not in states(cloud, RID)
@@ -49,12 +49,12 @@ def test_a_lifecycle_on_reads_two_minutes_stale_serves_and_releases_everything()
 def test_a_cancel_right_after_create_endpoint_on_stale_reads_leaves_nothing_billing() -> None:
     with make_cloud(faults=_stale(300)) as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID))
         answer: dict[str, Any] = cloud.api_request(
             api_event(None, method="DELETE", path=f"/reservations/{RID}")  # type: ignore[arg-type]
         )
         assert answer["statusCode"] == 202, answer
-        cloud.run_until_idle(max_wall_seconds=600)
+        cloud.run_until_idle()
 
         assert states(cloud, RID)[-1] == "RELEASED"
         assert cloud.billable_resources() == []

@@ -47,7 +47,7 @@ def test_a_release_request_that_never_starts_its_workflow_lands_in_the_dead_lett
     refused = FaultRule(service="eventbridge", operation="ReleaseRequested", kind=FaultKind.DELIVERY_FAILURE)
     with make_cloud(faults=FaultInjector([refused], seed=2)) as cloud:
         _release_requested(cloud)
-        cloud.run_until_idle(max_wall_seconds=300)
+        cloud.run_until_idle()
 
         assert cloud.executions() == []
         (message,) = _dead_letters(cloud)
@@ -66,7 +66,7 @@ def test_a_reservation_request_refused_a_few_times_still_starts_its_workflow() -
     with make_cloud(faults=FaultInjector([refused], seed=2)) as cloud:
         response = post_reservation(cloud, base_request())
         assert response["statusCode"] == 202
-        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "eval-week-49"), max_wall_seconds=200)
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "eval-week-49"))
 
         (_reserve,) = [
             e for e in cloud.executions() if e.state_machine.endswith("ReserveCapacityStateMachine")

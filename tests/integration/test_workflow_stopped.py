@@ -43,12 +43,12 @@ def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves(app
     with make_cloud() as cloud:
         post_reservation(cloud, body)
         if approval:
-            cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=300)
+            cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
             answer = cloud.api_request(api_event({"approved": True}, path=f"/reservations/{RID}/approval"))
             assert answer["statusCode"] == 200, answer
-        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
         stopped = _stop_running(cloud, "ReserveCapacityStateMachine")
-        cloud.run_until_idle(max_wall_seconds=600)
+        cloud.run_until_idle()
 
         reserve = [e for e in cloud.executions() if e.state_machine.endswith("ReserveCapacityStateMachine")]
         assert sorted(e.status for e in reserve) == ["ABORTED", "SUCCEEDED"]  # then the resumed workflow
@@ -72,9 +72,9 @@ def test_a_reserve_workflow_stopped_before_anything_was_bought_fails_and_says_so
     body = {**base_request(), "approval_above_usd": "1", "approval_timeout_hours": 24}
     with make_cloud() as cloud:
         post_reservation(cloud, body)
-        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
         _stop_running(cloud, "ReserveCapacityStateMachine")
-        cloud.run_until_idle(max_wall_seconds=600)
+        cloud.run_until_idle()
 
         seen = states(cloud, RID)
         assert seen[-1] == "FAILED"
@@ -88,7 +88,7 @@ def test_a_reserve_workflow_stopped_before_anything_was_bought_fails_and_says_so
 def test_an_aborted_release_is_requested_again_and_releases() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cloud.run(stop_when=lambda: "READY" in states(cloud, RID), max_wall_seconds=300)
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         detail = {"schema_version": 1, "request_id": RID, "reason": "cancelled"}
         cloud.put_events(
             [
@@ -108,10 +108,9 @@ def test_an_aborted_release_is_requested_again_and_releases() -> None:
                     for e in cloud.executions()
                 )
             ),
-            max_wall_seconds=300,
         )
         _stop_running(cloud, "ReleaseCapacityStateMachine")
-        cloud.run_until_idle(max_wall_seconds=600)
+        cloud.run_until_idle()
 
         release = [e for e in cloud.executions() if e.state_machine.endswith("ReleaseCapacityStateMachine")]
         assert sorted(e.status for e in release) == ["ABORTED", "SUCCEEDED"]

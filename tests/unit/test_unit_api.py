@@ -127,6 +127,21 @@ def test_get_unknown_is_404_and_known_shows_history(api: tuple[Any, str, FakeTas
     assert body["purchase"] is None
 
 
+def test_get_reads_the_ledger_in_one_query(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.append("demo-1", State.PLANNED, actor="choose_offering")
+    queries: list[str] = []
+    clients.dynamodb(REGION).meta.events.register(
+        "before-call.dynamodb.Query", lambda params, **_: queries.append(str(params.get("body", "")))
+    )
+    status, body = call(handler, "GET", "/reservations/demo-1")
+    assert status == 200
+    assert [entry["state"] for entry in body["history"]] == ["REQUESTED", "PLANNED"]
+    assert len(queries) == 1, queries  # the items once; the history is read from them
+
+
 def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> None:
     handler, _, tasks = api
     Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).record_request(

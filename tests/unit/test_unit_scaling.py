@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,12 @@ from capacity.logic.purchase import purchase_capacity
 from capacity.logic.scaling import SCALE_PREFIX, scale_components
 from capacity.logic.search import search_offerings
 from capacity.models import parse_request
-from capacity.naming import idle_alarm_name, idle_release_alarm_name, no_capacity_alarm_name
+from capacity.naming import (
+    idle_alarm_name,
+    idle_check_schedule_name,
+    idle_release_alarm_name,
+    no_capacity_alarm_name,
+)
 
 from tests.unit.conftest import Harness
 from tests.unit.handler_support import invoke, load_handler
@@ -232,23 +237,80 @@ def test_idle_alarm_sets_zero_copies_and_an_idle_component_at_zero_is_left_alone
     assert handle(harness, event).action == "ignored"
 
 
-def test_idle_alarm_before_idle_minutes_since_ready_is_reset_not_acted_on(harness: Harness) -> None:
+def idle_due_event(alarm_name: str, *, region: str = "us-east-1") -> dict[str, Any]:
+    """The ``IdleAlarmDue`` event the idle check's schedule puts on the bus."""
+    return {
+        "id": "idle-due-1",
+        "source": "capacity.orchestrator",
+        "detail-type": "IdleAlarmDue",
+        "time": "2026-12-09T12:05:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {"request_id": "demo-1", "alarm_name": alarm_name, "region": region},
+    }
+
+
+def test_idle_alarm_before_idle_minutes_since_ready_schedules_one_idle_check_and_no_reset(
+    harness: Harness,
+) -> None:
     """Missing minutes breach the idle alarm, those before it existed too ("How alarm state is evaluated when
-    data is missing", CloudWatch user guide): a minute after READY it fires. Until 15 minutes have passed
-    since READY (11:50) it is reset to OK; CloudWatch fires it again the next minute."""
+    data is missing", CloudWatch user guide): a minute after READY (11:50) it fires. It is left in ALARM (no
+    reset, so it does not fire again every minute) and one idle check is scheduled at READY + 15 minutes."""
     sm = deployed(harness)
     copies(sm, EU, 1)
     alarms = harness.scaling.alarms("us-east-1")
+    name = idle_alarm_name("demo-1", "llama-eu")
     event = alarm_event("eventbridge_alarm_idle.json", at="2026-12-09T11:51:00.000+0000")
     early = handle(harness, event)
-    assert early.action == "ignored"
+    assert early.action == "idle_check_scheduled"
     assert "served for 1 minute(s), less than the 15 idle minute(s)" in early.reason
-    assert [name for name, _reason in alarms.resets] == [idle_alarm_name("demo-1", "llama-eu")]
+    assert "checked again at 2026-12-09T12:05:00Z" in early.reason
+    assert alarms.resets == []
     assert sm.world.components[EU].desired_copies == 1
     assert scale_items(harness) == []
-    event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T12:05:00.000+0000"
+    schedule = harness.scheduler.schedules[idle_check_schedule_name("demo-1", name)]
+    assert schedule["at"] == datetime(2026, 12, 9, 12, 5, tzinfo=UTC)
+    assert schedule["detail_type"] == "IdleAlarmDue"
+    assert schedule["detail"] == {"request_id": "demo-1", "alarm_name": name, "region": "us-east-1"}
+    # The same ALARM delivered again schedules nothing more.
+    event["id"] = "again"
+    assert handle(harness, event).duplicate is True
+    assert len(harness.scheduler.schedules) == 2  # the release schedule and this idle check
+
+    # At 12:05 the check finds the alarm still in ALARM: back to OK, so CloudWatch evaluates it again over
+    # minutes that all follow READY.
+    rearmed = scale_components(idle_due_event(name), harness.ports)
+    assert rearmed.action == "idle_alarm_rearmed"
+    assert [n for n, _reason in alarms.resets] == [name]
+    assert sm.world.components[EU].desired_copies == 1
+
+    # CloudWatch fires it again a minute later: now the model has been idle for its whole window.
+    event["id"], event["detail"]["state"]["timestamp"] = "later", "2026-12-09T12:06:00.000+0000"
     late = handle(harness, event)
     assert (late.action, late.from_copies, late.to_copies) == ("scale_in_to_zero", 1, 0)
+
+
+def test_the_idle_check_leaves_an_alarm_that_requests_turned_ok_and_a_releasing_reservation(
+    harness: Harness,
+) -> None:
+    deployed(harness)
+    alarms = harness.scaling.alarms("us-east-1")
+    name = idle_alarm_name("demo-1", "llama-eu")
+    alarms.states[name] = AlarmState("OK", datetime(2026, 12, 9, 11, 58, tzinfo=UTC))
+    quiet = scale_components(idle_due_event(name), harness.ports)
+    assert quiet.action == "ignored"
+    assert "OK since 2026-12-09T11:58:00.000Z (requests came)" in quiet.reason
+    gone = scale_components(idle_due_event(idle_alarm_name("demo-1", "no-such-model")), harness.ports)
+    assert "the alarm no longer exists" in gone.reason
+    foreign = scale_components(idle_due_event("capacity-orchestrator/co-other/x/idle"), harness.ports)
+    assert "not an alarm of reservation demo-1" in foreign.reason
+    alarms.states[name] = AlarmState("ALARM", datetime(2026, 12, 9, 11, 59, tzinfo=UTC))
+    release(harness, "begin", "cancelled")
+    stopped = scale_components(idle_due_event(name), harness.ports)
+    assert stopped.action == "ignored"
+    assert "RELEASING" in stopped.reason
+    assert "no idle check" in stopped.reason
+    assert alarms.resets == []
 
 
 @pytest.mark.parametrize(
@@ -353,9 +415,13 @@ def test_idle_release_waits_for_idle_hours_after_ready_then_requests_the_release
 
     early = handle(harness, event)  # READY at 11:50, only 1.2 h ago
 
-    assert early.action == "ignored"
-    assert [n for n, _reason in alarms.resets] == [name]
+    assert early.action == "idle_check_scheduled"
+    assert alarms.resets == []
+    schedule = harness.scheduler.schedules[idle_check_schedule_name("demo-1", name)]
+    assert schedule["at"] == datetime(2026, 12, 9, 13, 50, tzinfo=UTC)  # READY + 2 h
     assert "ReleaseRequested" not in harness.events.types()
+    assert scale_components(idle_due_event(name), harness.ports).action == "idle_alarm_rearmed"
+    assert [n for n, _reason in alarms.resets] == [name]
     event["id"], event["detail"]["state"]["timestamp"] = "an-hour-later", "2026-12-09T14:00:00.000+0000"
     late = handle(harness, event)
     assert late.action == "release_requested_idle"

@@ -370,6 +370,14 @@ class FakeScheduler:
         self.schedules[name] = {"at": at, "request_id": request_id, "reason": reason}
         return True
 
+    def schedule_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> bool:
+        if name in self.schedules:
+            return False
+        self.schedules[name] = {"at": at, "detail_type": detail_type, "detail": detail.model_dump()}
+        return True
+
     def delete(self, name: str) -> bool:
         self.deleted.append(name)
         return self.schedules.pop(name, None) is not None

@@ -343,6 +343,8 @@ ScaleAction = Literal[
     "scale_in_to_zero",
     "cold_start_ended",
     "release_requested_idle",
+    "idle_check_scheduled",
+    "idle_alarm_rearmed",
 ]
 
 

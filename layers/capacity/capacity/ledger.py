@@ -26,7 +26,7 @@ instead of a conflict.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -377,12 +377,18 @@ class Ledger:
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""
-        return [_entry(item) for item in self.items(request_id, STATE_PREFIX)]
+        return history_of(self.items(request_id, STATE_PREFIX))
 
     def current_state(self, request_id: str) -> State | None:
         """The latest state recorded, or None when nothing is."""
         history = self.history(request_id)
         return history[-1].state if history else None
+
+
+def history_of(items: Sequence[Mapping[str, Any]]) -> list[LedgerEntry]:
+    """The state changes among a reservation's items (as :meth:`Ledger.items` returns them, ordered by
+    ``sk``), oldest first: what :meth:`Ledger.history` answers, without a query of its own."""
+    return [_entry(item) for item in items if str(item.get("sk", "")).startswith(STATE_PREFIX)]
 
 
 def _entry(item: Mapping[str, Any]) -> LedgerEntry:

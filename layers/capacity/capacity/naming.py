@@ -90,6 +90,13 @@ def release_schedule_name(request_id: str) -> str:
     return f"{base_name(request_id)}-release"
 
 
+def idle_check_schedule_name(request_id: str, alarm_name: str) -> str:
+    """The one-time schedule that tells ``scale_components`` an idle alarm's first window is over
+    (``<base>-idle-<10 hex of the alarm name's SHA-256>``, at most 63 characters)."""
+    digest = hashlib.sha256(alarm_name.encode("utf-8")).hexdigest()[:10]
+    return f"{base_name(request_id)}-idle-{digest}"
+
+
 ALARM_PREFIX = "capacity-orchestrator/"
 """Every CloudWatch alarm the application creates starts with this (the EventBridge rule of
 ``scale_components`` matches it); the next segment is :func:`base_name`, so a reservation's alarms are

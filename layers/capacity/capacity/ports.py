@@ -225,9 +225,14 @@ class EventRulesPort(Protocol):
 
 
 class SchedulerPort(Protocol):
-    """Release schedules (see :class:`~capacity.adapters.scheduler.ReleaseScheduler`)."""
+    """One-time schedules putting an application event: release, idle checks (see
+    :class:`~capacity.adapters.scheduler.ReleaseScheduler`)."""
 
     def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool: ...
+
+    def schedule_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> bool: ...
 
     def delete(self, name: str) -> bool: ...
 

@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from localcloud.clock import ClockStuckError, VirtualClock
+from localcloud.clock import (
+    DEFAULT_STALL_SECONDS,
+    STALL_SECONDS_ENV,
+    ClockStuckError,
+    VirtualClock,
+    default_stall_seconds,
+)
 from localcloud.contracts import Due
 
 START = datetime(2026, 1, 5, 6, 0, tzinfo=UTC)
@@ -240,10 +246,44 @@ def test_a_busy_thread_makes_the_run_fail_with_a_diagnostic(clock: VirtualClock)
 
     _spawn(spin, "busy-worker")
     try:
-        with pytest.raises(ClockStuckError, match=r"busy-worker \(\d+\): RUNNING"):
-            clock.run_until_idle(max_wall_seconds=0.3)
+        with pytest.raises(ClockStuckError, match=r"busy-worker \(\d+\): RUNNING") as raised:
+            clock.run_until_idle(stall_seconds=0.3)
     finally:
         stop.set()
+    # The failure names the hang detector's setting, so a person knows what to raise.
+    assert "stall_seconds=0.3" in str(raised.value)
+    assert "LOCALCLOUD_STALL_SECONDS" in str(raised.value)
+
+
+def test_a_slow_run_that_progresses_is_never_cut_short(clock: VirtualClock) -> None:
+    # Given a worker whose every step takes more real time (busy work) than the run's whole hang limit would
+    # allow if it were a wall cap, and which sleeps one virtual minute between steps
+    steps: list[datetime] = []
+
+    def slow_worker() -> None:
+        for _ in range(6):
+            began = time.monotonic()
+            while time.monotonic() - began < 0.4:
+                sum(range(1000))
+            steps.append(clock.now())
+            clock.sleep(60)
+
+    _spawn(slow_worker, "slow-worker")
+    # When it runs with a hang limit of 1.5 s (the whole run takes about 2.4 s of real time)
+    result = clock.run_until_idle(stall_seconds=1.5)
+    # Then it ends idle with every step done: progress (virtual time moving) resets the detector
+    assert result.reason == "idle"
+    assert steps == [START + timedelta(minutes=i) for i in range(6)]
+
+
+def test_the_stall_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STALL_SECONDS_ENV, "42.5")
+    assert default_stall_seconds() == 42.5
+    monkeypatch.setenv(STALL_SECONDS_ENV, "soon")
+    with pytest.raises(ValueError, match="LOCALCLOUD_STALL_SECONDS='soon': expected a positive number"):
+        default_stall_seconds()
+    monkeypatch.delenv(STALL_SECONDS_ENV)
+    assert default_stall_seconds() == DEFAULT_STALL_SECONDS
 
 
 def test_an_ignored_infrastructure_thread_does_not_block_the_run(clock: VirtualClock) -> None:
@@ -256,7 +296,7 @@ def test_an_ignored_infrastructure_thread_does_not_block_the_run(clock: VirtualC
     server = _spawn(serve, "http-server")
     clock.ignore_thread(server)
     try:
-        assert clock.run(until=START + timedelta(hours=1), max_wall_seconds=5).reason == "until"
+        assert clock.run(until=START + timedelta(hours=1)).reason == "until"
     finally:
         stop.set()
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from localcloud.cli import event_kind, event_time, main
+from localcloud.cli import ProgressLine, event_kind, event_time, format_timeline, main
+from localcloud.clock import RunProgress
+from localcloud.timeline import Kind, TimelineEntry
 
 TEMPLATE = Path(__file__).parent / "fixtures" / "template.yaml"
 RETRY_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:fixture-RetryStateMachine"
@@ -108,3 +112,50 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path: Path, capsys: pytest
     event = write(tmp_path, {"httpMethod": "GET", "path": "/"})
     assert main(["run", str(event), "--template", str(broken)]) == 2
     assert "Resources.P.Properties.Value" in capsys.readouterr().err
+
+
+def test_the_hang_limit_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    event = write(tmp_path, {"text": "hi"})
+    assert run(str(event), "--function", "NotifyFunction", "--stall-seconds", "0") == 2
+    assert "--stall-seconds must be positive" in capsys.readouterr().err
+
+
+def test_the_progress_line_shows_virtual_time_and_the_hang_limit() -> None:
+    cloud = SimpleNamespace(lambdas=SimpleNamespace(records=[object(), object(), object()]))
+    stream = io.StringIO()
+    line = ProgressLine(cloud, mode="always", stream=stream)  # type: ignore[arg-type]
+    at = datetime(2026, 12, 8, 11, 41, tzinfo=UTC)
+    line(RunProgress(now=at, steps=3, wall_seconds=4.0, still_seconds=0.0, stall_seconds=600))
+    assert stream.getvalue() == ""  # not a terminal: one line every 10 s
+    line(RunProgress(now=at, steps=9, wall_seconds=12.0, still_seconds=7.0, stall_seconds=600))
+    assert stream.getvalue() == (
+        "   .. virtual 2026-12-08T11:41:00Z, 3 invocation(s), 12 s; no progress for 7 s (limit 600 s)\n"
+    )
+    quiet = io.StringIO()
+    ProgressLine(cloud, mode="never", stream=quiet)(  # type: ignore[arg-type]
+        RunProgress(now=at, steps=9, wall_seconds=60.0, still_seconds=0.0, stall_seconds=600)
+    )
+    assert quiet.getvalue() == ""
+
+
+def test_a_repeated_block_of_lines_is_printed_once_with_its_count() -> None:
+    start = datetime(2026, 12, 8, 11, 42, tzinfo=UTC)
+    alarm = "CloudWatch Alarm State Change [alarmName=x/idle, state=ALARM] -> ScaleComponents"
+    ok = "CloudWatch Alarm State Change [alarmName=x/idle, state=OK] -> ScaleComponents"
+    entries = [TimelineEntry(start, Kind.NOTE, "stack deployed")]
+    for minute in range(15):
+        at = start + timedelta(minutes=minute)
+        entries += [TimelineEntry(at, Kind.EVENT, alarm), TimelineEntry(at, Kind.EVENT, ok)]
+    entries += [TimelineEntry(start + timedelta(hours=1), Kind.NOTE, "done")] * 2
+
+    text = format_timeline(entries, verbose=False)
+
+    assert text.splitlines() == [
+        "2026-12-08T11:42:00Z  note       stack deployed",
+        f"2026-12-08T11:42:00Z  event      {alarm}",
+        f"2026-12-08T11:42:00Z  event      {ok}",
+        " " * 24 + "...        the 2 lines above repeated 14 more time(s), until 2026-12-08T11:56:00Z",
+        "2026-12-08T12:42:00Z  note       done",  # twice is not a run
+        "2026-12-08T12:42:00Z  note       done",
+    ]
+    assert len(format_timeline(entries, verbose=True).splitlines()) == len(entries)

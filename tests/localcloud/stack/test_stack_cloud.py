@@ -52,7 +52,7 @@ def test_a_rule_starts_a_thirty_day_workflow_on_the_virtual_clock(cloud: LocalCl
             }
         ]
     )
-    result = cloud.run_until_idle(max_wall_seconds=30)
+    result = cloud.run_until_idle()
     elapsed = time.monotonic() - began
 
     # Not a speed target (make bench prints those): a bound that sleeping through any real wait would break.
@@ -76,7 +76,7 @@ def test_a_named_error_is_retried_with_backoff(cloud: LocalCloud) -> None:
     machine = cloud.stack.physical_id("RetryStateMachine")
 
     sfn.start_execution(stateMachineArn=machine, input=json.dumps({"mode": "flaky", "key": "k1"}))
-    cloud.run_until_idle(max_wall_seconds=30)
+    cloud.run_until_idle()
 
     (execution,) = cloud.executions()
     assert execution.status == "SUCCEEDED"
@@ -95,7 +95,7 @@ def test_retries_exhausted_reach_the_catch() -> None:
             stateMachineArn=cloud.stack.physical_id("RetryStateMachine"),
             input=json.dumps({"mode": "flaky", "key": "k2"}),
         )
-        cloud.run_until_idle(max_wall_seconds=30)
+        cloud.run_until_idle()
 
         (execution,) = cloud.executions()
         flaky = [r for r in cloud.lambdas.records if r.function == "fixture-FlakyFunction"]
@@ -116,7 +116,7 @@ def test_a_handler_returning_a_datetime_fails_like_lambda(cloud: LocalCloud) -> 
     cloud.client("stepfunctions").start_execution(
         stateMachineArn=cloud.stack.physical_id("RetryStateMachine"), input=json.dumps({"mode": "datetime"})
     )
-    cloud.run_until_idle(max_wall_seconds=30)
+    cloud.run_until_idle()
     (execution,) = cloud.executions()
     assert (execution.status, execution.error) == ("FAILED", "MarshalFailed")
 
@@ -125,7 +125,7 @@ def test_a_handler_returning_a_datetime_fails_like_lambda(cloud: LocalCloud) -> 
 
 
 def test_cron_schedule_fires_at_the_right_instants(cloud: LocalCloud) -> None:
-    cloud.run(until=START + timedelta(days=7), max_wall_seconds=30)
+    cloud.run(until=START + timedelta(days=7))
 
     weekday = [f.at for f in cloud.scheduler.firings if f.name == "default/TickFunctionWeekdayMorning"]
     # 09:00 in Paris is 08:00 UTC in December; created at Tuesday 08:00, so Wednesday is the first.
@@ -145,7 +145,7 @@ def test_cron_schedule_fires_at_the_right_instants(cloud: LocalCloud) -> None:
 
 
 def test_a_one_time_schedule_keeps_the_run_going_until_it_fires(cloud: LocalCloud) -> None:
-    result = cloud.run_until_idle(max_wall_seconds=30)
+    result = cloud.run_until_idle()
 
     assert result.now == datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
     assert [r for _, r in lambda_payloads(cloud, "RecorderFunction")] == [
@@ -168,7 +168,7 @@ def test_schedules_created_at_run_time_fire_to_an_event_bus_and_are_deleted(clou
         },
     )
 
-    cloud.run(until=datetime(2026, 12, 6, tzinfo=UTC), max_wall_seconds=30)
+    cloud.run(until=datetime(2026, 12, 6, tzinfo=UTC))
 
     recorded = [(at, r["received"]) for at, r in lambda_payloads(cloud, "RecorderFunction")]
     assert (
@@ -194,7 +194,7 @@ def test_api_requests_reach_the_function_as_proxy_events(cloud: LocalCloud) -> N
     )
     posted = cloud.api_request({"httpMethod": "POST", "path": "/items", "body": json.dumps({"n": 5})})
     missing = cloud.api_request({"httpMethod": "DELETE", "path": "/items/42"})
-    cloud.run_until_idle(max_wall_seconds=30)
+    cloud.run_until_idle()
 
     assert got["statusCode"] == 200
     assert json.loads(got["body"]) == {
@@ -309,7 +309,7 @@ def test_slack_messages_are_captured_and_in_the_timeline(cloud: LocalCloud) -> N
 
 def test_the_timeline_tells_the_story_in_order(cloud: LocalCloud) -> None:
     cloud.api_request({"httpMethod": "POST", "path": "/items", "body": json.dumps({"n": 2})})
-    cloud.run_until_idle(max_wall_seconds=30)
+    cloud.run_until_idle()
 
     story = [
         (entry.kind, entry.text) for entry in cloud.timeline.entries("api", "event", "execution", "lambda")

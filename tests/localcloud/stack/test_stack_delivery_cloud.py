@@ -82,7 +82,7 @@ def test_a_schedule_firing_may_be_delivered_twice() -> None:
         FaultRule(service="scheduler", operation="twice", kind=FaultKind.DUPLICATE_DELIVERY)
     ) as cloud:
         schedule(cloud, "at(2026-12-01T09:00:00)", name="twice", Input='{"n": 1}')
-        cloud.run(until=START + timedelta(hours=2), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(hours=2))
 
         assert recorded(cloud) == [{"n": 1}, {"n": 1}]
         assert [(f.service, f.kind) for f in cloud.faults.fired] == [
@@ -93,7 +93,7 @@ def test_a_schedule_firing_may_be_delivered_twice() -> None:
 def test_a_refused_firing_is_retried_with_the_attempt_number() -> None:
     with make_cloud(FaultRule(service="scheduler", kind=FaultKind.DELIVERY_FAILURE, times=1)) as cloud:
         schedule(cloud, "at(2026-12-01T09:00:00)", Input='{"attempt": "<aws.scheduler.attempt-number>"}')
-        cloud.run(until=START + timedelta(hours=2), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(hours=2))
 
         assert recorded(cloud) == [{"attempt": "2"}]
         (late,) = [r for r in cloud.lambdas.records if r.function == "fixture-RecorderFunction"]
@@ -125,7 +125,7 @@ def test_an_operator_aborts_the_execution_a_delivery_started() -> None:
     )
     with make_cloud(abort) as cloud:
         _pipeline_requested(cloud)
-        cloud.run_until_idle(max_wall_seconds=60)
+        cloud.run_until_idle()
 
         (execution,) = cloud.executions()
         assert execution.status == "ABORTED"
@@ -140,7 +140,7 @@ def test_a_duplicate_delivery_to_a_state_machine_starts_a_second_execution() -> 
     )
     with make_cloud(duplicate) as cloud:
         _pipeline_requested(cloud)
-        cloud.run(until=START + timedelta(hours=1), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(hours=1))
 
         executions = cloud.executions()
         assert len(executions) == 2
@@ -158,10 +158,10 @@ def _start_flaky(cloud: LocalCloud) -> str:
 
 def test_stop_execution_during_a_retry_interval_ends_it_aborted_without_the_retry(cloud: LocalCloud) -> None:
     arn = _start_flaky(cloud)
-    cloud.run(until=START + timedelta(seconds=30), max_wall_seconds=60)  # the Retry waits 60 s
+    cloud.run(until=START + timedelta(seconds=30))  # the Retry waits 60 s
 
     cloud.client("stepfunctions").stop_execution(executionArn=arn, error="Operator", cause="stopped by hand")
-    cloud.run_until_idle(max_wall_seconds=60)
+    cloud.run_until_idle()
 
     (execution,) = cloud.executions()
     assert execution.status == "ABORTED"
@@ -175,11 +175,11 @@ def test_stop_execution_while_its_lambda_runs_does_not_retry_that_lambda() -> No
     )
     with make_cloud(slow) as cloud:
         arn = _start_flaky(cloud)
-        cloud.run(until=START + timedelta(seconds=2), max_wall_seconds=60)
+        cloud.run(until=START + timedelta(seconds=2))
         assert [r.function for r in cloud.lambdas.records] == []  # the Lambda is still in its slow call
 
         cloud.client("stepfunctions").stop_execution(executionArn=arn)
-        cloud.run_until_idle(max_wall_seconds=60)
+        cloud.run_until_idle()
 
         (execution,) = cloud.executions()
         assert execution.status == "ABORTED"

@@ -1,5 +1,6 @@
-"""EventBridge Scheduler: the one-time release schedule created right after a purchase, and the
-recurring reservation schedules (:class:`RequestSchedules`, ``POST /schedules``).
+"""EventBridge Scheduler: the one-time release schedule created right after a purchase (and the one-time
+idle checks of :mod:`capacity.logic.scaling`), and the recurring reservation schedules
+(:class:`RequestSchedules`, ``POST /schedules``).
 
 ``CreateSchedule`` (EventBridge Scheduler API reference) with ``ScheduleExpression``
 ``at(yyyy-mm-ddThh:mm:ss)`` in UTC, ``FlexibleTimeWindow`` OFF, ``ActionAfterCompletion`` DELETE and an
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel
 
 from capacity import EVENT_SOURCE
 from capacity.adapters import clients
@@ -50,7 +52,30 @@ class ReleaseScheduler:
         self._role_arn = role_arn
 
     def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool:
-        """Create the one-time schedule putting ``ReleaseRequested`` at ``at`` (UTC).
+        """Create the one-time schedule putting ``ReleaseRequested`` at ``at`` (UTC) (see
+        :meth:`schedule_event`).
+
+        Returns:
+            True if created, False if a schedule with ``name`` already existed (a retry).
+
+        Raises:
+            ConfigurationError: ``RELEASE_TARGET_ARN`` or ``SCHEDULER_ROLE_ARN`` is not configured.
+            RetryableAwsError: throttling/5xx after retries, or the time kept passing before the request.
+            ClientError: any other rejection.
+        """
+        return self.schedule_event(
+            name=name,
+            at=at,
+            detail_type="ReleaseRequested",
+            detail=ReleaseRequestedDetail(request_id=request_id, reason=reason),
+            description=f"Release reservation {request_id} ({reason})",
+        )
+
+    def schedule_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> bool:
+        """Create the one-time schedule putting the application event ``detail_type`` (source
+        ``capacity.orchestrator``, ``detail`` as its JSON) on the bus at ``at`` (UTC).
 
         A time in the past (or within a minute) is moved to one minute from now. Scheduler refuses an
         ``at()`` that is no longer in the future when the request reaches it (``ValidationException``; a
@@ -66,8 +91,7 @@ class ReleaseScheduler:
             ClientError: any other rejection.
         """
         if not self._target_arn or not self._role_arn:
-            raise ConfigurationError("release schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
-        detail = ReleaseRequestedDetail(request_id=request_id, reason=reason)
+            raise ConfigurationError("one-time schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
         for _ in range(PAST_AT_ATTEMPTS):
             when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
             try:
@@ -78,12 +102,12 @@ class ReleaseScheduler:
                     ScheduleExpressionTimezone="UTC",
                     FlexibleTimeWindow={"Mode": "OFF"},
                     ActionAfterCompletion="DELETE",
-                    Description=f"Release reservation {request_id} ({reason})",
+                    Description=description[:512],
                     Target={
                         "Arn": self._target_arn,
                         "RoleArn": self._role_arn,
                         "Input": detail.model_dump_json(),
-                        "EventBridgeParameters": {"DetailType": "ReleaseRequested", "Source": EVENT_SOURCE},
+                        "EventBridgeParameters": {"DetailType": detail_type, "Source": EVENT_SOURCE},
                     },
                 )
             except (ClientError, BotoCoreError) as exc:

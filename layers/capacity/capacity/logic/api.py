@@ -55,6 +55,7 @@ from capacity.ledger import (
     PURCHASE_INTENT,
     REQUEST,
     SUBMITTED,
+    history_of,
 )
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, states
@@ -155,7 +156,8 @@ def submit_reservation(
 
 
 def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
-    """The reservation as the API shows it: request summary, purchase, current state and history.
+    """The reservation as the API shows it: request summary, purchase, current state and history (one ledger
+    query: the history is read from the same items).
 
     Raises:
         ReservationNotFound: nothing is recorded for ``request_id``.
@@ -164,7 +166,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
     if not items:
         raise ReservationNotFound(f"no reservation {request_id!r}")
     by_sk = {item["sk"]: item for item in items}
-    history = ports.ledger.history(request_id)
+    history = history_of(items)
     request = by_sk.get(REQUEST, {}).get("request") or {}
     purchase = by_sk.get(PURCHASE)
     return {

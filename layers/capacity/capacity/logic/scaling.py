@@ -25,12 +25,19 @@ no-capacity    ALARM   copy count 0 -> 1 with target-tracking scale-in suspended
 no-capacity    OK      after a scale-out from zero: resume scale-in, record and notify the cold start's
                        failed requests
 idle           ALARM   copy count -> 0; before ``idle_minutes_before_zero`` minutes have passed since
-                       ``READY`` the alarm is reset to ``OK`` instead (missing minutes breach, those before
-                       it existed too) and fires again a minute later
+                       ``READY`` (the alarm counts the minutes before it existed as idle: missing data
+                       breaches) it is left in ``ALARM`` and an *idle check* is scheduled for then
 idle-release   ALARM   put ``ReleaseRequested`` (reason ``idle``), notify; before ``idle_hours`` have passed
-                       since ``READY`` the alarm is reset to ``OK`` instead (it counted the hours before
-                       it existed as idle) and fires again an hour later
+                       since ``READY``, an idle check is scheduled for then, the same way
 ============== ======= ===============================================================================
+
+The idle check (:func:`idle_check`) is a one-time EventBridge Scheduler schedule putting ``IdleAlarmDue``
+(``{request_id, alarm_name, region}``) on the application's bus at ``READY`` + the idle window; the same
+function receives it. If the alarm is still in ``ALARM`` then, it is set to ``OK`` (``SetAlarmState``), so
+CloudWatch evaluates it again at the next period, over a window that now lies wholly after ``READY``, and
+tells us again if the model is still idle. So an alarm that fires early costs one schedule and one
+``SetAlarmState``, not one reset (and one invocation) per period until the window has passed: the alarm
+never flaps after ``READY``.
 
 Anything else is ignored with a reason (other applications' alarms, other states, a component already at
 the wanted count, a reservation already releasing).
@@ -54,7 +61,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capacity import TAG_REQUEST_ID, messages
+from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
 from capacity.adapters.cloudwatch import AlarmSpec
 from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
@@ -67,6 +74,7 @@ from capacity.naming import (
     alarm_prefix,
     endpoint_name,
     idle_alarm_name,
+    idle_check_schedule_name,
     idle_release_alarm_name,
     inference_component_name,
     no_capacity_alarm_name,
@@ -87,6 +95,19 @@ SCALE_PREFIX = "SCALE#"
 NO_SCALE_OUT_WINDOW = timedelta(hours=1)
 """No scale-out from zero this close to the end of the reservation: the copy would barely start."""
 _STOPPED = frozenset({State.RELEASING, State.RELEASED, State.CANCELLED, State.REJECTED, State.FAILED})
+IDLE_ALARM_DUE = "IdleAlarmDue"
+"""Detail type of the idle check the one-time schedule puts on the bus (see the module docstring)."""
+
+
+class IdleAlarmDueDetail(BaseModel):
+    """``detail`` of ``IdleAlarmDue``: the reservation, the alarm (name, region) whose first full window
+    after ``READY`` has passed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    request_id: str
+    alarm_name: str
+    region: str
 
 
 # ------------------------------------------------------------------------------------------- set up
@@ -298,10 +319,12 @@ def scale_components(event: Mapping[str, Any], ports: Ports) -> ScaleOutput:
         the event had been handled before.
 
     Raises:
-        InvalidRequest: the event is not a CloudWatch alarm state change.
+        InvalidRequest: the event is neither a CloudWatch alarm state change nor an idle check.
         ResourceBusy: the component is being updated (the asynchronous invocation is retried).
         RetryableAwsError: throttling/5xx after retries.
     """
+    if event.get("source") == EVENT_SOURCE and event.get("detail-type") == IDLE_ALARM_DUE:
+        return idle_check(parse_model(IdleAlarmDueDetail, event.get("detail")), ports)
     change = parse_model(AlarmStateChange, event)
     kind = _kind(change)
     if isinstance(kind, ScaleOutput):
@@ -592,15 +615,23 @@ def _cold_start_ended(ctx: _Context) -> ScaleOutput:
 def _scale_in(ctx: _Context) -> ScaleOutput:
     ready = first_entry(ctx.ports.ledger.history(ctx.request.id), State.READY)
     serving = ctx.at - ready.at if ready is not None else timedelta(0)
-    if serving < timedelta(minutes=ctx.model.idle_minutes):
+    window = timedelta(minutes=ctx.model.idle_minutes)
+    if serving < window:
         # The alarm counts the minutes before it existed as idle (missing data breaches): not idle long
-        # enough yet. Back to OK, so CloudWatch evaluates it again next minute and tells us again.
-        reason = (
-            f"{ctx.component} has served for {int(serving.total_seconds() // 60)} minute(s), less than the "
-            f"{ctx.model.idle_minutes} idle minute(s) before zero: alarm reset to OK"
+        # enough yet. It stays in ALARM (no flapping); the idle check at READY + the window sets it to OK
+        # so CloudWatch evaluates it again over minutes that all follow READY.
+        return _schedule_idle_check(
+            ctx.ports,
+            request_id=ctx.request.id,
+            alarm_name=ctx.change.detail.alarmName,
+            region=ctx.purchase.region,
+            due=(ready.at if ready is not None else ctx.at) + window,
+            why=(
+                f"{ctx.component} has served for {int(serving.total_seconds() // 60)} minute(s), less than "
+                f"the {ctx.model.idle_minutes} idle minute(s) before zero"
+            ),
+            model=ctx.model.name,
         )
-        ctx.alarms.reset_alarm(ctx.change.detail.alarmName, reason)
-        return _ignore(reason, ctx.request.id, ctx.model.name)
     info = ctx.sagemaker.describe_inference_component(ctx.component)
     if info is None:
         return _ignore(f"inference component {ctx.component} does not exist", ctx.request.id, ctx.model.name)
@@ -632,15 +663,21 @@ def _idle_release(
         return _ignore(f"reservation {request.id} has no idle policy 'release'", request.id)
     ready = first_entry(ports.ledger.history(request.id), State.READY)
     serving = at - ready.at if ready is not None else timedelta(0)
-    if serving < timedelta(hours=policy.idle_hours):
+    window = timedelta(hours=policy.idle_hours)
+    if serving < window:
         # The alarm counts the hours before it existed as idle (missing data breaches): not idle long
-        # enough yet. Back to OK, so CloudWatch evaluates it again next hour and tells us again.
-        reason = (
-            f"the endpoint has served for {serving.total_seconds() / 3600:.1f} h, less than the idle "
-            f"policy's {policy.idle_hours} h: alarm reset to OK"
+        # enough yet. It stays in ALARM; the idle check at READY + the window re-arms it.
+        return _schedule_idle_check(
+            ports,
+            request_id=request.id,
+            alarm_name=change.detail.alarmName,
+            region=change.region,
+            due=(ready.at if ready is not None else at) + window,
+            why=(
+                f"the endpoint has served for {serving.total_seconds() / 3600:.1f} h, less than the idle "
+                f"policy's {policy.idle_hours} h"
+            ),
         )
-        ports.alarms(change.region).reset_alarm(change.detail.alarmName, reason)
-        return _ignore(reason, request.id)
     reason = (
         f"alarm {change.detail.alarmName}: the endpoint served no request for {policy.idle_hours} hour(s)"
     )
@@ -662,3 +699,76 @@ def _idle_release(
     return ScaleOutput(
         action="release_requested_idle", reason=reason, request_id=request.id, duplicate=not created
     )
+
+
+# ------------------------------------------------------------------------------------------ idle check
+
+
+def _schedule_idle_check(
+    ports: Ports,
+    *,
+    request_id: str,
+    alarm_name: str,
+    region: str,
+    due: datetime,
+    why: str,
+    model: str | None = None,
+) -> ScaleOutput:
+    """Schedule the idle check of ``alarm_name`` at ``due`` (once: a second delivery finds the schedule)."""
+    name = idle_check_schedule_name(request_id, alarm_name)
+    created = ports.scheduler.schedule_event(
+        name=name,
+        at=due,
+        detail_type=IDLE_ALARM_DUE,
+        detail=IdleAlarmDueDetail(request_id=request_id, alarm_name=alarm_name, region=region),
+        description=f"Idle check of {alarm_name} ({request_id}) once its first window after READY is over",
+    )
+    reason = (
+        f"{why}: the alarm stays in ALARM and is checked again at {iso_z(due)} (schedule {name}"
+        f"{'' if created else ', already scheduled'})"
+    )
+    logger.info("idle check scheduled: %s", reason)
+    return ScaleOutput(
+        action="idle_check_scheduled",
+        reason=reason,
+        request_id=request_id,
+        model=model,
+        duplicate=not created,
+    )
+
+
+def idle_check(detail: IdleAlarmDueDetail, ports: Ports) -> ScaleOutput:
+    """The idle check (``IdleAlarmDue``, see the module docstring): an alarm still in ``ALARM`` once its first
+    window after ``READY`` is over is set to ``OK``, so CloudWatch evaluates it again at its next period.
+
+    Returns:
+        ``idle_alarm_rearmed``, or ``ignored`` with the reason (the alarm is gone or no longer in
+        ``ALARM``: traffic came, and it fires again after a whole idle window; the reservation is releasing).
+
+    Raises:
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    rid, name = detail.request_id, detail.alarm_name
+    if not name.startswith(alarm_prefix(rid)):
+        return _ignore(f"idle check of {name}: not an alarm of reservation {rid}", rid)
+    stopped = states(ports.ledger.history(rid)) & _STOPPED
+    if stopped:
+        return _ignore(
+            f"reservation {rid} is {', '.join(sorted(s.value for s in stopped))}: no idle check", rid
+        )
+    alarms = ports.alarms(detail.region)
+    current = alarms.alarm_state(name)
+    if current is None:
+        return _ignore(f"idle check of {name}: the alarm no longer exists", rid)
+    if current.value != "ALARM":
+        return _ignore(
+            f"idle check of {name}: {current.value} since {iso_ms(current.updated)} (requests came); it "
+            "fires again after a whole idle window",
+            rid,
+        )
+    reason = (
+        f"idle check of {name}: its first window after READY is over; set to OK so CloudWatch evaluates it "
+        "again at its next period"
+    )
+    alarms.reset_alarm(name, reason)
+    return ScaleOutput(action="idle_alarm_rearmed", reason=reason, request_id=rid)
