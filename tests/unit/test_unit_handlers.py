@@ -69,6 +69,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
         "duplicate": False,
         "regions": ["us-east-1", "us-west-2"],
         "dry_run": False,
+        "resume_offering": None,
     }
     retry = invoke(handler, requested_event())  # the same delivery again (same event id)
     other = requested_event()
