@@ -381,6 +381,14 @@ def test_a_paid_reservation_is_not_thrown_away() -> None:
         "paid, then the reserve workflow was aborted and the reservation never served"
     ]
     assert check_paid_kept(_facts(executions=[("ReserveCapacityStateMachine", "ABORTED")])) == []  # it served
+    resumed = _facts(
+        items=[
+            *_history(["REQUESTED", "PLANNED", "PURCHASED"]),
+            {"sk": "RESUME#arn:stopped", "execution": "x"},
+        ],
+        executions=[("ReserveCapacityStateMachine", "ABORTED"), ("ReserveCapacityStateMachine", "FAILED")],
+    )
+    assert check_paid_kept(resumed) == []  # carried on by a resumed workflow: judged by the other rules
 
 
 def test_an_accepted_cancel_is_honoured_and_releases_soon() -> None:

@@ -57,6 +57,16 @@ def release(h: Harness, action: str, reason: str | None = None) -> ReleaseOutput
     )
 
 
+def delete_everything(h: Harness, sm: FakeSageMaker) -> None:
+    """Every release action up to ``finish``, with SageMaker finishing each deletion."""
+    for action in ("begin", "delete_components"):
+        release(h, action)
+    sm.finish_deletions()
+    release(h, "delete_endpoint")
+    sm.finish_deletions()
+    release(h, "delete_endpoint_config")
+
+
 def test_full_release_deletes_in_order_and_reports_the_cost(harness: Harness) -> None:
     sm = deployed(harness)
     harness.clock.now = PLAN_START + timedelta(hours=71)  # scheduled release: 1 h before the end
@@ -112,12 +122,7 @@ def test_full_release_deletes_in_order_and_reports_the_cost(harness: Harness) ->
 
 def test_release_twice_records_released_once(harness: Harness) -> None:
     sm = deployed(harness)
-    for action in ("begin", "delete_components"):
-        release(harness, action)
-    sm.finish_deletions()
-    release(harness, "delete_endpoint")
-    sm.finish_deletions()
-    release(harness, "delete_endpoint_config")
+    delete_everything(harness, sm)
     first = release(harness, "finish")
     # a second release (e.g. the schedule fires after a cancel) finds it released at once
     again = release(harness, "begin", "reservation-end")
@@ -314,12 +319,7 @@ def test_a_release_that_died_after_its_marker_is_recorded_by_the_next_attempt(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sm = deployed(harness)
-    for action in ("begin", "delete_components"):
-        release(harness, action)
-    sm.finish_deletions()
-    release(harness, "delete_endpoint")
-    sm.finish_deletions()
-    release(harness, "delete_endpoint_config")
+    delete_everything(harness, sm)
     append = harness.ledger.append
 
     def failing_append(request_id: str, state: State, **kwargs: object) -> object:
