@@ -46,6 +46,7 @@ from capacity.contracts import (
     ApprovalResult,
     ErrorsBody,
     MessageBody,
+    PaidReservationBody,
     ReservationAccepted,
     ReservationList,
     ReservationView,
@@ -58,7 +59,9 @@ from capacity.errors import (
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
+    NotPermitted,
     OutOfScope,
+    PaidReservation,
     ReservationClosed,
     ReservationNotFound,
     RetryableAwsError,
@@ -115,7 +118,16 @@ UNPROCESSABLE = _body("valid against the schema but cannot be carried out (see t
 NOT_FOUND = _body("no such reservation or schedule", MessageBody)
 CONFLICT = _body("the resource is not in a state that allows this", MessageBody)
 UNAVAILABLE = _body("AWS throttled or failed beyond retries: try again", MessageBody)
-ERRORS = {400: INVALID, 404: NOT_FOUND, 409: CONFLICT, 413: TOO_LARGE, 422: UNPROCESSABLE, 503: UNAVAILABLE}
+FORBIDDEN = _body("the authenticated caller may not do this (the message says why and who may)", MessageBody)
+ERRORS = {
+    400: INVALID,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    409: CONFLICT,
+    413: TOO_LARGE,
+    422: UNPROCESSABLE,
+    503: UNAVAILABLE,
+}
 """The documented error answers by status (the exception handlers below produce them)."""
 
 
@@ -172,17 +184,22 @@ def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
 @app.post(
     "/reservations",
     summary="Request GPU capacity and the models to serve on it",
-    responses=_responses(202, "accepted: follow links.self", ReservationAccepted, 400, 409, 413, 422, 503),
+    responses=_responses(
+        202, "accepted: follow links.self", ReservationAccepted, 400, 403, 409, 413, 422, 503
+    ),
     tags=["reservations"],
 )
 def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response[ReservationAccepted]:
     """Validate the request and put ``ReservationRequested`` once per ``request_id``."""
     ports = _ports()
+    identity = _identity()
     result = api.submit_reservation(
         _as_sent(request),
         ports,
         persistence=api.persistence_layer(ports.settings),
         lambda_context=app.lambda_context,
+        actor=identity,
+        requester=identity,  # the authenticated caller, whatever the body says
     )
     logger.set_correlation_id(result["request_id"])
     return _json(202, result)
@@ -220,12 +237,21 @@ def get_reservation(request_id: RequestId) -> ReservationView:
     "/reservations/<request_id>/approval",
     summary="Approve or reject the pending purchase",
     responses=_responses(
-        200, "the decision was passed to the waiting workflow", ApprovalResult, 400, 404, 409, 413, 422, 503
+        200,
+        "the decision was passed to the waiting workflow",
+        ApprovalResult,
+        400,
+        403,
+        404,
+        409,
+        413,
+        422,
+        503,
     ),
     tags=["reservations"],
 )
 def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, Body()]) -> ApprovalResult:
-    """Approve or reject; the caller's IAM identity is recorded with the decision."""
+    """Approve or reject; the approver recorded is the caller's IAM identity, never the requester (403)."""
     logger.set_correlation_id(request_id)
     body = decision.model_dump(mode="json", exclude_none=True)
     result = api.decide_approval(request_id, body, _ports(), identity=_identity())
@@ -234,14 +260,27 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
 
 @app.delete(
     "/reservations/<request_id>",
-    summary="Cancel and release now",
-    responses=_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 409, 503),
+    summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
+    responses={
+        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 503),
+        409: _body(
+            "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
+            "saves), "
+            "or the reservation is already released",
+            PaidReservationBody,
+        ),
+    },
     tags=["reservations"],
 )
-def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
-    """Cancel the reservation and release whatever it holds."""
+def delete_reservation(
+    request_id: RequestId,
+    confirm: Annotated[
+        bool, Query(description="true: cancel even though the paid upfront fee is not refunded")
+    ] = False,
+) -> Response[ReservationAccepted]:
+    """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
-    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity()))
+    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity(), confirm=confirm))
 
 
 # --------------------------------------------------------------------------------------- schedules
@@ -334,6 +373,18 @@ def not_found(exc: Exception) -> Response[Any]:
 def conflict(exc: Exception) -> Response[Any]:
     """409: the resource is not in a state that allows this (or the same POST is in flight)."""
     return _json(409, {"message": str(exc) or type(exc).__name__})
+
+
+@app.exception_handler(NotPermitted)  # type: ignore[untyped-decorator]
+def forbidden(exc: NotPermitted) -> Response[Any]:
+    """403: the caller may not do this (self-approval, not an approver or member of the team)."""
+    return _json(403, {"message": str(exc)})
+
+
+@app.exception_handler(PaidReservation)  # type: ignore[untyped-decorator]
+def paid(exc: PaidReservation) -> Response[Any]:
+    """409: the reservation's fee is paid; the answer names it and how to cancel anyway (``confirm=true``)."""
+    return _json(409, {"message": str(exc), **exc.details})
 
 
 @app.exception_handler(RetryableAwsError)  # type: ignore[untyped-decorator]

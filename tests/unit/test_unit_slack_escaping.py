@@ -115,7 +115,7 @@ def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harnes
     harness.ledger.record_request(request, actor="tests")
     harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
     harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="tests")
-    decide_approval(request.id, {"approved": True, "approver": "<!here>"}, harness.ports)
+    decide_approval(request.id, {"approved": True}, harness.ports, identity="<!here>")
     door = slack_door.Door(
         signing_secret=local_secret,
         guard=_Guard(),

@@ -514,3 +514,17 @@ class PlanAdvice(_Body):
     on_demand_check: str
     alternatives: list[OptionCost] = Field(default_factory=list)
     text: str
+
+
+class PaidReservationBody(_Body):
+    """409 of ``DELETE /reservations/{id}`` without ``confirm=true`` when the upfront fee is paid (issue
+    16)."""
+
+    message: str
+    upfront_fee_usd: str | None = Field(default=None, description="the fee paid, USD; never refunded")
+    refunded_usd: str | None = Field(default=None, description="always 0: purchases cannot be refunded")
+    saves_usd: str | None = Field(
+        default=None, description="what cancelling still saves, USD (0: the fee covers the whole reservation)"
+    )
+    what: str | None = None
+    end_time: str | None = None

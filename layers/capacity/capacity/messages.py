@@ -216,11 +216,12 @@ def approval_request(
     """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id)."""
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     text = (
-        f"*Approval needed for {request.id}* (requested by {mention(request.requester)}): buy {what}?\n"
+        f"*Approval needed for {request.id}* (requested by {mention(request.requester or 'unknown')}"
+        f"{f', team {escape(request.team)}' if request.team else ''}): buy {what}?\n"
         f"{escape(reason)}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
-        f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "approver": ..., '
-        f'"reason": ...}}; no answer means nothing is bought.'
+        f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "reason": ...}} '
+        "(an approver of the team, never the requester); no answer means nothing is bought."
     )
     buttons: list[dict[str, Any]] = [
         {
@@ -344,6 +345,13 @@ def failure(
         after = f" {format_usd(spent)} was already paid upfront (not refundable).{after}"
     text = f"*{request_id} FAILED* ({escape(error)}): {escape(reason)}{after}"
     return _message(text, f"Failed: {request_id}", request_id=request_id)
+
+
+def team_refusal(request_id: str, *, reason: str) -> SlackMessage:
+    """A purchase the team's limits refused at purchase time (REJECTED; issue 16): what is left, nothing
+    bought."""
+    text = f"*{request_id} REJECTED* (team limits): {escape(reason)}"
+    return _message(text, f"Rejected: {request_id}", request_id=request_id)
 
 
 def degraded(request_id: str, *, state: str, error: str, since: datetime, minutes: int) -> SlackMessage:

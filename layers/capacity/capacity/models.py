@@ -295,7 +295,8 @@ block + instances from a launch template, EC2 types)."""
 class ReservationRequest(BaseModel):
     """A request for GPU capacity and the models to serve on it (issue 3, "Request").
 
-    Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester``,
+    Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester`` (the
+    authenticated caller, set by the door), ``team`` (who pays; issue 16),
     ``instance_type`` (``ml.*``, see :mod:`capacity.instances`), ``instance_count`` (1, 2, 4 ... 64),
     ``earliest_start``/``latest_end`` (UTC window), ``duration_hours`` (whole days, 24..4368),
     ``regions`` (preference order), ``max_upfront_fee_usd`` (USD, required), ``approval_above_usd``
@@ -321,7 +322,18 @@ class ReservationRequest(BaseModel):
 
     schema_version: Literal[1] = 1
     request_id: str | None = None
-    requester: str = Field(min_length=1, max_length=128)
+    requester: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="set by the door to the authenticated caller (IAM principal ARN, slack:<user id>, the "
+        "schedule's owner); a value sent in the body is replaced",
+    )
+    team: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+        description="the team that pays (issue 16); default the caller's only team",
+    )
     platform: Platform = "sagemaker"
     instance_type: str
     instance_count: StrictInt
@@ -638,6 +650,8 @@ def derive_request_id(request: ReservationRequest) -> str:
         payload.pop("launch_template", None)
     if payload.get("strategy") is None:
         payload.pop("strategy", None)
+    if payload.get("team") is None:
+        payload.pop("team", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -37,12 +37,13 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.jsonsafe import check_depth
-from capacity.ledger import RELEASED_MARKER
+from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
+from capacity.logic.policy import give_back
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
     CostSummary,
@@ -474,6 +475,10 @@ def record_released(
         if purchase.market in ("on-demand", "spot")
         else cost_summary(step.request_id, purchase, history, now=ports.clock())
     )
+    # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
+    # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
+    voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
+    give_back(ports, step.request_id, money=voided, quota=True)
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,
