@@ -22,6 +22,7 @@ import base64
 import binascii
 import contextlib
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from decimal import Decimal
@@ -298,7 +299,7 @@ def decide_approval(
         # Refusals are on record too: who tried to decide what, and why not (APPROVAL_REFUSED#<time>).
         ports.ledger.put_once(
             request_id,
-            f"{APPROVAL_REFUSED}#{iso_ms(ports.clock())}",
+            f"{APPROVAL_REFUSED}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}",
             {"identity": identity, "approved": decision.approved, "reason": str(refused)},
         )
         raise
