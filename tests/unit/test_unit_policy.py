@@ -13,10 +13,10 @@ import pytest
 from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
 from capacity.errors import NotPermitted, TeamLimitExceeded
-from capacity.ledger import APPROVAL, State
+from capacity.ledger import APPROVAL
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
-from capacity.models import parse_request
+from capacity.models import State, parse_request
 from capacity.teams import TeamPolicy
 
 from tests.unit.conftest import REGION, Harness
