@@ -848,6 +848,11 @@ class LedgerEntry(BaseModel):
 class CostSummary(BaseModel):
     """What a reservation cost and what it would have cost on demand (recorded with ``RELEASED``).
 
+    Since issue 16 the use is what ran: ``instance_hours_used`` (instance counts over time) against
+    ``instance_hours_reserved``; ``on_demand_equivalent_served_usd``, ``saving_usd``/``saving_percent``,
+    ``utilisation_percent`` and ``effective_usd_per_served_instance_hour`` (USD per *used* instance-hour)
+    follow from it.
+
     Hours are decimal hours; ``hours_served`` runs from the endpoint's READY (or DEPLOYING) time to the
     start of the release, within the plan. On-demand equivalents use :mod:`capacity.pricing` and the
     instance count; ``saving_usd``/``saving_percent`` compare the upfront fee with the on-demand cost of
@@ -872,6 +877,14 @@ class CostSummary(BaseModel):
     utilisation_percent: Money
     break_even_utilisation_percent: Money | None = None
     effective_usd_per_served_instance_hour: Money | None = None
+    instance_hours_reserved: Money | None = None
+    """Instances x hours the reservation holds (issue 16)."""
+    instance_hours_used: Money | None = None
+    """Instance-hours in service, from the instance counts the product recorded (:mod:`capacity.logic.costs`);
+    ``utilisation_percent``, the on-demand equivalent of what was used, the saving (negative: a loss against
+    on-demand) and the price per used instance-hour are computed from it."""
+    usage_observed: bool | None = None
+    """False when no instance count was recorded and every instance is assumed to have served."""
 
 
 # ------------------------------------------------------------------------------------- event details

@@ -63,6 +63,7 @@ from capacity.ledger import (
 )
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
+from capacity.logic.costs import reservation_spend
 from capacity.logic.policy import may_approve, resolve_team
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
@@ -207,6 +208,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
                 "max_upfront_fee_usd",
                 "approval_above_usd",
                 "dry_run",
+                "team",
             )
         }
         | {"models": [m.get("name") for m in request.get("models", [])]},
@@ -224,6 +226,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
         if purchase
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
+        "spend": reservation_spend(ports, request_id),
         "links": links(request_id),
     }
 
