@@ -53,7 +53,7 @@ from capacity.errors import (
     ScheduleNotFound,
     SlackUnauthorized,
 )
-from capacity.logic import api, schedules
+from capacity.logic import api, costs, schedules
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import resolve_team
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
@@ -448,6 +448,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "status": lambda: _status(args, ports),
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
+        "costs": lambda: _costs(args, ports),
     }
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
@@ -595,6 +596,47 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
         f"{request_id} is {result['status']}: whatever it holds is being released (the cost summary follows "
         "in its thread)."
     )
+
+
+def _costs(args: Sequence[str], ports: Ports) -> SlackAnswer:
+    """``/gpu costs [team=..] [month=yyyy-mm] [by=team|instance_type|region]``:
+    :func:`capacity.logic.costs.cost_report` as a fixed-width table (paid, used of reserved instance-hours,
+    on-demand equivalent, saving)."""
+    options: dict[str, str] = {}
+    for word in args:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("team", "month", "by") or not value:
+            raise UsageError(
+                f"`{word}` is not understood: use `team=<team>`, `month=<yyyy-mm>`, `by=<team|...>`"
+            )
+        options[key] = value
+    group_by = options.get("by", "team")
+    if group_by not in ("team", "instance_type", "region"):
+        raise UsageError(f"`by={group_by}`: group by team, instance_type or region")
+    if "month" in options and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", options["month"]):
+        raise UsageError(f"`month={options['month']}` is not a month like 2026-12")
+    report = costs.cost_report(
+        ports,
+        team=options.get("team"),
+        month=options.get("month"),
+        group_by=group_by,  # type: ignore[arg-type]
+    )
+    header = (
+        f"{group_by:<16}{'month':<9}{'paid':>12}{'used/reserved inst-h':>24}{'on demand':>12}{'saving':>12}"
+    )
+    rows = [
+        f"{messages.escape(row['group'])[:15]:<16}{row['month']:<9}{_money(row['paid_usd']):>12}"
+        f"{row['used_instance_hours'] + '/' + row['reserved_instance_hours']:>24}"
+        f"{_money(row['on_demand_equivalent_used_usd']):>12}{_money(row['saving_usd']):>12}"
+        for row in [*report["rows"], report["totals"]]
+    ]
+    return _ephemeral(
+        "*Costs, from what ran* (USD; saving negative: a loss)\n```\n" + "\n".join([header, *rows]) + "\n```"
+    )
+
+
+def _money(value: str) -> str:
+    return f"${Decimal(value):,.2f}"
 
 
 CANCEL_CONFIRMED = "cancel_paid_reservation"
