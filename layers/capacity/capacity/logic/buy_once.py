@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
+from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
@@ -161,7 +162,9 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         region = str(intent.get("region", step.offering.region))
         bought = _buy(request, ports, buyer, region, step.offering)
         existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
-        settle_spend(ports, key=request.id, amount_usd=Decimal(str(existing["upfront_fee_usd"])))
+        fee = Decimal(str(existing["upfront_fee_usd"]))
+        settle_spend(ports, key=request.id, amount_usd=fee)
+        money_metrics.committed(request.team, fee)
     output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
     stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
     return output

@@ -32,7 +32,7 @@ from decimal import Decimal
 
 from botocore.exceptions import ClientError
 
-from capacity import TAG_REQUEST_ID, messages
+from capacity import TAG_REQUEST_ID, messages, money_metrics
 from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
@@ -488,6 +488,12 @@ def record_released(
     if not created:
         stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
         return ReleaseOutput(done=True, already_released=True, summary=stored)
+    request = ports.ledger.get_request(step.request_id)
+    money_metrics.released(
+        request.team if request else None,
+        utilisation_percent=summary.utilisation_percent,
+        on_demand_used_usd=summary.on_demand_equivalent_served_usd,
+    )
     ports.events.put(
         "ReservationReleased",
         ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
