@@ -401,7 +401,7 @@ def put_team(team: TeamName, body: Annotated[TeamPolicy, Body()]) -> TeamView:
 @app.get(
     "/admin/teams",
     summary="Every team and the account cap",
-    responses=_responses(200, "the teams", TeamList, 403, 503),
+    responses=_responses(200, "the teams", TeamList, 400, 403, 503),
     tags=["admin"],
 )
 def list_teams() -> TeamList:
