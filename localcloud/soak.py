@@ -267,7 +267,8 @@ def _request(rng: random.Random) -> dict[str, Any]:
     end = start + timedelta(hours=duration) + extra
     body: dict[str, Any] = {
         "request_id": REQUEST_ID,
-        "requester": "soak@example.com",
+        "requester": SOAK_REQUESTER,  # who the API door records (the bus path carries it as the door would)
+        "team": "ml-platform",
         "earliest_start": _ts(start),
         "latest_end": _ts(end),
         "duration_hours": duration,
