@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 test lint typecheck template unit venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -59,6 +59,10 @@ demo-ec2: venv
 SPEED ?= 3600
 serve: venv
 	$(BIN)/python -m localcloud serve --speed $(SPEED)
+
+## Load deploy/policy-seed.json (teams, budgets, approvers, the account cap) into the deployed PolicyTable.
+seed-policy: venv
+	$(BIN)/python scripts/seed_policy.py --stack $(STACK)
 
 ## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
 openapi: venv

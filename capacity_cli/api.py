@@ -234,9 +234,11 @@ class CapacityApi:
         )
         return result
 
-    def cancel(self, request_id: str) -> dict[str, Any]:
-        """``DELETE /reservations/{id}``: 202 ``{"request_id", "status", "links"}``."""
-        result: dict[str, Any] = self.call("DELETE", f"/reservations/{_segment(request_id)}")
+    def cancel(self, request_id: str, *, confirm: bool = False) -> dict[str, Any]:
+        """``DELETE /reservations/{id}[?confirm=true]``: 202 ``{"request_id", "status", "links"}``; without
+        ``confirm`` a reservation whose upfront fee is paid answers 409 with the sunk fee (issue 16)."""
+        query = {"confirm": "true"} if confirm else None
+        result: dict[str, Any] = self.call("DELETE", f"/reservations/{_segment(request_id)}", query=query)
         return result
 
     # -------------------------------------------------------------------------------------- schedules
@@ -272,7 +274,7 @@ class CapacityApi:
         Raises:
             NotAvailableError: the route does not exist in this deployment.
         """
-        return self.call("GET", "/costs", query=dict(query), planned="issue 16 adds it")
+        return self.call("GET", "/costs", query=dict(query), planned="issue 16 adds it")  # since issue 16
 
     def extensions(self, request_id: str, body: Mapping[str, Any]) -> Any:
         """``POST /reservations/{id}/extensions`` (issue 17), when the deployment has it.

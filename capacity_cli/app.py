@@ -561,7 +561,8 @@ def cancel(
     view = _guard(runtime, lambda: api.reservation(request_id))
     runtime.err.print(render.cancel_notice(view), highlight=False)
     _confirm(runtime, f"Cancel {request_id}?", yes=yes)
-    result = _guard(runtime, lambda: api.cancel(request_id))
+    # The person confirmed above that the fee is lost: the API's own 409 question is answered yes.
+    result = _guard(runtime, lambda: api.cancel(request_id, confirm=True))
     if not watch_release:
         render.emit(
             runtime.out, runtime.output, result, f"{request_id}: {result.get('status')}; release requested."

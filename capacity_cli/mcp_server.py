@@ -170,7 +170,7 @@ def build_server(
         view = _call(lambda: api.reservation(request_id))
         if not confirm:
             return {"cancelled": False, "notice": render.cancel_notice(view), "state": view.get("state")}
-        result: dict[str, Any] = _call(lambda: api.cancel(request_id))
+        result: dict[str, Any] = _call(lambda: api.cancel(request_id, confirm=True))
         return {"cancelled": True, **result}
 
     if costs is None:

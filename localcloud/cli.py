@@ -526,7 +526,66 @@ def report(
     if waiting:
         sections.append(f"  {len(waiting)} execution(s) still running (waiting for a callback or a timer)")
     sections.append("  ok" if not problems else "\n".join(f"  FAILED: {p}" for p in problems))
+    costs = cost_section(cloud)
+    if costs:  # last: what the capacity really cost, from what ran (issue 16)
+        sections += ["", costs]
     return "\n".join(sections), bool(problems)
+
+
+def _usd(value: Any) -> str:
+    return f"${float(value):,.2f}" if value is not None else "n/a"
+
+
+def cost_section(cloud: LocalCloud) -> str:
+    """``== Cost summary``: the application's own ``GET /costs`` (as the demo's caller), one line per
+    reservation bought, from what ran: paid, instance-hours used of reserved, USD per used instance-hour,
+    and the saving or loss against on-demand for what ran. Empty when nothing was bought."""
+    if not any(route.path == "/costs" for route in cloud.stack.api_routes):
+        return ""
+    event = proxy_event(
+        method="GET",
+        path="/costs",
+        routes=cloud.stack.api_routes,
+        account_id=cloud.account_id,
+        now=cloud.now(),
+        identity=default_caller(cloud.account_id),
+    )
+    answer = cloud.api_request(event)
+    if int(answer.get("statusCode", 500)) != 200:
+        return f"== Cost summary\n  GET /costs answered {response_summary(answer)}"
+    report = json.loads(answer["body"])
+    if not report["reservations"]:
+        return ""
+    lines = ["== Cost summary (GET /costs: from what ran)"]
+    for item in report["reservations"]:
+        saving = float(item["saving_usd"] or 0)
+        on_demand = float(item["on_demand_equivalent_used_usd"] or 0)
+        verdict = (
+            f"saved {_usd(saving)} ({saving / on_demand * 100:.1f}%)"
+            if saving >= 0 and on_demand
+            else f"LOST {_usd(-saving)} against on-demand"
+        )
+        observed = "" if item["usage_observed"] else " (instance counts not recorded: all assumed used)"
+        lines.append(
+            f"  {item['request_id']} (team {item['team']}, {item['instance_type']} in {item['region']}): "
+            f"paid {_usd(item['paid_usd'])}; {item['used_instance_hours']} of "
+            f"{item['reserved_instance_hours']} instance-hours used "
+            f"({item['utilisation_percent']}%){observed}; "
+            f"{_usd(item['usd_per_used_instance_hour'])} per used instance-hour; on demand, what ran would "
+            f"have cost {_usd(on_demand)}: {verdict}"
+        )
+    totals = report["totals"]
+    lines.append(
+        f"  total: {totals['reservations']} reservation(s), paid {_usd(totals['paid_usd'])}, "
+        f"{totals['used_instance_hours']} of {totals['reserved_instance_hours']} instance-hours used, "
+        f"on-demand equivalent {_usd(totals['on_demand_equivalent_used_usd'])}, "
+        f"saving {_usd(totals['saving_usd'])}"
+    )
+    lines.append(
+        "  The sharing comparison above counts instance-hours one endpoint per model would have needed, not "
+        "dollars saved: the reservation was sized and paid either way."
+    )
+    return "\n".join(lines)
 
 
 # -------------------------------------------------------------------------------------------- commands

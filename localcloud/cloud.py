@@ -27,6 +27,7 @@ import importlib
 import inspect
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -259,6 +260,7 @@ class LocalCloud:
             self._running = True
             with self.dispatcher.exempt():
                 self.stack.deploy(self._boto_session())
+                self._seed_policy()
             self.clock.add_ticker(self.scheduler)
             self.clock.add_ticker(self.delivery)  # late deliveries, retries, operator stops
             for ticker in getattr(self.emulator, "tickers", []) or []:
@@ -295,6 +297,24 @@ class LocalCloud:
         self._uninstall_iam()
         self._restore_env()
         self._running = False
+
+    def _seed_policy(self) -> None:
+        """Load the teams policy seed (``local_values.json`` ``PolicySeed``, ``deploy/policy-seed.json``) into
+        the stack's ``PolicyTable``, as ``make seed-policy`` does after ``sam deploy``."""
+        if "PolicyTable" not in self.stack.resources:
+            return
+        seed = self.stack.local_values.get("PolicySeed")
+        if not seed:
+            return
+        layer = str(Path(__file__).resolve().parents[1] / "layers" / "capacity")
+        if layer not in sys.path:  # the product's own validation and writer (the Lambda layer's code)
+            sys.path.append(layer)
+        from capacity.adapters.policy_store import PolicyStore  # noqa: PLC0415 - the product's own loader
+        from capacity.logic.policy import apply_seed  # noqa: PLC0415
+
+        path = Path(__file__).resolve().parents[1] / str(seed)
+        store = PolicyStore(self.stack.physical_id("PolicyTable"), self._boto_session().client("dynamodb"))
+        apply_seed(json.loads(path.read_text()), store, actor="localcloud-seed", now=self.clock.now())
 
     def _uninstall_iam(self) -> None:
         self._iam_installed.close()

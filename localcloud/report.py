@@ -420,8 +420,9 @@ def format_report(
         )
     lines += [
         f"    dedicated endpoints (total)      {comparison['dedicated_endpoints']:9.2f}",
-        f"    saved by sharing                 {comparison['saving_instance_hours']:9.2f}  "
-        f"({comparison['saving_percent']:.1f}%; seed 004 reports ~50% on average)",
+        f"    more without sharing             {comparison['saving_instance_hours']:9.2f}  "
+        f"({comparison['saving_percent']:.1f}% of the dedicated total; seed 004 reports ~50% on average): "
+        "instance-hours a team would have needed, not dollars saved (the reservation is paid either way)",
     ]
     if paths is not None:
         lines += ["", f"  Report: {paths[0]}", f"  Chart:  {paths[1]}"]

@@ -269,7 +269,8 @@ def _request(rng: random.Random) -> dict[str, Any]:
     end = start + timedelta(hours=duration) + extra
     body: dict[str, Any] = {
         "request_id": REQUEST_ID,
-        "requester": "soak@example.com",
+        "requester": SOAK_REQUESTER,  # who the API door records (the bus path carries it as the door would)
+        "team": "ml-platform",
         "earliest_start": _ts(start),
         "latest_end": _ts(end),
         "duration_hours": duration,
@@ -1179,9 +1180,19 @@ class _Bounds:
         return None
 
 
+SOAK_REQUESTER = "arn:aws:iam::123456789012:user/soak"
+"""Who requests in the soak (team ml-platform of deploy/policy-seed.json)."""
+SOAK_APPROVER = "arn:aws:sts::123456789012:assumed-role/Approvers/soak-approver"
+"""Who approves or rejects (an approver of ml-platform, never the requester: four-eyes, issue 16)."""
+
+
 def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
     resource = path
     parameters = None
+    query = None
+    caller = SOAK_APPROVER if path.endswith("/approval") else SOAK_REQUESTER
+    if method == "DELETE":  # the client confirms that a paid fee is not refunded (DELETE ?confirm=true)
+        query = {"confirm": "true"}
     if path.startswith("/reservations/"):
         parameters = {"request_id": path.split("/")[2]}
         resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
@@ -1191,6 +1202,8 @@ def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetim
         "httpMethod": method,
         "headers": {"Content-Type": "application/json"},
         "pathParameters": parameters,
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
         "body": json.dumps(body) if body is not None else None,
         "isBase64Encoded": False,
         "requestContext": {
@@ -1199,7 +1212,7 @@ def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetim
             "path": "/v1" + path,
             "stage": "v1",
             "requestTimeEpoch": int(now.timestamp() * 1000),
-            "identity": {"userArn": "arn:aws:iam::123456789012:user/soak"},
+            "identity": {"userArn": caller},
         },
     }
 
@@ -1362,7 +1375,7 @@ class _Driver:
             if self.api("DELETE", f"/reservations/{rid}", None)["statusCode"] == 202:
                 self.cancels_accepted.append(self.cloud.now())
         elif action.kind in ("approve", "reject"):
-            decision: dict[str, Any] = {"approved": action.kind == "approve", "approver": "cfo@example.com"}
+            decision: dict[str, Any] = {"approved": action.kind == "approve"}
             if action.kind == "reject":
                 decision["reason"] = "not this quarter"
             answer = self.api("POST", f"/reservations/{rid}/approval", decision)

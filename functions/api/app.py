@@ -11,6 +11,9 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``POST /reservations/{request_id}/approval`` -> 200; the caller's IAM identity is recorded.
 - ``DELETE /reservations/{request_id}`` -> 202 cancel and release.
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
+- ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
+- Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
+  ``GET /admin/teams``, ``PUT /admin/account``.
 
 Errors: 400 ``{"errors": [{"field", "message"}]}`` when the request breaks the schema (types, required
 fields, bounds, field rules); 413 when the body exceeds :data:`MAX_BODY_BYTES`; 422 (same body) when it
@@ -29,7 +32,7 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -43,35 +46,45 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity import jsonsafe
 from capacity.contracts import (
+    AccountView,
     ApprovalResult,
+    CostReport,
     ErrorsBody,
     MessageBody,
+    PaidReservationBody,
     ReservationAccepted,
     ReservationList,
     ReservationView,
     ScheduleDeleted,
     ScheduleList,
     ScheduleView,
+    TeamDeleted,
+    TeamList,
+    TeamView,
 )
 from capacity.errors import (
     DuplicateRequest,
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
+    NotPermitted,
     OutOfScope,
+    PaidReservation,
     ReservationClosed,
     ReservationNotFound,
     RetryableAwsError,
     ScheduleExists,
     ScheduleNotFound,
+    TeamNotFound,
 )
-from capacity.logic import api, plans, schedules
+from capacity.logic import api, costs, plans, policy, schedules
 from capacity.logic.api import ApprovalDecision
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
 from capacity.models import ReservationRequest, State
 from capacity.ports import Ports
 from capacity.settings import Settings
+from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicy
 
 logger = Logger()
 app = APIGatewayRestResolver(
@@ -115,7 +128,16 @@ UNPROCESSABLE = _body("valid against the schema but cannot be carried out (see t
 NOT_FOUND = _body("no such reservation or schedule", MessageBody)
 CONFLICT = _body("the resource is not in a state that allows this", MessageBody)
 UNAVAILABLE = _body("AWS throttled or failed beyond retries: try again", MessageBody)
-ERRORS = {400: INVALID, 404: NOT_FOUND, 409: CONFLICT, 413: TOO_LARGE, 422: UNPROCESSABLE, 503: UNAVAILABLE}
+FORBIDDEN = _body("the authenticated caller may not do this (the message says why and who may)", MessageBody)
+ERRORS = {
+    400: INVALID,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    409: CONFLICT,
+    413: TOO_LARGE,
+    422: UNPROCESSABLE,
+    503: UNAVAILABLE,
+}
 """The documented error answers by status (the exception handlers below produce them)."""
 
 
@@ -172,17 +194,22 @@ def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
 @app.post(
     "/reservations",
     summary="Request GPU capacity and the models to serve on it",
-    responses=_responses(202, "accepted: follow links.self", ReservationAccepted, 400, 409, 413, 422, 503),
+    responses=_responses(
+        202, "accepted: follow links.self", ReservationAccepted, 400, 403, 409, 413, 422, 503
+    ),
     tags=["reservations"],
 )
 def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response[ReservationAccepted]:
     """Validate the request and put ``ReservationRequested`` once per ``request_id``."""
     ports = _ports()
+    identity = _identity()
     result = api.submit_reservation(
         _as_sent(request),
         ports,
         persistence=api.persistence_layer(ports.settings),
         lambda_context=app.lambda_context,
+        actor=identity,
+        requester=identity,  # the authenticated caller, whatever the body says
     )
     logger.set_correlation_id(result["request_id"])
     return _json(202, result)
@@ -220,12 +247,21 @@ def get_reservation(request_id: RequestId) -> ReservationView:
     "/reservations/<request_id>/approval",
     summary="Approve or reject the pending purchase",
     responses=_responses(
-        200, "the decision was passed to the waiting workflow", ApprovalResult, 400, 404, 409, 413, 422, 503
+        200,
+        "the decision was passed to the waiting workflow",
+        ApprovalResult,
+        400,
+        403,
+        404,
+        409,
+        413,
+        422,
+        503,
     ),
     tags=["reservations"],
 )
 def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, Body()]) -> ApprovalResult:
-    """Approve or reject; the caller's IAM identity is recorded with the decision."""
+    """Approve or reject; the approver recorded is the caller's IAM identity, never the requester (403)."""
     logger.set_correlation_id(request_id)
     body = decision.model_dump(mode="json", exclude_none=True)
     result = api.decide_approval(request_id, body, _ports(), identity=_identity())
@@ -234,14 +270,27 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
 
 @app.delete(
     "/reservations/<request_id>",
-    summary="Cancel and release now",
-    responses=_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 409, 503),
+    summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
+    responses={
+        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 503),
+        409: _body(
+            "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
+            "saves), "
+            "or the reservation is already released",
+            PaidReservationBody,
+        ),
+    },
     tags=["reservations"],
 )
-def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
-    """Cancel the reservation and release whatever it holds."""
+def delete_reservation(
+    request_id: RequestId,
+    confirm: Annotated[
+        bool, Query(description="true: cancel even though the paid upfront fee is not refunded")
+    ] = False,
+) -> Response[ReservationAccepted]:
+    """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
-    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity()))
+    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity(), confirm=confirm))
 
 
 # --------------------------------------------------------------------------------------- schedules
@@ -292,6 +341,109 @@ def delete_schedule(name: ScheduleName) -> ScheduleDeleted:
     return ScheduleDeleted.model_validate(schedules.delete_schedule(name, _ports()))
 
 
+# ------------------------------------------------------------------------------------------- costs
+
+
+@app.get(
+    "/costs",
+    summary="Paid, used and on-demand equivalent per team, instance type or region and month",
+    responses={
+        200: {
+            "description": "the report (JSON), or its rows and totals as CSV with Accept: text/csv",
+            "content": {
+                "application/json": {"model": CostReport},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+        },
+        **{code: ERRORS[code] for code in (400, 503)},
+    },
+    tags=["costs"],
+)
+def get_costs(
+    team: Annotated[str | None, Query(pattern=TEAM_NAME_PATTERN, description="only this team")] = None,
+    month: Annotated[
+        str | None, Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="yyyy-mm (UTC)")
+    ] = None,
+    group_by: Annotated[
+        Literal["team", "instance_type", "region"], Query(description="what a row is")
+    ] = "team",
+) -> Response[Any]:
+    """Every reservation with a purchase, grouped; ``totals.paid_usd`` is the sum of their fees."""
+    report = costs.cost_report(_ports(), team=team, month=month, group_by=group_by)
+    accept = (app.current_event.headers or {}).get("accept") or (app.current_event.headers or {}).get(
+        "Accept"
+    )
+    if accept and "text/csv" in accept:
+        return Response(status_code=200, content_type="text/csv", body=costs.report_csv(report))
+    return _json(200, CostReport.model_validate(report).model_dump(mode="json"))
+
+
+# ------------------------------------------------------------------------------------------- admin
+# Guarded by a separate IAM permission: execute-api:Invoke on .../admin/* (deploy/admin-policy.json); the
+# requester and approver policies do not grant it.
+
+TeamName = Annotated[str, Path(pattern=TEAM_NAME_PATTERN, description="the team's name", max_length=63)]
+
+
+@app.put(
+    "/admin/teams/<team>",
+    summary="Create or replace a team (admins: execute-api:Invoke on /admin/*)",
+    responses=_responses(200, "the team, with this month's spend", TeamView, 400, 403, 413, 422, 503),
+    tags=["admin"],
+)
+def put_team(team: TeamName, body: Annotated[TeamPolicy, Body()]) -> TeamView:
+    """Members, approvers, monthly budget, approval threshold, types, regions and quotas of ``team``."""
+    return TeamView.model_validate(
+        policy.put_team(team, body.model_dump(mode="json", exclude_none=True), _ports(), actor=_identity())
+    )
+
+
+@app.get(
+    "/admin/teams",
+    summary="Every team and the account cap",
+    responses=_responses(200, "the teams", TeamList, 400, 403, 503),
+    tags=["admin"],
+)
+def list_teams() -> TeamList:
+    """Every team with this month's spend, and the account-wide cap."""
+    return TeamList.model_validate(policy.list_teams(_ports()))
+
+
+@app.get(
+    "/admin/teams/<team>",
+    summary="One team",
+    responses=_responses(200, "the team", TeamView, 400, 403, 404, 503),
+    tags=["admin"],
+)
+def get_team(team: TeamName) -> TeamView:
+    """The team, this month's spend and the instances it holds."""
+    return TeamView.model_validate(policy.get_team(team, _ports()))
+
+
+@app.delete(
+    "/admin/teams/<team>",
+    summary="Delete a team (its reservations are not touched)",
+    responses=_responses(200, "deleted", TeamDeleted, 400, 403, 404, 503),
+    tags=["admin"],
+)
+def delete_team(team: TeamName) -> TeamDeleted:
+    """Its members can no longer request; what it bought stays."""
+    return TeamDeleted.model_validate(policy.delete_team(team, _ports()))
+
+
+@app.put(
+    "/admin/account",
+    summary="Set the account-wide monthly cap (USD)",
+    responses=_responses(200, "the cap and this month's spend", AccountView, 400, 403, 413, 422, 503),
+    tags=["admin"],
+)
+def put_account(body: Annotated[AccountPolicy, Body()]) -> AccountView:
+    """Upfront fees all teams together may commit per UTC calendar month."""
+    return AccountView.model_validate(
+        policy.put_account(body.model_dump(mode="json"), _ports(), actor=_identity())
+    )
+
+
 # ------------------------------------------------------------------------------------------ errors
 
 
@@ -324,7 +476,7 @@ def unprocessable(exc: InvalidRequest) -> Response[Any]:
     return _problems(422, exc.errors)
 
 
-@app.exception_handler([ReservationNotFound, ScheduleNotFound])  # type: ignore[untyped-decorator]
+@app.exception_handler([ReservationNotFound, ScheduleNotFound, TeamNotFound])  # type: ignore[untyped-decorator]
 def not_found(exc: Exception) -> Response[Any]:
     """404 for an unknown reservation or schedule."""
     return _json(404, {"message": str(exc)})
@@ -334,6 +486,18 @@ def not_found(exc: Exception) -> Response[Any]:
 def conflict(exc: Exception) -> Response[Any]:
     """409: the resource is not in a state that allows this (or the same POST is in flight)."""
     return _json(409, {"message": str(exc) or type(exc).__name__})
+
+
+@app.exception_handler(NotPermitted)  # type: ignore[untyped-decorator]
+def forbidden(exc: NotPermitted) -> Response[Any]:
+    """403: the caller may not do this (self-approval, not an approver or member of the team)."""
+    return _json(403, {"message": str(exc)})
+
+
+@app.exception_handler(PaidReservation)  # type: ignore[untyped-decorator]
+def paid(exc: PaidReservation) -> Response[Any]:
+    """409: the reservation's fee is paid; the answer names it and how to cancel anyway (``confirm=true``)."""
+    return _json(409, {"message": str(exc), **exc.details})
 
 
 @app.exception_handler(RetryableAwsError)  # type: ignore[untyped-decorator]

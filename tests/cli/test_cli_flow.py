@@ -110,9 +110,11 @@ def test_reserve_watch_status_costs_cancel(cli: Cli, cloud: LocalCloud) -> None:
     rows = {r["request_id"]: r["state"] for r in json.loads(listed.stdout)["reservations"]}
     assert rows["eval-week-49"] == "READY"
 
-    costs = cli("costs", "--month", "2026-12")
-    assert costs.exit_code == 3
-    assert "not available in this deployment: GET /costs is not a route of this API" in costs.stderr
+    costs = cli("--output", "json", "costs", "--month", "2026-11")  # GET /costs: bought in November
+    assert costs.exit_code == 0, costs.stderr
+    report = json.loads(costs.stdout)
+    assert report["totals"]["paid_usd"] == "1990.60"
+    assert [r["request_id"] for r in report["reservations"]] == ["eval-week-49"]
 
     refused = cli("cancel", "eval-week-49", input="n\n")
     assert refused.exit_code == 1

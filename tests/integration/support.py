@@ -24,9 +24,31 @@ def base_request() -> dict[str, Any]:
     return body
 
 
-def api_event(body: dict[str, Any], *, method: str = "POST", path: str = "/reservations") -> dict[str, Any]:
-    """An API Gateway REST proxy event like the demo's, with another body, method or path."""
+REQUESTER = "arn:aws:sts::123456789012:assumed-role/MlPlatform/ml-platform"
+"""The demo's caller (team ml-platform in deploy/policy-seed.json)."""
+APPROVER = "arn:aws:sts::123456789012:assumed-role/Approvers/head-of-ml"
+"""An approver of team ml-platform (and ml-eval), never the requester."""
+
+
+def api_event(
+    body: dict[str, Any] | None,
+    *,
+    method: str = "POST",
+    path: str = "/reservations",
+    caller: str | None = None,
+    query: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event like the demo's, with another body, method, path, IAM caller
+    (``requestContext.identity.userArn``; default the demo's) or query string (a DELETE confirms by default:
+    ``confirm=true``; pass ``query={}`` to ask without confirming)."""
     event: dict[str, Any] = copy.deepcopy(json.loads(API_EVENT.read_text()))
+    if caller is not None:
+        event["requestContext"]["identity"]["userArn"] = caller
+    if query is None and method == "DELETE":
+        query = {"confirm": "true"}  # a client that confirmed that a paid fee is not refunded
+    if query is not None:
+        event["queryStringParameters"] = dict(query)
+        event["multiValueQueryStringParameters"] = {key: [value] for key, value in query.items()}
     resource = path
     if path.startswith("/reservations/"):
         parts = path.split("/")

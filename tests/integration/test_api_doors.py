@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.integration.support import ROOT, START, ledger_items, make_cloud
+from tests.integration.support import REQUESTER, ROOT, START, ledger_items, make_cloud
 
 pytestmark = pytest.mark.integration
 EVENTS = ROOT / "events"
@@ -127,7 +127,11 @@ def test_weekly_schedule_over_four_weeks_reserves_four_times_and_once_per_date()
         # (a retry) and another firing the same day.
         cloud.run(until=START + timedelta(days=8, hours=1))
         function = cloud.stack.physical_id("ScheduledRequestFunction")
-        again = {"schedule": created | {"enabled": True}, "scheduled_time": "2026-12-07T11:30:00Z"}
+        again = {
+            "schedule": created | {"enabled": True},
+            "scheduled_time": "2026-12-07T11:30:00Z",
+            "created_by": REQUESTER,  # as the schedule's target input carries it: its owner requests
+        }
         for key in ("state", "request_id_pattern", "created_at", "arn", "links"):
             again["schedule"].pop(key)
         later = again | {"scheduled_time": "2026-12-07T18:00:00Z"}

@@ -26,7 +26,7 @@ def _fired(faults: FaultInjector, operation: str) -> bool:
 
 
 def _cancel(cloud: LocalCloud) -> dict[str, Any]:
-    return cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}"))  # type: ignore[arg-type]
+    return cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}"))
 
 
 def _executions(cloud: LocalCloud, machine: str) -> list[Any]:

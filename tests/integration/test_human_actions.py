@@ -20,6 +20,7 @@ from events.slack_signed_request import command_body, interaction_body, local_se
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    APPROVER,
     api_event,
     base_request,
     ledger_items,
@@ -97,7 +98,7 @@ def test_a_repeated_cancel_after_the_release_finished_requests_nothing_more() ->
 
 def _approve_by_api(cloud: LocalCloud, attempt: int) -> tuple[int, dict[str, Any]]:
     del attempt
-    event = api_event({"approved": True, "approver": "cfo@example.com"}, path=f"/reservations/{RID}/approval")
+    event = api_event({"approved": True}, path=f"/reservations/{RID}/approval", caller=APPROVER)
     answer = cloud.api_request(event)
     return int(answer["statusCode"]), json.loads(answer["body"])
 

@@ -16,6 +16,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
     LIFECYCLE,
+    REQUESTER,
     base_request,
     in_order,
     ledger_items,
@@ -51,7 +52,11 @@ def _requested_event(cloud: LocalCloud, request: dict[str, Any]) -> str:
             "time": "2026-11-29T12:00:00Z",
             "region": "us-east-1",
             "resources": [],
-            "detail": {"schema_version": 1, "request": request},
+            # As the API door puts it: the caller as requester, charged to its team (issue 16).
+            "detail": {
+                "schema_version": 1,
+                "request": {**request, "requester": REQUESTER, "team": "ml-platform"},
+            },
         }
     )
 

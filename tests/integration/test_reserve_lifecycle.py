@@ -12,6 +12,7 @@ import pytest
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    APPROVER,
     LIFECYCLE,
     START,
     api_event,
@@ -80,8 +81,9 @@ def test_rejected_approval_buys_nothing() -> None:
         cloud.run(stop_when=lambda: _awaiting(cloud, "eval-week-49"))
         answer = cloud.api_request(
             api_event(
-                {"approved": False, "approver": "cfo@example.com", "reason": "not this week"},
+                {"approved": False, "reason": "not this week"},
                 path="/reservations/eval-week-49/approval",
+                caller=APPROVER,
             )
         )
         assert answer["statusCode"] == 200, answer
@@ -108,9 +110,7 @@ def test_late_approval_meets_an_expired_offering_searches_once_more_and_buys_onc
         # The offering id is valid for 30 minutes after the search; the approver answers after 3 hours.
         cloud.run(until=cloud.now() + timedelta(hours=3))
         answer = cloud.api_request(
-            api_event(
-                {"approved": True, "approver": "cfo@example.com"}, path="/reservations/eval-week-49/approval"
-            )
+            api_event({"approved": True}, path="/reservations/eval-week-49/approval", caller=APPROVER)
         )
         assert answer["statusCode"] == 200, answer
         cloud.run_until_idle()
@@ -241,13 +241,13 @@ def test_state_transitions_do_not_grow_with_the_lead_time() -> None:
 def test_cancel_right_after_the_202_before_the_request_is_recorded_buys_nothing() -> None:
     with make_cloud() as cloud:
         post_reservation(cloud, base_request())
-        cancel = cloud.api_request(api_event(None, method="DELETE", path="/reservations/eval-week-49"))  # type: ignore[arg-type]
+        cancel = cloud.api_request(api_event(None, method="DELETE", path="/reservations/eval-week-49"))
         assert cancel["statusCode"] == 202, cancel
         assert json.loads(cancel["body"])["status"] == "CANCELLED"
         cloud.run_until_idle()
         assert states(cloud, "eval-week-49") == ["REQUESTED", "CANCELLED"]
         assert training_plans(cloud) == []
-        unknown = cloud.api_request(api_event(None, method="DELETE", path="/reservations/never-posted"))  # type: ignore[arg-type]
+        unknown = cloud.api_request(api_event(None, method="DELETE", path="/reservations/never-posted"))
         assert unknown["statusCode"] == 404
 
 
@@ -257,8 +257,8 @@ def test_cancel_while_awaiting_approval_leaves_one_final_state_and_one_release()
     with make_cloud() as cloud:
         post_reservation(cloud, body)
         cloud.run(stop_when=lambda: _awaiting(cloud, "eval-week-49"))
-        first = cloud.api_request(api_event(None, method="DELETE", path=path))  # type: ignore[arg-type]
-        second = cloud.api_request(api_event(None, method="DELETE", path=path))  # type: ignore[arg-type]
+        first = cloud.api_request(api_event(None, method="DELETE", path=path))
+        second = cloud.api_request(api_event(None, method="DELETE", path=path))
         assert (first["statusCode"], second["statusCode"]) == (202, 202)
         cloud.run_until_idle()
         final = [s for s in states(cloud, "eval-week-49") if s in ("CANCELLED", "REJECTED", "FAILED")]

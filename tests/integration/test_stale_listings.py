@@ -51,7 +51,7 @@ def test_a_cancel_right_after_create_endpoint_on_stale_reads_leaves_nothing_bill
         post_reservation(cloud, base_request())
         cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, RID))
         answer: dict[str, Any] = cloud.api_request(
-            api_event(None, method="DELETE", path=f"/reservations/{RID}")  # type: ignore[arg-type]
+            api_event(None, method="DELETE", path=f"/reservations/{RID}")
         )
         assert answer["statusCode"] == 202, answer
         cloud.run_until_idle()

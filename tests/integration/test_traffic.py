@@ -165,7 +165,16 @@ def test_demo_prints_the_instance_hours_comparison_and_writes_both_models_copies
     assert status == cli.EXIT_OK, out
     assert "== Traffic and scaling: eval-week-49 on co-eval-week-49" in out
     assert "dedicated endpoints (total)" in out
-    assert "saved by sharing" in out
+    assert "more without sharing" in out
+    assert "not dollars saved" in out
+    # The last section: the corrected cost summary, from what ran (issue 16).
+    last = out.rstrip().rsplit("\n== ", 1)[-1]
+    assert last.startswith("Cost summary"), last
+    # One day of 2 x ml.p5.48xlarge with one instance serving: about half the instance-hours were used
+    # (make demo's three days: 70.82 of 144.00, $28.11, 48.9% saved; tests/unit/test_unit_costs.py).
+    assert "22.82 of 48.00 instance-hours used (47.5%)" in last
+    assert "$29.02 per used instance-hour" in last
+    assert "saved $593.61 (47.3%)" in last
     assert "== Billable resources left\n  none" in out
     report = json.loads((reports / "eval-week-49.json").read_text())
     copies = report["series"]["copies"]

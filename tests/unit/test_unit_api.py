@@ -28,7 +28,13 @@ def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, 
         yield load_handler("api"), bus_queue("capacity-orchestrator"), tasks
 
 
-def proxy(method: str, path: str, body: Any = None, *, base64_body: bool = False) -> dict[str, Any]:
+ALICE = "arn:aws:iam::123456789012:user/alice"
+BOB = "arn:aws:iam::123456789012:user/bob"
+
+
+def proxy(
+    method: str, path: str, body: Any = None, *, base64_body: bool = False, caller: str = ALICE
+) -> dict[str, Any]:
     """An API Gateway REST proxy event (as ``sam local generate-event apigateway aws-proxy`` shapes it)."""
     text = None if body is None else body if isinstance(body, str) else json.dumps(body)
     encoded = base64_body and text is not None
@@ -48,7 +54,7 @@ def proxy(method: str, path: str, body: Any = None, *, base64_body: bool = False
             "path": f"/prod{path}",
             "stage": "prod",
             "requestId": "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
-            "identity": {"userArn": "arn:aws:iam::123456789012:user/alice", "sourceIp": "127.0.0.1"},
+            "identity": {"userArn": caller, "sourceIp": "127.0.0.1"},
         },
         "body": base64.b64encode(text.encode()).decode() if encoded and text else text,
         "isBase64Encoded": encoded,
@@ -165,11 +171,12 @@ def test_approval_sends_the_stored_token(api: tuple[Any, str, FakeTasks]) -> Non
         handler,
         "POST",
         "/reservations/demo-1/approval",
-        {"approved": False, "approver": "bob", "reason": "too dear"},
+        {"approved": False, "reason": "too dear"},
+        caller=BOB,
     )
-    assert (status, body["status"]) == (200, "REJECTED")
+    assert (status, body["status"], body["approver"]) == (200, "REJECTED", BOB)
     assert tasks.calls == [
-        ("failure", "token-1", {"error": "ApprovalRejected", "cause": "rejected by bob: too dear"})
+        ("failure", "token-1", {"error": "ApprovalRejected", "cause": f"rejected by {BOB}: too dear"})
     ]
 
 
@@ -200,12 +207,12 @@ def test_second_approval_decision_is_409_and_answers_nothing(api: tuple[Any, str
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
     path = "/reservations/demo-1/approval"
-    first = call(handler, "POST", path, {"approved": True, "approver": "alice"})
-    second = call(handler, "POST", path, {"approved": False, "approver": "bob"})
+    first = call(handler, "POST", path, {"approved": True})
+    second = call(handler, "POST", path, {"approved": False}, caller=BOB)
     assert (first[0], first[1]["status"]) == (200, "APPROVED")
     assert second[0] == 409
     assert second[1]["message"].startswith("reservation demo-1 was already approved at ")
-    assert second[1]["message"].endswith(" by alice")
+    assert second[1]["message"].endswith(f" by {ALICE}")
     assert [call_[0] for call_ in tasks.calls] == ["success"]
 
 
@@ -283,3 +290,51 @@ def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
         )
     ]
     assert ledger.history("demo-1")[-1].state is State.CANCELLED
+
+
+def _awaiting(requester: str) -> Ledger:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(requester=requester), now=NOW), actor="t")
+    ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
+    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    return ledger
+
+
+def test_the_requester_cannot_approve_its_own_request_and_the_refusal_is_recorded(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, _, tasks = api
+    ledger = _awaiting(ALICE)
+    status, body = call(handler, "POST", "/reservations/demo-1/approval", {"approved": True}, caller=ALICE)
+    assert status == 403
+    assert "requested this reservation and cannot approve" in body["message"]
+    assert tasks.calls == []  # nothing handed to the workflow
+    (refused,) = ledger.items("demo-1", "APPROVAL_REFUSED#")
+    assert (refused["identity"], refused["approved"]) == (ALICE, True)
+    assert ledger.get("demo-1", "APPROVAL_DECISION") is None
+
+
+def test_a_body_naming_another_approver_is_refused(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, _, tasks = api
+    _awaiting(ALICE)
+    status, body = call(
+        handler,
+        "POST",
+        "/reservations/demo-1/approval",
+        {"approved": True, "approver": "cfo@example.com"},
+        caller=BOB,
+    )
+    assert status == 403
+    assert "not 'cfo@example.com'" in body["message"]
+    assert tasks.calls == []
+
+
+def test_the_submitted_requester_is_the_caller_not_the_body(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    status, _ = call(handler, "POST", "/reservations", request_body(requester="cfo@example.com"), caller=BOB)
+    assert status == 202
+    (event,) = drain(tap)
+    assert event["detail"]["request"]["requester"] == BOB
+    submitted = Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).get("demo-1", "SUBMITTED")
+    assert submitted is not None
+    assert (submitted["actor"], submitted["requester_as_sent"]) == (BOB, "cfo@example.com")

@@ -79,11 +79,13 @@ def test_release_message_shows_the_cost_summary() -> None:
     text = messages.released(summary, request_id="demo-1", reason="reservation-end").text
     assert "*demo-1 RELEASED* (reservation-end)" in text
     assert "Upfront fee                $2,377.73" in text
-    assert "Hours served               70.67 (98.2% of reserved)" in text
-    assert "Saving vs served on-demand $5,548.03 (70.0%)" in text
+    assert "Hours served               70.67" in text
+    assert "Instance-hours used        70.67 h (98.2% of reserved)" in text  # a summary of before issue 16
+    assert "Saving vs on-demand        $5,548.03 (70.0%)" in text
     never = summary.model_copy(update={"saving_usd": Decimal("-2377.73"), "saving_percent": None})
     cancelled = messages.released(never, request_id="demo-1", reason="cancelled").text
     assert "-$2,377.73 (never served" in cancelled
+    assert "Loss vs on-demand" in cancelled
     assert "nothing had been bought" in messages.released(None, request_id="r", reason=None).text
 
 

@@ -29,14 +29,24 @@ def test_every_route_documents_its_errors() -> None:
         ("GET", "/schedules"),
         ("GET", "/schedules/{name}"),
         ("DELETE", "/schedules/{name}"),
+        ("GET", "/costs"),
+        ("GET", "/admin/teams"),
+        ("PUT", "/admin/teams/{team}"),
+        ("GET", "/admin/teams/{team}"),
+        ("DELETE", "/admin/teams/{team}"),
+        ("PUT", "/admin/account"),
     }
     for (method, path), operation in operations.items():
         codes = set(operation["responses"])
         assert "400" in codes, (method, path)
         if method == "POST":
             assert {"413", "422"} <= codes, (method, path)
-        if "{" in path:
+        if "{" in path and method != "PUT":  # a PUT creates what it names
             assert "404" in codes, (method, path)
+        if path.startswith("/admin/") or path == "/reservations/{request_id}/approval":
+            assert "403" in codes, (method, path)  # a caller without the permission or the role is refused
+    assert "text/csv" in operations[("GET", "/costs")]["responses"]["200"]["content"]
+    assert "409" in operations[("DELETE", "/reservations/{request_id}")]["responses"]  # paid, not confirmed
     accepted = operations[("POST", "/reservations")]["responses"]["202"]
     assert accepted["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ReservationAccepted"

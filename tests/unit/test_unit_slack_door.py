@@ -516,3 +516,12 @@ def test_only_approvers_create_schedules_and_the_words_are_checked(
     assert bad.startswith("The request is not valid:\n• `expression`:")
     unknown = answer_of(command(harness, door, "schedule delete nope", user="U0APPROVER"))[1]
     assert unknown == "no schedule 'nope'"
+
+
+def test_gpu_costs_refuses_unknown_words_with_the_usage() -> None:
+    from capacity.logic.slack_door import UsageError, _costs
+
+    with pytest.raises(UsageError, match="by=owner"):
+        _costs(["by=owner"], None)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="not a month"):
+        _costs(["month=2026-13"], None)  # type: ignore[arg-type]

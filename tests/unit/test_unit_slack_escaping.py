@@ -115,7 +115,7 @@ def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harnes
     harness.ledger.record_request(request, actor="tests")
     harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
     harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="tests")
-    decide_approval(request.id, {"approved": True, "approver": "<!here>"}, harness.ports)
+    decide_approval(request.id, {"approved": True}, harness.ports, identity="<!here>")
     door = slack_door.Door(
         signing_secret=local_secret,
         guard=_Guard(),
@@ -134,3 +134,33 @@ def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harnes
 class _Guard:
     def first_use(self, key: str, *, expires_at: Any) -> bool:
         return True
+
+
+def test_a_slack_requester_pressing_approve_on_its_own_request_gets_an_ephemeral_refusal(
+    harness: Harness,
+) -> None:
+    responses: list[dict[str, Any]] = []
+
+    def respond(url: str, text: str, **kwargs: Any) -> bool:
+        responses.append({"text": text, **kwargs})
+        return True
+
+    harness.clock.now = SIGNED_AT
+    request = parse_request(request_body(requester="slack:U0APPROVER"), now=None)
+    harness.ledger.record_request(request, actor="tests")
+    harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
+    harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="tests")
+    door = slack_door.Door(
+        signing_secret=local_secret, guard=_Guard(), approvers=frozenset({"U0APPROVER"}), respond=respond
+    )
+    body = interaction_body(request.id, approve=True, user_id="U0APPROVER")
+    slack_door.handle(
+        proxy_event("/slack/interactions", body, secret=local_secret(), timestamp=STAMP), harness.ports, door
+    )
+    (answer,) = responses
+    assert answer["ephemeral"] is True
+    assert "requested this reservation and cannot approve or reject it" in answer["text"]
+    assert harness.tasks.calls == []  # nothing handed to the workflow
+    assert [i["identity"] for i in harness.ledger.items(request.id, "APPROVAL_REFUSED#")] == [
+        "slack:U0APPROVER"
+    ]

@@ -424,6 +424,11 @@ class ReservationView(_Body):
     request: dict[str, Any]
     purchase: dict[str, Any] | None
     history: list[HistoryEntry]
+    spend: dict[str, Any] | None = Field(
+        default=None,
+        description="spend so far (issue 16): paid, reserved and used instance-hours, on-demand equivalent "
+        "of what ran, saving (negative: a loss), USD per used instance-hour; null before a purchase",
+    )
     links: ReservationLinks
 
 
@@ -525,3 +530,74 @@ class PlanAdvice(_Body):
     on_demand_check: str
     alternatives: list[OptionCost] = Field(default_factory=list)
     text: str
+
+
+class PaidReservationBody(_Body):
+    """409 of ``DELETE /reservations/{id}`` without ``confirm=true`` when the upfront fee is paid (issue
+    16)."""
+
+    message: str
+    upfront_fee_usd: str | None = Field(default=None, description="the fee paid, USD; never refunded")
+    refunded_usd: str | None = Field(default=None, description="always 0: purchases cannot be refunded")
+    saves_usd: str | None = Field(
+        default=None, description="what cancelling still saves, USD (0: the fee covers the whole reservation)"
+    )
+    what: str | None = None
+    end_time: str | None = None
+
+
+class TeamView(_Body):
+    """200 of the admin team routes: the policy, this month (``yyyy-mm``) and its spend and room (USD), and
+    the instances of each family it holds now."""
+
+    team: dict[str, Any]
+    month: str
+    spent_usd: str
+    left_usd: str
+    instances_held: dict[str, int]
+
+
+class TeamList(_Body):
+    """200 of ``GET /admin/teams``."""
+
+    teams: list[TeamView]
+    account: dict[str, Any] | None = None
+
+
+class TeamDeleted(_Body):
+    """200 of ``DELETE /admin/teams/{team}``."""
+
+    name: str
+    deleted: bool
+
+
+class AccountView(_Body):
+    """200 of ``PUT /admin/account``: the cap (USD) and this month's spend across teams."""
+
+    monthly_cap_usd: str
+    month: str
+    spent_usd: str
+
+
+class CostRow(_Body):
+    """One group of ``GET /costs`` (or the totals): USD as decimal strings, instance-hours as decimals."""
+
+    group: str
+    month: str
+    reservations: int
+    paid_usd: str
+    reserved_instance_hours: str
+    used_instance_hours: str
+    on_demand_equivalent_used_usd: str
+    saving_usd: str
+
+
+class CostReport(_Body):
+    """200 of ``GET /costs`` (``Accept: text/csv`` answers the rows and totals as CSV)."""
+
+    group_by: str
+    team: str | None
+    month: str | None
+    rows: list[CostRow]
+    totals: CostRow
+    reservations: list[dict[str, Any]]

@@ -208,3 +208,27 @@ class ScheduleNotFound(CapacityError):
 
 class ScheduleExists(CapacityError):
     """A recurring reservation schedule with this name already exists (HTTP 409): delete it first."""
+
+
+class TeamLimitExceeded(CapacityError):
+    """A purchase would take its team (or the account) past a limit an administrator set: the monthly
+    budget, the account-wide cap or the instance quota; nothing was bought. The message names what is
+    left (``team ml-eval has $812.40 left in December 2026``)."""
+
+
+class NotPermitted(CapacityError):
+    """The authenticated caller may not do this (API 403, Slack ephemeral refusal): not a member of the team
+    it asks for, not an approver of the request's team, or the request's own requester approving it."""
+
+
+class PaidReservation(CapacityError):
+    """``DELETE`` of a reservation whose upfront fee is paid, without ``confirm=true`` (API 409): the fee is
+    not refunded. ``details`` holds the sunk fee and what cancelling still saves."""
+
+    def __init__(self, message: str, details: dict[str, object]) -> None:
+        self.details = details
+        super().__init__(message)
+
+
+class TeamNotFound(CapacityError):
+    """No team with this name is in the policy table (admin routes: 404)."""

@@ -216,11 +216,12 @@ def approval_request(
     """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id)."""
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     text = (
-        f"*Approval needed for {request.id}* (requested by {mention(request.requester)}): buy {what}?\n"
+        f"*Approval needed for {request.id}* (requested by {mention(request.requester or 'unknown')}"
+        f"{f', team {escape(request.team)}' if request.team else ''}): buy {what}?\n"
         f"{escape(reason)}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
-        f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "approver": ..., '
-        f'"reason": ...}}; no answer means nothing is bought.'
+        f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "reason": ...}} '
+        "(an approver of the team, never the requester); no answer means nothing is bought."
     )
     buttons: list[dict[str, Any]] = [
         {
@@ -355,6 +356,13 @@ def resumed(request_id: str, *, why: str) -> SlackMessage:
     return _message(text, f"Resumed: {request_id}", request_id=request_id)
 
 
+def team_refusal(request_id: str, *, reason: str) -> SlackMessage:
+    """A purchase the team's limits refused at purchase time (REJECTED; issue 16): what is left, nothing
+    bought."""
+    text = f"*{request_id} REJECTED* (team limits): {escape(reason)}"
+    return _message(text, f"Rejected: {request_id}", request_id=request_id)
+
+
 def degraded(request_id: str, *, state: str, error: str, since: datetime, minutes: int) -> SlackMessage:
     """A reserve step keeps failing on transient AWS faults; the reservation is kept and retried."""
     text = (
@@ -416,7 +424,8 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
         ("Capacity", f"{summary.instance_count} x {summary.instance_type}"),
         ("Upfront fee", money(summary.upfront_fee_usd)),
         ("Hours reserved", f"{summary.hours_reserved:.2f}"),
-        ("Hours served", f"{summary.hours_served:.2f} ({summary.utilisation_percent:.1f}% of reserved)"),
+        ("Hours served", f"{summary.hours_served:.2f}"),
+        ("Instance-hours used", _used(summary)),
         (
             "On-demand rate",
             f"${summary.on_demand_usd_per_instance_hour:.2f}/instance-hour"
@@ -424,8 +433,8 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
             else "n/a",
         ),
         ("On-demand, reserved hours", money(summary.on_demand_equivalent_reserved_usd)),
-        ("On-demand, served hours", money(summary.on_demand_equivalent_served_usd)),
-        ("Saving vs served on-demand", _saving(summary)),
+        ("On-demand, what ran", money(summary.on_demand_equivalent_served_usd)),
+        (_verdict(summary), _saving(summary)),
         (
             "Break-even utilisation",
             f"{summary.break_even_utilisation_percent:.1f}%"
@@ -433,7 +442,7 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
             else "n/a",
         ),
         (
-            "Effective $/served inst-h",
+            "Effective $/used inst-h",
             f"${summary.effective_usd_per_served_instance_hour:.2f}"
             if summary.effective_usd_per_served_instance_hour is not None
             else "n/a (never served)",
@@ -446,11 +455,32 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
     )
     fields = [
         ("Upfront fee", money(summary.upfront_fee_usd)),
-        ("Hours served", f"{summary.hours_served:.2f} of {summary.hours_reserved:.2f}"),
-        ("On-demand, served hours", money(summary.on_demand_equivalent_served_usd)),
-        ("Saving vs on-demand", _saving(summary)),
+        ("Instance-hours used", _used(summary)),
+        ("On-demand, what ran", money(summary.on_demand_equivalent_served_usd)),
+        (_verdict(summary), _saving(summary)),
     ]
     return _message(text, f"Released: {request_id}", request_id=request_id, fields=fields)
+
+
+def _used(summary: CostSummary) -> str:
+    """``70.82 of 144.00 (49.2%)``, with a note when no instance count was recorded."""
+    if summary.instance_hours_used is None or summary.instance_hours_reserved is None:
+        return f"{summary.hours_served:.2f} h ({summary.utilisation_percent:.1f}% of reserved)"
+    assumed = "" if summary.usage_observed else ", assumed: no instance count recorded"
+    return (
+        f"{summary.instance_hours_used:.2f} of {summary.instance_hours_reserved:.2f} "
+        f"({summary.utilisation_percent:.1f}%{assumed})"
+    )
+
+
+def _verdict(summary: CostSummary) -> str:
+    """``Saving vs on-demand`` or, when the reservation cost more than what ran would have, ``Loss vs
+    on-demand``."""
+    return (
+        "Loss vs on-demand"
+        if summary.saving_usd is not None and summary.saving_usd < 0
+        else "Saving vs on-demand"
+    )
 
 
 def _saving(summary: CostSummary) -> str:

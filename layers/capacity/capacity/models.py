@@ -295,7 +295,8 @@ block + instances from a launch template, EC2 types)."""
 class ReservationRequest(BaseModel):
     """A request for GPU capacity and the models to serve on it (issue 3, "Request").
 
-    Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester``,
+    Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester`` (the
+    authenticated caller, set by the door), ``team`` (who pays; issue 16),
     ``instance_type`` (``ml.*``, see :mod:`capacity.instances`), ``instance_count`` (1, 2, 4 ... 64),
     ``earliest_start``/``latest_end`` (UTC window), ``duration_hours`` (whole days, 24..4368),
     ``regions`` (preference order), ``max_upfront_fee_usd`` (USD, required), ``approval_above_usd``
@@ -321,7 +322,18 @@ class ReservationRequest(BaseModel):
 
     schema_version: Literal[1] = 1
     request_id: str | None = None
-    requester: str = Field(min_length=1, max_length=128)
+    requester: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="set by the door to the authenticated caller (IAM principal ARN, slack:<user id>, the "
+        "schedule's owner); a value sent in the body is replaced",
+    )
+    team: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
+        description="the team that pays (issue 16); default the caller's only team",
+    )
     platform: Platform = "sagemaker"
     instance_type: str
     instance_count: StrictInt
@@ -638,6 +650,8 @@ def derive_request_id(request: ReservationRequest) -> str:
         payload.pop("launch_template", None)
     if payload.get("strategy") is None:
         payload.pop("strategy", None)
+    if payload.get("team") is None:
+        payload.pop("team", None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -834,6 +848,11 @@ class LedgerEntry(BaseModel):
 class CostSummary(BaseModel):
     """What a reservation cost and what it would have cost on demand (recorded with ``RELEASED``).
 
+    Since issue 16 the use is what ran: ``instance_hours_used`` (instance counts over time) against
+    ``instance_hours_reserved``; ``on_demand_equivalent_served_usd``, ``saving_usd``/``saving_percent``,
+    ``utilisation_percent`` and ``effective_usd_per_served_instance_hour`` (USD per *used* instance-hour)
+    follow from it.
+
     Hours are decimal hours; ``hours_served`` runs from the endpoint's READY (or DEPLOYING) time to the
     start of the release, within the plan. On-demand equivalents use :mod:`capacity.pricing` and the
     instance count; ``saving_usd``/``saving_percent`` compare the upfront fee with the on-demand cost of
@@ -858,6 +877,14 @@ class CostSummary(BaseModel):
     utilisation_percent: Money
     break_even_utilisation_percent: Money | None = None
     effective_usd_per_served_instance_hour: Money | None = None
+    instance_hours_reserved: Money | None = None
+    """Instances x hours the reservation holds (issue 16)."""
+    instance_hours_used: Money | None = None
+    """Instance-hours in service, from the instance counts the product recorded (:mod:`capacity.logic.costs`);
+    ``utilisation_percent``, the on-demand equivalent of what was used, the saving (negative: a loss against
+    on-demand) and the price per used instance-hour are computed from it."""
+    usage_observed: bool | None = None
+    """False when no instance count was recorded and every instance is assumed to have served."""
 
 
 # ------------------------------------------------------------------------------------- event details

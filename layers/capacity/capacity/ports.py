@@ -21,6 +21,7 @@ from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance, LaunchTemplateVersion
 from capacity.adapters.events import EventPublisher, EventRules
 from capacity.adapters.iam import IamAdapter
+from capacity.adapters.policy_store import PolicyStore
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
 from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
@@ -207,6 +208,8 @@ class IamPort(Protocol):
 
     def instance_profile_roles(self, profile: str) -> list[str] | None: ...
 
+    def principal_tags(self, arn: str) -> dict[str, str] | None: ...
+
 
 class EventsPort(Protocol):
     """Puts application events (see :class:`~capacity.adapters.events.EventPublisher`)."""
@@ -281,6 +284,7 @@ class Ports:
         ec2: region -> EC2 port; default :class:`~capacity.adapters.ec2.Ec2Adapter`.
         iam: the IAM port; default :class:`~capacity.adapters.iam.IamAdapter`.
         event_rules: region -> default-bus rules port; default :class:`~capacity.adapters.events.EventRules`.
+        policy: the teams policy store; default built from env ``POLICY_TABLE`` (None when unset).
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -303,6 +307,7 @@ class Ports:
         ec2: Callable[[str], Ec2Port] | None = None,
         iam: IamPort | None = None,
         event_rules: Callable[[str], EventRulesPort] | None = None,
+        policy: PolicyStore | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -335,6 +340,7 @@ class Ports:
             )
         )
         self._iam = iam
+        self._policy = policy
         self._event_rules = _PerRegion[EventRulesPort](
             event_rules or (lambda region: EventRules(region, clients.events(region, timeouts)))
         )
@@ -441,6 +447,17 @@ class Ports:
             region = self.settings.region
             self._iam = IamAdapter(region, clients.client("iam", region, self.settings.call_timeouts))
         return self._iam
+
+    @property
+    def policy(self) -> PolicyStore | None:
+        """The teams policy (env ``POLICY_TABLE``); None when the deployment has no policy table (then no
+        team limits apply: every door still records the caller and refuses self-approval)."""
+        if self._policy is None and self.settings.policy_table:
+            self._policy = PolicyStore(
+                self.settings.policy_table,
+                clients.dynamodb(self.settings.region, self.settings.call_timeouts),
+            )
+        return self._policy
 
     def event_rules(self, region: str) -> EventRulesPort:
         """The rules port of ``region``'s default bus (one per region, reused)."""

@@ -30,6 +30,7 @@ Environment variables (set by ``template.yaml``):
 ``FORWARDING_RULE_NAME``   name of the rule that forwards another region's AWS events to the bus
 ``FORWARDING_TARGET_ARN``  the application's bus ARN (that rule's cross-region target)
 ``FORWARDING_ROLE_ARN``    role EventBridge assumes to put the forwarded events on the bus
+``POLICY_TABLE``           DynamoDB teams policy, spend and holds (PK ``pk``, SK ``sk``; issue 16)
 ``AWS_CALL_TIMEOUTS``      ``connect,read,attempts`` of every AWS client (default ``3,10,3``: CallTimeouts)
 ``AWS_REGION``             the function's region (set by Lambda)
 ``AWS_LAMBDA_FUNCTION_NAME`` the actor name written in the ledger (set by Lambda)
@@ -66,6 +67,7 @@ _ENV_NAMES: dict[str, str] = {
     "forwarding_rule_name": "FORWARDING_RULE_NAME",
     "forwarding_target_arn": "FORWARDING_TARGET_ARN",
     "forwarding_role_arn": "FORWARDING_ROLE_ARN",
+    "policy_table": "POLICY_TABLE",
 }
 
 
@@ -145,6 +147,7 @@ class Settings:
     forwarding_rule_name: str = ""
     forwarding_target_arn: str = ""
     forwarding_role_arn: str = ""
+    policy_table: str = ""
     offerings_ttl_days: int = 14
     model_artifact_buckets: frozenset[str] | None = None
     """The S3 buckets model artifacts may come from; None when ``MODEL_ARTIFACT_BUCKETS`` is not set (not

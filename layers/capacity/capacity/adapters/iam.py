@@ -53,3 +53,35 @@ class IamAdapter:
                 return None
             raise
         return [str(role["Arn"]) for role in answer["InstanceProfile"].get("Roles", [])]
+
+    def principal_tags(self, arn: str) -> dict[str, str] | None:
+        """The tags of the IAM role or user behind principal ``arn`` (``ListRoleTags``/``ListUserTags``):
+        an assumed-role session ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` is its role's, a
+        user ``arn:aws:iam::<account>:user/<path>/<name>`` its own. None for another kind of principal or one
+        that does not exist (a team's tag rule then does not match). Session tags are not visible here.
+
+        Raises:
+            RetryableAwsError: throttling/5xx after retries.
+        """
+        parts = arn.split(":", 5)
+        if len(parts) != 6:
+            return None
+        resource = parts[5]
+        if resource.startswith("assumed-role/"):
+            role = resource.split("/")[1]
+            call = ("ListRoleTags", lambda: self._client.list_role_tags(RoleName=role))
+        elif resource.startswith("role/"):
+            role = resource.rsplit("/", 1)[-1]
+            call = ("ListRoleTags", lambda: self._client.list_role_tags(RoleName=role))
+        elif resource.startswith("user/"):
+            user = resource.rsplit("/", 1)[-1]
+            call = ("ListUserTags", lambda: self._client.list_user_tags(UserName=user))
+        else:
+            return None
+        try:
+            answer = self._call(*call)
+        except ClientError as exc:
+            if error_code(exc) == "NoSuchEntity":
+                return None
+            raise
+        return {str(tag["Key"]): str(tag["Value"]) for tag in answer.get("Tags", [])}

@@ -74,6 +74,8 @@ class EndpointInfo:
     config_name: str | None
     created: datetime | None = None
     """``CreationTime`` (UTC)."""
+    instance_count: int | None = None
+    """The sum of ``ProductionVariants[].CurrentInstanceCount`` (None when AWS does not say yet)."""
 
 
 @dataclass(frozen=True)
@@ -363,6 +365,7 @@ class SageMakerAdapter:
             failure_reason=answer.get("FailureReason"),
             config_name=answer.get("EndpointConfigName"),
             created=_utc(answer.get("CreationTime")),
+            instance_count=_instance_count(answer.get("ProductionVariants") or []),
         )
 
     def delete_endpoint(self, name: str) -> bool:
@@ -551,3 +554,9 @@ class SageMakerAdapter:
 
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+
+
+def _instance_count(variants: list[Any]) -> int | None:
+    """``CurrentInstanceCount`` summed over the variants, None when no variant reports it."""
+    counts = [v["CurrentInstanceCount"] for v in variants if isinstance(v.get("CurrentInstanceCount"), int)]
+    return sum(counts) if counts else None

@@ -22,8 +22,10 @@ import base64
 import binascii
 import contextlib
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import (
@@ -42,6 +44,8 @@ from capacity.errors import (
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
+    NotPermitted,
+    PaidReservation,
     ReservationClosed,
     ReservationNotFound,
 )
@@ -53,12 +57,15 @@ from capacity.ledger import (
     LISTING,
     PURCHASE,
     PURCHASE_INTENT,
+    PURCHASE_VOIDED,
     REQUEST,
     SUBMITTED,
     history_of,
 )
 from capacity.logic.checks import require_in_scope
-from capacity.logic.common import final_state, states
+from capacity.logic.common import final_state, load_purchase, states
+from capacity.logic.costs import reservation_spend
+from capacity.logic.policy import may_approve, resolve_team
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
     _MISSING_HINT,
@@ -71,9 +78,12 @@ from capacity.models import (  # the private ones: one wording of field errors f
     parse_request,
 )
 from capacity.ports import Ports
+from capacity.pricing import format_usd
 from capacity.settings import Settings
-from capacity.timeutil import iso_z, parse_utc
+from capacity.timeutil import iso_ms, iso_z, parse_utc
 
+APPROVAL_REFUSED = "APPROVAL_REFUSED"
+"""Ledger sort-key prefix of refused approvals (``APPROVAL_REFUSED#<time>``: identity, approved, reason)."""
 IDEMPOTENCY_TTL = timedelta(days=7)
 MAX_LIST_LIMIT = 100
 _TOKEN_KEYS = frozenset({"request_id", "sk", "listing", "written_at"})
@@ -104,10 +114,15 @@ def submit_reservation(
     persistence: BasePersistenceLayer | None,
     lambda_context: LambdaContext | None = None,
     actor: str = "api",
+    requester: str | None = None,
 ) -> dict[str, Any]:
     """Validate a request and put ``ReservationRequested`` once per ``request_id``.
 
-    ``actor`` is recorded on the ``SUBMITTED`` item (``api``, or ``schedule:<name>`` for a schedule's run).
+    ``requester`` is the authenticated caller (the API's IAM principal ARN, a schedule's owner): it replaces
+    whatever ``requester`` the body names (kept as ``requester_as_sent`` on ``SUBMITTED``), and the request is
+    charged to the caller's team (:func:`~capacity.logic.policy.resolve_team`; the body's ``team`` picks one
+    of the caller's teams). ``actor`` is recorded on the ``SUBMITTED`` item (the caller, or
+    ``schedule:<name>`` for a schedule's run).
 
     Returns:
         The 202 body ``{"request_id", "status": "REQUESTED", "links"}`` (the same for a repeated POST).
@@ -117,14 +132,24 @@ def submit_reservation(
         OutOfScope: it names a model bucket or an instance role the deployment does not allow (400).
         IdempotencyAlreadyInProgressError: the same request id is being submitted right now.
         DuplicateRequest: the request id was already submitted with a different body.
+        NotPermitted: the caller is in no team, or not in the team the body names (403).
     """
+    sent_requester = body.get("requester") if isinstance(body, Mapping) else None
+    if requester is not None and isinstance(body, Mapping):
+        body = {**body, "requester": requester}
+        team = resolve_team(requester, ports, body.get("team") if isinstance(body.get("team"), str) else None)
+        if team is not None:
+            body["team"] = team
     request = parse_request(body, now=ports.clock())
     require_in_scope(request, ports)  # before anything is put: buckets and instance roles allowed
     payload = request.model_dump(mode="json")
+    submitted = {"actor": actor, "requester": request.requester, "team": request.team}
+    if sent_requester is not None and sent_requester != request.requester:
+        submitted["requester_as_sent"] = str(sent_requester)[:2048]
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
         # Known from now on: a DELETE before the workflow records the request is remembered, not a 404.
-        ports.ledger.put_once(request["request_id"], SUBMITTED, {"actor": actor})
+        ports.ledger.put_once(request["request_id"], SUBMITTED, submitted)
         ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
         return {
             "request_id": request["request_id"],
@@ -185,6 +210,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
                 "max_upfront_fee_usd",
                 "approval_above_usd",
                 "dry_run",
+                "team",
             )
         }
         | {"models": [m.get("name") for m in request.get("models", [])]},
@@ -202,6 +228,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
         if purchase
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
+        "spend": reservation_spend(ports, request_id),
         "links": links(request_id),
     }
 
@@ -216,7 +243,8 @@ class ApprovalDecision(BaseModel):
         default=None,
         min_length=1,
         max_length=128,
-        description="who decides (a name or Slack user); default: the caller's IAM identity",
+        description="who decides: always the authenticated caller; if given it must be the caller's identity "
+        "(it never names someone else)",
     )
     reason: str | None = Field(default=None, max_length=1000)
 
@@ -238,30 +266,48 @@ def decide_approval(
 
     Args:
         body: :class:`ApprovalDecision`.
-        identity: the caller's authenticated identity (API: the IAM ARN from the request context), recorded
-            with the decision as ``identity``; it is the approver when the body names none.
+        identity: the caller's authenticated identity (API: the IAM ARN from the request context; Slack:
+            ``slack:<user id>``), recorded as the ``approver``.
 
     Returns:
         ``{"request_id", "approved", "status", "approver"}``.
 
     Raises:
-        InvalidRequest: the body is invalid, or names no approver and there is no identity.
+        InvalidRequest: the body is invalid, or there is no authenticated identity.
         ReservationNotFound: unknown reservation.
+        NotPermitted: the caller requested the reservation (four-eyes), is not an approver of its team, or the
+            body names another approver (403; recorded as ``APPROVAL_REFUSED#<time>``).
         NotAwaitingApproval: the reservation is not waiting for approval, the task no longer waits, or
             another decision was recorded first (it is handed back if that had not happened yet).
         RetryableAwsError: the hand-back was throttled (503): the decision is recorded, and the same call
             again hands it back.
     """
     decision = parse_model(ApprovalDecision, body)
-    approver = decision.approver or identity
-    if not approver:
-        raise InvalidRequest([FieldError("approver", "is required: say who approves or rejects")])
+    if not identity:
+        raise InvalidRequest(
+            [FieldError("approver", "is unknown: the call carries no authenticated identity")]
+        )
+    approver = identity  # who approves is who authenticated, never what a body says
     state = ports.ledger.current_state(request_id)
     if state is None:
         raise ReservationNotFound(f"no reservation {request_id!r}")
     token = _latest_token(ports, request_id)
     if state is not State.AWAITING_APPROVAL or token is None:
         raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
+    request = ports.ledger.get_request(request_id)
+    try:
+        _same_approver(decision.approver, identity)
+        may_approve(
+            identity, request.requester if request else None, request.team if request else None, ports
+        )
+    except NotPermitted as refused:
+        # Refusals are on record too: who tried to decide what, and why not (APPROVAL_REFUSED#<time>).
+        ports.ledger.put_once(
+            request_id,
+            f"{APPROVAL_REFUSED}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}",
+            {"identity": identity, "approved": decision.approved, "reason": str(refused)},
+        )
+        raise
     answer = {
         "approved": decision.approved,
         "approver": approver,
@@ -285,6 +331,15 @@ def decide_approval(
         "status": "APPROVED" if stored.get("approved") else "REJECTED",
         "approver": str(stored.get("approver") or approver),
     }
+
+
+def _same_approver(named: str | None, identity: str) -> None:
+    """Refuse a body naming an approver other than the authenticated caller (who approves is who signed)."""
+    if named is not None and named != identity:
+        raise NotPermitted(
+            f"the approver recorded is the authenticated caller ({identity}), not {named!r}: remove approver "
+            "from the body, or let that person decide with their own credentials"
+        )
 
 
 def _already(request_id: str, stored: Mapping[str, Any]) -> str:
@@ -316,8 +371,13 @@ def _hand_back(ports: Ports, request_id: str, token: str, stored: Mapping[str, A
     )
 
 
-def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str, Any]:
+def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
     """Cancel: record ``CANCELLED``, reject a pending approval, put ``ReleaseRequested`` (``cancelled``).
+
+    A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided) is
+    cancelled only with ``confirm``: without it :class:`~capacity.errors.PaidReservation` (409) names the sunk
+    fee (never refunded: AWS_FACTS.md) and what cancelling still saves (nothing: the fee covers the whole
+    reservation), and nothing is recorded.
 
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
@@ -330,6 +390,7 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
     Raises:
         ReservationNotFound: unknown reservation.
         ReservationClosed: already released.
+        PaidReservation: the fee is paid and ``confirm`` is False (409; nothing changed).
         RetryableAwsError: the ledger or the bus failed beyond retries (503: send the DELETE again).
     """
     ledger = ports.ledger
@@ -352,6 +413,8 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
                 "ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled")
             )
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
+    if not confirm:
+        _refuse_unconfirmed(ports, request_id)
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
     written = ledger.append_outcome(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"})
@@ -367,6 +430,39 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str) -> dict[str
             ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
     ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
+
+
+def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
+    """What cancelling ``request_id`` loses: ``{"upfront_fee_usd", "refunded_usd": "0", "saves_usd": "0",
+    "what"}`` for a paid training plan or capacity block (not voided), None when nothing upfront is paid
+    (nothing bought, on demand, or AWS charged nothing)."""
+    purchase = load_purchase(ports, request_id)
+    if purchase is None or purchase.market != "reserved" or purchase.upfront_fee_usd <= 0:
+        return None
+    if ports.ledger.get(request_id, PURCHASE_VOIDED) is not None:
+        return None
+    what = "capacity block" if purchase.platform == "ec2" else "training plan"
+    return {
+        "upfront_fee_usd": f"{purchase.upfront_fee_usd:f}",
+        "refunded_usd": "0",
+        "saves_usd": "0",
+        "what": f"{what} {purchase.training_plan_name}",
+        "end_time": iso_z(purchase.end_time),
+    }
+
+
+def _refuse_unconfirmed(ports: Ports, request_id: str) -> None:
+    sunk = sunk_fee(ports, request_id)
+    if sunk is None:
+        return
+    raise PaidReservation(
+        f"reservation {request_id} has a paid {sunk['what']}: its upfront fee "
+        f"{format_usd(Decimal(sunk['upfront_fee_usd']))} "
+        "is not refunded and cancelling saves nothing (the fee covers the reservation until "
+        f"{sunk['end_time']}); "
+        "it only stops the endpoint or instances now. Send DELETE again with ?confirm=true to cancel anyway",
+        sunk,
+    )
 
 
 def _may_bill(ports: Ports, request_id: str) -> bool:

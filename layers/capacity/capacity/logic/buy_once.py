@@ -32,10 +32,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
+from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
 from capacity.logic.common import require_not_final, require_within_budget, states, stop_if_released
+from capacity.logic.policy import purchase_check, settle_spend
 from capacity.models import OfferingSummary, ReservationRequest, State
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -122,6 +124,8 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         ReservationCancelled: the reservation is final before anything was bought, or was cancelled while
             it was bought (the purchase is recorded and its release requested again).
         BudgetExceeded: the offering costs more than ``max_upfront_fee_usd``.
+        TeamLimitExceeded: the team's monthly budget, the account cap or the team's quota would be exceeded
+            (:func:`~capacity.logic.policy.reserve_spend`); nothing was bought.
         PurchaseInProgress: another execution owns the purchase (this one must not buy).
         PurchaseUnconfirmed: an earlier purchase call may have committed and is not visible yet (retryable).
         whatever the buyer raises (``OfferingExpired``, ``QuotaExceeded``, ``PurchaseFailed``,
@@ -140,6 +144,8 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         require_not_final(history, request.id)
         buyer.preflight(request, ports, step.offering.region)
         require_within_budget(request, step.offering)
+        # The team's month, the account's and the quota, atomically, right before buying (issue 16).
+        purchase_check(request, step.offering.upfront_fee_usd, ports)
         created, intent = ledger.put_once(
             request.id,
             PURCHASE_INTENT,
@@ -156,6 +162,9 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         region = str(intent.get("region", step.offering.region))
         bought = _buy(request, ports, buyer, region, step.offering)
         existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
+        fee = Decimal(str(existing["upfront_fee_usd"]))
+        settle_spend(ports, key=request.id, amount_usd=fee)
+        money_metrics.committed(request.team, fee)
     output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
     stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
     return output
@@ -194,6 +203,7 @@ def _buy(
                 f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
                 "nothing was bought"
             ) from exc
+        purchase_check(request, fresh.upfront_fee_usd, ports)  # the replacement may cost more
         return _call(request, ports, buyer, region, fresh)
 
 

@@ -68,6 +68,7 @@ from capacity.logic.common import (
     stop_if_released,
     void_purchase,
 )
+from capacity.logic.costs import record_usage
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.models import (
@@ -425,6 +426,7 @@ def _ready(
         once=True,
     )
     if written is not None:
+        record_usage(ports, request.id, len(ids), source="instances-running")
         ports.events.put(
             "ReservationReady",
             ReservationReadyDetail(

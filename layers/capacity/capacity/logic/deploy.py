@@ -47,6 +47,7 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
+from capacity.logic.costs import record_usage
 from capacity.logic.scaling import setup_scaling
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
@@ -275,6 +276,8 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
             once=True,
         )
         if written is not None:
+            ready = sagemaker.describe_endpoint(endpoint)  # the instances that serve from now on
+            record_usage(ports, request.id, ready.instance_count if ready else None, source="ready")
             post(
                 ports, messages.ready(request.id, region=purchase.region, endpoint=endpoint, components=names)
             )

@@ -36,9 +36,10 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
+from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
 from capacity.models import (
@@ -65,6 +66,7 @@ _FRIENDLY_ERRORS = {
     "QuotaExceeded": "a service quota was exceeded",
     "PurchaseFailed": "the purchase failed",
     "BudgetExceeded": "the offering is over budget",
+    "TeamLimitExceeded": "the team's limits refuse the purchase",
     "LeftoverResources": "the release left resources behind",
     "ReleaseStuck": "the release did not finish in time",
     "InvalidRequest": "the request is invalid",
@@ -215,6 +217,11 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     history = ledger.history(step.request_id)
     final = final_state(history)
     if final is not None:
+        if (
+            ledger.get(step.request_id, PURCHASE_INTENT) is None
+            and ledger.get(step.request_id, PURCHASE) is None
+        ):
+            give_back(ports, step.request_id, money=True, quota=True)  # held, then stopped before buying
         return NotifyOutput(notified=True, state=final.value)
     if error.Error == "ReservationCancelled" and states(history) & STOP_STATES:
         # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
@@ -239,7 +246,19 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
             "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
         )
     voided = ledger.get(step.request_id, PURCHASE_VOIDED)
+    if voided is not None or (bought is None and _not_bought(ports, step.request_id, error)):
+        give_back(ports, step.request_id, money=True, quota=True)  # the team's money and quota come back
     refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
+    if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
+        written = ledger.append_outcome(
+            step.request_id,
+            State.REJECTED,
+            actor=ports.actor,
+            detail={"error": error.Error, "reason": reason},
+        )
+        if written is not None:
+            post(ports, messages.team_refusal(step.request_id, reason=reason))
+        return NotifyOutput(notified=True, state=State.REJECTED.value)
     written = ledger.append_outcome(
         step.request_id,
         State.FAILED,
@@ -262,6 +281,22 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ),
         )
     return NotifyOutput(notified=True, state=State.FAILED.value)
+
+
+_MAYBE_COMMITTED = frozenset(
+    {"RetryableAwsError", "PurchaseUnconfirmed", "States.Timeout", "Sandbox.Timedout", "Lambda.Unknown"}
+)
+"""Failures after which a purchase call may have committed unseen (a timeout, a killed Lambda)."""
+
+
+def _not_bought(ports: Ports, request_id: str, error: StepError) -> bool:
+    """Nothing was bought and nothing can still show up: no purchase call was made, or the platform's call
+    is unique (a training plan's name: reconcile's lookup is the answer), or AWS answered the call with a
+    refusal. A call that may have committed unseen (EC2's eventually consistent reads) keeps its hold."""
+    if not ports.ledger.items(request_id, f"{PURCHASE_CALL}#"):
+        return True
+    intent = ports.ledger.get(request_id, PURCHASE_INTENT) or {}
+    return intent.get("platform", "sagemaker") == "sagemaker" or error.Error not in _MAYBE_COMMITTED
 
 
 def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: str) -> NotifyOutput:

@@ -32,17 +32,19 @@ from decimal import Decimal
 
 from botocore.exceptions import ClientError
 
-from capacity import TAG_REQUEST_ID, messages
+from capacity import TAG_REQUEST_ID, messages, money_metrics
 from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.jsonsafe import check_depth
-from capacity.ledger import RELEASED_MARKER
+from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.costs import used_instance_hours
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
+from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
@@ -332,30 +334,26 @@ def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[s
 
 
 def cost_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime, ports: Ports
 ) -> CostSummary:
     """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
 
-    The saving compares the upfront fee with the on-demand cost of the hours served (negative when the
-    reservation served too little to pay off; no percentage when it never served). Served hours run from
-    the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry after it (else
-    ``now``), clipped to the plan's start and end.
+    The saving compares the upfront fee with the on-demand cost of the instance-hours that were in service
+    (:func:`capacity.logic.costs.used_instance_hours`: the recorded instance counts over the served window;
+    negative when the reservation served too little to pay off: a loss; no percentage when it never served).
+    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry
+    after it (else ``now``), clipped to the plan's start and end.
     """
     count = purchase.instance_count or 1
     reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
-    served = Decimal(0)
-    if serving is not None:
-        releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
-        stop = min(releasing.at if releasing else now, purchase.end_time)
-        begin = max(serving.at, purchase.start_time)
-        served = max(Decimal(0), Decimal((stop - begin).total_seconds()) / 3600)
+    served, used, observed = used_instance_hours(ports, request_id, purchase, history, now)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
     fee = purchase.upfront_fee_usd
     eq_reserved = (
         on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
     )
-    eq_served = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
+    # What ran, not what was reserved: the instance-hours in service at the on-demand price (issue 16).
+    eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
     return CostSummary(
         request_id=request_id,
         training_plan_name=purchase.training_plan_name,
@@ -367,15 +365,19 @@ def cost_summary(
         hours_served=served.quantize(_HOURS),
         on_demand_usd_per_instance_hour=rate,
         on_demand_equivalent_reserved_usd=eq_reserved,
-        on_demand_equivalent_served_usd=eq_served,
-        # The honest figure: what the hours actually served would have cost on demand, minus the fee.
-        saving_usd=usd(eq_served - fee) if eq_served is not None else None,
-        saving_percent=saving_percent(fee, eq_served) if eq_served else None,
-        utilisation_percent=(served / reserved * 100).quantize(Decimal("0.1")) if reserved else Decimal(0),
+        on_demand_equivalent_served_usd=eq_used,
+        saving_usd=usd(eq_used - fee) if eq_used is not None else None,
+        saving_percent=saving_percent(fee, eq_used) if eq_used else None,
+        utilisation_percent=(used / (reserved * count) * 100).quantize(Decimal("0.1"))
+        if reserved
+        else Decimal(0),
         break_even_utilisation_percent=(
             (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
         ),
-        effective_usd_per_served_instance_hour=usd(fee / (served * count)) if served > 0 else None,
+        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 else None,
+        instance_hours_reserved=(reserved * count).quantize(_HOURS),
+        instance_hours_used=used.quantize(_HOURS),
+        usage_observed=observed,
     )
 
 
@@ -485,8 +487,12 @@ def record_released(
     summary = (  # instances or an endpoint run on demand cost their hours at the on-demand price
         on_demand_summary(step.request_id, purchase, history, now=ports.clock())
         if purchase.market in ("on-demand", "spot")
-        else cost_summary(step.request_id, purchase, history, now=ports.clock())
+        else cost_summary(step.request_id, purchase, history, now=ports.clock(), ports=ports)
     )
+    # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
+    # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
+    voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
+    give_back(ports, step.request_id, money=voided, quota=True)
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,
@@ -499,6 +505,12 @@ def record_released(
         # The marker is there but not RELEASED: the release that wrote it died before recording it (a killed
         # Lambda, a failed write). Finish its bookkeeping with what it stored; the event may go twice.
         reason, summary = item.get("reason"), stored
+    request = ports.ledger.get_request(step.request_id)
+    money_metrics.released(
+        request.team if request else None,
+        utilisation_percent=summary.utilisation_percent,
+        on_demand_used_usd=summary.on_demand_equivalent_served_usd,
+    )
     ports.events.put(
         "ReservationReleased",
         ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),

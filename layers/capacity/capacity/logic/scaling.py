@@ -66,6 +66,7 @@ from capacity.adapters.cloudwatch import AlarmSpec
 from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.costs import record_usage
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.models import ModelSpec, ReleaseRequestedDetail, ReservationRequest, State, parse_model
 from capacity.naming import (
@@ -559,6 +560,7 @@ def _scale_out(ctx: _Context) -> ScaleOutput:
     # scale-in until the cold start is over (resumed when the no-capacity alarm returns to OK).
     ctx.ports.autoscaling(ctx.purchase.region).suspend_scale_in(ctx.component, suspended=True)
     ctx.sagemaker.update_inference_component_copies(ctx.component, copies)
+    _observe(ctx)
     if created:
         post(
             ctx.ports,
@@ -652,7 +654,18 @@ def _scale_in(ctx: _Context) -> ScaleOutput:
     if not created or output.from_copies != desired:
         return output  # another delivery of this transition acted, or the count it recorded changed
     ctx.sagemaker.update_inference_component_copies(ctx.component, 0)
+    _observe(ctx)
     return output
+
+
+def _observe(ctx: _Context) -> None:
+    """The endpoint's instance count when the scaler acts (``DescribeEndpoint`` ``CurrentInstanceCount``),
+    for the cost report (:mod:`capacity.logic.costs`); best effort."""
+    try:
+        info = ctx.sagemaker.describe_endpoint(endpoint_name(ctx.request.id))
+    except Exception:
+        return
+    record_usage(ctx.ports, ctx.request.id, info.instance_count if info else None, source="scale")
 
 
 def _idle_release(

@@ -41,6 +41,7 @@ from capacity.errors import (
 from capacity.jsonsafe import check_depth
 from capacity.logic import api
 from capacity.logic.checks import require_in_scope
+from capacity.logic.policy import resolve_team
 from capacity.models import StrictBool, StrictInt, parse_model, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import as_utc, iso_z, parse_utc
@@ -281,10 +282,13 @@ def create_schedule(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
         InvalidRequest: the definition or its request template is invalid (fields named).
         OutOfScope: the template names a model bucket or an instance role the deployment does not allow.
         ScheduleExists: a schedule with this name exists (delete it first).
+        NotPermitted: ``actor`` (its owner) is in no team, or not in the template's ``team`` (403).
     """
     definition = parse_model(ScheduleDefinition, body)
     _validate_template(definition, ports.clock())
     _require_template_in_scope(definition, ports)
+    asked = definition.request.get("team") if isinstance(definition.request, Mapping) else None
+    resolve_team(actor, ports, asked if isinstance(asked, str) else None)  # its owner's team pays each run
     target_input = json.dumps(
         {
             "schedule": definition.model_dump(mode="json"),
@@ -435,6 +439,8 @@ def run_schedule(
             persistence=persistence,
             lambda_context=lambda_context,
             actor=f"schedule:{run.schedule.name}",
+            # The schedule's owner requests (and its team pays), never the template's requester field.
+            requester=run.created_by or f"schedule:{run.schedule.name}",
         )
     except DuplicateRequest:
         return {"request_id": request["request_id"], "status": "DUPLICATE"}

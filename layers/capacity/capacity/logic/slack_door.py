@@ -44,6 +44,8 @@ from capacity.adapters.slack import respond
 from capacity.errors import (
     InvalidRequest,
     NotAwaitingApproval,
+    NotPermitted,
+    PaidReservation,
     ReservationClosed,
     ReservationNotFound,
     RetryableAwsError,
@@ -51,8 +53,9 @@ from capacity.errors import (
     ScheduleNotFound,
     SlackUnauthorized,
 )
-from capacity.logic import api, schedules
+from capacity.logic import api, costs, schedules
 from capacity.logic.checks import require_in_scope
+from capacity.logic.policy import resolve_team
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import iso_z
@@ -67,13 +70,16 @@ DEFAULT_FLEX = timedelta(days=1)
 USAGE = """*Usage:* `/gpu <command>`
 • `/gpu reserve <count> <instance type> <duration> [from <date>] [until <date>] models=<a,b> max=<USD> \
 [regions=<r1,r2>] [approval=<USD>] [accelerators=<n>] [memory=<MB>] [cpus=<n>] [copies=<min:initial:max>] \
-[timeout=<hours>] [id=<request id>]`
+[timeout=<hours>] [id=<request id>] [team=<team>]`
     e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
 models=llama-eu,llama-us max=30000`
 • `/gpu plan <same as reserve>`: which option (on demand now or a training plan), why, what it costs against \
 the alternatives, the break-even utilisation of reserving, where capacity is (buys nothing)
 • `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
-• `/gpu cancel <request id>`: release it now (the requester or an approver)
+• `/gpu cancel <request id>`: release it now (the requester or an approver); a paid fee is not refunded, \
+so a paid reservation asks first (a Cancel anyway button)
+• `/gpu costs [team=<team>] [month=<yyyy-mm>] [by=team|instance_type|region]`: paid, used and on-demand \
+equivalent per team and month
 • `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
 without from/until/id>`: a recurring reservation (approvers), e.g. `/gpu schedule weekly-eval \
 cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
@@ -97,6 +103,7 @@ _OPTIONS = {
     "copies",
     "timeout",
     "id",
+    "team",
     "from",
     "until",
 }
@@ -317,6 +324,8 @@ def request_from_words(
         body["approval_timeout_hours"] = _int(options["timeout"].rstrip("h"), "timeout")
     if "id" in options:
         body["request_id"] = options["id"]
+    if "team" in options:
+        body["team"] = options["team"]
     return body
 
 
@@ -439,6 +448,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "status": lambda: _status(args, ports),
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
+        "costs": lambda: _costs(args, ports),
     }
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
@@ -447,7 +457,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         return _usage(str(exc))
     except InvalidRequest as exc:
         return _ephemeral(_invalid_text(exc))
-    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound) as exc:
+    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted) as exc:
         return _ephemeral(messages.escape(exc))
     except RetryableAwsError as exc:  # nothing is lost: the same command again picks up where this stopped
         return _ephemeral(f"AWS is busy ({messages.escape(exc)}): send the same command again.")
@@ -455,6 +465,9 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
+    team = resolve_team(f"slack:{user_id}", ports, body.get("team"))  # the Slack user requests; its team pays
+    if team is not None:
+        body["team"] = team
     request = parse_request(body, now=ports.clock())
     require_in_scope(request, ports)
     ports.events.put(
@@ -575,11 +588,89 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
             f"Only the requester ({messages.mention(requester) if requester else 'unknown'}) or an approver "
             f"may cancel {request_id}."
         )
-    result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}")
+    try:
+        result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}")
+    except PaidReservation as paid:
+        return SlackAnswer(200, _confirm_cancel(request_id, paid))
     return _ephemeral(
         f"{request_id} is {result['status']}: whatever it holds is being released (the cost summary follows "
         "in its thread)."
     )
+
+
+def _costs(args: Sequence[str], ports: Ports) -> SlackAnswer:
+    """``/gpu costs [team=..] [month=yyyy-mm] [by=team|instance_type|region]``:
+    :func:`capacity.logic.costs.cost_report` as a fixed-width table (paid, used of reserved instance-hours,
+    on-demand equivalent, saving)."""
+    options: dict[str, str] = {}
+    for word in args:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("team", "month", "by") or not value:
+            raise UsageError(
+                f"`{word}` is not understood: use `team=<team>`, `month=<yyyy-mm>`, `by=<team|...>`"
+            )
+        options[key] = value
+    group_by = options.get("by", "team")
+    if group_by not in ("team", "instance_type", "region"):
+        raise UsageError(f"`by={group_by}`: group by team, instance_type or region")
+    if "month" in options and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", options["month"]):
+        raise UsageError(f"`month={options['month']}` is not a month like 2026-12")
+    report = costs.cost_report(
+        ports,
+        team=options.get("team"),
+        month=options.get("month"),
+        group_by=group_by,  # type: ignore[arg-type]
+    )
+    header = (
+        f"{group_by:<16}{'month':<9}{'paid':>12}{'used/reserved inst-h':>24}{'on demand':>12}{'saving':>12}"
+    )
+    rows = [
+        f"{messages.escape(row['group'])[:15]:<16}{row['month']:<9}{_money(row['paid_usd']):>12}"
+        f"{row['used_instance_hours'] + '/' + row['reserved_instance_hours']:>24}"
+        f"{_money(row['on_demand_equivalent_used_usd']):>12}{_money(row['saving_usd']):>12}"
+        for row in [*report["rows"], report["totals"]]
+    ]
+    return _ephemeral(
+        "*Costs, from what ran* (USD; saving negative: a loss)\n```\n" + "\n".join([header, *rows]) + "\n```"
+    )
+
+
+def _money(value: str) -> str:
+    return f"${Decimal(value):,.2f}"
+
+
+CANCEL_CONFIRMED = "cancel_paid_reservation"
+"""``action_id`` of the Cancel anyway button of a paid reservation (value = the request id)."""
+
+
+def _confirm_cancel(request_id: str, paid: PaidReservation) -> dict[str, Any]:
+    """The ephemeral question before cancelling a paid reservation: the sunk fee, and a Cancel anyway button
+    (Block Kit ``actions`` with a ``confirm`` dialog)."""
+    fee = str(paid.details.get("upfront_fee_usd") or "0")
+    text = (
+        f"*{messages.escape(request_id)}* has a paid "
+        f"{messages.escape(paid.details.get('what') or 'reservation')}: "
+        f"its upfront fee ${Decimal(fee):,.2f} is *not refunded* and cancelling saves nothing (the fee "
+        "covers the reservation until its end); it only stops the endpoint or instances now. Cancel anyway?"
+    )
+    button = {
+        "type": "button",
+        "action_id": CANCEL_CONFIRMED,
+        "style": "danger",
+        "text": {"type": "plain_text", "text": "Cancel anyway"},
+        "value": request_id,
+        "confirm": {
+            "title": {"type": "plain_text", "text": "Cancel a paid reservation?"},
+            "text": {"type": "mrkdwn", "text": f"${Decimal(fee):,.2f} is not refunded."},
+            "confirm": {"type": "plain_text", "text": "Cancel it"},
+            "deny": {"type": "plain_text", "text": "Keep it"},
+        },
+    }
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {"type": "actions", "elements": [button]},
+    ]
+    return {"response_type": "ephemeral", "text": text, "blocks": blocks}
 
 
 _SCHEDULE_OPTIONS = {"tz": "timezone", "after": "start_after_hours", "window": "window_hours"}
@@ -692,10 +783,13 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     if payload.get("type") != "block_actions":
         return SlackAnswer(200, {})
     actions = [a for a in payload.get("actions") or [] if isinstance(a, dict)]
-    action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT)), None)
+    action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT, CANCEL_CONFIRMED)), None)
     user_id = str((payload.get("user") or {}).get("id") or "")
     response_url = str(payload.get("response_url") or "")
     if action is None:
+        return SlackAnswer(200, {})
+    if action.get("action_id") == CANCEL_CONFIRMED:
+        _cancel_confirmed(str(action.get("value") or ""), user_id, response_url, ports, door)
         return SlackAnswer(200, {})
     request_id = str(action.get("value") or "")
     approved = action.get("action_id") == APPROVE
@@ -711,6 +805,34 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     return SlackAnswer(200, {})
 
 
+def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: Ports, door: Door) -> None:
+    """The Cancel anyway press: the same rule as ``/gpu cancel`` (the requester or an approver), then the
+    cancel with ``confirm``."""
+    try:
+        found = api.get_reservation(request_id, ports)
+        requester = str((found.get("request") or {}).get("requester") or "")
+        if not user_id or (requester != f"slack:{user_id}" and user_id not in door.approvers):
+            door.respond(
+                response_url,
+                f"Only the requester or an approver may cancel {messages.escape(request_id)}; nothing was "
+                "changed.",
+                ephemeral=True,
+            )
+            return
+        result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}", confirm=True)
+    except (ReservationNotFound, ReservationClosed, RetryableAwsError) as exc:
+        door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    door.respond(
+        response_url,
+        f"{messages.escape(request_id)} is {result['status']} (the upfront fee is not refunded): whatever it "
+        "holds "
+        "is being released.",
+        ephemeral=True,
+        replace_original=True,
+    )
+
+
 def _decide(
     request_id: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
 ) -> None:
@@ -720,11 +842,11 @@ def _decide(
     try:
         result = api.decide_approval(
             request_id,
-            {"approved": approved, "approver": approver, "reason": "pressed in Slack"},
+            {"approved": approved, "reason": "pressed in Slack"},
             ports,
             identity=approver,  # the signed request proves who pressed the button
         )
-    except (NotAwaitingApproval, ReservationNotFound, InvalidRequest) as exc:
+    except (NotAwaitingApproval, NotPermitted, ReservationNotFound, InvalidRequest) as exc:
         door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
         return
     except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
@@ -745,6 +867,7 @@ def _decide(
 
 __all__ = [
     "APPROVE",
+    "CANCEL_CONFIRMED",
     "REJECT",
     "USAGE",
     "Door",

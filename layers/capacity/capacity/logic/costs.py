@@ -1,0 +1,241 @@
+"""What capacity really cost, from what ran (issue 16): instance counts over time, per-reservation spend and
+``GET /costs``.
+
+Instance count over time: every count the product makes or observes is an append-only ledger item
+``USAGE#<time>`` (``instances``, ``source``): the endpoint's ``DescribeEndpoint``
+``ProductionVariants[].CurrentInstanceCount`` when it is ready and whenever the scaler acts, the instances
+running in an EC2 capacity block when they are ready, and 0 when the release starts. Between two
+observations the count is the earlier one (a step function); before the first one it is the first one.
+Without any observation the reservation's instance count is assumed (``usage_observed`` false): the old
+figure, flagged as such.
+
+Money is USD (:class:`~decimal.Decimal`), hours decimal hours, times UTC; a reservation's month is the UTC
+month its ``PURCHASED`` entry was recorded in (when the money was committed).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from capacity.ledger import PURCHASE_VOIDED, REQUEST
+from capacity.logic.common import Purchase, first_entry, load_purchase
+from capacity.models import LedgerEntry, State
+from capacity.ports import Ports
+from capacity.pricing import on_demand_usd_per_hour, usd
+from capacity.teams import month_key
+from capacity.timeutil import iso_ms, parse_utc
+
+USAGE = "USAGE"
+"""Ledger sort-key prefix of instance-count observations (``USAGE#<time>#<id>``)."""
+GroupBy = Literal["team", "instance_type", "region"]
+_HOURS = Decimal("0.01")
+
+
+def record_usage(ports: Ports, request_id: str, instances: int | None, *, source: str) -> None:
+    """Record that ``instances`` instances of the reservation run now (best effort: a lost observation
+    makes the report less exact, never a step fail). Nothing when the count is unknown."""
+    if instances is None:
+        return
+    try:
+        ports.ledger.put_once(
+            request_id,
+            f"{USAGE}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:6]}",
+            {"instances": int(instances), "source": source, "actor": ports.actor},
+        )
+    except Exception:
+        return
+
+
+def usage_points(ports: Ports, request_id: str) -> list[tuple[datetime, int]]:
+    """The recorded observations, oldest first: ``(UTC time, instances)``."""
+    items = ports.ledger.items(request_id, f"{USAGE}#")
+    points = [(parse_utc(str(item["sk"]).split("#")[1]), int(item["instances"])) for item in items]
+    return sorted(points)
+
+
+def instance_hours(points: Sequence[tuple[datetime, int]], begin: datetime, end: datetime) -> Decimal:
+    """The integral of the instance count over ``[begin, end]`` (decimal instance-hours) of the step function
+    ``points`` (the count before the first point is the first point's)."""
+    if end <= begin or not points:
+        return Decimal(0)
+    total = Decimal(0)
+    count = points[0][1]
+    at = begin
+    for when, instances in points:
+        if when <= begin:
+            count = instances
+            continue
+        if when >= end:
+            break
+        total += Decimal(count) * Decimal((when - at).total_seconds()) / 3600
+        at, count = when, instances
+    total += Decimal(count) * Decimal((end - at).total_seconds()) / 3600
+    return total
+
+
+def served_window(history: list[LedgerEntry], purchase: Purchase, now: datetime) -> tuple[datetime, datetime]:
+    """From the first ``READY`` (else ``DEPLOYING``) to the first ``RELEASING`` after it (else ``now``),
+    within
+    the reservation; an empty window (begin == end) when it never served."""
+    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
+    if serving is None:
+        return purchase.start_time, purchase.start_time
+    releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
+    stop = min(releasing.at if releasing else now, purchase.end_time)
+    begin = max(serving.at, purchase.start_time)
+    return begin, max(begin, stop)
+
+
+def used_instance_hours(
+    ports: Ports, request_id: str, purchase: Purchase, history: list[LedgerEntry], now: datetime
+) -> tuple[Decimal, Decimal, bool]:
+    """``(hours served, instance-hours used, observed)`` of the reservation so far (see the module)."""
+    begin, end = served_window(history, purchase, now)
+    hours = Decimal((end - begin).total_seconds()) / 3600
+    points = usage_points(ports, request_id)
+    if points:
+        return hours, instance_hours(points, begin, end), True
+    return hours, hours * (purchase.instance_count or 1), False
+
+
+def reservation_spend(ports: Ports, request_id: str, *, now: datetime | None = None) -> dict[str, Any] | None:
+    """Spend so far of one reservation (``GET /reservations/{id}``'s ``spend``), None when nothing was bought.
+
+    Returns:
+        ``{"paid_usd", "reserved_instance_hours", "used_instance_hours", "utilisation_percent",
+        "on_demand_equivalent_used_usd", "saving_usd", "usd_per_used_instance_hour", "usage_observed",
+        "month", "as_of"}`` (USD as decimal strings; ``saving_usd`` negative is a loss against on-demand).
+    """
+    purchase = load_purchase(ports, request_id)
+    if purchase is None:
+        return None
+    now = now or ports.clock()
+    history = ports.ledger.history(request_id)
+    voided = ports.ledger.get(request_id, PURCHASE_VOIDED) is not None
+    paid = Decimal(0) if voided or purchase.market != "reserved" else purchase.upfront_fee_usd
+    count = purchase.instance_count or 1
+    reserved = Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600 * count
+    _, used, observed = used_instance_hours(ports, request_id, purchase, history, now)
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    on_demand = usd(rate * used) if rate is not None else None
+    if purchase.market != "reserved" and on_demand is not None:
+        paid = on_demand  # on demand pays by the hour: what ran is what it costs
+    purchased = first_entry(history, State.PURCHASED)
+    month_at = purchased.at if purchased else purchase.start_time
+    return {
+        "paid_usd": f"{usd(paid):f}",
+        "reserved_instance_hours": f"{reserved.quantize(_HOURS):f}",
+        "used_instance_hours": f"{used.quantize(_HOURS):f}",
+        "utilisation_percent": f"{(used / reserved * 100).quantize(Decimal('0.1')):f}" if reserved else "0",
+        "on_demand_equivalent_used_usd": f"{on_demand:f}" if on_demand is not None else None,
+        "saving_usd": f"{usd(on_demand - paid):f}" if on_demand is not None else None,
+        "usd_per_used_instance_hour": f"{usd(paid / used):f}" if used > 0 else None,
+        "usage_observed": observed,
+        "month": month_key(month_at.year, month_at.month),
+        "as_of": iso_ms(now),
+        "market": purchase.market,
+    }
+
+
+def cost_report(
+    ports: Ports, *, team: str | None = None, month: str | None = None, group_by: GroupBy = "team"
+) -> dict[str, Any]:
+    """``GET /costs``: paid, used and on-demand equivalent per group (``team``, ``instance_type`` or
+    ``region``) and month, over every reservation with a purchase (reads the ledger's listing).
+
+    Returns:
+        ``{"group_by", "team", "month", "rows": [{"group", "month", "reservations", "paid_usd",
+        "used_instance_hours", "reserved_instance_hours", "on_demand_equivalent_used_usd", "saving_usd"}],
+        "totals": {...the same sums}, "reservations": [{"request_id", "team", ...}]}``; the totals'
+        ``paid_usd``
+        is the sum of the reservations' fees.
+    """
+    lines: list[dict[str, Any]] = []
+    start: Mapping[str, Any] | None = None
+    now = ports.clock()
+    while True:
+        items, last = ports.ledger.list_requests(limit=100, start_key=start)
+        for item in items:
+            line = _line(ports, item, now)
+            if line is None:
+                continue
+            if (team and line["team"] != team) or (month and line["month"] != month):
+                continue
+            lines.append(line)
+        if last is None:
+            break
+        start = last
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in lines:
+        groups.setdefault((str(line[group_by] or "(none)"), line["month"]), []).append(line)
+    rows = [_sum(lines_, group=key[0], month=key[1]) for key, lines_ in sorted(groups.items())]
+    return {
+        "group_by": group_by,
+        "team": team,
+        "month": month,
+        "rows": rows,
+        "totals": _sum(lines, group="total", month=month or "all"),
+        "reservations": sorted(lines, key=lambda line: line["request_id"]),
+    }
+
+
+def _line(ports: Ports, item: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    request_id = str(item["request_id"])
+    spend = reservation_spend(ports, request_id, now=now)
+    if spend is None:
+        return None
+    request = ports.ledger.get(request_id, REQUEST) or {}
+    body = request.get("request") or {}
+    purchase = load_purchase(ports, request_id)
+    return {
+        "request_id": request_id,
+        "team": body.get("team"),
+        "instance_type": body.get("instance_type"),
+        "region": purchase.region if purchase else None,
+        **spend,
+    }
+
+
+def _sum(lines: Sequence[Mapping[str, Any]], *, group: str, month: str) -> dict[str, Any]:
+    def total(key: str) -> Decimal:
+        return sum((Decimal(str(line[key])) for line in lines if line.get(key) is not None), Decimal(0))
+
+    paid, on_demand = total("paid_usd"), total("on_demand_equivalent_used_usd")
+    return {
+        "group": group,
+        "month": month,
+        "reservations": len(lines),
+        "paid_usd": f"{usd(paid):f}",
+        "reserved_instance_hours": f"{total('reserved_instance_hours'):f}",
+        "used_instance_hours": f"{total('used_instance_hours'):f}",
+        "on_demand_equivalent_used_usd": f"{usd(on_demand):f}",
+        "saving_usd": f"{usd(on_demand - paid):f}",
+    }
+
+
+CSV_COLUMNS = (
+    "group",
+    "month",
+    "reservations",
+    "paid_usd",
+    "reserved_instance_hours",
+    "used_instance_hours",
+    "on_demand_equivalent_used_usd",
+    "saving_usd",
+)
+
+
+def report_csv(report: Mapping[str, Any]) -> str:
+    """The report's rows and totals as CSV (``Accept: text/csv``), one header line, USD as decimals."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in [*report["rows"], report["totals"]]:
+        writer.writerow(row)
+    return out.getvalue()

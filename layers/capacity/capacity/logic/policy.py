@@ -1,0 +1,503 @@
+"""Who may spend what (issue 16): team membership, approvers, admission and the atomic purchase check.
+
+The policy is an administrator's (:mod:`capacity.teams`, table ``POLICY_TABLE``); every function here
+reads it through ``ports.policy`` and does nothing when the deployment has none (``ports.policy`` None).
+
+- :func:`resolve_team`: the team a door's authenticated caller requests for (403 when none).
+- :func:`may_approve`: whether a caller may approve a request of a team (never its requester).
+- :func:`admit`: the static checks of a request against its team (types, regions, count, budget), with the
+  effective approval threshold (the lower of the request's and the team's); ``choose_offering`` rejects
+  what they refuse.
+- :func:`reserve_spend`: **the** check money goes through, called by a purchase right before it buys (after
+  reconcile): a conditional update of the team's month, the account's month and the team's quota in one
+  DynamoDB transaction. Two purchases racing for the last $1,000 cannot both pass. An extension's purchase
+  calls it too, with its own ``key``.
+- :func:`give_back`: a purchase that charged nothing (never made, or voided by AWS) returns its money and
+  quota; a released reservation returns its quota (the money stays spent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capacity.adapters.policy_store import Hold, HoldRefused, PolicyStore, Rooms
+from capacity.errors import (
+    ConfigurationError,
+    FieldError,
+    InvalidRequest,
+    NotPermitted,
+    TeamLimitExceeded,
+    TeamNotFound,
+)
+from capacity.models import ReservationRequest, parse_model
+from capacity.ports import Ports
+from capacity.pricing import format_usd
+from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
+
+logger = logging.getLogger(__name__)
+
+
+def _tags(ports: Ports, identity: str, teams: list[TeamPolicy], *, approvers: bool) -> dict[str, str] | None:
+    """The principal's IAM tags, read only when a team matches by tags (one IAM call)."""
+    wants = any((team.approvers if approvers else team.members).iam_principal_tags for team in teams)
+    if not wants or not identity.startswith("arn:"):
+        return None
+    return ports.iam.principal_tags(identity)
+
+
+def teams_of(identity: str, ports: Ports) -> list[TeamPolicy]:
+    """The teams ``identity`` (an IAM principal ARN or ``slack:<user id>``) is a member of, by name."""
+    store = ports.policy
+    if store is None:
+        return []
+    teams = store.teams()
+    found = [team for team in teams if team.members.by_arn_or_slack(identity)]
+    if len(found) < len(teams):
+        tags = _tags(ports, identity, [t for t in teams if t not in found], approvers=False)
+        found += [t for t in teams if t not in found and t.members.by_tags(tags)]
+    return sorted(found, key=lambda team: team.name)
+
+
+def resolve_team(identity: str, ports: Ports, asked: str | None) -> str | None:
+    """The team a request from ``identity`` is charged to: ``asked`` (the request's ``team``) if the caller
+    is a member of it, else the caller's only team. None when the deployment has no policy table.
+
+    Raises:
+        NotPermitted: the caller is in no team, is not a member of ``asked``, or is in several teams and
+            named none (the message lists them).
+    """
+    if ports.policy is None:
+        return asked
+    teams = [team.name for team in teams_of(identity, ports)]
+    if not teams:
+        raise NotPermitted(
+            f"{identity} is not a member of any team, so it cannot request capacity: ask an administrator to "
+            "add it to a team (PUT /admin/teams/{team}, members)"
+        )
+    if asked is not None:
+        if asked not in teams:
+            raise NotPermitted(f"{identity} is not a member of team {asked!r}; its teams: {', '.join(teams)}")
+        return asked
+    if len(teams) > 1:
+        raise NotPermitted(
+            f"{identity} is a member of several teams ({', '.join(teams)}): say which one pays with "
+            "team=<name>"
+        )
+    return teams[0]
+
+
+def may_approve(identity: str, requester: str | None, team_name: str | None, ports: Ports) -> None:
+    """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
+
+    Four-eyes: the requester never approves its own request. With a policy, the approver must be one of the
+    team's approvers (an approver of another team is refused).
+
+    Raises:
+        NotPermitted: the caller is the requester, or is not an approver of the team (message says which).
+    """
+    if requester and identity == requester:
+        raise NotPermitted(
+            f"{identity} requested this reservation and cannot approve or reject it: another approver of "
+            "its team must (four-eyes rule)"
+        )
+    store = ports.policy
+    if store is None:
+        return
+    team = store.team(team_name) if team_name else None
+    if team is None:
+        raise NotPermitted(
+            f"the reservation is charged to no known team ({team_name or 'none'}), so nobody may approve it"
+        )
+    if team.approvers.by_arn_or_slack(identity):
+        return
+    if team.approvers.by_tags(_tags(ports, identity, [team], approvers=True)):
+        return
+    raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`admit` found: the team, the problems (each a sentence with the fix; empty: admitted) and
+    the
+    request as it must be planned (``approval_above_usd`` lowered to the team's)."""
+
+    team: TeamPolicy | None
+    problems: list[str]
+    request: ReservationRequest
+
+
+def admit(request: ReservationRequest, ports: Ports) -> Admission | None:
+    """Check ``request`` against its team's policy (types, regions, count, budget, threshold).
+
+    Returns:
+        None when the deployment has no policy table; else the :class:`Admission`. A request may ask for
+        less than its team allows, never more: a ``max_upfront_fee_usd`` above the team's monthly budget
+        (or the account cap), a type or region the team may not use, or more instances of a family than
+        its quota are problems.
+    """
+    store = ports.policy
+    if store is None:
+        return None
+    team = store.team(request.team) if request.team else None
+    if team is None:
+        why = f"team {request.team!r} does not exist (any more)" if request.team else "it names no team"
+        return Admission(None, [f"{why}: an administrator must set the team up"], request)
+    problems: list[str] = []
+    if request.instance_type not in team.instance_types:
+        problems.append(
+            f"team {team.name} may not reserve {request.instance_type}: its types are "
+            + ", ".join(team.instance_types)
+        )
+    outside = [region for region in request.regions if region not in team.regions]
+    if outside:
+        problems.append(
+            f"team {team.name} may not reserve in {', '.join(outside)}: its regions are "
+            + ", ".join(team.regions)
+        )
+    quota = team.quota_for(request.instance_type)
+    if request.instance_count > quota:
+        problems.append(
+            f"{request.instance_count} x {request.instance_type} is above team {team.name}'s quota of "
+            f"{quota} "
+            f"{instance_family(request.instance_type)} instances at once"
+        )
+    if request.max_upfront_fee_usd > team.monthly_budget_usd:
+        problems.append(
+            f"max_upfront_fee_usd {format_usd(request.max_upfront_fee_usd)} is above team {team.name}'s "
+            "monthly "
+            f"budget {format_usd(team.monthly_budget_usd)}"
+        )
+    account = store.account()
+    if account is not None and request.max_upfront_fee_usd > account.monthly_cap_usd:
+        problems.append(
+            f"max_upfront_fee_usd {format_usd(request.max_upfront_fee_usd)} is above the account's "
+            "monthly cap "
+            f"{format_usd(account.monthly_cap_usd)}"
+        )
+    threshold = team.approval_above_usd
+    if request.approval_above_usd is not None:
+        threshold = min(threshold, request.approval_above_usd)
+    planned = request.model_copy(update={"approval_above_usd": threshold})
+    return Admission(team, problems, planned)
+
+
+def left_in_month(ports: Ports, team: TeamPolicy, now: datetime) -> tuple[Decimal, str]:
+    """USD the team may still commit in ``now``'s month (never below 0, the account cap included), and the
+    sentence naming it (``team ml-eval has $812.40 left in December 2026``)."""
+    store = _store(ports)
+    month = month_key(now.year, now.month)
+    left = team.monthly_budget_usd - store.spent(month, team.name)
+    sentence = f"team {team.name} has {format_usd(max(left, Decimal(0)))} left in {month_name(month)}"
+    account = store.account()
+    if account is not None:
+        account_left = account.monthly_cap_usd - store.spent(month, None)
+        if account_left < left:
+            left = account_left
+            sentence += f" (the account has {format_usd(max(account_left, Decimal(0)))} left)"
+    return max(left, Decimal(0)), sentence
+
+
+def reserve_spend(
+    ports: Ports,
+    *,
+    key: str,
+    team_name: str | None,
+    amount_usd: Decimal,
+    instance_type: str,
+    instance_count: int,
+) -> Hold | None:
+    """Hold ``amount_usd`` of the team's month (and the account's) and ``instance_count`` instances of the
+    team's quota for purchase ``key``, atomically, right before the purchase call.
+
+    Idempotent per ``key``: a retry holds nothing twice; a larger ``amount_usd`` (a re-searched offering)
+    raises the hold by the difference under the same conditions. The month is the UTC month of the first
+    hold.
+
+    Returns:
+        The hold, or None when the deployment has no policy table.
+
+    Raises:
+        TeamLimitExceeded: the team's budget, the account cap or the quota would be exceeded; the message
+            names what is left ("team ml-eval has $812.40 left in December 2026"). Nothing is held.
+        RetryableAwsError: DynamoDB throttled or the transaction conflicted (retry).
+    """
+    store = ports.policy
+    if store is None:
+        return None
+    team = store.team(team_name) if team_name else None
+    if team is None:
+        raise TeamLimitExceeded(
+            f"purchase {key} is charged to no known team ({team_name}); nothing was bought"
+        )
+    now = ports.clock()
+    old = store.hold(key)
+    if old is not None and old.amount_usd >= amount_usd:
+        return old
+    month = old.month if old is not None else month_key(now.year, now.month)
+    family = instance_family(instance_type)
+    delta = amount_usd - (old.amount_usd if old is not None else Decimal(0))
+    account = store.account()
+    quota = team.quota_for(instance_type)
+    rooms = Rooms(
+        team_usd=team.monthly_budget_usd - delta,
+        account_usd=account.monthly_cap_usd - delta if account is not None else None,
+        quota_instances=quota - instance_count,
+    )
+    try:
+        _precheck(rooms, new=old is None)
+        store.change_hold(
+            key=key,
+            team=team.name,
+            month=month,
+            old=old,
+            amount_usd=amount_usd,
+            family=family,
+            instances=instance_count,
+            rooms=rooms,
+            actor=ports.actor,
+            now=now,
+        )
+    except HoldRefused as refused:
+        if refused.limit == "hold":  # another attempt changed the hold meanwhile: judge again from it
+            return reserve_spend(
+                ports,
+                key=key,
+                team_name=team_name,
+                amount_usd=amount_usd,
+                instance_type=instance_type,
+                instance_count=instance_count,
+            )
+        raise TeamLimitExceeded(
+            _refusal(
+                store, team, refused, month=month, amount=amount_usd, instance_type=instance_type, quota=quota
+            )
+        ) from None
+    held = store.hold(key)
+    logger.info("held %s for %s (team %s, %s)", amount_usd, key, team.name, month)
+    return held
+
+
+def _precheck(rooms: Rooms, *, new: bool) -> None:
+    """Refuse without a transaction what no counter can allow (the change alone exceeds the limit)."""
+    if rooms.team_usd < 0 or (rooms.account_usd is not None and rooms.account_usd < 0):
+        raise HoldRefused("team" if rooms.team_usd < 0 else "account")
+    if new and rooms.quota_instances is not None and rooms.quota_instances < 0:
+        raise HoldRefused("quota")
+
+
+def _refusal(
+    store: PolicyStore,
+    team: TeamPolicy,
+    refused: HoldRefused,
+    *,
+    month: str,
+    amount: Decimal,
+    instance_type: str,
+    quota: int,
+) -> str:
+    fee = format_usd(amount)
+    if refused.limit == "quota":
+        family = instance_family(instance_type)
+        used = store.reserved_instances(team.name, family)
+        return (
+            f"team {team.name} holds {used} of its {quota} {family} instances; this purchase needs more "
+            "than the "
+            f"{max(quota - used, 0)} left: nothing was bought"
+        )
+    if refused.limit == "account":
+        account = store.account()
+        cap = account.monthly_cap_usd if account else Decimal(0)
+        left = max(cap - store.spent(month, None), Decimal(0))
+        return (
+            f"the account has {format_usd(left)} left in {month_name(month)} of its {format_usd(cap)} cap; "
+            f"the purchase costs {fee}: nothing was bought"
+        )
+    left = max(team.monthly_budget_usd - store.spent(month, team.name), Decimal(0))
+    return (
+        f"team {team.name} has {format_usd(left)} left in {month_name(month)} of its monthly budget "
+        f"{format_usd(team.monthly_budget_usd)}; the purchase costs {fee}: nothing was bought"
+    )
+
+
+def settle_spend(ports: Ports, *, key: str, amount_usd: Decimal) -> None:
+    """Set hold ``key`` to what the purchase really cost (AWS's fee): the difference is given back or taken,
+    never refused (the money is spent). Nothing when there is no hold (or no policy)."""
+    store = ports.policy
+    if store is None:
+        return
+    old = store.hold(key)
+    if old is None or old.amount_usd == amount_usd or old.money_returned:
+        return
+    try:
+        store.change_hold(
+            key=key,
+            team=old.team,
+            month=old.month,
+            old=old,
+            amount_usd=amount_usd,
+            family=old.family,
+            instances=old.instances,
+            rooms=Rooms(team_usd=Decimal("1e30"), account_usd=None, quota_instances=None),
+            actor=ports.actor,
+            now=ports.clock(),
+        )
+    except HoldRefused:  # changed by a concurrent attempt: it settles the same fee
+        logger.info("hold %s changed meanwhile; not settled again", key)
+
+
+def give_back(ports: Ports, key: str, *, money: bool, quota: bool) -> bool:
+    """Return hold ``key``'s money and/or instances, once each (a purchase never made or voided by AWS: both;
+    a released reservation: the quota). False when there was nothing to return (or no policy)."""
+    store = ports.policy
+    if store is None:
+        return False
+    hold = store.hold(key)
+    if hold is None:
+        return False
+    returned = store.give_back(hold, money=money, quota=quota, now=ports.clock())
+    if returned:
+        logger.info("gave back hold %s (money %s, quota %s)", key, money, quota)
+    return returned
+
+
+def purchase_check(request: ReservationRequest, amount_usd: Decimal, ports: Ports) -> None:
+    """The team check of a reservation's purchase (:func:`reserve_spend` keyed on the request id).
+
+    Raises:
+        TeamLimitExceeded: see :func:`reserve_spend`.
+    """
+    reserve_spend(
+        ports,
+        key=request.id,
+        team_name=request.team,
+        amount_usd=amount_usd,
+        instance_type=request.instance_type,
+        instance_count=request.instance_count,
+    )
+
+
+# ------------------------------------------------------------------------------------------ admin
+
+
+class PolicySeed(BaseModel):
+    """A seed file (``deploy/policy-seed.json``): the account cap and the teams; keys starting with ``_`` are
+    comments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    account: AccountPolicy | None = None
+    teams: list[TeamPolicy] = Field(default_factory=list, max_length=500)
+
+
+def apply_seed(data: Mapping[str, Any], store: PolicyStore, *, actor: str, now: datetime) -> int:
+    """Validate a whole seed, then write it (teams replaced, others kept). Returns the teams written.
+
+    Raises:
+        InvalidRequest: anything in the seed is invalid (nothing is written then).
+    """
+    seed = parse_model(
+        PolicySeed, {key: value for key, value in data.items() if not str(key).startswith("_")}
+    )
+    names = [team.name for team in seed.teams]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidRequest(
+            [FieldError("teams", f"team names must be unique, repeated: {', '.join(repeated)}")]
+        )
+    if seed.account is not None:
+        store.put_account(seed.account, actor=actor, now=now)
+    for team in seed.teams:
+        store.put_team(team, actor=actor, now=now)
+    return len(seed.teams)
+
+
+def _store(ports: Ports) -> PolicyStore:
+    store = ports.policy
+    if store is None:
+        raise ConfigurationError("POLICY_TABLE is not set: this deployment has no teams policy table")
+    return store
+
+
+def team_view(ports: Ports, team: TeamPolicy) -> dict[str, Any]:
+    """A team as the admin routes answer it, with this month's spend (USD) and the instances held now."""
+    store = _store(ports)
+    now = ports.clock()
+    month = month_key(now.year, now.month)
+    spent = store.spent(month, team.name)
+    return {
+        "team": team.model_dump(mode="json", exclude_none=True),
+        "month": month,
+        "spent_usd": f"{spent:f}",
+        "left_usd": f"{max(team.monthly_budget_usd - spent, Decimal(0)):f}",
+        "instances_held": {
+            family: store.reserved_instances(team.name, family) for family in team.instance_quota
+        },
+    }
+
+
+def put_team(name: str, body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """``PUT /admin/teams/{name}``: create or replace a team (its spend and holds are kept).
+
+    Raises:
+        InvalidRequest: the body is not a valid :class:`~capacity.teams.TeamPolicy`, or its ``name`` differs
+            from the path's.
+    """
+    if isinstance(body, Mapping) and "name" not in body:
+        body = {**body, "name": name}
+    team = parse_model(TeamPolicy, body)
+    if team.name != name:
+        raise InvalidRequest(
+            [FieldError("name", f"is {team.name!r} but the path names {name!r}: make them equal")]
+        )
+    _store(ports).put_team(team, actor=actor, now=ports.clock())
+    return team_view(ports, team)
+
+
+def get_team(name: str, ports: Ports) -> dict[str, Any]:
+    """``GET /admin/teams/{name}``.
+
+    Raises:
+        TeamNotFound: no such team.
+    """
+    team = _store(ports).team(name)
+    if team is None:
+        raise TeamNotFound(f"no team {name!r}")
+    return team_view(ports, team)
+
+
+def list_teams(ports: Ports) -> dict[str, Any]:
+    """``GET /admin/teams``: every team and the account cap."""
+    store = _store(ports)
+    account = store.account()
+    return {
+        "teams": [team_view(ports, team) for team in store.teams()],
+        "account": account.model_dump(mode="json") if account else None,
+    }
+
+
+def delete_team(name: str, ports: Ports) -> dict[str, Any]:
+    """``DELETE /admin/teams/{name}``: its members can no longer request; reservations already bought stay.
+
+    Raises:
+        TeamNotFound: no such team.
+    """
+    if not _store(ports).delete_team(name):
+        raise TeamNotFound(f"no team {name!r}")
+    return {"name": name, "deleted": True}
+
+
+def put_account(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """``PUT /admin/account``: the account-wide monthly cap (USD), with this month's spend."""
+    account = parse_model(AccountPolicy, body)
+    store = _store(ports)
+    store.put_account(account, actor=actor, now=ports.clock())
+    now = ports.clock()
+    month = month_key(now.year, now.month)
+    return {**account.model_dump(mode="json"), "month": month, "spent_usd": f"{store.spent(month, None):f}"}

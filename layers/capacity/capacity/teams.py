@@ -1,0 +1,218 @@
+"""Who may spend what: teams and the account-wide cap, as administrators set them (issue 16).
+
+The policy lives in the DynamoDB table ``POLICY_TABLE``
+(:class:`~capacity.adapters.policy_store.PolicyStore`),
+written through the admin routes (``PUT /admin/teams/{team}``, ``PUT /admin/account``) or a seed file
+(``deploy/policy-seed.json``, loaded by ``scripts/seed_policy.py`` after ``sam deploy`` and by the local
+cloud). Requesters cannot change it: a request may ask for less than its team allows, never more.
+
+Identities are the strings the doors authenticate: an IAM principal ARN at the API
+(``requestContext.identity.userArn``, e.g. ``arn:aws:sts::123456789012:assumed-role/MlPlatform/alice``),
+``slack:<user id>`` at Slack. Members and approvers match by ARN pattern (``fnmatch``: ``*`` and ``?``;
+``arn:aws:sts::123456789012:assumed-role/MlPlatform/*``), by IAM principal tag (``{"team": "ml-eval"}``: the
+tags of the role or user behind the ARN, IAM ``ListRoleTags``/``ListUserTags``) or by Slack user id.
+
+Money is USD (:class:`~decimal.Decimal`, whole cents); a month is a UTC calendar month (``2026-12``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
+from capacity.models import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
+from capacity.pricing import KNOWN_REGIONS
+
+TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+"""Team names: 1-63 lower-case letters, digits and hyphens (they appear in keys, metrics and URLs)."""
+_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::(\d{12}|\*):[A-Za-z0-9+=,.@_/*?-]+$")
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+
+ArnPattern = Annotated[str, StringConstraints(min_length=20, max_length=512)]
+SlackUser = Annotated[str, StringConstraints(min_length=2, max_length=21)]
+TeamUsd = Annotated[Money, Field(ge=0, le=MAX_REQUEST_USD, decimal_places=MONEY_DECIMAL_PLACES)]
+
+
+def _arn_patterns(values: list[str]) -> list[str]:
+    bad = [value for value in values if not _ARN_PATTERN.match(value)]
+    if bad:
+        raise ValueError(
+            f"{', '.join(map(repr, bad))} is not an IAM principal ARN or pattern: use "
+            "arn:aws:iam::<account>:role/<name>, arn:aws:iam::<account>:user/<name> or "
+            "arn:aws:sts::<account>:assumed-role/<role>/<session>, with * or ? as wildcards"
+        )
+    return values
+
+
+def _slack_users(values: list[str]) -> list[str]:
+    bad = [value for value in values if not _SLACK_USER.match(value)]
+    if bad:
+        raise ValueError(
+            f"{', '.join(map(repr, bad))} is not a Slack user id (U... or W..., as Slack shows it)"
+        )
+    return values
+
+
+def arn_matches(identity: str, pattern: str) -> bool:
+    """True when the IAM principal ARN ``identity`` matches ``pattern`` (``*``/``?`` wildcards, case-sensitive
+    as IAM ARNs are)."""
+    return fnmatch.fnmatchcase(identity, pattern)
+
+
+class Principals(BaseModel):
+    """Who belongs: IAM principal ARN patterns, IAM principal tags (every key/value must match), Slack
+    users."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    iam_principal_arns: list[ArnPattern] = Field(default_factory=list, max_length=100)
+    iam_principal_tags: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=128)],
+        Annotated[str, StringConstraints(max_length=256)],
+    ] = Field(default_factory=dict, max_length=10)
+    slack_users: list[SlackUser] = Field(default_factory=list, max_length=500)
+
+    _check_arns = field_validator("iam_principal_arns")(_arn_patterns)
+    _check_slack = field_validator("slack_users")(_slack_users)
+
+    def by_arn_or_slack(self, identity: str) -> bool:
+        """True when ``identity`` (an ARN or ``slack:<id>``) is named by an ARN pattern or a Slack user."""
+        if identity.startswith("slack:"):
+            return identity.removeprefix("slack:") in self.slack_users
+        return any(arn_matches(identity, pattern) for pattern in self.iam_principal_arns)
+
+    def by_tags(self, tags: Mapping[str, str] | None) -> bool:
+        """True when this set names tags and the principal carries every one of them."""
+        if not self.iam_principal_tags or tags is None:
+            return False
+        return all(tags.get(key) == value for key, value in self.iam_principal_tags.items())
+
+
+def instance_family(instance_type: str) -> str:
+    """The quota family of an instance type: ``ml.p5.48xlarge`` -> ``ml.p5``, ``p5.48xlarge`` -> ``p5``."""
+    return instance_type.rsplit(".", 1)[0]
+
+
+class TeamPolicy(BaseModel):
+    """One team, as an administrator sets it (``PUT /admin/teams/{name}``).
+
+    Attributes:
+        name: the team (:data:`TEAM_NAME_PATTERN`).
+        members: who may request for the team.
+        approvers: who may approve its purchases above ``approval_above_usd`` (never the requester).
+        monthly_budget_usd: upfront fees the team may commit per UTC calendar month (USD).
+        approval_above_usd: a purchase above this fee (USD) needs an approver; a request may set a lower one.
+        instance_types: the instance types it may reserve (``ml.*`` for SageMaker, EC2 types for blocks).
+        regions: the regions it may reserve in.
+        instance_quota: instance family (:func:`instance_family`) -> most instances of that family reserved
+            at once; a family not listed cannot be reserved.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=TEAM_NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=500)
+    members: Principals
+    approvers: Principals
+    monthly_budget_usd: TeamUsd
+    approval_above_usd: TeamUsd
+    instance_types: list[str] = Field(min_length=1, max_length=50)
+    regions: list[str] = Field(min_length=1, max_length=20)
+    instance_quota: dict[Annotated[str, StringConstraints(min_length=2, max_length=40)], StrictInt] = Field(
+        min_length=1, max_length=50
+    )
+
+    @field_validator("instance_types")
+    @classmethod
+    def _known_types(cls, values: list[str]) -> list[str]:
+        known = set(INSTANCE_TYPES) | set(CAPACITY_BLOCK_INSTANCE_TYPES)
+        bad = [value for value in values if value not in known]
+        if bad:
+            raise ValueError(
+                f"unknown instance type(s) {', '.join(map(repr, bad))}: use " + ", ".join(sorted(known))
+            )
+        return values
+
+    @field_validator("regions")
+    @classmethod
+    def _known_regions(cls, values: list[str]) -> list[str]:
+        bad = [value for value in values if value not in KNOWN_REGIONS]
+        if bad:
+            raise ValueError(
+                f"unknown region(s) {', '.join(map(repr, bad))}: use " + ", ".join(sorted(KNOWN_REGIONS))
+            )
+        return values
+
+    @field_validator("instance_quota")
+    @classmethod
+    def _quota(cls, values: dict[str, int]) -> dict[str, int]:
+        bad = [f"{family}={count}" for family, count in values.items() if not 0 <= count <= 10_000]
+        if bad:
+            raise ValueError(f"quotas must be 0..10000 instances: {', '.join(bad)}")
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.approval_above_usd > self.monthly_budget_usd:
+            raise ValueError(
+                f"approval_above_usd {self.approval_above_usd:f} is above monthly_budget_usd "
+                f"{self.monthly_budget_usd:f}: it would never apply; lower it"
+            )
+        if not (
+            self.approvers.iam_principal_arns
+            or self.approvers.slack_users
+            or self.approvers.iam_principal_tags
+        ):
+            raise ValueError(
+                "approvers names nobody: add an IAM principal ARN pattern, a tag or a Slack user"
+            )
+        return self
+
+    def quota_for(self, instance_type: str) -> int:
+        """The most instances of ``instance_type``'s family the team may hold at once (0: not allowed)."""
+        return self.instance_quota.get(instance_family(instance_type), 0)
+
+
+class AccountPolicy(BaseModel):
+    """The account-wide cap (``PUT /admin/account``): upfront fees all teams together may commit per UTC
+    calendar month, USD."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    monthly_cap_usd: TeamUsd
+
+
+def month_key(year: int, month: int) -> str:
+    """``2026-12``: the key of a UTC calendar month."""
+    return f"{year:04d}-{month:02d}"
+
+
+MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
+def month_name(key: str) -> str:
+    """``2026-12`` -> ``December 2026``."""
+    year, month = key.split("-")
+    return f"{MONTH_NAMES[int(month) - 1]} {year}"
+
+
+ZERO = Decimal(0)

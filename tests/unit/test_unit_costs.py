@@ -1,0 +1,74 @@
+"""Cost accounting from what ran (issue 16): instance counts over time, the cost summary's use, price per
+used instance-hour and saving or loss against on-demand."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from capacity.logic.common import Purchase
+from capacity.logic.costs import instance_hours, record_usage
+from capacity.logic.release import cost_summary
+from capacity.messages import released
+from capacity.models import State
+
+from tests.unit.conftest import Harness
+from tests.unit.unit_fakes import NOW
+
+START = NOW + timedelta(days=7)
+
+
+def _purchase() -> Purchase:
+    return Purchase(
+        {
+            "training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-r",
+            "training_plan_name": "co-r",
+            "region": "us-east-1",
+            "start_time": START.isoformat(),
+            "end_time": (START + timedelta(hours=72)).isoformat(),
+            "upfront_fee_usd": "1990.60",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 2,
+        }
+    )
+
+
+def test_the_integral_is_the_step_function_of_the_observations() -> None:
+    points = [(START, 1), (START + timedelta(hours=10), 2), (START + timedelta(hours=12), 0)]
+    assert instance_hours(points, START, START + timedelta(hours=20)) == Decimal(14)
+    assert instance_hours(points, START + timedelta(hours=11), START + timedelta(hours=13)) == Decimal(2)
+    assert instance_hours([], START, START + timedelta(hours=5)) == 0
+
+
+def _served(harness: Harness, hours: float, instances: int) -> list:  # type: ignore[type-arg]
+    harness.clock.now = START
+    harness.ledger.append("r", State.READY, actor="t")
+    record_usage(harness.ports, "r", instances, source="ready")
+    harness.clock.now = START + timedelta(hours=hours)
+    harness.ledger.append("r", State.RELEASING, actor="t")
+    return harness.ledger.history("r")
+
+
+def test_the_demo_used_one_of_two_instances_so_half_the_instance_hours(harness: Harness) -> None:
+    history = _served(harness, 70 + 49 / 60, 1)  # the demo: READY 11:41, RELEASING 10:30 three days on
+    summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
+    assert (summary.instance_hours_used, summary.instance_hours_reserved) == (
+        Decimal("70.82"),
+        Decimal("144.00"),
+    )
+    assert summary.utilisation_percent == Decimal("49.2")  # not 98.4: one instance of two served
+    assert summary.effective_usd_per_served_instance_hour == Decimal("28.11")
+    assert (summary.saving_usd, summary.saving_percent) == (Decimal("1907.15"), Decimal("48.9"))
+    assert summary.usage_observed is True
+
+
+def test_a_reservation_idle_80_percent_of_the_time_reports_its_loss(harness: Harness) -> None:
+    history = _served(harness, 72 * 0.2, 2)  # both instances, 20% of the time
+    summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
+    assert summary.utilisation_percent == Decimal("20.0")
+    assert summary.saving_usd is not None
+    assert summary.saving_usd < 0  # 28.8 instance-hours on demand: $1,585.15 < the $1,990.60 fee
+    assert summary.saving_usd == Decimal("-405.45")
+    text = released(summary, request_id="r", reason="reservation-end").text
+    assert "Loss vs on-demand" in text
+    assert "28.80 of 144.00 (20.0%)" in text

@@ -1,0 +1,213 @@
+"""Teams policy (issue 16): membership, four-eyes with team approvers, admission, and the atomic purchase
+check against the team's month, the account cap and the quota (moto DynamoDB, the template's key schema)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from capacity.adapters import clients
+from capacity.adapters.policy_store import PolicyStore
+from capacity.errors import NotPermitted, TeamLimitExceeded
+from capacity.ledger import APPROVAL
+from capacity.logic import policy
+from capacity.logic.api import decide_approval
+from capacity.models import State, parse_request
+from capacity.teams import TeamPolicy
+
+from tests.unit.conftest import REGION, Harness
+from tests.unit.unit_fakes import NOW, request_body
+
+ALICE = "arn:aws:sts::123456789012:assumed-role/MlEval/alice"
+EVAL_APPROVER = "arn:aws:sts::123456789012:assumed-role/EvalApprovers/erin"
+OTHER_APPROVER = "arn:aws:sts::123456789012:assumed-role/ResearchApprovers/rob"
+
+
+def team(name: str, **overrides: Any) -> TeamPolicy:
+    body: dict[str, Any] = {
+        "name": name,
+        "members": {"iam_principal_arns": [f"arn:aws:sts::123456789012:assumed-role/{name}/*"]},
+        "approvers": {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/EvalApprovers/*"]},
+        "monthly_budget_usd": "30000",
+        "approval_above_usd": "5000",
+        "instance_types": ["ml.p5.48xlarge"],
+        "regions": ["us-east-1", "us-west-2"],
+        "instance_quota": {"ml.p5": 4},
+    }
+    body.update(overrides)
+    return TeamPolicy.model_validate(body)
+
+
+@pytest.fixture
+def store(harness: Harness) -> PolicyStore:
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName="policy",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    result = PolicyStore("policy", clients.dynamodb(REGION))
+    harness.ports._policy = result
+    result.put_team(
+        team("ml-eval", members={"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/MlEval/*"]}),
+        actor="t",
+        now=NOW,
+    )
+    result.put_team(
+        team(
+            "research",
+            approvers={"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/ResearchApprovers/*"]},
+        ),
+        actor="t",
+        now=NOW,
+    )
+    return result
+
+
+def _request(harness: Harness, **overrides: Any) -> Any:
+    body = request_body(requester=ALICE, team="ml-eval", max_upfront_fee_usd="10000", **overrides)
+    request = parse_request(body, now=NOW)
+    harness.ledger.record_request(request, actor="t")
+    return request
+
+
+def test_a_member_is_charged_to_its_team_and_a_stranger_is_refused(
+    harness: Harness, store: PolicyStore
+) -> None:
+    assert policy.resolve_team(ALICE, harness.ports, None) == "ml-eval"
+    with pytest.raises(NotPermitted, match="not a member of any team"):
+        policy.resolve_team("arn:aws:iam::123456789012:user/mallory", harness.ports, None)
+    with pytest.raises(NotPermitted, match="not a member of team 'research'"):
+        policy.resolve_team(ALICE, harness.ports, "research")
+
+
+def test_an_approver_of_another_team_is_refused_and_the_teams_approver_approves(
+    harness: Harness, store: PolicyStore
+) -> None:
+    request = _request(harness)
+    harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
+    harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="notify")
+    with pytest.raises(NotPermitted, match="not an approver of team ml-eval"):
+        decide_approval(request.id, {"approved": True}, harness.ports, identity=OTHER_APPROVER)
+    with pytest.raises(NotPermitted, match="requested this reservation"):
+        decide_approval(request.id, {"approved": True}, harness.ports, identity=ALICE)
+    refused = harness.ledger.items(request.id, "APPROVAL_REFUSED#")
+    assert sorted(item["identity"] for item in refused) == sorted([OTHER_APPROVER, ALICE])
+    result = decide_approval(request.id, {"approved": True}, harness.ports, identity=EVAL_APPROVER)
+    assert (result["approved"], result["approver"]) == (True, EVAL_APPROVER)
+
+
+def test_admission_refuses_what_the_team_does_not_allow_and_lowers_the_threshold(
+    harness: Harness, store: PolicyStore
+) -> None:
+    allowed = policy.admit(_request(harness, approval_above_usd="9000"), harness.ports)
+    assert allowed is not None
+    assert allowed.problems == []
+    assert allowed.request.approval_above_usd == Decimal(5000)  # the team's, lower than the request's
+    body = request_body(
+        requester=ALICE,
+        team="ml-eval",
+        request_id="too-much",
+        instance_count=8,
+        regions=["eu-west-1"],
+        max_upfront_fee_usd="99999999",
+    )
+    refused = policy.admit(parse_request(body, now=NOW), harness.ports)
+    assert refused is not None
+    text = " | ".join(refused.problems)
+    assert "may not reserve in eu-west-1" in text
+    assert "above team ml-eval's quota of 4 ml.p5 instances" in text
+    assert "above team ml-eval's monthly budget $30,000.00" in text
+
+
+def test_two_purchases_racing_for_the_last_1000_dollars_exactly_one_passes(
+    harness: Harness, store: PolicyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy.reserve_spend(
+        harness.ports, key="earlier", team_name="ml-eval", amount_usd=Decimal(29000),
+        instance_type="ml.p5.48xlarge", instance_count=1,
+    )  # fmt: skip
+    results: dict[str, str] = {}
+    start = threading.Barrier(2)
+    # Both purchases read the team's spend and decide before either writes; DynamoDB then runs their
+    # transactions one after the other (serializable). moto's own transactions are not thread-safe (a
+    # cancelled one restores the whole table), so the lock stands for DynamoDB's isolation.
+    client: Any = store._client
+    original = client.transact_write_items
+    both_decided = threading.Barrier(2)
+    serial = threading.Lock()
+
+    def transact(**kwargs: Any) -> Any:
+        both_decided.wait(timeout=30)
+        with serial:
+            return original(**kwargs)
+
+    monkeypatch.setattr(client, "transact_write_items", transact)
+
+    def buy(key: str) -> None:
+        start.wait()
+        try:
+            policy.reserve_spend(
+                harness.ports, key=key, team_name="ml-eval", amount_usd=Decimal("800"),
+                instance_type="ml.p5.48xlarge", instance_count=1,
+            )  # fmt: skip
+            results[key] = "held"
+        except TeamLimitExceeded as exc:
+            results[key] = str(exc)
+
+    threads = [threading.Thread(target=buy, args=(key,)) for key in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    monkeypatch.setattr(client, "transact_write_items", original)
+    assert sorted(results.values()).count("held") == 1
+    (refusal,) = [text for text in results.values() if text != "held"]
+    assert re.search(r"team ml-eval has \$[0-9,.]+ left in December 2026", refusal), refusal
+    assert store.spent("2026-12", "ml-eval") == Decimal(29800)
+    with pytest.raises(TeamLimitExceeded, match=r"team ml-eval has \$200\.00 left in December 2026"):
+        policy.reserve_spend(
+            harness.ports, key="c", team_name="ml-eval", amount_usd=Decimal("800"),
+            instance_type="ml.p5.48xlarge", instance_count=1,
+        )  # fmt: skip
+
+
+def test_a_retry_holds_nothing_twice_and_a_failed_purchase_gives_the_money_back(
+    harness: Harness, store: PolicyStore
+) -> None:
+    for _ in range(2):
+        policy.reserve_spend(
+            harness.ports, key="r1", team_name="ml-eval", amount_usd=Decimal("1990.60"),
+            instance_type="ml.p5.48xlarge", instance_count=2,
+        )  # fmt: skip
+    assert store.spent("2026-12", "ml-eval") == Decimal("1990.60")
+    assert store.reserved_instances("ml-eval", "ml.p5") == 2
+    assert policy.give_back(harness.ports, "r1", money=True, quota=True)
+    assert not policy.give_back(harness.ports, "r1", money=True, quota=True)  # once
+    assert store.spent("2026-12", "ml-eval") == 0
+    assert store.reserved_instances("ml-eval", "ml.p5") == 0
+
+
+def test_the_quota_counts_instances_held_at_once(harness: Harness, store: PolicyStore) -> None:
+    policy.reserve_spend(
+        harness.ports, key="q1", team_name="ml-eval", amount_usd=Decimal(100),
+        instance_type="ml.p5.48xlarge", instance_count=4,
+    )  # fmt: skip
+    with pytest.raises(TeamLimitExceeded, match=r"holds 4 of its 4 ml\.p5 instances"):
+        policy.reserve_spend(
+            harness.ports, key="q2", team_name="ml-eval", amount_usd=Decimal(100),
+            instance_type="ml.p5.48xlarge", instance_count=1,
+        )  # fmt: skip
+    policy.give_back(harness.ports, "q1", money=False, quota=True)  # released: the money stays spent
+    policy.reserve_spend(
+        harness.ports, key="q2", team_name="ml-eval", amount_usd=Decimal(100),
+        instance_type="ml.p5.48xlarge", instance_count=1,
+    )  # fmt: skip
+    assert store.spent("2026-12", "ml-eval") == Decimal(200)
