@@ -58,7 +58,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -74,6 +74,8 @@ TEMPLATE = ROOT / "template.yaml"
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 """Virtual start of every lifecycle (UTC)."""
 VIRTUAL_LIMIT = timedelta(days=150)
+STILL_RUNS = 1000
+"""A lifecycle whose driver stops this many runs in a row without one clock step is UNFINISHED (a spin)."""
 """A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days, blocks
 <= 14 days)."""
 DEFAULT_STALL_SECONDS: float | None = None
@@ -1408,6 +1410,7 @@ class _Driver:
         """Run the lifecycle to idle, firing the actions; returns why it did not finish (None if it did)."""
         self.noticed["now"] = self.cloud.now()
         self.post()
+        still = 0
         while True:
             reason = self.bounds.exceeded()
             if reason:
@@ -1430,8 +1433,17 @@ class _Driver:
                 stop_when=lambda: bool(self.bounds.exceeded()) or self._notice() or self.retrying_stuck(),
                 stall_seconds=self.bounds.stall_seconds,
             )
-            if self.retrying_stuck() and not self.pending:
-                return None  # AWS never finishes the deletion (injected): the release retries, reported
+            if result.steps == 0 and result.reason == "stop_when":
+                still += 1  # the clock did not move: each run's hang detector starts afresh, so count here
+                if still > STILL_RUNS:
+                    return f"the driver stopped {STILL_RUNS} times at {_ts(self.cloud.now())} with no step"
+            else:
+                still = 0
+            if self.retrying_stuck():
+                # AWS never finishes the deletion (injected): the release retries, reported. Actions still
+                # pending wait for a phase that cannot come (READY, after a release began); running on would
+                # only stop at once again, forever, with the clock standing still.
+                return None
             if result.reason == "idle":
                 if not self.pending:
                     return None
@@ -1643,10 +1655,12 @@ def soak(
 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init) as pool:
-            for result in pool.map(_run_one, jobs):
-                results.append(result)
+            # As each finishes, not in order: one long lifecycle must not hide the others' progress.
+            for future in as_completed([pool.submit(_run_one, job) for job in jobs]):
+                results.append(future.result())
                 if progress:
-                    progress(result, len(results), len(jobs))
+                    progress(results[-1], len(results), len(jobs))
+        results.sort(key=lambda result: result.index)
     return SoakReport(seed=seed, results=results, wall_seconds=time.monotonic() - began)
 
 
