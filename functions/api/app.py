@@ -10,6 +10,8 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``GET /reservations/{request_id}`` -> 200 state, request, purchase, history.
 - ``POST /reservations/{request_id}/approval`` -> 200; the caller's IAM identity is recorded.
 - ``DELETE /reservations/{request_id}`` -> 202 cancel and release.
+- ``POST /reservations/{request_id}/extensions`` -> 200 the extension offerings (dry run, no ``offering_id``),
+  or 202 ``ExtensionRequested`` put for ``offering_id`` (issue 17).
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 
 Errors: 400 ``{"errors": [{"field", "message"}]}`` when the request breaks the schema (types, required
@@ -54,7 +56,9 @@ from capacity.contracts import (
     ScheduleView,
 )
 from capacity.errors import (
+    BudgetExceeded,
     DuplicateRequest,
+    ExtensionRefused,
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
@@ -65,8 +69,9 @@ from capacity.errors import (
     ScheduleExists,
     ScheduleNotFound,
 )
-from capacity.logic import api, plans, schedules
+from capacity.logic import api, extend, plans, schedules
 from capacity.logic.api import ApprovalDecision
+from capacity.logic.extend import ExtensionBody
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
 from capacity.models import ReservationRequest, State
@@ -97,6 +102,8 @@ Limit = Annotated[int, Query(ge=1, le=100, description="at most this many items 
 NextToken = Annotated[str | None, Query(max_length=2048, description="the previous page's next_token, as is")]
 
 CONFLICTS: list[type[Exception]] = [
+    ExtensionRefused,
+    BudgetExceeded,
     NotAwaitingApproval,
     ReservationClosed,
     DuplicateRequest,
@@ -242,6 +249,24 @@ def delete_reservation(request_id: RequestId) -> Response[ReservationAccepted]:
     """Cancel the reservation and release whatever it holds."""
     logger.set_correlation_id(request_id)
     return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity()))
+
+
+@app.post(
+    "/reservations/<request_id>/extensions",
+    summary="Extend the reservation in place: list the extension offerings, or buy one",
+    responses={
+        200: {"description": "dry run: the extension offerings with fee, new end and on-demand equivalent"},
+        202: {"description": "ExtensionRequested: the extension is bought once, then its payment confirmed"},
+        **{code: ERRORS[code] for code in (400, 404, 409, 413, 422, 503)},
+    },
+    tags=["reservations"],
+)
+def post_extension(request_id: RequestId, body: Annotated[ExtensionBody, Body()]) -> Response[Any]:
+    """Without ``offering_id``: the offerings (buys nothing). With it: the purchase is requested."""
+    logger.set_correlation_id(request_id)
+    sent = body.model_dump(mode="json", exclude_none=True)
+    result = extend.request_extension(request_id, sent, _ports(), requester=_identity())
+    return _json(200 if result["dry_run"] else 202, result)
 
 
 # --------------------------------------------------------------------------------------- schedules

@@ -208,3 +208,12 @@ class ScheduleNotFound(CapacityError):
 
 class ScheduleExists(CapacityError):
     """A recurring reservation schedule with this name already exists (HTTP 409): delete it first."""
+
+
+class ExtensionPending(CapacityError):
+    """An extension's payment is still processing (retryable: look again later)."""
+
+
+class ExtensionRefused(CapacityError):
+    """The reservation cannot be extended now (not bought, released, approval needed, stale offering with no
+    replacement...): the message says why and what to do."""

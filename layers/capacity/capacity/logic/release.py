@@ -341,7 +341,7 @@ def cost_summary(
         begin = max(serving.at, purchase.start_time)
         served = max(Decimal(0), Decimal((stop - begin).total_seconds()) / 3600)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    fee = purchase.upfront_fee_usd
+    fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
     eq_reserved = (
         on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
     )
