@@ -200,3 +200,48 @@ def test_an_extension_above_the_budget_is_refused_before_any_call() -> None:
         assert "a fresh search found: tpeo-" in stale["json"]["message"]
         assert succeeded(cloud, "ExtendTrainingPlan") == []
         assert purchase["end_time"]
+
+
+def test_a_capacity_block_extended_by_a_day_keeps_its_instances_until_the_new_end() -> None:
+    from tests.integration.test_ec2_capacity_blocks import (
+        REQUEST_ID,
+        blocks,
+        create_launch_templates,
+        ec2_request,
+        instances,
+    )
+
+    market = MarketConfig(
+        capacity={"*": 8, "us-west-2/p5.48xlarge": 0, "eu-west-1/p5.48xlarge": 0}, offerings_page_size=5
+    )
+    with make_cloud(market=market) as cloud:
+        create_launch_templates(cloud)
+        post_reservation(cloud, ec2_request())
+        cloud.run(stop_when=lambda: "READY" in states(cloud, REQUEST_ID), max_wall_seconds=200)
+        (block,) = blocks(cloud)
+        old_end = block["EndDate"]
+        dry = extensions(cloud, {"duration_hours": 24}, request_id=REQUEST_ID)
+        assert dry["statusCode"] == 200, dry
+        (offer,) = dry["json"]["offerings"]
+        bought = extensions(cloud, {"duration_hours": 24, "offering_id": offer["offering_id"]}, REQUEST_ID)
+        assert bought["statusCode"] == 202, bought
+        cloud.run(
+            stop_when=lambda: any(
+                i["sk"].startswith("STATE#") and i["state"] == "EXTENDED"
+                for i in ledger_items(cloud, REQUEST_ID)
+            ),
+            max_wall_seconds=200,
+        )
+        (block,) = blocks(cloud)
+        assert block["EndDate"] == old_end + timedelta(days=1)
+        cloud.run(until=old_end + timedelta(hours=1), max_wall_seconds=200)
+        assert "RELEASING" not in states(cloud, REQUEST_ID)  # no release on the old end's warning
+        assert {i["State"]["Name"] for i in instances(cloud)} == {"running"}
+        cloud.run_until_idle()
+        items = ledger_items(cloud, REQUEST_ID)
+        released = next(i for i in items if i["sk"].startswith("STATE#") and i["state"] == "RELEASED")
+        assert released["at"] < block["EndDate"].strftime("%Y-%m-%dT%H:%M:%S")
+        assert {i["State"]["Name"] for i in instances(cloud)} == {"terminated"}
+        assert len(succeeded(cloud, "PurchaseCapacityBlockExtension")) == 1
+        fee = next(i for i in items if i["sk"].startswith("STATE#") and i["state"] == "EXTENDED")["money_usd"]
+        assert Decimal(fee) == Decimal(offer["upfront_fee_usd"])
