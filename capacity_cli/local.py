@@ -49,13 +49,16 @@ LOCAL_ACCOUNT = "123456789012"
 
 
 def default_identity(account_id: str = LOCAL_ACCOUNT) -> str:
-    """``arn:aws:sts::<account>:assumed-role/capacity-local/<login name>``: who calls a local API."""
+    """``arn:aws:sts::<account>:assumed-role/MlPlatform/<login name>``: who calls a local API unless
+    ``--identity`` says (a member of team ml-platform in ``deploy/policy-seed.json``, as the demo's caller;
+    an approver is another identity, e.g. ``--identity arn:aws:sts::123456789012:assumed-role/Approvers/x``).
+    """
     try:
         login = getpass.getuser()
     except (OSError, KeyError):  # no login name in a minimal container
         login = "local-user"
     session = re.sub(r"[^\w+=,.@-]", "-", login)[:64] or "local-user"
-    return f"arn:aws:sts::{account_id}:assumed-role/capacity-local/{session}"
+    return f"arn:aws:sts::{account_id}:assumed-role/MlPlatform/{session}"
 
 
 def _import_localcloud() -> None:

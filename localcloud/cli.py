@@ -35,6 +35,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,7 +52,14 @@ from localcloud.clock import (
 )
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
 from localcloud.faults import FaultInjector
-from localcloud.http_api import LocalApiServer, SigV4Verifier, describe_routes, response_summary
+from localcloud.http_api import (
+    ApiCaller,
+    LocalApiServer,
+    SigV4Verifier,
+    api_callers,
+    describe_routes,
+    response_summary,
+)
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.serving import RealTimeDriver, SlackClock
@@ -117,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--caller",
         metavar="ARN",
-        help="the IAM principal a plain request comes from (requestContext.identity.userArn; default "
-        "arn:aws:sts::<account>:assumed-role/localcloud/local-user)",
+        help="the IAM principal a plain request comes from (requestContext.identity.userArn; default the "
+        "first ApiCallers entry of local_values.json, the demo's requester)",
     )
     run.add_argument("--bus", help="event bus for EventBridge events (default: the stack's bus)")
     run.add_argument(
@@ -197,6 +205,15 @@ def _parse_start(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _unsigned_caller(values: Mapping[str, Any]) -> ApiCaller | None:
+    """Who an unsigned request is (serve without ``--sigv4``): the first of ``ApiCallers`` (the demo's
+    requester), None when there are none (every AWS_IAM route then has no caller, as a broken deploy)."""
+    try:
+        return next(iter(api_callers(values).values()), None)
+    except ValueError:
+        return None
+
+
 def _faults(path: Path | None, seed: int) -> FaultInjector | None:
     source = path or (Path(os.environ["LOCALCLOUD_FAULTS"]) if os.environ.get("LOCALCLOUD_FAULTS") else None)
     if source is None:
@@ -263,9 +280,12 @@ def event_time(event: Any) -> datetime | None:
     return None
 
 
-def default_caller(account_id: str) -> str:
-    """Who a plain request comes from unless ``--caller`` says (API Gateway's IAM authorizer passes one)."""
-    return f"arn:aws:sts::{account_id}:assumed-role/localcloud/local-user"
+def default_caller(cloud: LocalCloud) -> str:
+    """Who a plain request comes from unless ``--caller`` says (API Gateway's IAM authorizer always passes
+    one): the first of ``local_values.json``'s ``ApiCallers`` (the demo's requester, team ml-platform), as
+    an unsigned request to ``serve``."""
+    caller = _unsigned_caller(cloud.stack.local_values)
+    return caller.arn if caller else f"arn:aws:sts::{cloud.account_id}:assumed-role/localcloud/local-user"
 
 
 def default_bus(cloud: LocalCloud) -> str:
@@ -349,7 +369,7 @@ def deliver(  # noqa: PLR0911 - one return per kind
             routes=cloud.stack.api_routes,
             account_id=cloud.account_id,
             now=cloud.now(),
-            identity=caller or default_caller(cloud.account_id),
+            identity=caller or default_caller(cloud),
         )
         return {"api": cloud.api_request(wrapped)}
     if kind == "launch_template":
@@ -548,7 +568,7 @@ def cost_section(cloud: LocalCloud) -> str:
         routes=cloud.stack.api_routes,
         account_id=cloud.account_id,
         now=cloud.now(),
-        identity=default_caller(cloud.account_id),
+        identity=default_caller(cloud),
     )
     answer = cloud.api_request(event)
     if int(answer.get("statusCode", 500)) != 200:
@@ -783,6 +803,7 @@ def command_serve(args: argparse.Namespace) -> int:
             now=cloud.now,
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
             verifier=verifier,
+            unsigned_caller=_unsigned_caller(cloud.stack.local_values) if verifier is None else None,
         )
         cloud.clock.ignore_thread(server.start())
         print(

@@ -154,6 +154,31 @@ _INCOMPLETE = (
 )
 
 
+def api_callers(values: Mapping[str, Any]) -> dict[str, ApiCaller]:
+    """``local_values.json``'s ``ApiCallers``: ``{access key id: {"SecretAccessKey", "Arn"}}`` (keys starting
+    with ``_`` are comments), in file order.
+
+    Raises:
+        ValueError: the section is missing or an entry lacks its secret key or ARN.
+    """
+    section = values.get("ApiCallers")
+    if not isinstance(section, Mapping) or not section:
+        raise ValueError("local_values.json has no ApiCallers: nobody could sign a request")
+    callers = {}
+    for key, entry in section.items():
+        if str(key).startswith("_"):  # a comment
+            continue
+        if not isinstance(entry, Mapping) or not entry.get("SecretAccessKey") or not entry.get("Arn"):
+            raise ValueError(f"ApiCallers[{key!r}] needs SecretAccessKey and Arn")
+        callers[str(key)] = ApiCaller(str(key), str(entry["SecretAccessKey"]), str(entry["Arn"]))
+    return callers
+
+
+CALLER_HEADER = "X-Localcloud-Caller"
+"""Without ``--sigv4``: the IAM principal ARN an unsigned request is attributed to (default: the first of
+``ApiCallers``), as ``curl -H 'X-Localcloud-Caller: arn:...'`` when an approver approves."""
+
+
 class SigV4Verifier:
     """Checks Signature Version 4 as API Gateway's ``AWS_IAM`` authorizer does (see the module docstring).
 
@@ -189,17 +214,7 @@ class SigV4Verifier:
         Raises:
             ValueError: the section is missing or an entry lacks its secret key or ARN.
         """
-        section = values.get("ApiCallers")
-        if not isinstance(section, Mapping) or not section:
-            raise ValueError("local_values.json has no ApiCallers: nobody could sign a request")
-        callers = {}
-        for key, entry in section.items():
-            if str(key).startswith("_"):  # a comment
-                continue
-            if not isinstance(entry, Mapping) or not entry.get("SecretAccessKey") or not entry.get("Arn"):
-                raise ValueError(f"ApiCallers[{key!r}] needs SecretAccessKey and Arn")
-            callers[str(key)] = ApiCaller(str(key), str(entry["SecretAccessKey"]), str(entry["Arn"]))
-        return cls(callers, region=region, now=now)
+        return cls(api_callers(values), region=region, now=now)
 
     def verify(self, *, method: str, raw_path: str, headers: list[tuple[str, str]], body: bytes) -> ApiCaller:
         """The caller who signed this request.
@@ -329,6 +344,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(403, refusal, json.dumps({"message": exc.message}).encode("utf-8"))
                 return
             event["requestContext"]["identity"] |= signed_identity(caller, self.server.account_id)
+        elif route is not None and route.auth == "AWS_IAM" and self.server.unsigned_caller is not None:
+            # Not checked locally, yet API Gateway never runs an AWS_IAM route without a caller: the named one
+            named = self.headers.get(CALLER_HEADER)
+            caller = self.server.unsigned_caller
+            if named:
+                caller = ApiCaller(caller.access_key_id, "", named.strip())
+            event["requestContext"]["identity"] |= signed_identity(caller, self.server.account_id)
         response = self.server.serve(event)
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else str(payload).encode("utf-8")
@@ -372,8 +394,10 @@ class SlackTranslator(Protocol):
 
 class LocalApiServer(ThreadingHTTPServer):
     """The HTTP server (``serve`` answers a proxy event with a proxy response; ``LocalCloud.api_request``);
-    with ``verifier``, ``AWS_IAM`` routes check SigV4 (see the module docstring); with ``slack_clock``,
-    Slack's signed timestamps are moved onto virtual time first."""
+    with ``verifier``, ``AWS_IAM`` routes check SigV4 (see the module docstring); without it, an
+    ``AWS_IAM`` route's unsigned request is attributed to ``unsigned_caller`` (or the ARN in the
+    :data:`CALLER_HEADER` header); with ``slack_clock``, Slack's signed timestamps are moved onto virtual
+    time first."""
 
     daemon_threads = True
 
@@ -389,8 +413,10 @@ class LocalApiServer(ThreadingHTTPServer):
         host: str = "127.0.0.1",
         verifier: SigV4Verifier | None = None,
         slack_clock: SlackTranslator | None = None,
+        unsigned_caller: ApiCaller | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
+        self.unsigned_caller = unsigned_caller
         self.slack_clock = slack_clock
         self.routes = routes
         self.serve = serve
@@ -414,7 +440,11 @@ class LocalApiServer(ThreadingHTTPServer):
 
 def describe_routes(routes: list[ApiRoute], port: int, *, sigv4: bool = False) -> str:
     """One line per route, as ``sam local start-api`` lists them."""
-    checked = ": SigV4 checked" if sigv4 else ": not checked locally"
+    checked = (
+        ": SigV4 checked"
+        if sigv4
+        else f": not checked locally, the caller is {CALLER_HEADER} or the first ApiCallers"
+    )
     return "\n".join(
         f"  {route.method:<6} http://127.0.0.1:{port}{route.path}  -> {route.function}"
         + (f" (auth {route.auth}{checked})" if route.auth and route.auth != "NONE" else "")

@@ -36,7 +36,8 @@ def test_the_demo_succeeds_with_every_lambda_slowed(
     out = capsys.readouterr().out
 
     assert status == 0, out[-3000:]
-    assert out.rstrip().splitlines()[-2:][0] == "  ok"
+    assert out.split("== Result\n", 1)[1].startswith("  ok\n")
+    assert "== Cost summary (GET /costs: from what ran)" in out.rsplit("== Result", 1)[1]  # the last section
     assert "ReservationReady (capacity.orchestrator)" in out
     assert "ReleaseCapacityStateMachine: execution" in out
     assert "SUCCEEDED" in out

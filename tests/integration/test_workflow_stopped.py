@@ -11,6 +11,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from tests.integration.support import (
+    APPROVER,
     LIFECYCLE,
     api_event,
     base_request,
@@ -44,7 +45,10 @@ def test_a_reserve_workflow_stopped_after_the_purchase_is_resumed_and_serves(app
         post_reservation(cloud, body)
         if approval:
             cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
-            answer = cloud.api_request(api_event({"approved": True}, path=f"/reservations/{RID}/approval"))
+            approval_event = api_event(
+                {"approved": True}, path=f"/reservations/{RID}/approval", caller=APPROVER
+            )
+            answer = cloud.api_request(approval_event)
             assert answer["statusCode"] == 200, answer
         cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
         stopped = _stop_running(cloud, "ReserveCapacityStateMachine")

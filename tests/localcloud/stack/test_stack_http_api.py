@@ -113,3 +113,40 @@ def test_http_requests_are_served_by_the_function(served: tuple[LocalCloud, int]
 
     status, body = request(port, "DELETE", "/items/7")
     assert (status, json.loads(body)) == (403, {"message": "Missing Authentication Token"})
+
+
+def test_an_unsigned_request_to_an_iam_route_has_a_caller_the_default_or_the_named_one() -> None:
+    from localcloud.http_api import CALLER_HEADER, ApiCaller
+
+    seen: list[dict[str, object]] = []
+
+    def serve(event: dict[str, object]) -> dict[str, object]:
+        seen.append(event)
+        return {"statusCode": 200, "body": "{}"}
+
+    iam = ApiRoute(
+        method="POST", path="/items", function="F", api="Api", api_id="abc", stage="Prod", auth="AWS_IAM"
+    )
+    requester = "arn:aws:sts::123456789012:assumed-role/MlPlatform/ml-platform"
+    server = LocalApiServer(
+        port=0,
+        routes=[iam, ROUTES[0]],
+        serve=serve,
+        account_id="123456789012",
+        now=lambda: NOW,
+        unsigned_caller=ApiCaller("LOCALREQUESTERKEY", "secret", requester),
+    )
+    server.start()
+    try:
+        port = server.server_address[1]
+        assert request(port, "POST", "/items", b"{}")[0] == 200
+        approver = "arn:aws:sts::123456789012:assumed-role/Approvers/head-of-ml"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("POST", "/items", body=b"{}", headers={CALLER_HEADER: approver})
+        assert connection.getresponse().status == 200
+        connection.close()
+        assert request(port, "GET", "/items/1")[0] == 200  # a route without IAM auth gets no caller
+    finally:
+        server.stop()
+    identities = [event["requestContext"]["identity"] for event in seen]  # type: ignore[index]
+    assert [i.get("userArn") for i in identities] == [requester, approver, None]
