@@ -10,6 +10,8 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``GET /reservations/{request_id}`` -> 200 state, request, purchase, history.
 - ``POST /reservations/{request_id}/approval`` -> 200; the caller's IAM identity is recorded.
 - ``DELETE /reservations/{request_id}`` -> 202 cancel and release.
+- ``POST /reservations/{request_id}/extensions`` -> 200 the extension offerings (dry run, no ``offering_id``),
+  or 202 ``ExtensionRequested`` put for ``offering_id`` (issue 17).
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 - ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
 - Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
@@ -63,7 +65,9 @@ from capacity.contracts import (
     TeamView,
 )
 from capacity.errors import (
+    BudgetExceeded,
     DuplicateRequest,
+    ExtensionRefused,
     FieldError,
     InvalidRequest,
     NotAwaitingApproval,
@@ -75,10 +79,12 @@ from capacity.errors import (
     RetryableAwsError,
     ScheduleExists,
     ScheduleNotFound,
+    TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.logic import api, costs, plans, policy, schedules
+from capacity.logic import api, costs, extend, plans, policy, schedules
 from capacity.logic.api import ApprovalDecision
+from capacity.logic.extend import ExtensionBody
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
 from capacity.models import ReservationRequest, State
@@ -110,6 +116,9 @@ Limit = Annotated[int, Query(ge=1, le=100, description="at most this many items 
 NextToken = Annotated[str | None, Query(max_length=2048, description="the previous page's next_token, as is")]
 
 CONFLICTS: list[type[Exception]] = [
+    ExtensionRefused,
+    BudgetExceeded,
+    TeamLimitExceeded,
     NotAwaitingApproval,
     ReservationClosed,
     DuplicateRequest,
@@ -291,6 +300,24 @@ def delete_reservation(
     """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
     return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity(), confirm=confirm))
+
+
+@app.post(
+    "/reservations/<request_id>/extensions",
+    summary="Extend the reservation in place: list the extension offerings, or buy one",
+    responses={
+        200: {"description": "dry run: the extension offerings with fee, new end and on-demand equivalent"},
+        202: {"description": "ExtensionRequested: the extension is bought once, then its payment confirmed"},
+        **{code: ERRORS[code] for code in (400, 404, 409, 413, 422, 503)},
+    },
+    tags=["reservations"],
+)
+def post_extension(request_id: RequestId, body: Annotated[ExtensionBody, Body()]) -> Response[Any]:
+    """Without ``offering_id``: the offerings (buys nothing). With it: the purchase is requested."""
+    logger.set_correlation_id(request_id)
+    sent = body.model_dump(mode="json", exclude_none=True)
+    result = extend.request_extension(request_id, sent, _ports(), requester=_identity())
+    return _json(200 if result["dry_run"] else 202, result)
 
 
 # --------------------------------------------------------------------------------------- schedules

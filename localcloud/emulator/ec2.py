@@ -24,16 +24,30 @@ Faults: ``insufficient_capacity`` empties ``DescribeCapacityBlockOfferings`` and
 ``PurchaseCapacityBlock`` answer ``InsufficientInstanceCapacity`` (HTTP 500, nothing bought); ``stuck``
 leaves a purchased reservation ``payment-pending`` forever (and sends no events); ``payment_failed`` turns
 it ``payment-failed`` after ``Timings.block_payment_pending`` (no events; it never starts).
+
+Extensions (:mod:`localcloud.emulator.extensions` for the rules): ``DescribeCapacityBlockExtensionOfferings``
+(``CapacityReservationId``, ``CapacityBlockExtensionDurationHours`` in the durations blocks are sold in)
+answers one offering starting at the block's end in its zone, or none (capacity taken,
+``insufficient_capacity``); an unknown reservation is ``InvalidCapacityReservationId.NotFound``, one that
+cannot be extended ``IncorrectState`` (state, pending payment) or ``InvalidParameterValue`` (window, total
+duration). ``PurchaseCapacityBlockExtension`` buys it (``InvalidParameterValue`` for a stale offering or one
+of another reservation; ``insufficient_capacity``: ``InsufficientInstanceCapacity``, nothing bought): the
+extension is ``payment-pending``, then ``payment-succeeded`` (the block's ``EndDate`` moves, the instances in
+it are reclaimed 30 minutes before the new end, the ``Capacity Block Expiration Warning`` comes 40 minutes
+before it) or ``payment-failed`` (``payment_failed``, ``stuck``: nothing moves).
+``DescribeCapacityBlockExtensionHistory`` lists them (``CapacityReservationIds``, paginated).
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from localcloud.contracts import AwsError, Due
+from localcloud.emulator import extensions as ext
 from localcloud.emulator.common import (
     Context,
     Handler,
@@ -97,16 +111,39 @@ class Reservation:
     tags: dict[str, str] = field(default_factory=dict)
     block_tags: dict[str, str] = field(default_factory=dict)
     sent: set[str] = field(default_factory=set)
+    extensions: list[ext.Extension] = field(default_factory=list)
+
+    def end_at(self, now: datetime) -> datetime:
+        """``EndDate`` at ``now``: the purchase's end plus the extensions paid by then."""
+        return ext.end_at(self.offering.end, self.extensions, now)
+
+    def final_end(self) -> datetime:
+        """The end once every extension payment has completed (instances are reclaimed before it)."""
+        return ext.final_end(self.offering.end, self.extensions)
 
     def state(self, now: datetime) -> str:
-        """``payment-pending``, ``scheduled``, ``active`` or ``expired`` at ``now``."""
-        return self.timeline.at(now)
+        """``payment-pending``, ``scheduled``, ``active`` or ``expired`` at ``now`` (a paid extension keeps it
+        ``active`` until the new end)."""
+        state = self.timeline.at(now)
+        if state in ("active", "expired") and self.timeline.phases[-1][1] == "expired":
+            return "expired" if now >= self.end_at(now) else "active"
+        return state
 
-    def events(self) -> list[tuple[datetime, str]]:
-        """The events this block sends, and when (none for a reservation stuck in or failing its payment)."""
+    def events(self, now: datetime) -> list[tuple[datetime, str, str]]:
+        """The events this block sends, when, and the key they are recorded as sent under (none for a
+        reservation stuck in or failing its payment). The expiration warning is for the end as it is at
+        ``now``: a block extended after its warning warns again for its new end."""
         if self.timeline.phases[-1][1] in ("payment-pending", "payment-failed"):
             return []
-        return [(self.offering.start, DELIVERED), (self.offering.end - EXPIRY_WARNING, EXPIRATION_WARNING)]
+        end = self.end_at(now)
+        return [
+            (self.offering.start, DELIVERED, DELIVERED),
+            (end - EXPIRY_WARNING, EXPIRATION_WARNING, f"{EXPIRATION_WARNING}@{iso_z(end)}"),
+        ]
+
+    def wake_ups(self, now: datetime) -> list[datetime]:
+        """When a pending extension payment completes or fails (the expiry warning may move then)."""
+        return [at for item in self.extensions if (at := item.payment.next_change(now)) is not None]
 
 
 class CapacityBlocks:
@@ -117,6 +154,9 @@ class CapacityBlocks:
         self.ctx = ctx
         self.reservations: dict[str, Reservation] = {}
         self._pages: dict[str, list[Offering]] = {}
+        self._extension_blocks: dict[str, str] = {}  # extension offering id -> reservation id
+        self.on_extended: Callable[[Reservation], None] = lambda _reservation: None
+        """Called when an extension that will be paid is bought (the instances' reclaim moves)."""
 
     def operations(self) -> dict[str, Handler]:
         """Operation name -> handler."""
@@ -124,6 +164,9 @@ class CapacityBlocks:
             "DescribeCapacityBlockOfferings": self.describe_offerings,
             "PurchaseCapacityBlock": self.purchase,
             "DescribeCapacityReservations": self.describe_reservations,
+            "DescribeCapacityBlockExtensionOfferings": self.describe_extension_offerings,
+            "PurchaseCapacityBlockExtension": self.purchase_extension,
+            "DescribeCapacityBlockExtensionHistory": self.extension_history,
         }
 
     @staticmethod
@@ -303,7 +346,7 @@ class CapacityBlocks:
             "EphemeralStorage": False,
             "State": state,
             "StartDate": offering.start,
-            "EndDate": offering.end,
+            "EndDate": reservation.end_at(now),
             "EndDateType": "limited",
             "InstanceMatchCriteria": "targeted",
             "CreateDate": reservation.created,
@@ -322,7 +365,7 @@ class CapacityBlocks:
             "AvailabilityZoneId": availability_zone_id(offering.zone),
             "CapacityReservationIds": [reservation.reservation_id],
             "StartDate": offering.start,
-            "EndDate": offering.end,
+            "EndDate": reservation.end_at(now),
             "CreateDate": reservation.created,
             "State": reservation.state(now),
             "Tags": dict_to_tags(reservation.block_tags),
@@ -376,17 +419,197 @@ class CapacityBlocks:
         }
         return any(fnmatch.fnmatchcase(fields[name], value) for value in values)
 
+    # -- extensions -----------------------------------------------------------------------------------
+
+    def _extendable(self, reservation_id: str, region: str, hours: int, now: datetime) -> Reservation:
+        """The reservation, if it can be extended by ``hours`` now. Raises
+        ``InvalidCapacityReservationId.NotFound``, ``IncorrectState``, ``InvalidParameterValue``."""
+        reservation = self.reservations.get(reservation_id)
+        if reservation is None or reservation.region != region:
+            raise AwsError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{reservation_id}' does not exist.",
+            )
+        if not valid_duration(hours):
+            raise invalid(
+                f"The requested extension duration of {hours} hours is not supported. Capacity Block "
+                "extensions are 24-hour increments up to 14 days (336 hours), then 7-day increments up to "
+                "182 days (4368 hours)."
+            )
+        state = reservation.state(now)
+        end = reservation.end_at(now)
+        refused = ext.refusal(
+            status_ok=state in ("active", "scheduled"),
+            status=state,
+            extensions=reservation.extensions,
+            end=end,
+            days=hours // 24,
+            total_days=int((end - reservation.offering.start) / timedelta(days=1)),
+            now=now,
+            what=f"Capacity Block {reservation_id}",
+        )
+        if refused:
+            pending = state not in ("active", "scheduled") or "pending" in refused
+            raise AwsError("IncorrectState", refused) if pending else invalid(refused)
+        return reservation
+
+    def describe_extension_offerings(
+        self, params: Params, region: str, faults: frozenset[FaultKind]
+    ) -> Response:
+        """``DescribeCapacityBlockExtensionOfferings``: the one extension the block's zone has room for."""
+        require_known_region(region)
+        self._dry_run(params)
+        now = utcnow()
+        hours = int(params["CapacityBlockExtensionDurationHours"])
+        reservation = self._extendable(params["CapacityReservationId"], region, hours, now)
+        offering = reservation.offering
+        start = reservation.end_at(now)
+        found: list[dict[str, Any]] = []
+        if FaultKind.INSUFFICIENT_CAPACITY not in faults and self.ctx.market.fits(
+            "ec2",
+            region,
+            offering.instance_type,
+            offering.zone,
+            start=start,
+            days=hours // 24,
+            count=offering.count,
+        ):
+            extension = self.ctx.market.issue(
+                prefix="cbe-",
+                id_length=17,
+                market="ec2",
+                region=region,
+                instance_type=offering.instance_type,
+                count=offering.count,
+                zone=offering.zone,
+                start=start,
+                days=hours // 24,
+                hourly_usd=self.ctx.market.capacity_block_usd_per_hour(region, offering.instance_type, start),
+                now=now,
+            )
+            self._extension_blocks[extension.offering_id] = reservation.reservation_id
+            found.append(
+                {
+                    "CapacityBlockExtensionOfferingId": extension.offering_id,
+                    "InstanceType": extension.instance_type,
+                    "InstanceCount": extension.count,
+                    "AvailabilityZone": extension.zone,
+                    "AvailabilityZoneId": availability_zone_id(extension.zone),
+                    "StartDate": offering.start,
+                    "CapacityBlockExtensionStartDate": extension.start,
+                    "CapacityBlockExtensionEndDate": extension.end,
+                    "CapacityBlockExtensionDurationHours": extension.hours,
+                    "UpfrontFee": f"{extension.fee_usd:.2f}",
+                    "CurrencyCode": "USD",
+                    "Tenancy": "default",
+                }
+            )
+        return {"CapacityBlockExtensionOfferings": found}
+
+    def purchase_extension(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``PurchaseCapacityBlockExtension`` (no client token: the offering can be bought once)."""
+        require_known_region(region)
+        self._dry_run(params)
+        now = utcnow()
+        offering_id = params["CapacityBlockExtensionOfferingId"]
+        reservation_id = params["CapacityReservationId"]
+        offering = self.ctx.market.offering(offering_id)
+        stale = invalid(
+            f"The Capacity Block extension offering ID '{offering_id}' is not valid: it has expired, is no "
+            "longer available or is not for this Capacity Block. Describe Capacity Block extension "
+            "offerings again."
+        )
+        if offering is None or self._extension_blocks.get(offering_id) != reservation_id:
+            self._extendable(reservation_id, region, 24, now)  # an unknown reservation says so first
+            raise stale
+        reservation = self._extendable(reservation_id, region, offering.hours, now)
+        if not self.ctx.market.usable(offering, region, now) or offering.start != reservation.end_at(now):
+            raise stale
+        if FaultKind.INSUFFICIENT_CAPACITY in faults:
+            raise AwsError(
+                "InsufficientInstanceCapacity",
+                "There is not enough capacity to fulfill your Capacity Block extension request.",
+                500,
+            )
+        self.ctx.market.take(offering)
+        offering.used = True
+        extension = ext.Extension(
+            offering=offering,
+            purchased=now,
+            payment=ext.payment(
+                now, self.ctx.market.config.timings.block_payment_pending, reservation.end_at(now), faults
+            ),
+        )
+        reservation.extensions.append(extension)
+        if extension.will_succeed:
+            self.on_extended(reservation)
+        else:
+            self.ctx.market.give_back(offering)
+        return {"CapacityBlockExtensions": [self._extension_shape(reservation, extension, now)]}
+
+    @staticmethod
+    def _extension_shape(reservation: Reservation, extension: ext.Extension, now: datetime) -> dict[str, Any]:
+        offering = extension.offering
+        return {
+            "CapacityReservationId": reservation.reservation_id,
+            "InstanceType": offering.instance_type,
+            "InstanceCount": offering.count,
+            "AvailabilityZone": offering.zone,
+            "AvailabilityZoneId": availability_zone_id(offering.zone),
+            "CapacityBlockExtensionOfferingId": offering.offering_id,
+            "CapacityBlockExtensionDurationHours": offering.hours,
+            "CapacityBlockExtensionStatus": f"payment-{extension.status(now)}",
+            "CapacityBlockExtensionPurchaseDate": extension.purchased,
+            "CapacityBlockExtensionStartDate": offering.start,
+            "CapacityBlockExtensionEndDate": offering.end,
+            "UpfrontFee": f"{offering.fee_usd:.2f}",
+            "CurrencyCode": "USD",
+        }
+
+    def extension_history(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``DescribeCapacityBlockExtensionHistory``: every extension of the region's blocks (or of
+        ``CapacityReservationIds``), oldest first, paginated.
+
+        Raises ``InvalidCapacityReservationId.NotFound``."""
+        del faults
+        self._dry_run(params)
+        now = utcnow()
+        ids = params.get("CapacityReservationIds") or []
+        for wanted in ids:
+            found = self.reservations.get(wanted)
+            if found is None or found.region != region:
+                raise AwsError(
+                    "InvalidCapacityReservationId.NotFound",
+                    f"The capacity reservation ID '{wanted}' does not exist.",
+                )
+        if params.get("Filters"):
+            raise invalid(
+                "Filters are not supported by the local cloud's DescribeCapacityBlockExtensionHistory."
+            )
+        rows = [
+            self._extension_shape(item, extension, now)
+            for item in self.reservations.values()
+            if item.region == region and (not ids or item.reservation_id in ids)
+            for extension in item.extensions
+        ]
+        page, token = paginate(rows, params, default_max=1000)
+        response: Response = {"CapacityBlockExtensions": page}
+        if token:
+            response["NextToken"] = token
+        return response
+
     # -- Ticker -------------------------------------------------------------------------------------
 
     def next_due(self, now: datetime) -> Due | None:
-        """The next block start or expiry warning not yet sent (foreground)."""
+        """The next block start or expiry warning not yet sent, or extension payment outcome (foreground)."""
         with self.ctx.lock:
             pending = [
                 at
                 for item in self.reservations.values()
-                for at, kind in item.events()
-                if kind not in item.sent
+                for at, _kind, key in item.events(now)
+                if key not in item.sent
             ]
+            pending.extend(at for item in self.reservations.values() for at in item.wake_ups(now))
         if not pending:
             return None
         return Due(max(min(pending), now + timedelta(microseconds=1)), foreground=True)
@@ -396,20 +619,20 @@ class CapacityBlocks:
         with self.ctx.lock:
             due = sorted(
                 (
-                    (at, kind, item)
+                    (at, kind, key, item)
                     for item in self.reservations.values()
-                    for at, kind in item.events()
-                    if kind not in item.sent and at <= now
+                    for at, kind, key in item.events(now)
+                    if key not in item.sent and at <= now
                 ),
                 key=lambda entry: entry[0],
             )
-            for _at, kind, item in due:
-                item.sent.add(kind)
-        for _at, kind, item in due:
+            for _at, _kind, key, item in due:
+                item.sent.add(key)
+        for _at, kind, _key, item in due:
             self.ctx.events.put_aws_event(
                 source="aws.ec2",
                 detail_type=kind,
-                detail={"capacity-reservation-id": item.reservation_id, "end-date": iso_z(item.offering.end)},
+                detail={"capacity-reservation-id": item.reservation_id, "end-date": iso_z(item.end_at(now))},
                 resources=[item.arn],
                 region=item.region,
             )

@@ -35,7 +35,7 @@ from moto.ec2.models import ec2_backends
 
 from localcloud.contracts import AwsError
 from localcloud.emulator.common import Context, Params, Response, Timeline, dict_to_tags, paginate, utcnow
-from localcloud.emulator.ec2 import CapacityBlocks, invalid
+from localcloud.emulator.ec2 import CapacityBlocks, Reservation, invalid
 from localcloud.emulator.market import on_demand_limit
 from localcloud.emulator.regions import require_known_region
 from localcloud.faults import FaultKind
@@ -75,6 +75,16 @@ class Ec2Instance:
         """``pending``, ``running``, ``shutting-down`` or ``terminated`` at ``now``."""
         return self.timeline.at(now)
 
+    def reclaim_at(self, reclaim: datetime, now: datetime) -> None:
+        """Move a capacity block's reclaim (the block was extended); one already stopping keeps going."""
+        if self.state(now) in ("shutting-down", "terminated"):
+            return
+        self.timeline.phases = [
+            p for p in self.timeline.phases if p[1] not in ("shutting-down", "terminated")
+        ]
+        self.timeline.add(reclaim, "shutting-down")
+        self.timeline.add(reclaim + SHUTDOWN, "terminated")
+
     def terminate(self, now: datetime) -> None:
         """Start terminating now (later phases, such as a block's reclaim, are dropped)."""
         if self.state(now) in ("shutting-down", "terminated"):
@@ -91,6 +101,16 @@ class Instances:
         self.ctx = ctx
         self.blocks = blocks
         self.instances: dict[str, Ec2Instance] = {}
+        blocks.on_extended = self.block_extended
+
+    def block_extended(self, block: Reservation) -> None:
+        """A block was extended: its instances are reclaimed before its new end (the payment completes at
+        least 35 minutes before the old end, before the old reclaim: moving it now changes nothing
+        earlier)."""
+        now = utcnow()
+        for instance in self.instances.values():
+            if instance.capacity_reservation_id == block.reservation_id:
+                instance.reclaim_at(block.final_end() - RECLAIM_BEFORE_END, now)
 
     def operations(self) -> dict[str, Any]:
         """Operation name -> handler."""
@@ -243,7 +263,7 @@ class Instances:
                 f"The requested {count} instances exceed the {block.offering.count - used} available in "
                 f"capacity reservation {target}.",
             )
-        return block.offering.zone, block.offering.end - RECLAIM_BEFORE_END
+        return block.offering.zone, block.final_end() - RECLAIM_BEFORE_END
 
     def _on_demand_room(self, region: str, instance_type: str, count: int, now: datetime) -> bool:
         limit = on_demand_limit(self.ctx.market.config, region, instance_type)

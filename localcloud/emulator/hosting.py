@@ -758,7 +758,7 @@ class Hosting:
                     raise validation(
                         f"Training plan {plan.name} is {status}: an endpoint can use a training plan "
                         f"only while it is Active (from {plan.offering.start.isoformat()} to "
-                        f"{plan.offering.end.isoformat()})."
+                        f"{plan.end_at(now).isoformat()})."
                     )
                 available = plan.total - self._plan_demand(plan_arn, now, exclude=endpoint_arn)
                 if initial > available:

@@ -8,6 +8,7 @@ caller wait (plan start, endpoint and component creation, deletions), every call
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from localcloud.emulator.common import utcnow
@@ -36,6 +37,8 @@ LIFECYCLE_ORDER: list[tuple[str, str]] = [
     ("sagemaker", "CreateModel"),
     ("sagemaker", "DescribeModel"),
     ("sagemaker", "CreateEndpointConfig"),
+    ("sagemaker", "ExtendTrainingPlan"),
+    ("sagemaker", "DescribeTrainingPlanExtensionHistory"),
     ("sagemaker", "DescribeEndpointConfig"),
     ("sagemaker", "ListEndpointConfigs"),
     ("sagemaker", "CreateEndpoint"),
@@ -60,6 +63,9 @@ LIFECYCLE_ORDER: list[tuple[str, str]] = [
     ("ec2", "DescribeCapacityBlockOfferings"),
     ("ec2", "PurchaseCapacityBlock"),
     ("ec2", "DescribeCapacityReservations"),
+    ("ec2", "DescribeCapacityBlockExtensionOfferings"),
+    ("ec2", "PurchaseCapacityBlockExtension"),
+    ("ec2", "DescribeCapacityBlockExtensionHistory"),
     ("ec2", "RunInstances"),
     ("ec2", "DescribeInstances"),
     ("ec2", "TerminateInstances"),
@@ -77,12 +83,25 @@ def _plan_arn(emulator: Emulator) -> str:
     return plan.arn if plan else f"arn:aws:sagemaker:us-east-1:{emulator.ctx.account_id}:training-plan/{PLAN}"
 
 
+def _extension_offering(emulator: Emulator) -> str:
+    """An extension offering of the sample plan (searched now: the plan must be Active or Scheduled)."""
+    found = emulator.call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        {"TrainingPlanArn": _plan_arn(emulator), "DurationHours": 24},
+        region="us-east-1",
+    )["TrainingPlanExtensionOfferings"]
+    return str(found[0]["TrainingPlanExtensionOfferingId"]) if found else "tpeo-none"
+
+
 def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str, Any]:
     """A valid request for ``operation`` (region us-east-1) built from the emulator's current state.
 
     Raises:
         KeyError: an operation without a sample.
     """
+    if (service, operation) == ("sagemaker", "ExtendTrainingPlan"):
+        return {"TrainingPlanExtensionOfferingId": _extension_offering(emulator)}
     now = utcnow()
     latest_plan_offering = emulator.market.latest_offering("tpo-")
     latest_block_offering = emulator.market.latest_offering("cb-")
@@ -95,6 +114,7 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
         if targets
         else "arn:aws:application-autoscaling:us-east-1:123456789012:scalable-target/none"
     )
+    latest_extension = emulator.market.latest_offering("cbe-")
     samples: dict[tuple[str, str], dict[str, Any]] = {
         ("sagemaker", "SearchTrainingPlanOfferings"): {
             "InstanceType": INSTANCE_TYPE,
@@ -143,6 +163,7 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
                 }
             ],
         },
+        ("sagemaker", "DescribeTrainingPlanExtensionHistory"): {"TrainingPlanArn": _plan_arn(emulator)},
         ("sagemaker", "DescribeEndpointConfig"): {"EndpointConfigName": CONFIG},
         ("sagemaker", "ListEndpointConfigs"): {"NameContains": "sample", "SortBy": "Name"},
         ("sagemaker", "CreateEndpoint"): {
@@ -223,6 +244,7 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
             "InstanceType": "p5.48xlarge",
             "InstanceCount": 1,
             "CapacityDurationHours": 24,
+            "EndDateRange": now + timedelta(days=50),  # the block bought can be extended (56 days ahead)
             "MaxResults": 5,
         },
         ("ec2", "PurchaseCapacityBlock"): {
@@ -238,6 +260,17 @@ def sample_request(emulator: Emulator, service: str, operation: str) -> dict[str
             "CapacityReservationIds": reservations[-1:],
             "Filters": [{"Name": "tag:request-id", "Values": ["sample"]}],
         },
+        ("ec2", "DescribeCapacityBlockExtensionOfferings"): {
+            "CapacityReservationId": reservations[-1] if reservations else "cr-0000000000000000",
+            "CapacityBlockExtensionDurationHours": 24,
+        },
+        ("ec2", "PurchaseCapacityBlockExtension"): {
+            "CapacityBlockExtensionOfferingId": (
+                latest_extension.offering_id if latest_extension else "cbe-0000000000000000"
+            ),
+            "CapacityReservationId": reservations[-1] if reservations else "cr-0000000000000000",
+        },
+        ("ec2", "DescribeCapacityBlockExtensionHistory"): {"CapacityReservationIds": reservations[-1:]},
         ("ec2", "RunInstances"): {
             "MinCount": 1,
             "MaxCount": 1,

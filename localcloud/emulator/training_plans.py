@@ -23,6 +23,17 @@ Lifecycle (virtual time): ``Pending`` for ``Timings.plan_pending`` after purchas
 ``SearchTrainingPlanOfferings`` returns no offerings; on ``CreateTrainingPlan`` the plan is created and goes
 from ``Pending`` to ``Failed`` (capacity returned, ``StatusMessage`` says why); ``stuck`` on
 ``CreateTrainingPlan`` leaves the plan ``Pending`` forever.
+
+Extensions (:mod:`localcloud.emulator.extensions` for the rules both kinds share):
+``SearchTrainingPlanOfferings(TrainingPlanArn=...)`` answers ``TrainingPlanExtensionOfferings`` (one offering
+in the plan's zone starting at its end, ``DurationHours`` rounded up to whole days, default 24; none when the
+capacity is taken or under ``insufficient_capacity``); no other search parameter may come with the ARN
+(``ValidationException``). ``ExtendTrainingPlan`` buys one (``ResourceNotFound`` for an unknown id,
+``ValidationException`` for a stale one: expired, bought, or made stale by another extension); the
+extension is ``Pending`` until paid, and the plan's ``EndTime``/``DurationHours`` (and when it expires)
+move only then; ``insufficient_capacity`` on it fails the payment like ``payment_failed``.
+``DescribeTrainingPlanExtensionHistory`` lists them, oldest first (``PaymentStatus`` ``Pending``,
+``Completed`` or ``Failed``). The plan's ``UpfrontFee`` stays the purchase's; each extension has its own.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from localcloud.contracts import AwsError
+from localcloud.emulator import extensions as ext
 from localcloud.emulator.common import (
     NEVER,
     Context,
@@ -47,6 +59,7 @@ from localcloud.emulator.common import (
     utcnow,
     validation,
 )
+from localcloud.emulator.instances import availability_zone_id
 from localcloud.emulator.market import Offering
 from localcloud.emulator.regions import require_known_region
 from localcloud.emulator.shapes import check_enum
@@ -84,6 +97,7 @@ class TrainingPlan:
     timeline: Timeline
     tags: dict[str, str] = field(default_factory=dict)
     status_message: str | None = None
+    extensions: list[ext.Extension] = field(default_factory=list)
 
     @property
     def instance_type(self) -> str:
@@ -95,9 +109,17 @@ class TrainingPlan:
         """Instances reserved."""
         return self.offering.count
 
+    def end_at(self, now: datetime) -> datetime:
+        """``EndTime`` at ``now``: the purchase's end plus the extensions paid by then."""
+        return ext.end_at(self.offering.end, self.extensions, now)
+
     def status(self, now: datetime) -> str:
-        """``Pending``, ``Scheduled``, ``Active``, ``Expired`` or ``Failed`` at ``now``."""
-        return self.timeline.at(now)
+        """``Pending``, ``Scheduled``, ``Active``, ``Expired`` or ``Failed`` at ``now`` (a paid extension
+        keeps it ``Active`` until the new end)."""
+        status = self.timeline.at(now)
+        if status in ("Active", "Expired") and self.timeline.phases[-1][1] == "Expired":
+            return "Expired" if now >= self.end_at(now) else "Active"
+        return status
 
 
 class TrainingPlans:
@@ -111,6 +133,7 @@ class TrainingPlans:
         self.ctx = ctx
         self.plans: dict[tuple[str, str], TrainingPlan] = {}
         self.usage: Callable[[str, datetime], int] = lambda _arn, _now: 0
+        self._extension_plans: dict[str, str] = {}  # extension offering id -> plan ARN
 
     def operations(self) -> dict[str, Handler]:
         """Operation name -> handler."""
@@ -119,6 +142,8 @@ class TrainingPlans:
             "CreateTrainingPlan": self.create_plan,
             "DescribeTrainingPlan": self.describe_plan,
             "ListTrainingPlans": self.list_plans,
+            "ExtendTrainingPlan": self.extend_plan,
+            "DescribeTrainingPlanExtensionHistory": self.extension_history,
         }
 
     # -- look-ups used by hosting ----------------------------------------------------------------
@@ -158,8 +183,7 @@ class TrainingPlans:
         match). Raises ``ValidationException`` / ``ResourceLimitExceeded`` as described in the module."""
         require_known_region(region)
         if params.get("TrainingPlanArn"):
-            # Extension offerings for an existing plan are not emulated: nothing can be extended.
-            return {"TrainingPlanOfferings": [], "TrainingPlanExtensionOfferings": []}
+            return self._extension_offerings(params, region, faults)
         instance_type = params.get("InstanceType")
         if instance_type is None:
             raise validation("InstanceType is required (UltraServer offerings are not emulated).")
@@ -331,14 +355,16 @@ class TrainingPlans:
         status = plan.status(now)
         available, in_use = self._counts(plan, now)
         offering = plan.offering
+        end = plan.end_at(now)
+        hours = int((end - offering.start).total_seconds() // 3600)
         shaped: dict[str, Any] = {
             "TrainingPlanArn": plan.arn,
             "TrainingPlanName": plan.name,
             "Status": status,
-            "DurationHours": offering.hours,
+            "DurationHours": hours,
             "DurationMinutes": 0,
             "StartTime": offering.start,
-            "EndTime": offering.end,
+            "EndTime": end,
             "UpfrontFee": f"{offering.fee_usd:.2f}",
             "CurrencyCode": "USD",
             "TotalInstanceCount": plan.total,
@@ -353,10 +379,10 @@ class TrainingPlans:
                     "TotalInstanceCount": plan.total,
                     "Status": status,
                     "AvailabilityZone": offering.zone,
-                    "DurationHours": offering.hours,
+                    "DurationHours": hours,
                     "DurationMinutes": 0,
                     "StartTime": offering.start,
-                    "EndTime": offering.end,
+                    "EndTime": end,
                 }
             ],
         }
@@ -396,6 +422,155 @@ class TrainingPlans:
         page, token = paginate(plans, params)
         response: Response = {
             "TrainingPlanSummaries": [self._summary(plan, now, detail=False) for plan in page]
+        }
+        if token:
+            response["NextToken"] = token
+        return response
+
+    # -- extensions ----------------------------------------------------------------------------------
+
+    def _plan_of_arn(self, arn: str, region: str) -> TrainingPlan:
+        plan = self.by_arn(arn)
+        if plan is None or plan.region != region:
+            raise AwsError("ResourceNotFound", f"Training plan {arn} does not exist.")
+        return plan
+
+    def _refusal(self, plan: TrainingPlan, days: int, now: datetime) -> str | None:
+        status = plan.status(now)
+        end = plan.end_at(now)
+        return ext.refusal(
+            status_ok=status in ("Active", "Scheduled"),
+            status=status,
+            extensions=plan.extensions,
+            end=end,
+            days=days,
+            total_days=int((end - plan.offering.start) / timedelta(days=1)),
+            now=now,
+            what=f"Training plan {plan.arn}",
+        )
+
+    def _extension_offerings(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``SearchTrainingPlanOfferings`` with ``TrainingPlanArn``: the extension offering of the plan."""
+        for key in (
+            "InstanceType",
+            "InstanceCount",
+            "UltraServerType",
+            "UltraServerCount",
+            "TargetResources",
+        ):
+            if params.get(key) is not None:
+                raise validation(
+                    f"{key} cannot be combined with TrainingPlanArn: an extension keeps the plan's instances."
+                )
+        plan = self._plan_of_arn(params["TrainingPlanArn"], region)
+        now = utcnow()
+        days = max(1, -(-int(params.get("DurationHours") or 24) // 24))  # rounded up to whole days
+        refused = self._refusal(plan, days, now)
+        if refused:
+            raise validation(refused)
+        start = plan.end_at(now)
+        market = f"sagemaker:{plan.target}"
+        found: list[dict[str, Any]] = []
+        if FaultKind.INSUFFICIENT_CAPACITY not in faults and self.ctx.market.fits(
+            market, region, plan.instance_type, plan.offering.zone, start=start, days=days, count=plan.total
+        ):
+            offering = self.ctx.market.issue(
+                prefix="tpeo-",
+                id_length=64,
+                market=market,
+                region=region,
+                instance_type=plan.instance_type,
+                count=plan.total,
+                zone=plan.offering.zone,
+                start=start,
+                days=days,
+                hourly_usd=self.ctx.market.training_plan_usd_per_hour(region, plan.instance_type, start),
+                now=now,
+            )
+            self._extension_plans[offering.offering_id] = plan.arn
+            found.append(
+                {
+                    "TrainingPlanExtensionOfferingId": offering.offering_id,
+                    "AvailabilityZone": offering.zone,
+                    "StartDate": offering.start,
+                    "EndDate": offering.end,
+                    "DurationHours": offering.hours,
+                    "UpfrontFee": f"{offering.fee_usd:.2f}",
+                    "CurrencyCode": "USD",
+                }
+            )
+        return {"TrainingPlanOfferings": [], "TrainingPlanExtensionOfferings": found}
+
+    def extend_plan(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``ExtendTrainingPlan``: buy an extension offering (no client token: a second call with the same id
+        is refused, the offering being bought). Raises ``ResourceNotFound`` (unknown offering) and
+        ``ValidationException`` (stale offering, plan not extendable)."""
+        offering_id: str = params["TrainingPlanExtensionOfferingId"]
+        arn = self._extension_plans.get(offering_id)
+        offering = self.ctx.market.offering(offering_id)
+        if arn is None or offering is None:
+            raise AwsError(
+                "ResourceNotFound", f"Training plan extension offering {offering_id} does not exist."
+            )
+        plan = self._plan_of_arn(arn, region)
+        now = utcnow()
+        refused = self._refusal(plan, offering.days, now)
+        if refused:
+            raise validation(refused)
+        if not self.ctx.market.usable(offering, region, now) or offering.start != plan.end_at(now):
+            raise validation(
+                f"The training plan extension offering {offering_id} is not valid: it has expired or is no "
+                "longer available. Search for extension offerings again and use a new offering ID."
+            )
+        self.ctx.market.take(offering)
+        offering.used = True
+        kinds = faults | ({FaultKind.PAYMENT_FAILED} if FaultKind.INSUFFICIENT_CAPACITY in faults else set())
+        extension = ext.Extension(
+            offering=offering,
+            purchased=now,
+            payment=ext.payment(now, self.ctx.market.config.timings.plan_pending, plan.end_at(now), kinds),
+        )
+        if not extension.will_succeed:
+            self.ctx.market.give_back(offering)
+        plan.extensions.append(extension)
+        return {"TrainingPlanExtensions": [self._extension_shape(plan, extension, now)]}
+
+    @staticmethod
+    def _extension_shape(plan: TrainingPlan, extension: ext.Extension, now: datetime) -> dict[str, Any]:
+        offering = extension.offering
+        payment = extension.status(now)
+        if payment == ext.PENDING:
+            status, paid = "Pending", "Pending"
+        elif payment == ext.FAILED:
+            status, paid = "Failed", "Failed"
+        else:
+            paid = "Completed"
+            status = "Scheduled" if now < offering.start else "Active" if now < offering.end else "Expired"
+            if plan.status(now) not in ("Active", "Scheduled", "Expired"):
+                status = plan.status(now)
+        return {
+            "TrainingPlanExtensionOfferingId": offering.offering_id,
+            "ExtendedAt": extension.purchased,
+            "StartDate": offering.start,
+            "EndDate": offering.end,
+            "Status": status,
+            "PaymentStatus": paid,
+            "AvailabilityZone": offering.zone,
+            "AvailabilityZoneId": availability_zone_id(offering.zone),
+            "DurationHours": offering.hours,
+            "UpfrontFee": f"{offering.fee_usd:.2f}",
+            "CurrencyCode": "USD",
+        }
+
+    def extension_history(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
+        """``DescribeTrainingPlanExtensionHistory``: the plan's extensions, oldest first, paginated.
+        Raises ``ResourceNotFound``."""
+        del faults
+        plan = self._plan_of_arn(params["TrainingPlanArn"], region)
+        now = utcnow()
+        page, token = paginate(plan.extensions, params)
+        response: Response = {
+            "TrainingPlanExtensions": [self._extension_shape(plan, item, now) for item in page]
         }
         if token:
             response["NextToken"] = token

@@ -42,6 +42,14 @@ INDEXED_PREFIXES = frozenset(
 )
 """IAM service prefixes indexed from the reference (every service the local cloud routes)."""
 
+NEWER_ACTIONS: dict[str, tuple[str, ...]] = {
+    "sagemaker": ("ExtendTrainingPlan", "DescribeTrainingPlanExtensionHistory"),
+}
+"""Actions botocore's model has and the pinned reference lacks (SageMaker training plan extensions, 2025).
+They are indexed with no resource type, so only a ``Resource: "*"`` grant allows them: the less kind choice
+(a grant on a training-plan ARN would be denied if AWS authorizes them on ``*``, while ``*`` works either
+way)."""
+
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 _CONTEXT_PLACEHOLDERS = frozenset({"Partition", "Region", "Account"})
 
@@ -180,5 +188,7 @@ def _load() -> Reference:
                 if type_name and type_name in types
             )
             actions[name.lower()] = Action(prefix, str(privilege.get("privilege") or name), resource_types)
+        for name in NEWER_ACTIONS.get(prefix, ()):
+            actions.setdefault(name.lower(), Action(prefix, name, ()))
         services[prefix] = _Service(prefix, actions)
     return Reference(services)

@@ -39,11 +39,16 @@ STAR_ONLY_ACTIONS: dict[str, str] = {
     "sagemaker:ListInferenceComponents": "List* on the account",
     "sagemaker:ListEndpoints": "List* on the account",
     "sagemaker:ListEndpointConfigs": "List* on the account",
+    # Training plan extensions (issue 17): newer than the pinned reference, known to the local cloud with no
+    # resource type (localcloud.iam.sar.NEWER_ACTIONS): "*" works however AWS scopes them.
+    "sagemaker:ExtendTrainingPlan": "not in the pinned reference: granted on *",
+    "sagemaker:DescribeTrainingPlanExtensionHistory": "not in the pinned reference: granted on *",
     # Amazon ECR: the registry token is account-wide.
     "ecr:GetAuthorizationToken": "account-wide registry token",
     # Amazon EC2 (capacity blocks, issue 6): Describe* take no resource-level permissions.
     "ec2:DescribeCapacityBlockOfferings": "offerings are not resources",
     "ec2:DescribeCapacityReservations": "Describe* on the account",
+    "ec2:DescribeCapacityBlockExtensionHistory": "Describe* on the account (only the ec2:Region key)",
     "ec2:DescribeInstanceTypeOfferings": "Describe* on the account",
     "ec2:DescribeInstances": "Describe* on the account (filtered by the request-id tag)",
     # Its row in the Service Authorization Reference lists no resource type (only the ec2:Region key).

@@ -309,6 +309,7 @@ def test_release_schedule_request_and_retry(env: dict[str, str]) -> None:
         "ScheduleExpressionTimezone": "UTC",
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "ActionAfterCompletion": "DELETE",
+        "State": "ENABLED",
         "Description": "Release reservation demo-1 (reservation-end)",
         "Target": {
             "Arn": env["RELEASE_TARGET_ARN"],

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import CapacityReservation, Instance, LaunchTemplateVersion
+from capacity.adapters.sagemaker import Extension
 from capacity.contracts import PurchaseInput
-from capacity.errors import BudgetExceeded, RetryableAwsError
+from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
 from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
@@ -61,6 +62,15 @@ class FakeEc2:
 
     def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None:
         return next((r for r in self.reservations if r.reservation_id == reservation_id), None)
+
+    def describe_block_extension_offerings(self, reservation_id: str, hours: int) -> list[Extension]:
+        return []  # extensions are tested on the local cloud (tests/integration/test_extensions.py)
+
+    def purchase_block_extension(self, *, offering_id: str, reservation_id: str) -> Extension:
+        raise OfferingExpired(f"no extension offering {offering_id} in the fake")
+
+    def block_extension_history(self, reservation_id: str) -> list[Extension]:
+        return []
 
     def describe_capacity_block_offerings(self, **kwargs: Any) -> list[dict[str, Any]]:
         return []

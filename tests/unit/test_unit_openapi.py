@@ -24,6 +24,7 @@ def test_every_route_documents_its_errors() -> None:
         ("GET", "/reservations"),
         ("GET", "/reservations/{request_id}"),
         ("POST", "/reservations/{request_id}/approval"),
+        ("POST", "/reservations/{request_id}/extensions"),
         ("DELETE", "/reservations/{request_id}"),
         ("POST", "/schedules"),
         ("GET", "/schedules"),

@@ -42,6 +42,7 @@ STEP_EVENTS: list[tuple[str, str, str]] = [
     ("release_capacity", "events/functions/release_capacity.json", "request_id"),
     ("launch_instances", "events/functions/launch_instances.json", "request_id"),
     ("on_demand", "events/functions/on_demand.json", "request_id"),
+    ("extend_capacity", "events/functions/extend_capacity.json", "kind"),
 ]
 
 DOMAIN_ANSWERS = {"ReservationNotFound", "PlanFailed"}

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, TrainingPlan
+from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, Extension, TrainingPlan
 from capacity.adapters.slack import SlackMessage
 from capacity.errors import OfferingExpired, QuotaExceeded, TrainingPlanNameInUse
 from pydantic import BaseModel
@@ -205,6 +205,18 @@ class FakeSageMaker:
         self._log("DescribeTrainingPlan", name=name)
         return self.world.plans.get(name)
 
+    def search_plan_extensions(self, plan_arn: str, hours: int) -> list[Extension]:
+        self._log("SearchTrainingPlanOfferings", plan_arn=plan_arn, hours=hours)
+        return []  # extensions are tested on the local cloud (tests/integration/test_extensions.py)
+
+    def extend_training_plan(self, offering_id: str) -> Extension:
+        self._log("ExtendTrainingPlan", offering_id=offering_id)
+        raise OfferingExpired(f"no extension offering {offering_id} in the fake")
+
+    def plan_extension_history(self, plan_arn: str) -> list[Extension]:
+        self._log("DescribeTrainingPlanExtensionHistory", plan_arn=plan_arn)
+        return []
+
     def find_training_plan(self, name: str) -> TrainingPlan | None:
         self._log("ListTrainingPlans", name=name)
         return self.world.plans.get(name)
@@ -363,6 +375,9 @@ class FakeScheduler:
 
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
+
+    def move_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> None:
+        self.schedules[name] = {"at": at, "request_id": request_id, "reason": reason}
 
     def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool:
         if name in self.schedules:

@@ -232,3 +232,12 @@ class PaidReservation(CapacityError):
 
 class TeamNotFound(CapacityError):
     """No team with this name is in the policy table (admin routes: 404)."""
+
+
+class ExtensionPending(CapacityError):
+    """An extension's payment is still processing (retryable: look again later)."""
+
+
+class ExtensionRefused(CapacityError):
+    """The reservation cannot be extended now (not bought, released, approval needed, stale offering with no
+    replacement...): the message says why and what to do."""

@@ -550,3 +550,21 @@ def idle_release(request_id: str, *, idle_hours: int) -> SlackMessage:
         "request's idle policy asks (the upfront fee is already paid and is not refunded)."
     )
     return _message(text, f"{request_id}: idle, releasing", request_id=request_id)
+
+
+def extended(
+    request_id: str, *, hours: int, fee: Decimal, old_end: str, new_end: str, release_at: str
+) -> SlackMessage:
+    """An extension in place was paid: the new end and where the release moved."""
+    text = (
+        f"*Extended {request_id}* by {hours} h for {format_usd(fee)} upfront: it now ends at {new_end} UTC "
+        f"(was {old_end} UTC); the release moved to {release_at} UTC. Extensions cannot be cancelled."
+    )
+    fields = [("Extension fee", format_usd(fee)), ("New end (UTC)", new_end), ("Release (UTC)", release_at)]
+    return _message(text, f"Extended: {request_id}", request_id=request_id, fields=fields)
+
+
+def extension_failed(request_id: str, reason: str) -> SlackMessage:
+    """An extension that did not happen (payment refused): the reservation keeps its end and release."""
+    text = f"*Extension of {request_id} FAILED*: {reason}. The release is unchanged; nothing was charged."
+    return _message(text, f"{request_id}: extension failed", request_id=request_id)

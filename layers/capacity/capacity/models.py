@@ -818,6 +818,8 @@ class State(StrEnum):
     REJECTED = "REJECTED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    EXTENDED = "EXTENDED"
+    """An extension in place was paid: ``money_usd`` its fee, ``detail.end_time`` the new end."""
 
 
 FINAL_STATES = frozenset({State.RELEASED, State.REJECTED, State.FAILED, State.CANCELLED})
@@ -988,6 +990,56 @@ class ReservationReadyDetail(_Detail):
     capacity_reservation_id: str | None = None
     availability_zone: str | None = None
     instance_ids: list[str] = Field(default_factory=list)
+
+
+class ExtensionOffering(BaseModel):
+    """One way to extend a reservation in place (``TrainingPlanExtensionOfferings`` of
+    ``SearchTrainingPlanOfferings(TrainingPlanArn)``, ``DescribeCapacityBlockExtensionOfferings``).
+
+    ``start_time`` is the reservation's current end, ``end_time`` its end once extended (UTC);
+    ``upfront_fee_usd`` the extension's fee (USD); ``on_demand_equivalent_usd`` the same instance-hours on
+    demand (None when the price is unknown).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    offering_id: str
+    region: str
+    availability_zone: str | None = None
+    start_time: UtcDatetime
+    end_time: UtcDatetime
+    duration_hours: int
+    upfront_fee_usd: Money
+    on_demand_equivalent_usd: Money | None = None
+
+
+class ExtensionRequestedDetail(_Detail):
+    """``ExtensionRequested``: buy ``offering`` for ``request_id`` (``extension_id`` names this extension:
+    a second delivery of the same one buys nothing); ``requester`` who asked."""
+
+    request_id: str
+    extension_id: str
+    offering: ExtensionOffering
+    requester: str
+
+
+class ReservationExtendedDetail(_Detail):
+    """``ReservationExtended``: the extension is paid; the reservation now ends at ``end_time``."""
+
+    request_id: str
+    extension_id: str
+    offering_id: str
+    end_time: UtcDatetime
+    upfront_fee_usd: Money
+
+
+class ExtensionFailedDetail(_Detail):
+    """``ExtensionFailed``: nothing was extended (payment failed, refused); it still ends at ``end_time``."""
+
+    request_id: str
+    extension_id: str
+    reason: str
+    end_time: UtcDatetime | None = None
 
 
 class ReleaseRequestedDetail(_Detail):

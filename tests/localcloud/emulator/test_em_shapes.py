@@ -19,6 +19,7 @@ _WAIT_BEFORE = {
     "DeleteInferenceComponent": timedelta(minutes=5),
     "DeleteEndpoint": timedelta(minutes=5),
     "DeleteEndpointConfig": timedelta(minutes=5),
+    "DescribeCapacityBlockExtensionOfferings": timedelta(minutes=5),  # the block's payment completes
 }
 
 
@@ -40,9 +41,8 @@ def test_every_operation_round_trips_through_the_botocore_model(
         problems = validate_output(response, output_shape(service, operation))
         assert problems == [], f"{service}.{operation}: {problems}"
         walked.append(operation)
-    assert (
-        len(walked) == 39
-    )  # 33 + scalable-target tags (issue 4) + Run/Describe/TerminateInstances (issue 6)
+    # 33 + scalable-target tags (issue 4) + Run/Describe/TerminateInstances (issue 6) + extensions (issue 17)
+    assert len(walked) == 44
     assert emulator.billable_resources() == []
 
 

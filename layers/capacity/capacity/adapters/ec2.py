@@ -32,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
 from capacity.adapters.clients import DEFAULT_TIMEOUTS, error_code, error_message
+from capacity.adapters.sagemaker import Extension
 from capacity.errors import CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
 from capacity.timeutil import as_utc
 
@@ -42,6 +43,22 @@ LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-d
 """Instance states that still bill or may bill (``terminated`` is the only final one)."""
 UPCOMING_RESERVATION_STATES = ("payment-pending", "scheduled", "active")
 """Capacity reservation states of a block that has not ended (its EC2 events are still to come)."""
+
+
+_BLOCK_PAYMENT = {"payment-pending": "pending", "payment-succeeded": "paid", "payment-failed": "failed"}
+
+
+def _block_extension(item: Mapping[str, Any]) -> Extension:
+    """A ``CapacityBlockExtension`` as an :class:`Extension` (unknown status: ``pending``)."""
+    return Extension(
+        offering_id=str(item["CapacityBlockExtensionOfferingId"]),
+        start_time=as_utc(item["CapacityBlockExtensionStartDate"]),
+        end_time=as_utc(item["CapacityBlockExtensionEndDate"]),
+        duration_hours=int(item.get("CapacityBlockExtensionDurationHours") or 0),
+        upfront_fee_usd=Decimal(str(item.get("UpfrontFee") or "0")),
+        availability_zone=item.get("AvailabilityZone"),
+        status=_BLOCK_PAYMENT.get(str(item.get("CapacityBlockExtensionStatus")), "pending"),
+    )
 
 
 @dataclass(frozen=True)
@@ -232,6 +249,70 @@ class Ec2Adapter:
                 raise OfferingExpired(f"offering {offering_id} can no longer be bought: {message}") from exc
             raise PurchaseFailed(f"PurchaseCapacityBlock in {self.region} failed: {code}: {message}") from exc
         return _reservation(answer["CapacityReservation"])
+
+    def describe_block_extension_offerings(self, reservation_id: str, hours: int) -> list[Extension]:
+        """``DescribeCapacityBlockExtensionOfferings`` (every page; ``status`` ``offered``). Raises
+        ``ClientError`` when the block cannot be extended (the message says why)."""
+        items = self._every(
+            "DescribeCapacityBlockExtensionOfferings",
+            self._client.describe_capacity_block_extension_offerings,
+            "CapacityBlockExtensionOfferings",
+            CapacityReservationId=reservation_id,
+            CapacityBlockExtensionDurationHours=hours,
+        )
+        return [
+            Extension(
+                offering_id=str(item["CapacityBlockExtensionOfferingId"]),
+                start_time=as_utc(item["CapacityBlockExtensionStartDate"]),
+                end_time=as_utc(item["CapacityBlockExtensionEndDate"]),
+                duration_hours=int(item.get("CapacityBlockExtensionDurationHours") or 0),
+                upfront_fee_usd=Decimal(str(item.get("UpfrontFee") or "0")),
+                availability_zone=item.get("AvailabilityZone"),
+                status="offered",
+            )
+            for item in items
+        ]
+
+    def purchase_block_extension(self, *, offering_id: str, reservation_id: str) -> Extension:
+        """``PurchaseCapacityBlockExtension`` once (no botocore retry: no client token).
+
+        Raises:
+            OfferingExpired: ``InvalidParameterValue`` about the offering.
+            CapacityUnavailable: ``InsufficientInstanceCapacity``.
+            PurchaseFailed: any other rejection.
+            RetryableAwsError: throttling/5xx/timeout: it **may** have been bought; look the history up.
+        """
+        client = self._purchase_client or clients.client("ec2", self.region, DEFAULT_TIMEOUTS.single())
+        try:
+            answer = self._call(
+                "PurchaseCapacityBlockExtension",
+                lambda: client.purchase_capacity_block_extension(
+                    CapacityBlockExtensionOfferingId=offering_id, CapacityReservationId=reservation_id
+                ),
+            )
+        except ClientError as exc:
+            code, message = error_code(exc), error_message(exc)
+            if code == "InvalidParameterValue" and "offering" in message.lower():
+                raise OfferingExpired(
+                    f"extension offering {offering_id} can no longer be bought: {message}"
+                ) from exc
+            raise PurchaseFailed(
+                f"PurchaseCapacityBlockExtension in {self.region} failed: {code}: {message}"
+            ) from exc
+        items = answer.get("CapacityBlockExtensions") or []
+        if not items:
+            raise PurchaseFailed(f"PurchaseCapacityBlockExtension {offering_id} answered no extension")
+        return _block_extension(items[0])
+
+    def block_extension_history(self, reservation_id: str) -> list[Extension]:
+        """``DescribeCapacityBlockExtensionHistory`` of one block (every page), oldest first."""
+        items = self._every(
+            "DescribeCapacityBlockExtensionHistory",
+            self._client.describe_capacity_block_extension_history,
+            "CapacityBlockExtensions",
+            CapacityReservationIds=[reservation_id],
+        )
+        return [_block_extension(item) for item in items]
 
     def describe_capacity_reservation(self, reservation_id: str) -> CapacityReservation | None:
         """``DescribeCapacityReservations`` of one id; None when it does not exist."""

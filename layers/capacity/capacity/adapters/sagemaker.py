@@ -64,6 +64,39 @@ class TrainingPlan:
 
 
 @dataclass(frozen=True)
+class Extension:
+    """An extension offering or an extension bought, either platform (times UTC, fee USD).
+
+    ``status``: ``offered`` (an offering), ``pending`` (payment processing), ``paid`` or ``failed``.
+    """
+
+    offering_id: str
+    start_time: datetime
+    end_time: datetime
+    duration_hours: int
+    upfront_fee_usd: Decimal
+    availability_zone: str | None
+    status: str
+
+
+_PLAN_PAYMENT = {"Pending": "pending", "Completed": "paid", "Failed": "failed"}
+
+
+def _plan_extension(item: Mapping[str, Any], status: str | None) -> Extension:
+    """A ``TrainingPlanExtensionOffering``/``TrainingPlanExtension`` as an :class:`Extension` (an unknown
+    ``PaymentStatus`` reads ``pending``: never taken as paid)."""
+    return Extension(
+        offering_id=str(item["TrainingPlanExtensionOfferingId"]),
+        start_time=as_utc(item["StartDate"]),
+        end_time=as_utc(item["EndDate"]),
+        duration_hours=int(item.get("DurationHours") or 0),
+        upfront_fee_usd=Decimal(str(item.get("UpfrontFee") or "0")),
+        availability_zone=item.get("AvailabilityZone"),
+        status=status or _PLAN_PAYMENT.get(str(item.get("PaymentStatus")), "pending"),
+    )
+
+
+@dataclass(frozen=True)
 class EndpointInfo:
     """``DescribeEndpoint`` essentials."""
 
@@ -243,6 +276,62 @@ class SageMakerAdapter:
                 f"CreateTrainingPlan {name} in {self.region} failed: {code}: {message}"
             ) from exc
         return str(answer["TrainingPlanArn"])
+
+    def search_plan_extensions(self, plan_arn: str, hours: int) -> list[Extension]:
+        """``SearchTrainingPlanOfferings(TrainingPlanArn, DurationHours)``: the plan's extension offerings
+        (``status`` ``offered``). Raises ``ClientError`` when the plan cannot be extended (its message says
+        why), ``RetryableAwsError`` on throttling/5xx."""
+        answer = self._call(
+            "SearchTrainingPlanOfferings",
+            lambda: self._client.search_training_plan_offerings(
+                TrainingPlanArn=plan_arn, DurationHours=hours
+            ),
+        )
+        return [_plan_extension(item, "offered") for item in answer.get("TrainingPlanExtensionOfferings", [])]
+
+    def extend_training_plan(self, offering_id: str) -> Extension:
+        """``ExtendTrainingPlan`` once (no botocore retry: no client token, a retried call that committed
+        would be refused as stale and hide the purchase).
+
+        Raises:
+            OfferingExpired: the offering is stale or unknown (``ValidationException``/``ResourceNotFound``).
+            PurchaseFailed: any other rejection (the plan cannot be extended: the message says why).
+            RetryableAwsError: throttling/5xx/timeout: it **may** have been bought; look the history up.
+        """
+        client = clients.client("sagemaker", self.region, clients.DEFAULT_TIMEOUTS.single())
+        try:
+            answer = self._call(
+                "ExtendTrainingPlan",
+                lambda: client.extend_training_plan(TrainingPlanExtensionOfferingId=offering_id),
+            )
+        except ClientError as exc:
+            code, message = error_code(exc), error_message(exc)
+            if code == "ResourceNotFound" or (
+                code == "ValidationException" and "offering" in message.lower()
+            ):
+                raise OfferingExpired(
+                    f"extension offering {offering_id} can no longer be bought: {message}"
+                ) from exc
+            raise PurchaseFailed(f"ExtendTrainingPlan in {self.region} failed: {code}: {message}") from exc
+        items = answer.get("TrainingPlanExtensions") or []
+        if not items:
+            raise PurchaseFailed(f"ExtendTrainingPlan {offering_id} answered no extension")
+        return _plan_extension(items[0], None)
+
+    def plan_extension_history(self, plan_arn: str) -> list[Extension]:
+        """``DescribeTrainingPlanExtensionHistory`` (every page), oldest first."""
+        found: list[Extension] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"TrainingPlanArn": plan_arn, **({"NextToken": token} if token else {})}
+            page = self._call(
+                "DescribeTrainingPlanExtensionHistory",
+                lambda kw=kwargs: self._client.describe_training_plan_extension_history(**kw),  # type: ignore[misc]
+            )
+            found.extend(_plan_extension(item, None) for item in page.get("TrainingPlanExtensions", []))
+            token = page.get("NextToken")
+            if not token:
+                return found
 
     def describe_training_plan(self, name: str) -> TrainingPlan | None:
         """``DescribeTrainingPlan`` by name or ARN; None when there is no such plan."""

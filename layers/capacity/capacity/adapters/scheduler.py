@@ -95,21 +95,7 @@ class ReleaseScheduler:
         for _ in range(PAST_AT_ATTEMPTS):
             when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
             try:
-                self._client.create_schedule(
-                    Name=name,
-                    GroupName=self._group,
-                    ScheduleExpression=f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
-                    ScheduleExpressionTimezone="UTC",
-                    FlexibleTimeWindow={"Mode": "OFF"},
-                    ActionAfterCompletion="DELETE",
-                    Description=description[:512],
-                    Target={
-                        "Arn": self._target_arn,
-                        "RoleArn": self._role_arn,
-                        "Input": detail.model_dump_json(),
-                        "EventBridgeParameters": {"DetailType": detail_type, "Source": EVENT_SOURCE},
-                    },
-                )
+                self._client.create_schedule(**self._definition(name, when, detail_type, detail, description))
             except (ClientError, BotoCoreError) as exc:
                 if isinstance(exc, ClientError) and error_code(exc) == "ConflictException":
                     return False
@@ -128,6 +114,52 @@ class ReleaseScheduler:
             f"Scheduler CreateSchedule {name}: the time passed before each of {PAST_AT_ATTEMPTS} requests "
             "arrived (at() in the past)"
         )
+
+    def _definition(
+        self, name: str, when: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> dict[str, Any]:
+        """A one-time schedule's ``CreateSchedule``/``UpdateSchedule`` parameters."""
+        return {
+            "Name": name,
+            "GroupName": self._group,
+            "ScheduleExpression": f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "ActionAfterCompletion": "DELETE",
+            "State": "ENABLED",  # UpdateSchedule replaces every field: say it (moto leaves it unset)
+            "Description": description[:512],
+            "Target": {
+                "Arn": self._target_arn,
+                "RoleArn": self._role_arn,
+                "Input": detail.model_dump_json(),
+                "EventBridgeParameters": {"DetailType": detail_type, "Source": EVENT_SOURCE},
+            },
+        }
+
+    def move_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> None:
+        """Move the release schedule ``name`` to ``at`` (``UpdateSchedule`` replaces the whole definition;
+        a schedule that is gone, fired or never made, is created). Used once an extension is paid.
+
+        Raises:
+            ConfigurationError, RetryableAwsError, ClientError: as :meth:`schedule_release`.
+        """
+        if not self._target_arn or not self._role_arn:
+            raise ConfigurationError("release schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
+        when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
+        detail = ReleaseRequestedDetail(request_id=request_id, reason=reason)
+        description = f"Release reservation {request_id} ({reason})"
+        try:
+            self._client.update_schedule(
+                **self._definition(name, when, "ReleaseRequested", detail, description)
+            )
+        except (ClientError, BotoCoreError) as exc:
+            if isinstance(exc, ClientError) and error_code(exc) == "ResourceNotFoundException":
+                self.schedule_release(name=name, at=at, request_id=request_id, reason=reason)
+                return
+            translated = clients.translate(exc, "Scheduler UpdateSchedule")
+            if translated is not None:
+                raise translated from exc
+            raise
 
     def delete(self, name: str) -> bool:
         """Delete the schedule ``name``; False when it was already gone (fired and auto-deleted)."""

@@ -180,11 +180,22 @@ def _refuse_another_owner(
         owner
         and step.execution
         and owner != step.execution
-        and ports.ledger.owner(request.id) != step.execution
+        and ports.ledger.owner(request.id) == step.execution
     ):
+        return  # the writer was stopped and this execution resumed the request: it buys
+    refuse_another_owner(f"the purchase for {request.id}", step.execution, intent)
+
+
+def refuse_another_owner(what: str, execution: str | None, intent: dict[str, Any]) -> None:
+    """The intent rule of every purchase and extension: only the execution that wrote an intent buys.
+
+    Raises:
+        PurchaseInProgress: ``intent``'s ``owner`` is another execution than ``execution``.
+    """
+    owner = str(intent.get("owner") or "")
+    if owner and execution and owner != execution:
         raise PurchaseInProgress(
-            f"the purchase for {request.id} belongs to execution {owner}; this execution "
-            f"({step.execution}) does not buy"
+            f"{what} belongs to execution {owner}; this execution ({execution}) does not buy"
         )
 
 
@@ -238,14 +249,23 @@ def _wait_for_an_earlier_call(request: ReservationRequest, ports: Ports) -> None
     Raises:
         PurchaseUnconfirmed: a purchase call was made less than :data:`CONSISTENCY_WINDOW` ago.
     """
-    calls = _calls(request, ports)
+    wait_for_an_earlier_call(_calls(request, ports), ports, f"the purchase call for {request.id}")
+
+
+def wait_for_an_earlier_call(calls: list[dict[str, Any]], ports: Ports, what: str) -> None:
+    """The consistency rule of every purchase and extension: a call recorded (``sk`` ending
+    ``#<time>``) less than :data:`CONSISTENCY_WINDOW` ago may have committed unseen; do not call again.
+
+    Raises:
+        PurchaseUnconfirmed: the last of ``calls`` is too recent.
+    """
     if not calls:
         return
-    last = parse_utc(str(calls[-1]["sk"]).split("#", 1)[1])
+    last = parse_utc(str(calls[-1]["sk"]).rsplit("#", 1)[1])
     if ports.clock() < last + CONSISTENCY_WINDOW:
         raise PurchaseUnconfirmed(
-            f"the purchase call made at {iso_z(last)} for {request.id} may have committed and is not visible "
-            f"yet; looking again before buying (until {iso_z(last + CONSISTENCY_WINDOW)})"
+            f"{what} made at {iso_z(last)} may have committed and is not visible yet; looking again before "
+            f"buying (until {iso_z(last + CONSISTENCY_WINDOW)})"
         )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
@@ -84,7 +84,7 @@ from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
 from capacity.pricing import format_usd
 from capacity.ranking import replacement
-from capacity.timeutil import iso_z, short
+from capacity.timeutil import iso_z, parse_utc, short
 
 logger = logging.getLogger(__name__)
 
@@ -595,9 +595,28 @@ def expiry_warning(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
         return {"request_id": None, "released": False}
     if ports.ledger.get(request_id, RELEASED_MARKER) is not None:
         return {"request_id": request_id, "released": False}
+    warned_end = _parse_end(detail.get("end-date"))
+    if reservation and reservation.end_time and warned_end and reservation.end_time > warned_end:
+        # Delivered late or reordered, about an end the block has since been extended past (issue 17): act
+        # on the block as it is now; its new end will warn again.
+        logger.info(
+            "expiry warning for %s ends %s; the block now ends %s",
+            reservation_id,
+            warned_end,
+            reservation.end_time,
+        )
+        return {"request_id": request_id, "released": False}
     ports.events.put(
         "ReleaseRequested",
         ReleaseRequestedDetail(request_id=request_id, reason=EXPIRY_REASON),
         resources=[reservation.arn] if reservation and reservation.arn else [],
     )
     return {"request_id": request_id, "released": True}
+
+
+def _parse_end(value: object) -> datetime | None:
+    """A capacity block event's ``end-date`` (``2026-12-10T11:30:00Z``); None when absent or unreadable."""
+    try:
+        return parse_utc(str(value)) if value else None
+    except ValueError:
+        return None

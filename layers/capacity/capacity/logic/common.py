@@ -69,12 +69,23 @@ class Purchase:
         self.availability_zone = str(item.get("availability_zone", ""))
         self.market = str(item.get("market", "reserved"))
         """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
+        self.extension_fees_usd = Decimal(0)
+        """The fees of the extensions in place paid since (USD; :func:`load_purchase`)."""
 
 
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
-    """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought."""
+    """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought; its ``end_time`` is the end
+    of the last paid extension in place (``EXTENDED``, issue 17) and ``extension_fees_usd`` their fees, so
+    every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end."""
     item = ports.ledger.get(request_id, PURCHASE)
-    return Purchase(item) if item else None
+    if not item:
+        return None
+    purchase = Purchase(item)
+    for entry in ports.ledger.history(request_id):
+        if entry.state is State.EXTENDED and entry.detail.get("end_time"):
+            purchase.end_time = max(purchase.end_time, parse_utc(str(entry.detail["end_time"])))
+            purchase.extension_fees_usd += entry.money_usd or Decimal(0)
+    return purchase
 
 
 def require_purchase(ports: Ports, request_id: str) -> Purchase:

@@ -348,7 +348,7 @@ def cost_summary(
     reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
     served, used, observed = used_instance_hours(ports, request_id, purchase, history, now)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    fee = purchase.upfront_fee_usd
+    fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
     eq_reserved = (
         on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
     )

@@ -1,0 +1,641 @@
+"""Extend a reservation in place (issue 17): a training plan (``ExtendTrainingPlan``) or a capacity block
+(``PurchaseCapacityBlockExtension``), through ``POST /reservations/{id}/extensions`` and the
+``ExtensionRequested`` event.
+
+Neither purchase takes a client token, both are paid upfront and cannot be cancelled (AWS_FACTS.md,
+"Extensions"), so an extension follows :mod:`capacity.logic.buy_once`'s rules (its
+:func:`~capacity.logic.buy_once.refuse_another_owner` and
+:func:`~capacity.logic.buy_once.wait_for_an_earlier_call`), with its own ledger items, keyed by the
+extension id (the offering id the person chose: the same choice delivered twice is one extension):
+
+1. ``EXTENSION#<id>`` recorded: nothing is bought again.
+2. ``EXTENSION_INTENT#<id>`` put (conditionally) before AWS is called, naming its owner execution, after
+   the money rules (:func:`require_extension_allowed`).
+3. With an intent already there (a killed Lambda, a timeout that may have committed), the extension history
+   (``DescribeTrainingPlanExtensionHistory``, ``DescribeCapacityBlockExtensionHistory``) is looked up for
+   the offerings of the calls made, and what is found is adopted; a call made less than
+   :data:`~capacity.logic.buy_once.CONSISTENCY_WINDOW` ago and not visible is waited for.
+4. ``EXTENSION_CALL#<id>#<time>`` with the offering, then the call; a stale offering is searched once more
+   (same duration) and its replacement bought if the rules allow it (not above the stale one's fee when it
+   needed approval), after the history shows the stale one was not bought after all.
+
+Confirmation (:func:`confirm_extension`): the extension is ``pending`` until AWS took the payment. Paid: the
+release schedule moves to the new end, ``EXTENDED`` is recorded with the fee (``money_usd``) and the new end,
+``ReservationExtended`` is put and Slack told. Failed: nothing moves (the old schedule stays), the
+``EXTENSION_OUTCOME#<id>`` says so, ``ExtensionFailed`` is put and Slack told the reservation still ends
+at the old end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from capacity import messages
+from capacity.adapters.sagemaker import Extension
+from capacity.errors import (
+    BudgetExceeded,
+    CapacityUnavailable,
+    ExtensionPending,
+    ExtensionRefused,
+    FieldError,
+    InvalidRequest,
+    OfferingExpired,
+    PurchaseFailed,
+    TeamLimitExceeded,
+)
+from capacity.logic import policy
+from capacity.logic.buy_once import refuse_another_owner, wait_for_an_earlier_call
+from capacity.logic.capacity_blocks import LATEST_RELEASE_BEFORE_END
+from capacity.logic.common import STOP_STATES, Purchase, load_request, post, require_purchase, states
+from capacity.logic.purchase import RELEASE_REASON
+from capacity.models import (
+    ExtensionFailedDetail,
+    ExtensionOffering,
+    ExtensionRequestedDetail,
+    ReservationExtendedDetail,
+    ReservationRequest,
+    State,
+    parse_model,
+)
+from capacity.naming import release_schedule_name
+from capacity.ports import Ports
+from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.timeutil import iso_ms, iso_z, parse_utc, short
+
+EXTENSION_INTENT = "EXTENSION_INTENT"
+EXTENSION_CALL = "EXTENSION_CALL"
+EXTENSION = "EXTENSION"
+EXTENSION_OUTCOME = "EXTENSION_OUTCOME"
+EXTENSION_OFFER = "EXTENSION_OFFER"
+"""``EXTENSION_OFFER#<offering id>``: an extension offering a dry run listed (what a purchase may name)."""
+MAX_EXTENSION_HOURS = 182 * 24
+
+
+class Extender(Protocol):
+    """One platform's extension calls (the reservation named by the ``PURCHASE`` item)."""
+
+    platform: str
+    what: str
+
+    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
+        """The extension offerings of ``hours`` (``ClientError`` when AWS refuses: its message says why)."""
+        ...
+
+    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
+        """The purchase call, once (``OfferingExpired`` for a stale offering)."""
+        ...
+
+    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
+        """Every extension bought for the reservation."""
+        ...
+
+
+class PlanExtender:
+    """Training plans: ``SearchTrainingPlanOfferings(TrainingPlanArn)``, ``ExtendTrainingPlan``,
+    ``DescribeTrainingPlanExtensionHistory``."""
+
+    platform = "sagemaker"
+    what = "training plan"
+
+    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
+        """Extension offerings of the plan."""
+        return ports.sagemaker(purchase.region).search_plan_extensions(purchase.training_plan_arn, hours)
+
+    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
+        """``ExtendTrainingPlan``."""
+        return ports.sagemaker(purchase.region).extend_training_plan(offering_id)
+
+    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
+        """The plan's extension history."""
+        return ports.sagemaker(purchase.region).plan_extension_history(purchase.training_plan_arn)
+
+
+class BlockExtender:
+    """Capacity blocks: ``DescribeCapacityBlockExtensionOfferings``, ``PurchaseCapacityBlockExtension``,
+    ``DescribeCapacityBlockExtensionHistory`` (the reservation id is the ``PURCHASE``'s name)."""
+
+    platform = "ec2"
+    what = "capacity block"
+
+    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
+        """Extension offerings of the block."""
+        return ports.ec2(purchase.region).describe_block_extension_offerings(
+            purchase.training_plan_name, hours
+        )
+
+    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
+        """``PurchaseCapacityBlockExtension``."""
+        return ports.ec2(purchase.region).purchase_block_extension(
+            offering_id=offering_id, reservation_id=purchase.training_plan_name
+        )
+
+    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
+        """The block's extension history."""
+        return ports.ec2(purchase.region).block_extension_history(purchase.training_plan_name)
+
+
+EXTENDERS: dict[str, Extender] = {"sagemaker": PlanExtender(), "ec2": BlockExtender()}
+
+
+# ------------------------------------------------------------------------------------------ money rules
+
+
+def extension_spend(ports: Ports, request_id: str, *, excluding: str | None = None) -> Decimal:
+    """USD committed for ``request_id``: the purchase plus every extension paid or in flight (an intent
+    without a failed outcome), but ``excluding``'s."""
+    purchase = require_purchase(ports, request_id)
+    total = purchase.upfront_fee_usd
+    failed = {
+        str(item["sk"]).split("#", 1)[1]
+        for item in ports.ledger.items(request_id, f"{EXTENSION_OUTCOME}#")
+        if item.get("outcome") == "failed"
+    }
+    for intent in ports.ledger.items(request_id, f"{EXTENSION_INTENT}#"):
+        extension_id = str(intent["sk"]).split("#", 1)[1]
+        if extension_id == excluding or extension_id in failed:
+            continue
+        total += Decimal(str(intent["offering"]["upfront_fee_usd"]))
+    return total
+
+
+def hold_key(request_id: str, extension_id: str) -> str:
+    """The team hold of an extension (:func:`~capacity.logic.policy.reserve_spend`'s ``key``): its own, so
+    the purchase's hold and each extension's are counted once each."""
+    return f"{request_id}#EXTENSION#{extension_id}"
+
+
+def require_extension_allowed(request: ReservationRequest, ports: Ports, offering: ExtensionOffering) -> None:
+    """The money rules of an extension, in one place: the purchase plus every extension stays within
+    ``max_upfront_fee_usd``; an extension above the approval threshold (the lower of the request's and its
+    team's) needs an approval; the team's month (and the account's) must have room for the fee. The
+    purchase itself holds the fee atomically (:func:`~capacity.logic.policy.reserve_spend`, in
+    :func:`_call`); this check answers early with the reason.
+
+    Raises:
+        BudgetExceeded: the request's budget would be exceeded.
+        TeamLimitExceeded: the team's monthly budget or the account cap has no room for the fee.
+        ExtensionRefused: an approval would be needed (extension approvals are not wired yet: ask for a
+            shorter extension or raise the threshold).
+    """
+    admission = policy.admit(request, ports)
+    if admission is not None:
+        request = admission.request  # the effective approval threshold
+        if admission.team is not None:
+            left, sentence = policy.left_in_month(ports, admission.team, ports.clock())
+            if offering.upfront_fee_usd > left:
+                raise TeamLimitExceeded(
+                    f"{sentence}; extending {request.id} costs "
+                    f"{format_usd(offering.upfront_fee_usd)}: nothing was bought"
+                )
+    spent = extension_spend(ports, request.id, excluding=offering.offering_id)
+    if spent + offering.upfront_fee_usd > request.max_upfront_fee_usd:
+        raise BudgetExceeded(
+            f"extending {request.id} by {offering.duration_hours} h costs "
+            f"{format_usd(offering.upfront_fee_usd)}: "
+            f"with the {format_usd(spent)} already committed that is above the budget "
+            f"{format_usd(request.max_upfront_fee_usd)}; nothing was bought"
+        )
+    if request.approval_above_usd is not None and offering.upfront_fee_usd > request.approval_above_usd:
+        raise ExtensionRefused(
+            f"the extension costs {format_usd(offering.upfront_fee_usd)}, above the approval threshold "
+            f"{format_usd(request.approval_above_usd)}: extension approvals are not available yet; nothing "
+            "was bought"
+        )
+
+
+# ------------------------------------------------------------------------------------------ dry run
+
+
+class ExtensionBody(BaseModel):
+    """Body of ``POST /reservations/{id}/extensions``: ``duration_hours`` (whole days; capacity blocks: 1-14
+    days then weeks) and, to buy, the ``offering_id`` a dry run listed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    duration_hours: int = Field(default=24, ge=24, le=MAX_EXTENSION_HOURS, multiple_of=24)
+    offering_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+def current_end(ports: Ports, request_id: str, purchase: Purchase) -> datetime:
+    """The reservation's end as the ledger knows it: the last ``EXTENDED``'s, else the purchase's (UTC)."""
+    ends = [
+        parse_utc(str(e.detail["end_time"]))
+        for e in ports.ledger.history(request_id)
+        if e.state is State.EXTENDED
+    ]
+    return max([purchase.end_time, *ends])
+
+
+def _extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purchase]:
+    request = load_request(ports, request_id)
+    purchase = require_purchase(ports, request_id)
+    if purchase.market != "reserved":
+        raise ExtensionRefused(f"{request_id} runs on demand: there is no reservation to extend")
+    stopped = states(ports.ledger.history(request_id)) & STOP_STATES
+    if stopped:
+        raise ExtensionRefused(f"{request_id} is {sorted(stopped)[0].value}: it can no longer be extended")
+    return request, purchase
+
+
+def _offering(purchase: Purchase, found: Extension) -> ExtensionOffering:
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    return ExtensionOffering(
+        offering_id=found.offering_id,
+        region=purchase.region,
+        availability_zone=found.availability_zone,
+        start_time=found.start_time,
+        end_time=found.end_time,
+        duration_hours=found.duration_hours,
+        upfront_fee_usd=found.upfront_fee_usd,
+        on_demand_equivalent_usd=(
+            on_demand_equivalent(
+                rate, instance_count=purchase.instance_count or 1, hours=Decimal(found.duration_hours)
+            )
+            if rate is not None
+            else None
+        ),
+    )
+
+
+def search_extensions(ports: Ports, request_id: str, hours: int) -> list[ExtensionOffering]:
+    """The extension offerings of ``hours`` for the reservation (AWS's refusals become
+    :class:`~capacity.errors.ExtensionRefused` with AWS's reason)."""
+    request, purchase = _extendable(ports, request_id)
+    try:
+        found = EXTENDERS[request.platform].offerings(purchase, ports, hours)
+    except ClientError as exc:
+        raise ExtensionRefused(f"{request_id} cannot be extended by {hours} h: {exc}") from exc
+    return [_offering(purchase, item) for item in found]
+
+
+def request_extension(request_id: str, body: Any, ports: Ports, *, requester: str) -> dict[str, Any]:
+    """``POST /reservations/{id}/extensions``: without ``offering_id`` a dry run (the offerings with their
+    fee, new end, on-demand equivalent and whether the money rules allow them, each kept as
+    ``EXTENSION_OFFER#<id>``); with one a dry run listed, the purchase is requested (``ExtensionRequested``,
+    once per offering id: its expiry is the workflow's, which searches again within the rules).
+
+    Returns:
+        Dry run: ``{"request_id", "dry_run": True, "current_end", "offerings": [...]}``; purchase:
+        ``{"request_id", "dry_run": False, "extension_id", "status": "EXTENSION_REQUESTED", "offering"}``.
+
+    Raises:
+        InvalidRequest: the body is invalid.
+        ReservationNotFound: unknown reservation or nothing bought.
+        ExtensionRefused: cannot be extended; a stale ``offering_id`` (the message lists a fresh search).
+        BudgetExceeded: the extension would exceed the budget.
+    """
+    parsed = parse_model(ExtensionBody, body if body is not None else {})
+    request, purchase = _extendable(ports, request_id)
+    offered = (
+        ports.ledger.get(request_id, f"{EXTENSION_OFFER}#{parsed.offering_id}")
+        if parsed.offering_id
+        else None
+    )
+    if offered is not None:
+        chosen = ExtensionOffering.model_validate(offered["offering"])
+    else:
+        offerings = search_extensions(ports, request_id, parsed.duration_hours)
+        for offering in offerings:  # what a purchase may name: the money rules read it back from the ledger
+            ports.ledger.put_once(
+                request_id,
+                f"{EXTENSION_OFFER}#{offering.offering_id}",
+                {"offering": offering.model_dump(mode="json")},
+            )
+        if parsed.offering_id is None:
+            listed = []
+            for offering in offerings:
+                problem: str | None = None
+                try:
+                    require_extension_allowed(request, ports, offering)
+                except (BudgetExceeded, ExtensionRefused, TeamLimitExceeded) as exc:
+                    problem = str(exc)
+                listed.append(
+                    {**offering.model_dump(mode="json"), "allowed": problem is None, "problem": problem}
+                )
+            return {
+                "request_id": request_id,
+                "dry_run": True,
+                "current_end": iso_z(current_end(ports, request_id, purchase)),
+                "offerings": listed,
+            }
+        fresh = ", ".join(
+            f"{item.offering_id} ({format_usd(item.upfront_fee_usd)}, to {iso_z(item.end_time)})"
+            for item in offerings
+        )
+        raise ExtensionRefused(
+            f"extension offering {parsed.offering_id} was not offered for {request_id} (stale or unknown); a "
+            f"fresh search found: {fresh or 'none'}"
+        )
+    require_extension_allowed(request, ports, chosen)
+    detail = ExtensionRequestedDetail(
+        request_id=request_id, extension_id=chosen.offering_id, offering=chosen, requester=requester
+    )
+    ports.events.put("ExtensionRequested", detail)
+    return {
+        "request_id": request_id,
+        "dry_run": False,
+        "extension_id": chosen.offering_id,
+        "status": "EXTENSION_REQUESTED",
+        "offering": chosen.model_dump(mode="json"),
+    }
+
+
+# ------------------------------------------------------------------------------------------ purchase
+
+
+class ExtendInput(BaseModel):
+    """The ``extend_capacity`` step: ``detail`` the ``ExtensionRequested`` event's; ``execution`` the
+    Step Functions execution (the intent's owner)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    detail: ExtensionRequestedDetail
+    execution: str | None = None
+
+
+class ExtendOutput(BaseModel):
+    """What ``extend_capacity`` and ``confirm_extension`` answer."""
+
+    request_id: str
+    extension_id: str
+    status: str
+    """``bought`` (payment to confirm), ``paid``, ``failed`` or ``not-ours`` (another execution buys)."""
+    end_time: str | None = None
+
+
+def _items(ports: Ports, request_id: str, kind: str, extension_id: str) -> list[dict[str, Any]]:
+    return ports.ledger.items(request_id, f"{kind}#{extension_id}#")
+
+
+def _find(extender: Extender, purchase: Purchase, ports: Ports, offering_ids: set[str]) -> Extension | None:
+    return next(
+        (item for item in extender.history(purchase, ports) if item.offering_id in offering_ids), None
+    )
+
+
+def _record(ports: Ports, request_id: str, extension_id: str, bought: Extension) -> dict[str, Any]:
+    _, item = ports.ledger.put_once(
+        request_id,
+        f"{EXTENSION}#{extension_id}",
+        {
+            "actor": ports.actor,
+            "offering_id": bought.offering_id,
+            "start_time": iso_z(bought.start_time),
+            "end_time": iso_z(bought.end_time),
+            "upfront_fee_usd": f"{bought.upfront_fee_usd:f}",
+            "duration_hours": bought.duration_hours,
+        },
+    )
+    return item
+
+
+def extend_capacity(step: ExtendInput, ports: Ports) -> ExtendOutput:
+    """Buy (or adopt) the extension of ``step.detail``, exactly once (module docstring).
+
+    Raises:
+        ReservationNotFound, ExtensionRefused, BudgetExceeded: refused before anything was bought.
+        PurchaseInProgress: another execution owns this extension.
+        PurchaseUnconfirmed: an earlier call may have bought and is not visible yet (retryable).
+        OfferingExpired: stale, and a fresh search found nothing the rules allow.
+        CapacityUnavailable, PurchaseFailed, RetryableAwsError: AWS refused or failed.
+    """
+    detail = step.detail
+    request_id, extension_id = detail.request_id, detail.extension_id
+    ledger = ports.ledger
+    done = ledger.get(request_id, f"{EXTENSION}#{extension_id}")
+    if done is not None:
+        return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
+    request = load_request(ports, request_id)
+    purchase = require_purchase(ports, request_id)
+    extender = EXTENDERS[request.platform]
+    what = f"the extension {extension_id} of {request_id}"
+    intent = ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}")
+    if intent is not None:
+        refuse_another_owner(what, step.execution, intent)
+        calls = _items(ports, request_id, EXTENSION_CALL, extension_id)
+        found = _find(extender, purchase, ports, {str(c["offering"]["offering_id"]) for c in calls})
+        if found is not None:
+            _record(ports, request_id, extension_id, found)
+            return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
+        wait_for_an_earlier_call(calls, ports, f"the extension call for {request_id}")
+    else:
+        _extendable(ports, request_id)
+        require_extension_allowed(request, ports, detail.offering)
+        created, intent = ledger.put_once(
+            request_id,
+            f"{EXTENSION_INTENT}#{extension_id}",
+            {
+                "actor": ports.actor,
+                "owner": step.execution or "",
+                "requester": detail.requester,
+                "offering": detail.offering.model_dump(mode="json"),
+            },
+        )
+        if not created:
+            refuse_another_owner(what, step.execution, intent)
+    try:
+        bought = _buy(request, purchase, ports, extender, extension_id, detail.offering)
+    except (CapacityUnavailable, PurchaseFailed, OfferingExpired):
+        # AWS refused and nothing was bought: the team's month gets the fee back
+        policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        raise
+    _record(ports, request_id, extension_id, bought)
+    return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
+
+
+def _call(  # noqa: PLR0917 - one call, every piece it records
+    ports: Ports,
+    purchase: Purchase,
+    extender: Extender,
+    request: ReservationRequest,
+    extension_id: str,
+    offering: ExtensionOffering,
+) -> Extension:
+    """Hold the fee in the team's month (atomic, idempotent per extension), record the call, make it."""
+    request_id = request.id
+    policy.reserve_spend(
+        ports,
+        key=hold_key(request_id, extension_id),
+        team_name=request.team,
+        amount_usd=offering.upfront_fee_usd,
+        instance_type=request.instance_type,
+        instance_count=0,  # an extension adds time, not instances: the quota is unchanged
+    )
+    ports.ledger.put_once(
+        request_id,
+        f"{EXTENSION_CALL}#{extension_id}#{iso_ms(ports.clock())}",
+        {"actor": ports.actor, "offering": offering.model_dump(mode="json")},
+    )
+    return extender.buy(purchase, ports, offering.offering_id)
+
+
+def _buy(  # noqa: PLR0917
+    request: ReservationRequest,
+    purchase: Purchase,
+    ports: Ports,
+    extender: Extender,
+    extension_id: str,
+    offering: ExtensionOffering,
+) -> Extension:
+    """The call for ``offering``; when stale, the history first (a committed call refused on its retry looks
+    stale), then one fresh search and its replacement within the rules."""
+    try:
+        return _call(ports, purchase, extender, request, extension_id, offering)
+    except OfferingExpired as exc:
+        found = _find(extender, purchase, ports, {offering.offering_id})
+        if found is not None:
+            return found
+        fresh = [
+            item
+            for item in search_extensions(ports, request.id, offering.duration_hours)
+            if item.upfront_fee_usd
+            <= max(offering.upfront_fee_usd, request.approval_above_usd or offering.upfront_fee_usd)
+        ]
+        if not fresh:
+            raise OfferingExpired(
+                f"{extender.what} extension offering {offering.offering_id} expired and a fresh search "
+                f"found no "
+                f"{offering.duration_hours} h extension within the rules; nothing was bought"
+            ) from exc
+        require_extension_allowed(request, ports, fresh[0])
+        return _call(ports, purchase, extender, request, extension_id, fresh[0])
+
+
+# ------------------------------------------------------------------------------------------ confirmation
+
+
+def _margin(request: ReservationRequest) -> timedelta:
+    margin = timedelta(minutes=request.release_margin_minutes)
+    return max(margin, LATEST_RELEASE_BEFORE_END) if request.platform == "ec2" else margin
+
+
+def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> ExtendOutput:
+    """Once AWS took (or refused) the payment: record it (module docstring). Idempotent.
+
+    Raises:
+        ExtensionPending: the payment is still processing (retry later).
+        ReservationNotFound: no such reservation.
+        ExtensionRefused: nothing was bought for this extension.
+    """
+    ledger = ports.ledger
+    request = load_request(ports, request_id)
+    bought = ledger.get(request_id, f"{EXTENSION}#{extension_id}")
+    if bought is None:
+        raise ExtensionRefused(f"the extension {extension_id} of {request_id} was not bought")
+    outcome = ledger.get(request_id, f"{EXTENSION_OUTCOME}#{extension_id}")
+    if outcome is not None:
+        return ExtendOutput(
+            request_id=request_id,
+            extension_id=extension_id,
+            status=str(outcome["outcome"]),
+            end_time=outcome.get("end_time"),
+        )
+    purchase = require_purchase(ports, request_id)
+    found = _find(EXTENDERS[request.platform], purchase, ports, {str(bought["offering_id"])})
+    status = found.status if found is not None else "pending"
+    if status == "pending":
+        raise ExtensionPending(f"the payment of extension {extension_id} of {request_id} is still processing")
+    old_end = current_end(ports, request_id, purchase)
+    if status == "paid" and found is not None:
+        new_end = max(old_end, found.end_time)
+        release_at = new_end - _margin(request)
+        ports.scheduler.move_release(
+            name=release_schedule_name(request_id),
+            at=release_at,
+            request_id=request_id,
+            reason=RELEASE_REASON,
+        )
+        _record_extended(ports, request_id, extension_id, found, old_end, new_end, release_at)
+        policy.settle_spend(ports, key=hold_key(request_id, extension_id), amount_usd=found.upfront_fee_usd)
+        end = new_end
+    else:
+        reason = f"the payment of the extension was not taken; {request_id} still ends at {iso_z(old_end)}"
+        ports.events.put(
+            "ExtensionFailed",
+            ExtensionFailedDetail(
+                request_id=request_id, extension_id=extension_id, reason=reason, end_time=old_end
+            ),
+        )
+        post(ports, messages.extension_failed(request_id, reason))
+        policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        end = old_end
+        status = "failed"
+    ledger.put_once(
+        request_id,
+        f"{EXTENSION_OUTCOME}#{extension_id}",
+        {"outcome": status, "end_time": iso_z(end), "actor": ports.actor},
+    )
+    return ExtendOutput(request_id=request_id, extension_id=extension_id, status=status, end_time=iso_z(end))
+
+
+def _record_extended(  # noqa: PLR0917
+    ports: Ports,
+    request_id: str,
+    extension_id: str,
+    found: Extension,
+    old_end: datetime,
+    new_end: datetime,
+    release_at: datetime,
+) -> None:
+    """``EXTENDED`` with the fee, once per extension; then the event and the message."""
+    recorded = any(
+        e.state is State.EXTENDED and e.detail.get("extension_id") == extension_id
+        for e in ports.ledger.history(request_id)
+    )
+    if recorded:
+        return
+    ports.ledger.append(
+        request_id,
+        State.EXTENDED,
+        actor=ports.actor,
+        detail={
+            "extension_id": extension_id,
+            "offering_id": found.offering_id,
+            "previous_end_time": iso_z(old_end),
+            "end_time": iso_z(new_end),
+            "release_at": iso_z(release_at),
+        },
+        money_usd=found.upfront_fee_usd,
+    )
+    ports.events.put(
+        "ReservationExtended",
+        ReservationExtendedDetail(
+            request_id=request_id,
+            extension_id=extension_id,
+            offering_id=found.offering_id,
+            end_time=new_end,
+            upfront_fee_usd=found.upfront_fee_usd,
+        ),
+    )
+    post(
+        ports,
+        messages.extended(
+            request_id,
+            hours=found.duration_hours,
+            fee=found.upfront_fee_usd,
+            old_end=short(old_end),
+            new_end=short(new_end),
+            release_at=short(release_at),
+        ),
+    )
+
+
+def extension_step(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
+    """The ``extend_capacity`` Lambda's two kinds: ``purchase`` (:func:`extend_capacity`) and ``confirm``
+    (:func:`confirm_extension`).
+
+    Raises:
+        InvalidRequest: an unknown ``kind``; what the two functions raise.
+    """
+    kind = event.get("kind")
+    if kind == "purchase":
+        return extend_capacity(ExtendInput.model_validate(event), ports).model_dump()
+    if kind == "confirm":
+        return confirm_extension(str(event["request_id"]), str(event["extension_id"]), ports).model_dump()
+    raise InvalidRequest([FieldError("kind", "must be purchase or confirm")])
