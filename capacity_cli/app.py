@@ -349,7 +349,7 @@ def reserve(
         list[str] | None, typer.Option("--watch-until", help="With --watch: stop at this state (repeat).")
     ] = None,
 ) -> None:
-    """Reserve GPU capacity: shows the price (a dry run first), asks [y/N], then submits the request."""
+    """Reserve GPU capacity: shows the price (a dry run first), asks \\[y/N], then submits the request."""
     runtime = _runtime(ctx)
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
@@ -582,7 +582,7 @@ def costs(
     month: Annotated[str | None, typer.Option(help="YYYY-MM.")] = None,
     group_by: Annotated[str | None, typer.Option(help="team, instance_type or region.")] = None,
 ) -> None:
-    """Spend per team and month: paid, used, on-demand equivalent (GET /costs, issue 16; when deployed)."""
+    """Spend per team and month: paid, used, on-demand equivalent, saving or loss (GET /costs)."""
     runtime = _runtime(ctx)
     query = {k: v for k, v in {"team": team, "month": month, "group_by": group_by}.items() if v}
     result = _guard(runtime, lambda: runtime.api().costs(query))
@@ -599,7 +599,8 @@ def extend(
     offering: Annotated[str | None, typer.Option(help="Buy this extension offering.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before buying.")] = False,
 ) -> None:
-    """Extend a reservation in place (POST /reservations/{id}/extensions, issue 17; when deployed)."""
+    """Extend a reservation in place: list the extension offerings, or buy one with --offering
+    (POST /reservations/{id}/extensions)."""
     runtime = _runtime(ctx)
     from capacity_cli.request import parse_duration  # noqa: PLC0415
 
@@ -613,7 +614,7 @@ def extend(
             runtime, f"Buy extension {offering} for {request_id} (paid upfront, not refundable)?", yes=yes
         )
     result = _guard(runtime, lambda: runtime.api().extensions(request_id, body), sent=body)
-    render.emit(runtime.out, runtime.output, result, render.as_json(result))
+    render.emit(runtime.out, runtime.output, result, render.extensions_view(result))
 
 
 # -------------------------------------------------------------------------------------- schedules
@@ -720,7 +721,8 @@ def show_config(ctx: typer.Context) -> None:
 
 @app.command()
 def mcp(ctx: typer.Context) -> None:
-    """Serve the same operations as MCP tools on stdio, for agents (plan, reserve, status, watch, cancel)."""
+    """Serve the same operations as MCP tools on stdio, for agents (plan, reserve, status, watch, cancel,
+    costs)."""
     from capacity_cli.mcp_server import serve_stdio  # noqa: PLC0415
 
     runtime = _runtime(ctx)

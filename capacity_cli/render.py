@@ -202,6 +202,45 @@ def price_line(plan: Mapping[str, Any]) -> str:
     )
 
 
+# ------------------------------------------------------------------------------------------ extensions
+
+
+def extensions_view(result: Mapping[str, Any]) -> RenderableType:
+    """``POST /reservations/{id}/extensions``: the dry run's offerings (id, new end, hours, fee, on-demand
+    equivalent, whether the rules allow it and why not), or the purchase requested."""
+    request_id = result.get("request_id")
+    if not result.get("dry_run"):
+        offering = result.get("offering") or {}
+        return Text(
+            f"Extension {result.get('extension_id')} of {request_id} requested ({result.get('status')}): "
+            f"{usd(offering.get('upfront_fee_usd'))} upfront, not refundable, to "
+            f"{when(offering.get('end_time'))} UTC. The release moves to the new end once AWS takes the "
+            f"payment: capacity status {request_id}"
+        )
+    offerings = list(result.get("offerings") or [])
+    if not offerings:
+        return Text(
+            f"No extension offering for {request_id} now (ends {when(result.get('current_end'))} UTC)."
+        )
+    table = Table(
+        title=f"Extensions of {request_id} (ends {when(result.get('current_end'))} UTC)", box=box.SIMPLE_HEAD
+    )
+    for header in ("offering id", "new end (UTC)", "h", "upfront fee", "on-demand eq.", "allowed"):
+        table.add_column(header, no_wrap=header != "allowed")
+    for item in offerings:
+        table.add_row(
+            str(item.get("offering_id")),
+            when(item.get("end_time")),
+            str(item.get("duration_hours")),
+            usd(item.get("upfront_fee_usd")),
+            usd(item.get("on_demand_equivalent_usd")),
+            "yes" if item.get("allowed") else f"no: {item.get('problem')}",
+        )
+    return Group(
+        table, Text(f"Buy one: capacity extend {request_id} --duration <d> --offering <offering id>")
+    )
+
+
 # ------------------------------------------------------------------------------------- reservations
 
 
@@ -256,6 +295,11 @@ def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return p
         where = f" {detail['region']}" if detail.get("region") else ""
         span = f"{when(detail.get('start_time'))} to {when(detail.get('end_time'))}"
         return f"{detail['training_plan_name']}{where} {span}"
+    if state == "EXTENDED":
+        return (
+            f"to {when(detail.get('end_time'))} (was {when(detail.get('previous_end_time'))}); release at "
+            f"{when(detail.get('release_at'))}"
+        )
     if state == "READY":
         names = detail.get("inference_component_names") or detail.get("instance_ids") or []
         where = detail.get("endpoint_name") or detail.get("capacity_reservation_id") or ""
