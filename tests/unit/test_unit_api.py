@@ -11,7 +11,7 @@ import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import APPROVAL, Ledger
+from capacity.ledger import APPROVAL, SUBMITTED, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
@@ -338,3 +338,20 @@ def test_the_submitted_requester_is_the_caller_not_the_body(api: tuple[Any, str,
     submitted = Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).get("demo-1", "SUBMITTED")
     assert submitted is not None
     assert (submitted["actor"], submitted["requester_as_sent"]) == (BOB, "cfo@example.com")
+
+
+def test_a_delete_after_a_failed_post_is_recorded_and_a_late_delivery_buys_nothing(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    """The POST wrote SUBMITTED, then the bus failed (503): the DELETE's CANCELLED is what GET shows, and the
+    event, if AWS took it after all, starts a workflow that records nothing more."""
+    handler, _, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.put_once("demo-1", SUBMITTED, {"actor": ALICE, "requester": ALICE, "team": None})
+    status, body = call(handler, "DELETE", "/reservations/demo-1")
+    assert (status, body["status"]) == (202, "CANCELLED")
+    status, shown = call(handler, "GET", "/reservations/demo-1")
+    assert (status, shown["state"]) == (200, "CANCELLED")
+    with pytest.raises(ReservationCancelled):
+        ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    assert [entry.state for entry in ledger.history("demo-1")] == [State.CANCELLED]

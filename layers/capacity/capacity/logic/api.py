@@ -398,9 +398,13 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bo
     if not history and ledger.get(request_id, REQUEST) is None:
         if ledger.get(request_id, SUBMITTED) is None:
             raise ReservationNotFound(f"no reservation {request_id!r}")
-        # Accepted but not recorded yet: leave a marker record_request checks after writing REQUEST.
+        # Submitted but not recorded yet (the event on its way, or the POST failed after SUBMITTED): leave a
+        # marker record_request checks after writing REQUEST, and the outcome, so GET says what DELETE did.
         ledger.put_once(request_id, CANCEL_REQUESTED, {"actor": actor})
         if ledger.get(request_id, REQUEST) is None:  # record_request will see the marker and stop
+            ledger.append_outcome(
+                request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled", "before": "recorded"}
+            )
             return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
         history = ledger.history(request_id)  # recorded meanwhile: cancel it the usual way
     seen = states(history)
