@@ -179,13 +179,21 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
     "/plans",
     summary="Dry run: where is capacity, what would it cost, what would be bought",
     responses=_responses(
-        200, "ranked offerings and the recommendation; nothing is bought", PlanResult, 400, 413, 422, 503
+        200,
+        "ranked offerings, the recommendation and what the caller's team refuses; nothing is bought",
+        PlanResult,
+        400,
+        403,
+        413,
+        422,
+        503,
     ),
     tags=["plans"],
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
-    """Search every region of the request and rank the offerings; buys and stores nothing."""
-    return plans.plan_reservation(_as_sent(request), _ports())
+    """Search every region of the request and rank the offerings, judged by the caller's team; buys and
+    stores nothing."""
+    return plans.plan_reservation(_as_sent(request), _ports(), requester=_identity())
 
 
 # ------------------------------------------------------------------------------------ reservations

@@ -87,3 +87,48 @@ def test_self_approval_is_refused_and_recorded_then_an_approver_approves_and_a_p
             cloud, api_event(None, method="DELETE", path=cancel, query={"confirm": "true"})
         )
         assert (status, answer["status"]) == (202, "CANCELLED")
+
+
+def test_the_dry_run_reports_what_the_callers_team_refuses_as_the_workflow_then_rejects_it() -> None:
+    body = {**base_request(), "instance_type": "ml.p4d.24xlarge", "regions": ["us-east-1", "us-west-2"]}
+    with make_cloud() as cloud:
+        status, plan = _call(cloud, api_event(body, path="/plans", caller=EVAL_MEMBER))
+        assert status == 200
+        team = plan["team"]
+        assert team["team"] == "ml-eval"
+        assert team["problems"] == [
+            "team ml-eval may not reserve ml.p4d.24xlarge: its types are ml.p5.48xlarge",
+            "team ml-eval may not reserve in us-west-2: its regions are us-east-1",
+            "2 x ml.p4d.24xlarge is above team ml-eval's quota of 0 ml.p4d instances at once",
+            "max_upfront_fee_usd $12,000.00 is above team ml-eval's monthly budget $5,000.00",
+        ]
+        assert team["left"] == "team ml-eval has $5,000.00 left in November 2026"
+        assert team["left_usd"] == "5000"
+        assert team["approval_above_usd"] == "1000"  # the team's, lower than the request's 6000
+        assert plan["decision"] == "REJECTED"
+        assert plan["reason"].startswith(team["refusal"] + ": nothing was bought.")
+
+        # The same body from a member of ml-platform: its team allows it (what differs is the team).
+        status, other = _call(cloud, api_event(body, path="/plans"))
+        assert status == 200
+        assert (other["team"]["team"], other["team"]["problems"], other["team"]["refusal"]) == (
+            "ml-platform",
+            [],
+            None,
+        )
+        assert other["decision"] == "DRY_RUN"
+
+        # Submitted, the workflow rejects it with the reasons the dry run gave (one rule).
+        assert _call(cloud, api_event(body, caller=EVAL_MEMBER))[0] == 202
+        cloud.run_until_idle()
+        rejected = [i for i in ledger_items(cloud, "eval-week-49") if i.get("state") == "REJECTED"]
+        assert rejected[0]["detail"]["reason"].startswith(team["refusal"] + ": nothing was bought.")
+        assert training_plans(cloud) == []
+
+
+def test_the_dry_run_refuses_a_caller_in_no_team() -> None:
+    with make_cloud() as cloud:
+        stranger = "arn:aws:sts::123456789012:assumed-role/X/y"
+        status, body = _call(cloud, api_event(base_request(), path="/plans", caller=stranger))
+        assert status == 403
+        assert "is not a member of any team" in body["message"]

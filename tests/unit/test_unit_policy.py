@@ -16,11 +16,12 @@ from capacity.errors import NotPermitted, TeamLimitExceeded
 from capacity.ledger import APPROVAL
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
+from capacity.logic.plans import plan_reservation
 from capacity.models import State, parse_request
 from capacity.teams import TeamPolicy
 
 from tests.unit.conftest import REGION, Harness
-from tests.unit.unit_fakes import NOW, request_body
+from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
 ALICE = "arn:aws:sts::123456789012:assumed-role/MlEval/alice"
 EVAL_APPROVER = "arn:aws:sts::123456789012:assumed-role/EvalApprovers/erin"
@@ -211,3 +212,29 @@ def test_the_quota_counts_instances_held_at_once(harness: Harness, store: Policy
         instance_type="ml.p5.48xlarge", instance_count=1,
     )  # fmt: skip
     assert store.spent("2026-12", "ml-eval") == Decimal(200)
+
+
+def test_the_dry_run_refuses_an_offering_above_what_the_team_has_left_this_month(
+    harness: Harness, store: PolicyStore
+) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2400"))
+    body = request_body(requester="someone-else@example.com", max_upfront_fee_usd="10000")
+    fits = plan_reservation(body, harness.ports, requester=ALICE)
+    assert (fits.decision, fits.team and fits.team.refusal) == ("DRY_RUN", None)
+    assert fits.team is not None
+    assert fits.team.left == "team ml-eval has $30,000.00 left in December 2026"
+    policy.reserve_spend(
+        harness.ports, key="earlier", team_name="ml-eval", amount_usd=Decimal(28000),
+        instance_type="ml.p5.48xlarge", instance_count=1,
+    )  # fmt: skip
+    result = plan_reservation(body, harness.ports, requester=ALICE)
+    assert result.decision == "REJECTED"
+    assert result.team is not None
+    assert (result.team.team, result.team.problems, result.team.left_usd) == ("ml-eval", [], Decimal(2000))
+    assert result.team.refusal == (
+        "team ml-eval has $2,000.00 left in December 2026, less than the offering's fee $2,400.00"
+    )
+    assert result.reason.startswith(result.team.refusal + ": nothing was bought.")
+    assert harness.world.names("CreateTrainingPlan") == []
+    with pytest.raises(NotPermitted, match="not a member of team 'research'"):
+        plan_reservation({**body, "team": "research"}, harness.ports, requester=ALICE)
