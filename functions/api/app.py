@@ -84,7 +84,7 @@ from capacity.logic.schedules import ScheduleDefinition
 from capacity.models import ReservationRequest, State
 from capacity.ports import Ports
 from capacity.settings import Settings
-from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicy
+from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicyBody
 
 logger = Logger()
 app = APIGatewayRestResolver(
@@ -399,7 +399,7 @@ TeamName = Annotated[str, Path(pattern=TEAM_NAME_PATTERN, description="the team'
     responses=_responses(200, "the team, with this month's spend", TeamView, 400, 403, 413, 422, 503),
     tags=["admin"],
 )
-def put_team(team: TeamName, body: Annotated[TeamPolicy, Body()]) -> TeamView:
+def put_team(team: TeamName, body: Annotated[TeamPolicyBody, Body()]) -> TeamView:
     """Members, approvers, monthly budget, approval threshold, types, regions and quotas of ``team``."""
     return TeamView.model_validate(
         policy.put_team(team, body.model_dump(mode="json", exclude_none=True), _ports(), actor=_identity())

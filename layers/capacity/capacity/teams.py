@@ -21,9 +21,9 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Annotated, Self
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
 from capacity.models import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
@@ -157,26 +157,35 @@ class TeamPolicy(BaseModel):
             raise ValueError(f"quotas must be 0..10000 instances: {', '.join(bad)}")
         return values
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.approval_above_usd > self.monthly_budget_usd:
+    # Field validators, not a model validator, so a 400 names the field to fix.
+    @field_validator("approvers")
+    @classmethod
+    def _someone_approves(cls, value: Principals) -> Principals:
+        if not (value.iam_principal_arns or value.slack_users or value.iam_principal_tags):
+            raise ValueError("names nobody: add an IAM principal ARN pattern, a tag or a Slack user")
+        return value
+
+    @field_validator("approval_above_usd")
+    @classmethod
+    def _below_budget(cls, value: Decimal, info: ValidationInfo) -> Decimal:
+        budget = info.data.get("monthly_budget_usd")  # absent when itself invalid (reported on its own)
+        if budget is not None and value > budget:
             raise ValueError(
-                f"approval_above_usd {self.approval_above_usd:f} is above monthly_budget_usd "
-                f"{self.monthly_budget_usd:f}: it would never apply; lower it"
+                f"approval_above_usd {value:f} is above monthly_budget_usd {budget:f}: it would never apply; "
+                "lower it"
             )
-        if not (
-            self.approvers.iam_principal_arns
-            or self.approvers.slack_users
-            or self.approvers.iam_principal_tags
-        ):
-            raise ValueError(
-                "approvers names nobody: add an IAM principal ARN pattern, a tag or a Slack user"
-            )
-        return self
+        return value
 
     def quota_for(self, instance_type: str) -> int:
         """The most instances of ``instance_type``'s family the team may hold at once (0: not allowed)."""
         return self.instance_quota.get(instance_family(instance_type), 0)
+
+
+class TeamPolicyBody(TeamPolicy):
+    """The body of ``PUT /admin/teams/{team}``: a :class:`TeamPolicy` whose ``name`` may be left out (the
+    path names the team; a ``name`` that differs from the path's is refused)."""
+
+    name: str | None = Field(default=None, pattern=TEAM_NAME_PATTERN)  # type: ignore[assignment]
 
 
 class AccountPolicy(BaseModel):
