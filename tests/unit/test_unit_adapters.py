@@ -251,6 +251,7 @@ def test_describe_training_plan_reads_times_and_fee(sagemaker: tuple[SageMakerAd
             "StartTime": datetime(2026, 12, 9, 11, 30, tzinfo=UTC),
             "EndTime": datetime(2026, 12, 12, 11, 30, tzinfo=UTC),
             "UpfrontFee": "8000.50",
+            "InUseInstanceCount": 0,
             "ReservedCapacitySummaries": [
                 {
                     "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/rc-1",
@@ -270,6 +271,7 @@ def test_describe_training_plan_reads_times_and_fee(sagemaker: tuple[SageMakerAd
         "ml.p5.48xlarge",
     )
     assert plan.start_time == datetime(2026, 12, 9, 11, 30, tzinfo=UTC)
+    assert plan.in_use_instance_count == 0  # InUseInstanceCount, for the cost report's timeline
 
 
 def test_list_training_plans_pages_until_found(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
