@@ -10,7 +10,8 @@ Identities are the strings the doors authenticate: an IAM principal ARN at the A
 (``requestContext.identity.userArn``, e.g. ``arn:aws:sts::123456789012:assumed-role/MlPlatform/alice``),
 ``slack:<user id>`` at Slack. Members and approvers match by ARN pattern (``fnmatch``: ``*`` and ``?``;
 ``arn:aws:sts::123456789012:assumed-role/MlPlatform/*``), by IAM principal tag (``{"team": "ml-eval"}``: the
-tags of the role or user behind the ARN, IAM ``ListRoleTags``/``ListUserTags``) or by Slack user id.
+tags of the role or user behind the ARN, IAM ``ListRoleTags``/``ListUserTags``), by Slack user id or by Slack
+user group id (``S0123ABC``: its users, Slack ``usergroups.users.list``, read when asked).
 
 Money is USD (:class:`~decimal.Decimal`, whole cents); a month is a UTC calendar month (``2026-12``).
 """
@@ -33,6 +34,7 @@ TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 """Team names: 1-63 lower-case letters, digits and hyphens (they appear in keys, metrics and URLs)."""
 _ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::(\d{12}|\*):[A-Za-z0-9+=,.@_/*?-]+$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+_SLACK_USER_GROUP = re.compile(r"^S[A-Z0-9]{2,20}$")
 
 ArnPattern = Annotated[str, StringConstraints(min_length=20, max_length=512)]
 SlackUser = Annotated[str, StringConstraints(min_length=2, max_length=21)]
@@ -59,6 +61,16 @@ def _slack_users(values: list[str]) -> list[str]:
     return values
 
 
+def _slack_user_groups(values: list[str]) -> list[str]:
+    bad = [value for value in values if not _SLACK_USER_GROUP.match(value)]
+    if bad:
+        raise ValueError(
+            f"{', '.join(map(repr, bad))} is not a Slack user group id (S..., as the group's URL or "
+            "usergroups.list shows it; not its @handle)"
+        )
+    return values
+
+
 def arn_matches(identity: str, pattern: str) -> bool:
     """True when the IAM principal ARN ``identity`` matches ``pattern`` (``*``/``?`` wildcards, case-sensitive
     as IAM ARNs are)."""
@@ -67,7 +79,7 @@ def arn_matches(identity: str, pattern: str) -> bool:
 
 class Principals(BaseModel):
     """Who belongs: IAM principal ARN patterns, IAM principal tags (every key/value must match), Slack
-    users."""
+    users, and the users of Slack user groups."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,9 +89,11 @@ class Principals(BaseModel):
         Annotated[str, StringConstraints(max_length=256)],
     ] = Field(default_factory=dict, max_length=10)
     slack_users: list[SlackUser] = Field(default_factory=list, max_length=500)
+    slack_user_groups: list[SlackUser] = Field(default_factory=list, max_length=20)
 
     _check_arns = field_validator("iam_principal_arns")(_arn_patterns)
     _check_slack = field_validator("slack_users")(_slack_users)
+    _check_groups = field_validator("slack_user_groups")(_slack_user_groups)
 
     def by_arn_or_slack(self, identity: str) -> bool:
         """True when ``identity`` (an ARN or ``slack:<id>``) is named by an ARN pattern or a Slack user."""
@@ -92,6 +106,10 @@ class Principals(BaseModel):
         if not self.iam_principal_tags or tags is None:
             return False
         return all(tags.get(key) == value for key, value in self.iam_principal_tags.items())
+
+    def by_groups(self, groups: frozenset[str]) -> bool:
+        """True when one of this set's Slack user groups is in ``groups`` (those the Slack user is in)."""
+        return any(group in groups for group in self.slack_user_groups)
 
 
 def instance_family(instance_type: str) -> str:
@@ -161,8 +179,15 @@ class TeamPolicy(BaseModel):
     @field_validator("approvers")
     @classmethod
     def _someone_approves(cls, value: Principals) -> Principals:
-        if not (value.iam_principal_arns or value.slack_users or value.iam_principal_tags):
-            raise ValueError("names nobody: add an IAM principal ARN pattern, a tag or a Slack user")
+        if not (
+            value.iam_principal_arns
+            or value.slack_users
+            or value.iam_principal_tags
+            or value.slack_user_groups
+        ):
+            raise ValueError(
+                "names nobody: add an IAM principal ARN pattern, a tag, a Slack user or a Slack user group"
+            )
         return value
 
     @field_validator("approval_above_usd")

@@ -56,16 +56,39 @@ def _tags(ports: Ports, identity: str, teams: list[TeamPolicy], *, approvers: bo
     return ports.iam.principal_tags(identity)
 
 
+def _groups(ports: Ports, identity: str, teams: list[TeamPolicy], *, approvers: bool) -> frozenset[str]:
+    """The Slack user groups named by ``teams`` (their members, or approvers) that the Slack user
+    ``identity`` is in: one ``usergroups.users.list`` per group named, read only for a Slack identity."""
+    if not identity.startswith("slack:"):
+        return frozenset()
+    user = identity.removeprefix("slack:")
+    named = sorted(
+        {
+            group
+            for team in teams
+            for group in (team.approvers if approvers else team.members).slack_user_groups
+        }
+    )
+    return frozenset(group for group in named if user in ports.slack_directory.usergroup_users(group))
+
+
 def teams_of(identity: str, ports: Ports) -> list[TeamPolicy]:
-    """The teams ``identity`` (an IAM principal ARN or ``slack:<user id>``) is a member of, by name."""
+    """The teams ``identity`` (an IAM principal ARN or ``slack:<user id>``) is a member of, by name.
+
+    Raises:
+        SlackUnavailable: a Slack user group could not be read now (try again).
+        ConfigurationError: Slack refused the read (the app lacks ``usergroups:read``, no bot token).
+    """
     store = ports.policy
     if store is None:
         return []
     teams = store.teams()
     found = [team for team in teams if team.members.by_arn_or_slack(identity)]
-    if len(found) < len(teams):
-        tags = _tags(ports, identity, [t for t in teams if t not in found], approvers=False)
-        found += [t for t in teams if t not in found and t.members.by_tags(tags)]
+    rest = [team for team in teams if team not in found]
+    if rest:
+        tags = _tags(ports, identity, rest, approvers=False)
+        groups = _groups(ports, identity, rest, approvers=False)
+        found += [team for team in rest if team.members.by_tags(tags) or team.members.by_groups(groups)]
     return sorted(found, key=lambda team: team.name)
 
 
@@ -117,10 +140,12 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
     """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
 
     Four-eyes: the requester never approves its own request. With a policy, the approver must be one of the
-    team's approvers (an approver of another team is refused).
+    team's approvers (an approver of another team is refused): by ARN pattern or Slack user, by IAM
+    principal tag, or as a user of one of its Slack user groups.
 
     Raises:
         NotPermitted: the caller is the requester, or is not an approver of the team (message says which).
+        SlackUnavailable, ConfigurationError: a Slack user group of the team's approvers could not be read.
     """
     if requester and identity == requester:
         raise NotPermitted(
@@ -138,6 +163,8 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
     if team.approvers.by_arn_or_slack(identity):
         return
     if team.approvers.by_tags(_tags(ports, identity, [team], approvers=True)):
+        return
+    if team.approvers.by_groups(_groups(ports, identity, [team], approvers=True)):
         return
     raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
 

@@ -42,6 +42,8 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from capacity import jsonsafe, messages
 from capacity.adapters.slack import respond
 from capacity.errors import (
+    CapacityError,
+    ConfigurationError,
     InvalidRequest,
     NotAwaitingApproval,
     NotPermitted,
@@ -52,6 +54,7 @@ from capacity.errors import (
     ScheduleExists,
     ScheduleNotFound,
     SlackUnauthorized,
+    SlackUnavailable,
 )
 from capacity.logic import api, costs, schedules
 from capacity.logic.checks import require_in_scope
@@ -454,14 +457,29 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
         return run()
-    except UsageError as exc:
+    except (UsageError, CapacityError) as exc:
+        return _failure(exc)
+
+
+def _failure(exc: Exception) -> SlackAnswer:
+    """What the user sees of a command that could not be carried out (nothing was done, or see the text)."""
+    if isinstance(exc, UsageError):
         return _usage(str(exc))
-    except InvalidRequest as exc:
+    if isinstance(exc, InvalidRequest):
         return _ephemeral(_invalid_text(exc))
-    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted) as exc:
+    if isinstance(
+        exc, (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted)
+    ):
         return _ephemeral(messages.escape(exc))
-    except RetryableAwsError as exc:  # nothing is lost: the same command again picks up where this stopped
+    if isinstance(exc, SlackUnavailable):  # a user group of a team could not be read: nothing was done
+        return _ephemeral(
+            f"Slack is busy ({messages.escape(exc)}): nothing was done; send the command again."
+        )
+    if isinstance(exc, RetryableAwsError):  # nothing is lost: the same command again picks up
         return _ephemeral(f"AWS is busy ({messages.escape(exc)}): send the same command again.")
+    if isinstance(exc, ConfigurationError):  # e.g. the Slack app lacks usergroups:read: an admin must fix it
+        return _ephemeral(f"This deployment is misconfigured ({messages.escape(exc)}); nothing was done.")
+    raise exc
 
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
@@ -851,6 +869,16 @@ def _decide(
         )
     except (NotAwaitingApproval, NotPermitted, ReservationNotFound, InvalidRequest) as exc:
         door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    except (
+        SlackUnavailable,
+        ConfigurationError,
+    ) as exc:  # who approves could not be checked: nothing recorded
+        door.respond(
+            response_url,
+            messages.escape(f"{request_id}: nothing was recorded ({exc}); press the button again later."),
+            ephemeral=True,
+        )
         return
     except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
         door.respond(
