@@ -52,6 +52,7 @@ from localcloud.iam.lookups import CloudLookups
 from localcloud.lambdas import InvocationRecord, LambdaRuntime
 from localcloud.scheduler import SchedulerTicker
 from localcloud.slack import Outbox, OutboxMessage
+from localcloud.slack import workspace as slack_workspace
 from localcloud.template import Stack
 from localcloud.timeline import Kind, Timeline, TimelineEntry
 
@@ -159,7 +160,7 @@ class LocalCloud:
         self.faults = faults if faults is not None else FaultInjector(seed=seed)
         self.clock = VirtualClock((start or DEFAULT_START).astimezone(UTC))
         self.timeline = Timeline(now=self.clock.now)
-        self.outbox = Outbox()
+        self.outbox = Outbox(**slack_workspace(self.stack.local_values, Path(__file__).resolve().parents[1]))
         self.lambdas = LambdaRuntime(self.stack.functions, self.clock, self._base_env(), seed=seed)
         # The hang detector counts invocations started and ended as progress.
         self.clock.add_progress_source(lambda: self.lambdas.started + len(self.lambdas.records))

@@ -11,6 +11,11 @@ connection:
 Each call is recorded as an :class:`OutboxMessage` and answered as Slack answers it (Web API:
 ``{"ok": true, "channel": ..., "ts": ...}``; webhooks: HTTP 200 with body ``ok``). The asyncio clients
 (``AsyncWebClient``) and ``LegacyWebClient`` (both need aiohttp, not installed) are not patched.
+
+The workspace's user groups (``local_values.json`` ``Slack.UserGroups``: group id -> user ids) answer
+``usergroups.users.list`` (``{"ok": true, "users": [...]}``; an unknown id ``no_such_subteam``), and the
+bot scopes are those the app manifest grants (``Slack.AppManifest``, ``docs/slack-app-manifest.yaml``): a
+method whose scope it lacks answers ``missing_scope`` with ``needed``, as Slack does.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import contextlib
 import itertools
 import json
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import Message
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from urllib.request import Request
@@ -31,6 +38,13 @@ from slack_sdk.webhook.client import WebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
 _BOT = {"team_id": "T0LOCALCLD", "user_id": "U0LOCALBOT", "bot_id": "B0LOCALBOT"}
+SCOPES_NEEDED = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "usergroups.users.list": "usergroups:read",
+}
+"""The bot scope each Web API method the product calls needs (https://docs.slack.dev/reference/methods)."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +76,22 @@ class OutboxMessage:
 class Outbox:
     """Captures outbound Slack calls (see the module docstring). Thread-safe.
 
+    Args:
+        user_groups: the workspace's user groups, id (``S...``) -> member user ids.
+        scopes: the bot scopes the app is installed with (None: every scope).
+
     Attributes:
         messages: every captured call, in order.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        user_groups: Mapping[str, Sequence[str]] | None = None,
+        scopes: frozenset[str] | None = None,
+    ) -> None:
+        self.user_groups = {group: list(users) for group, users in (user_groups or {}).items()}
+        self.scopes = scopes
         self.messages: list[OutboxMessage] = []
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
@@ -116,7 +141,9 @@ class Outbox:
     # -- answering -------------------------------------------------------------------------------------
 
     def _answer_web(self, url: str, payload: dict[str, Any]) -> str:
-        method = urlsplit(url).path.rsplit("/", 1)[-1] or "api.test"
+        parts = urlsplit(url)
+        method = parts.path.rsplit("/", 1)[-1] or "api.test"
+        payload = {**dict(parse_qsl(parts.query, keep_blank_values=True)), **payload}  # GET methods' params
         now = datetime.now(UTC)
         channel = payload.get("channel")
         with self._lock:
@@ -133,6 +160,21 @@ class Outbox:
                     ts=ts if method.startswith("chat.") else None,
                 )
             )
+        needed = SCOPES_NEEDED.get(method)
+        if needed is not None and self.scopes is not None and needed not in self.scopes:
+            return json.dumps(
+                {
+                    "ok": False,
+                    "error": "missing_scope",
+                    "needed": needed,
+                    "provided": ",".join(sorted(self.scopes)),
+                }
+            )
+        if method == "usergroups.users.list":
+            users = self.user_groups.get(str(payload.get("usergroup") or ""))
+            if users is None:
+                return json.dumps({"ok": False, "error": "no_such_subteam"})
+            return json.dumps({"ok": True, "users": users})
         return json.dumps(_web_answer(method, payload, ts))
 
     def _record_webhook(self, url: str, payload: dict[str, Any]) -> None:
@@ -228,3 +270,20 @@ def _json_headers() -> Message:
     headers = Message()
     headers["content-type"] = "application/json; charset=utf-8"
     return headers
+
+
+def workspace(local_values: Mapping[str, Any], root: Path) -> dict[str, Any]:
+    """The :class:`Outbox` arguments from ``local_values.json``'s ``Slack`` section: ``user_groups`` from
+    ``UserGroups`` (keys starting with ``_`` are comments) and ``scopes`` from the bot scopes of the app
+    manifest ``AppManifest`` (a path under ``root``); empty without the section."""
+    section = local_values.get("Slack") or {}
+    groups = {k: list(v) for k, v in (section.get("UserGroups") or {}).items() if not str(k).startswith("_")}
+    scopes: frozenset[str] | None = None
+    manifest = section.get("AppManifest")
+    if manifest:
+        import yaml  # noqa: PLC0415 - PyYAML only for the manifest
+
+        document = yaml.safe_load((root / str(manifest)).read_text()) or {}
+        bot = ((document.get("oauth_config") or {}).get("scopes") or {}).get("bot") or []
+        scopes = frozenset(str(scope) for scope in bot)
+    return {"user_groups": groups, "scopes": scopes}

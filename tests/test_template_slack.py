@@ -23,7 +23,7 @@ def test_the_slack_routes_skip_iam_auth_and_reach_the_slack_function() -> None:
     assert all(props["RestApiId"] == {"Ref": "CapacityApi"} for props in routes.values())
 
 
-def test_the_slack_function_reads_only_the_signing_secret_and_knows_its_approvers() -> None:
+def test_the_slack_function_reads_only_its_two_secrets_and_knows_its_approvers() -> None:
     function = _resources()["SlackFunction"]["Properties"]
     env = function["Environment"]["Variables"]
     assert env["SLACK_SIGNING_SECRET_ARN"] == {"Ref": "SlackSigningSecret"}
@@ -33,7 +33,12 @@ def test_the_slack_function_reads_only_the_signing_secret_and_knows_its_approver
         for p in function["Policies"]
         if "AWSSecretsManagerGetSecretValuePolicy" in p
     ]
-    assert secrets == [{"SecretArn": {"Ref": "SlackSigningSecret"}}]
+    # The signing secret verifies requests; the bot token reads the Slack user groups a team names
+    # (usergroups.users.list, issue 16) and nothing else in this function.
+    assert secrets == [
+        {"SecretArn": {"Ref": "SlackSigningSecret"}},
+        {"SecretArn": {"Ref": "SlackBotTokenSecret"}},
+    ]
     statements = [s for p in function["Policies"] if "Statement" in p for s in p["Statement"]]
     put = next(s for s in statements if s["Action"] == "dynamodb:PutItem")
     assert put["Resource"] == {"GetAtt": "IdempotencyTable.Arn"}

@@ -90,7 +90,7 @@ from capacity.logic.schedules import ScheduleDefinition
 from capacity.models import ReservationRequest, State
 from capacity.ports import Ports
 from capacity.settings import Settings
-from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicy
+from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicyBody
 
 logger = Logger()
 app = APIGatewayRestResolver(
@@ -188,13 +188,21 @@ def _json(status: int, body: Mapping[str, Any]) -> Response[Any]:
     "/plans",
     summary="Dry run: where is capacity, what would it cost, what would be bought",
     responses=_responses(
-        200, "ranked offerings and the recommendation; nothing is bought", PlanResult, 400, 413, 422, 503
+        200,
+        "ranked offerings, the recommendation and what the caller's team refuses; nothing is bought",
+        PlanResult,
+        400,
+        403,
+        413,
+        422,
+        503,
     ),
     tags=["plans"],
 )
 def post_plan(request: Annotated[ReservationRequest, Body()]) -> PlanResult:
-    """Search every region of the request and rank the offerings; buys and stores nothing."""
-    return plans.plan_reservation(_as_sent(request), _ports())
+    """Search every region of the request and rank the offerings, judged by the caller's team; buys and
+    stores nothing."""
+    return plans.plan_reservation(_as_sent(request), _ports(), requester=_identity())
 
 
 # ------------------------------------------------------------------------------------ reservations
@@ -418,7 +426,7 @@ TeamName = Annotated[str, Path(pattern=TEAM_NAME_PATTERN, description="the team'
     responses=_responses(200, "the team, with this month's spend", TeamView, 400, 403, 413, 422, 503),
     tags=["admin"],
 )
-def put_team(team: TeamName, body: Annotated[TeamPolicy, Body()]) -> TeamView:
+def put_team(team: TeamName, body: Annotated[TeamPolicyBody, Body()]) -> TeamView:
     """Members, approvers, monthly budget, approval threshold, types, regions and quotas of ``team``."""
     return TeamView.model_validate(
         policy.put_team(team, body.model_dump(mode="json", exclude_none=True), _ports(), actor=_identity())

@@ -27,11 +27,11 @@ from capacity.settings import Settings
 logger = Logger()
 
 
-def _planner(body: Mapping[str, Any], ports: Ports, time_limit: float) -> Mapping[str, Any]:
-    """``/gpu plan``: the REST API's dry run with a short search budget."""
+def _planner(body: Mapping[str, Any], ports: Ports, time_limit: float, requester: str) -> Mapping[str, Any]:
+    """``/gpu plan``: the REST API's dry run with a short search budget, judged by the Slack user's team."""
     from capacity.logic.plans import plan_reservation  # noqa: PLC0415 - only plan needs the search code
 
-    result = plan_reservation(body, ports, time_limit_seconds=time_limit)
+    result = plan_reservation(body, ports, requester=requester, time_limit_seconds=time_limit)
     answer: Mapping[str, Any] = result.model_dump(mode="json")
     return answer
 

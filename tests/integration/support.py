@@ -37,13 +37,19 @@ def api_event(
     path: str = "/reservations",
     caller: str | None = None,
     query: dict[str, str] | None = None,
+    accept: str | None = None,
 ) -> dict[str, Any]:
     """An API Gateway REST proxy event like the demo's, with another body, method, path, IAM caller
-    (``requestContext.identity.userArn``; default the demo's) or query string (a DELETE confirms by default:
-    ``confirm=true``; pass ``query={}`` to ask without confirming)."""
+    (``requestContext.identity.userArn``; default the demo's), query string (a DELETE confirms by default:
+    ``confirm=true``; pass ``query={}`` to ask without confirming) or ``Accept`` header. Paths with a
+    parameter (``/reservations/{request_id}``, ``/admin/teams/{team}``) get their resource and
+    ``pathParameters``."""
     event: dict[str, Any] = copy.deepcopy(json.loads(API_EVENT.read_text()))
     if caller is not None:
         event["requestContext"]["identity"]["userArn"] = caller
+    if accept is not None:
+        event["headers"]["Accept"] = accept
+        event["multiValueHeaders"]["Accept"] = [accept]
     if query is None and method == "DELETE":
         query = {"confirm": "true"}  # a client that confirmed that a paid fee is not refunded
     if query is not None:
@@ -54,6 +60,9 @@ def api_event(
         parts = path.split("/")
         event["pathParameters"] = {"request_id": parts[2]}
         resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
+    elif path.startswith("/admin/teams/"):
+        event["pathParameters"] = {"team": path.split("/")[3]}
+        resource = "/admin/teams/{team}"
     event.update(httpMethod=method, path=path, resource=resource, body=json.dumps(body) if body else None)
     event["requestContext"].update(httpMethod=method, resourcePath=resource, path="/v1" + path)
     return event

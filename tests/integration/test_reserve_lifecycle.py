@@ -58,6 +58,16 @@ def test_happy_path_buys_once_serves_releases_and_leaves_nothing() -> None:
             "ReleaseCapacityStateMachine": "SUCCEEDED",
         }
         assert "RELEASED" in slack_texts(cloud)
+        # The instance count over time (issue 16): the plan's InUseInstanceCount when the activation poll
+        # found it Active (0: nothing deployed yet), then the endpoint's CurrentInstanceCount at READY.
+        usage = [(i["source"], i["instances"]) for i in items if i["sk"].startswith("USAGE#")]
+        assert usage[:2] == [("training-plan", "0"), ("ready", "1")], usage
+        active = next(item for item in stamped if item["state"] == "ACTIVE")
+        plan_seen = next(i for i in items if i["sk"].startswith("USAGE#") and i["source"] == "training-plan")
+        assert plan_seen["sk"].split("#")[1] == active["at"]
+        summary = released["detail"]["summary"]  # the 0 before service does not count in service
+        assert (summary["instance_hours_used"], summary["instance_hours_reserved"]) == ("70.82", "144.00")
+        assert summary["effective_usd_per_served_instance_hour"] == "28.11"
 
 
 def test_over_budget_is_rejected_and_nothing_is_bought() -> None:

@@ -14,22 +14,25 @@ from botocore.stub import ANY, Stubber
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import SageMakerAdapter, tags_for
 from capacity.adapters.scheduler import ReleaseScheduler
-from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.slack import SlackDirectory, SlackMessage, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.errors import (
     AccessDenied,
+    ConfigurationError,
     NotAwaitingApproval,
     OfferingExpired,
     PurchaseFailed,
     QuotaExceeded,
     ResourceBusy,
     RetryableAwsError,
+    SlackUnavailable,
     TrainingPlanNameInUse,
 )
 from capacity.logic.deploy import component_specification, production_variant
 from capacity.models import ReservationReleasedDetail, parse_request
 from moto import mock_aws
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
 
 from tests.unit.unit_fakes import NOW, request_body
 
@@ -251,6 +254,7 @@ def test_describe_training_plan_reads_times_and_fee(sagemaker: tuple[SageMakerAd
             "StartTime": datetime(2026, 12, 9, 11, 30, tzinfo=UTC),
             "EndTime": datetime(2026, 12, 12, 11, 30, tzinfo=UTC),
             "UpfrontFee": "8000.50",
+            "InUseInstanceCount": 0,
             "ReservedCapacitySummaries": [
                 {
                     "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/rc-1",
@@ -270,6 +274,7 @@ def test_describe_training_plan_reads_times_and_fee(sagemaker: tuple[SageMakerAd
         "ml.p5.48xlarge",
     )
     assert plan.start_time == datetime(2026, 12, 9, 11, 30, tzinfo=UTC)
+    assert plan.in_use_instance_count == 0  # InUseInstanceCount, for the cost report's timeline
 
 
 def test_list_training_plans_pages_until_found(sagemaker: tuple[SageMakerAdapter, Stubber]) -> None:
@@ -459,3 +464,55 @@ def test_resource_tags_raise_a_denial_and_read_only_a_missing_resource_as_none(
     stubber.add_client_error("list_tags", "ValidationException", "1 validation error detected")
     with pytest.raises(ClientError):
         adapter.resource_tags(arn)
+
+
+def _slack_answer(status: int, data: dict[str, Any]) -> SlackResponse:
+    return SlackResponse(
+        client=None, http_verb="GET", api_url="https://slack.com/api/usergroups.users.list", req_args={},
+        data=data, headers={}, status_code=status,
+    )  # fmt: skip
+
+
+class _GroupsClient:
+    """``WebClient.usergroups_users_list`` answering ``answers`` (an exception is raised) in turn."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    def usergroups_users_list(self, *, usergroup: str) -> Any:
+        self.asked.append(usergroup)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_slack_directory_reads_a_user_group_and_names_what_to_fix() -> None:
+    ok = _slack_answer(200, {"ok": True, "users": ["U0ERIN", "U0LEAD"]})
+    gone = SlackApiError("no_such_subteam", _slack_answer(200, {"ok": False, "error": "no_such_subteam"}))  # type: ignore[no-untyped-call]
+    limited = SlackApiError("ratelimited", _slack_answer(429, {"ok": False, "error": "ratelimited"}))  # type: ignore[no-untyped-call]
+    scope = SlackApiError(  # type: ignore[no-untyped-call]
+        "missing_scope",
+        _slack_answer(200, {"ok": False, "error": "missing_scope", "needed": "usergroups:read"}),
+    )
+    client = _GroupsClient(ok, gone, limited, scope, TimeoutError("timed out"))
+    timeouts: list[int] = []
+
+    def factory(token: str, timeout: int) -> Any:
+        timeouts.append(timeout)
+        return client
+
+    directory = SlackDirectory(lambda: "xoxb-1", timeout_seconds=2, client_factory=factory)
+    assert directory.usergroup_users("S0EVALTEAM") == frozenset({"U0ERIN", "U0LEAD"})
+    assert directory.usergroup_users("S0GONE") == frozenset()  # a deleted group makes nobody a member
+    with pytest.raises(SlackUnavailable, match="ratelimited"):
+        directory.usergroup_users("S0EVALTEAM")
+    with pytest.raises(ConfigurationError, match="needs the bot scope usergroups:read"):
+        directory.usergroup_users("S0EVALTEAM")
+    with pytest.raises(SlackUnavailable, match="TimeoutError"):
+        directory.usergroup_users("S0EVALTEAM")
+    assert client.asked == ["S0EVALTEAM", "S0GONE", "S0EVALTEAM", "S0EVALTEAM", "S0EVALTEAM"]
+    assert set(timeouts) == {2}
+    with pytest.raises(ConfigurationError, match="SLACK_BOT_TOKEN_SECRET_ARN is not set"):
+        SlackDirectory(None).usergroup_users("S0EVALTEAM")

@@ -62,6 +62,38 @@ def test_the_demo_used_one_of_two_instances_so_half_the_instance_hours(harness: 
     assert summary.usage_observed is True
 
 
+def test_the_plans_in_use_count_before_service_does_not_lower_the_hours_in_service(harness: Harness) -> None:
+    harness.clock.now = START - timedelta(hours=3)  # the activation poll: the plan Active, nothing on it yet
+    record_usage(harness.ports, "r", 0, source="training-plan")
+    harness.clock.now = START
+    harness.ledger.append("r", State.READY, actor="t")
+    harness.clock.now = START + timedelta(minutes=1)  # DescribeEndpoint answered a minute after READY
+    record_usage(harness.ports, "r", 1, source="ready")
+    harness.clock.now = START + timedelta(hours=70, minutes=49)
+    harness.ledger.append("r", State.RELEASING, actor="t")
+    history = harness.ledger.history("r")
+    summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
+    # 70.82, not 70.80: the 0 seen before READY is the time before service, not its first minute
+    assert (summary.instance_hours_used, summary.instance_hours_reserved) == (
+        Decimal("70.82"),
+        Decimal("144.00"),
+    )
+    assert summary.usage_observed is True
+
+
+def test_only_an_observation_before_service_leaves_the_use_assumed(harness: Harness) -> None:
+    harness.clock.now = START - timedelta(hours=3)
+    record_usage(harness.ports, "r", 0, source="training-plan")
+    harness.clock.now = START
+    harness.ledger.append("r", State.READY, actor="t")
+    harness.clock.now = START + timedelta(hours=10)
+    harness.ledger.append("r", State.RELEASING, actor="t")
+    history = harness.ledger.history("r")
+    summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
+    # not 0 used: nothing was observed in service, so the reservation's 2 instances are assumed, and said so
+    assert (summary.instance_hours_used, summary.usage_observed) == (Decimal("20.00"), False)
+
+
 def test_a_reservation_idle_80_percent_of_the_time_reports_its_loss(harness: Harness) -> None:
     history = _served(harness, 72 * 0.2, 2)  # both instances, 20% of the time
     summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)

@@ -12,15 +12,16 @@ import boto3
 import pytest
 from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
-from capacity.errors import NotPermitted, TeamLimitExceeded
+from capacity.errors import NotPermitted, SlackUnavailable, TeamLimitExceeded
 from capacity.ledger import APPROVAL
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
+from capacity.logic.plans import plan_reservation
 from capacity.models import State, parse_request
 from capacity.teams import TeamPolicy
 
 from tests.unit.conftest import REGION, Harness
-from tests.unit.unit_fakes import NOW, request_body
+from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
 ALICE = "arn:aws:sts::123456789012:assumed-role/MlEval/alice"
 EVAL_APPROVER = "arn:aws:sts::123456789012:assumed-role/EvalApprovers/erin"
@@ -211,3 +212,88 @@ def test_the_quota_counts_instances_held_at_once(harness: Harness, store: Policy
         instance_type="ml.p5.48xlarge", instance_count=1,
     )  # fmt: skip
     assert store.spent("2026-12", "ml-eval") == Decimal(200)
+
+
+def test_the_dry_run_refuses_an_offering_above_what_the_team_has_left_this_month(
+    harness: Harness, store: PolicyStore
+) -> None:
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-east", fee="2400"))
+    body = request_body(requester="someone-else@example.com", max_upfront_fee_usd="10000")
+    fits = plan_reservation(body, harness.ports, requester=ALICE)
+    assert (fits.decision, fits.team and fits.team.refusal) == ("DRY_RUN", None)
+    assert fits.team is not None
+    assert fits.team.left == "team ml-eval has $30,000.00 left in December 2026"
+    policy.reserve_spend(
+        harness.ports, key="earlier", team_name="ml-eval", amount_usd=Decimal(28000),
+        instance_type="ml.p5.48xlarge", instance_count=1,
+    )  # fmt: skip
+    result = plan_reservation(body, harness.ports, requester=ALICE)
+    assert result.decision == "REJECTED"
+    assert result.team is not None
+    assert (result.team.team, result.team.problems, result.team.left_usd) == ("ml-eval", [], Decimal(2000))
+    assert result.team.refusal == (
+        "team ml-eval has $2,000.00 left in December 2026, less than the offering's fee $2,400.00"
+    )
+    assert result.reason.startswith(result.team.refusal + ": nothing was bought.")
+    assert harness.world.names("CreateTrainingPlan") == []
+    with pytest.raises(NotPermitted, match="not a member of team 'research'"):
+        plan_reservation({**body, "team": "research"}, harness.ports, requester=ALICE)
+
+
+class _Directory:
+    """Slack user groups as usergroups.users.list answers them; ``down`` raises as a rate-limited Slack."""
+
+    def __init__(self, groups: dict[str, set[str]], *, down: bool = False) -> None:
+        self.groups = groups
+        self.down = down
+        self.reads: list[str] = []
+
+    def usergroup_users(self, usergroup: str) -> frozenset[str]:
+        self.reads.append(usergroup)
+        if self.down:
+            raise SlackUnavailable(f"Slack usergroups.users.list {usergroup}: ratelimited")
+        return frozenset(self.groups.get(usergroup, set()))
+
+
+def test_slack_user_groups_make_members_and_approvers_read_when_asked(
+    harness: Harness, store: PolicyStore
+) -> None:
+    directory = _Directory({"S0EVALTEAM": {"U0ERIN"}, "S0EVALLEADS": {"U0LEAD"}, "S0OTHER": {"U0ROB"}})
+    harness.ports._slack_directory = directory
+    store.put_team(
+        team(
+            "ml-eval",
+            members={"slack_user_groups": ["S0EVALTEAM"]},
+            approvers={"slack_user_groups": ["S0EVALLEADS"]},
+        ),
+        actor="t",
+        now=NOW,
+    )
+    assert policy.resolve_team("slack:U0ERIN", harness.ports, None) == "ml-eval"
+    assert directory.reads == ["S0EVALTEAM"]  # only the groups the teams name, each once
+    with pytest.raises(NotPermitted, match="not a member of any team"):
+        policy.resolve_team("slack:U0ROB", harness.ports, None)
+    directory.reads.clear()
+    with pytest.raises(NotPermitted, match="not a member of any team"):
+        policy.resolve_team(ALICE, harness.ports, None)  # the team no longer names ARNs
+    assert directory.reads == []  # an IAM identity is never looked up in Slack
+
+    policy.may_approve("slack:U0LEAD", "slack:U0ERIN", "ml-eval", harness.ports)
+    with pytest.raises(NotPermitted, match="not an approver of team ml-eval"):
+        policy.may_approve("slack:U0ERIN", "slack:U0LEAD", "ml-eval", harness.ports)
+    with pytest.raises(NotPermitted, match="cannot approve or reject it"):
+        policy.may_approve("slack:U0LEAD", "slack:U0LEAD", "ml-eval", harness.ports)
+
+    directory.groups["S0EVALTEAM"] = set()  # left the group in Slack: no longer a member
+    with pytest.raises(NotPermitted, match="not a member of any team"):
+        policy.resolve_team("slack:U0ERIN", harness.ports, None)
+    directory.down = True  # Slack unreachable: a transient error, not a silent "not a member"
+    with pytest.raises(SlackUnavailable, match="ratelimited"):
+        policy.resolve_team("slack:U0ERIN", harness.ports, None)
+
+
+def test_slack_user_group_ids_are_validated() -> None:
+    with pytest.raises(ValueError, match=r"'@eval-team' is not a Slack user group id \(S\.\.\."):
+        team("ml-eval", members={"slack_user_groups": ["@eval-team"]})
+    only_groups = team("ml-eval", approvers={"slack_user_groups": ["S0EVALLEADS"]})
+    assert only_groups.approvers.slack_user_groups == ["S0EVALLEADS"]  # a group alone is an approver set

@@ -252,14 +252,15 @@ def test_cancel_is_for_the_requester_or_an_approver(harness: Harness, door: Any)
 
 
 def test_plan_answers_the_dry_run_with_the_regions_not_searched(harness: Harness, door: Any) -> None:
-    seen: list[tuple[dict[str, Any], float]] = []
+    seen: list[tuple[dict[str, Any], float, str]] = []
 
-    def planner(body: Any, ports: Any, limit: float) -> dict[str, Any]:
-        seen.append((dict(body), limit))
+    def planner(body: Any, ports: Any, limit: float, requester: str) -> dict[str, Any]:
+        seen.append((dict(body), limit, requester))
         return {
             "request_id": "req-1",
             "decision": "DRY_RUN",
             "reason": "cheapest feasible offering",
+            "team": {"team": "ml-platform", "left": "team ml-platform has $2,000.00 left in December 2026"},
             "recommendation": {
                 "upfront_fee_usd": "8000",
                 "region": "us-east-1",
@@ -286,6 +287,8 @@ def test_plan_answers_the_dry_run_with_the_regions_not_searched(harness: Harness
     assert status == 200
     assert seen[0][0]["dry_run"] is True
     assert seen[0][1] == slack_door.PLAN_TIME_LIMIT_SECONDS
+    assert seen[0][2] == "slack:U0REQUESTER"  # the verified Slack user, whose team judges the plan
+    assert "\nTeam ml-platform has $2,000.00 left in December 2026.\n" in text
     assert text.startswith("*Plan for req-1: DRY_RUN*")
     assert "Not searched within Slack's 3 seconds: eu-west-1;" in text
     assert "\nRecommended: training-plan ($8,000.00). The request needs certainty.\n" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -236,6 +237,22 @@ def test_activation_records_active_and_puts_the_event(harness: Harness) -> None:
     assert states(harness)[-2:] == [State.SCHEDULED, State.ACTIVE]
     assert harness.ledger.history(request.id)[-2].detail["observed"] is False
     assert "ReservationActive" in harness.events.types()
+
+
+def test_an_active_plans_in_use_instance_count_is_recorded_for_the_cost_report(harness: Harness) -> None:
+    request = bought(harness)
+    sm = harness.world.client("us-east-1")
+    sm.set_plan_status("co-demo-1", "Scheduled")
+    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    wait_for_activation(step, harness.ports)
+    assert harness.ledger.items(request.id, "USAGE#") == []  # only an Active plan's count is recorded
+    plan = harness.world.plans["co-demo-1"]
+    harness.world.plans["co-demo-1"] = replace(plan, status="Active", in_use_instance_count=1)
+    harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
+    wait_for_activation(step, harness.ports)
+    (usage,) = harness.ledger.items(request.id, "USAGE#")
+    assert (usage["instances"], usage["source"]) == (1, "training-plan")
+    assert usage["sk"].startswith("USAGE#2026-12-09T11:31:00.000Z#")
 
 
 def test_failed_plan_raises_plan_failed(harness: Harness) -> None:

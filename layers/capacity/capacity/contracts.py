@@ -532,6 +532,28 @@ class PlanAdvice(_Body):
     text: str
 
 
+class TeamCheck(_Body):
+    """What the caller's team says of a ``POST /plans`` dry run (issue 16): the same checks the reserve
+    workflow's choose step rejects with (:func:`capacity.logic.policy.admit`, :func:`~capacity.logic.policy.
+    judge_plan`), so a requester learns them before submitting.
+
+    ``team`` is the team the request would be charged to (null when it names none that exists);
+    ``problems`` what the team does not allow (a type, a region, more instances than its quota, a budget
+    above its monthly budget or the account cap; each a sentence with the fix; empty: none);
+    ``left_usd``/``left`` what the team (and the account) may still commit this UTC month, USD, and the
+    sentence ("team ml-eval has $812.40 left in December 2026"); ``approval_above_usd`` the threshold the
+    purchase would be judged by (the lower of the request's and the team's); ``refusal`` why the workflow
+    would reject the request (null: the team allows it).
+    """
+
+    team: str | None
+    problems: list[str] = Field(default_factory=list)
+    left_usd: Money | None = None
+    left: str | None = None
+    approval_above_usd: Money | None = None
+    refusal: str | None = None
+
+
 class PaidReservationBody(_Body):
     """409 of ``DELETE /reservations/{id}`` without ``confirm=true`` when the upfront fee is paid (issue
     16)."""

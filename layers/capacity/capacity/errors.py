@@ -167,6 +167,11 @@ class RetryableAwsError(CapacityError):
     retryable = True
 
 
+class SlackUnavailable(RetryableAwsError):
+    """Slack's Web API did not answer a read the policy needs (rate limited, timed out, a 5xx): try again.
+    A subclass of :class:`RetryableAwsError` so every door treats it as a transient fault."""
+
+
 class AccessDenied(CapacityError):
     """AWS refused a call for lack of permission (IAM ``AccessDenied``/``UnauthorizedOperation``...).
 

@@ -24,7 +24,7 @@ from capacity.adapters.iam import IamAdapter
 from capacity.adapters.policy_store import PolicyStore
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, Extension, SageMakerAdapter, TrainingPlan
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
-from capacity.adapters.slack import SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.slack import SlackDirectory, SlackMessage, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.ledger import Ledger
 from capacity.settings import Settings
@@ -271,6 +271,12 @@ class NotifierPort(Protocol):
         ...
 
 
+class DirectoryPort(Protocol):
+    """Reads Slack user groups (see :class:`~capacity.adapters.slack.SlackDirectory`)."""
+
+    def usergroup_users(self, usergroup: str) -> frozenset[str]: ...
+
+
 class _PerRegion[P]:
     """One port per region, made by ``make(region)`` on first use and reused."""
 
@@ -298,6 +304,8 @@ class Ports:
         iam: the IAM port; default :class:`~capacity.adapters.iam.IamAdapter`.
         event_rules: region -> default-bus rules port; default :class:`~capacity.adapters.events.EventRules`.
         policy: the teams policy store; default built from env ``POLICY_TABLE`` (None when unset).
+        slack_directory: Slack user groups; default :class:`~capacity.adapters.slack.SlackDirectory` with the
+            bot token (env ``SLACK_BOT_TOKEN_SECRET_ARN``).
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
     """
@@ -321,6 +329,7 @@ class Ports:
         iam: IamPort | None = None,
         event_rules: Callable[[str], EventRulesPort] | None = None,
         policy: PolicyStore | None = None,
+        slack_directory: DirectoryPort | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -330,6 +339,7 @@ class Ports:
         self._scheduler = scheduler
         self._tasks = tasks
         self._slack = slack
+        self._slack_directory = slack_directory
         timeouts = settings.call_timeouts
         self._sagemaker = _PerRegion[SageMakerPort](
             sagemaker or (lambda region: SageMakerAdapter(region, clients.sagemaker(region, timeouts)))
@@ -436,6 +446,18 @@ class Ports:
             provider = (lambda: token_from_secret(secret)) if secret else None
             self._slack = SlackNotifier(self.settings.slack_channel_id, provider)
         return self._slack
+
+    @property
+    def slack_directory(self) -> DirectoryPort:
+        """Slack user groups, read with the bot token (every lookup raises ``ConfigurationError`` when
+        ``SLACK_BOT_TOKEN_SECRET_ARN`` is not set)."""
+        if self._slack_directory is None:
+            secret = self.settings.slack_token_secret_arn
+            provider = (lambda: token_from_secret(secret)) if secret else None
+            timeouts = self.settings.call_timeouts
+            seconds = max(1, round(timeouts.connect_seconds + timeouts.read_seconds))
+            self._slack_directory = SlackDirectory(provider, timeout_seconds=seconds)
+        return self._slack_directory
 
     def sagemaker(self, region: str) -> SageMakerPort:
         """The SageMaker port for ``region`` (one per region, reused)."""

@@ -10,7 +10,8 @@ Identities are the strings the doors authenticate: an IAM principal ARN at the A
 (``requestContext.identity.userArn``, e.g. ``arn:aws:sts::123456789012:assumed-role/MlPlatform/alice``),
 ``slack:<user id>`` at Slack. Members and approvers match by ARN pattern (``fnmatch``: ``*`` and ``?``;
 ``arn:aws:sts::123456789012:assumed-role/MlPlatform/*``), by IAM principal tag (``{"team": "ml-eval"}``: the
-tags of the role or user behind the ARN, IAM ``ListRoleTags``/``ListUserTags``) or by Slack user id.
+tags of the role or user behind the ARN, IAM ``ListRoleTags``/``ListUserTags``), by Slack user id or by Slack
+user group id (``S0123ABC``: its users, Slack ``usergroups.users.list``, read when asked).
 
 Money is USD (:class:`~decimal.Decimal`, whole cents); a month is a UTC calendar month (``2026-12``).
 """
@@ -21,9 +22,9 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Annotated, Self
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
 from capacity.models import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
@@ -33,6 +34,7 @@ TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 """Team names: 1-63 lower-case letters, digits and hyphens (they appear in keys, metrics and URLs)."""
 _ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::(\d{12}|\*):[A-Za-z0-9+=,.@_/*?-]+$")
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{1,20}$")
+_SLACK_USER_GROUP = re.compile(r"^S[A-Z0-9]{2,20}$")
 
 ArnPattern = Annotated[str, StringConstraints(min_length=20, max_length=512)]
 SlackUser = Annotated[str, StringConstraints(min_length=2, max_length=21)]
@@ -59,6 +61,16 @@ def _slack_users(values: list[str]) -> list[str]:
     return values
 
 
+def _slack_user_groups(values: list[str]) -> list[str]:
+    bad = [value for value in values if not _SLACK_USER_GROUP.match(value)]
+    if bad:
+        raise ValueError(
+            f"{', '.join(map(repr, bad))} is not a Slack user group id (S..., as the group's URL or "
+            "usergroups.list shows it; not its @handle)"
+        )
+    return values
+
+
 def arn_matches(identity: str, pattern: str) -> bool:
     """True when the IAM principal ARN ``identity`` matches ``pattern`` (``*``/``?`` wildcards, case-sensitive
     as IAM ARNs are)."""
@@ -67,7 +79,7 @@ def arn_matches(identity: str, pattern: str) -> bool:
 
 class Principals(BaseModel):
     """Who belongs: IAM principal ARN patterns, IAM principal tags (every key/value must match), Slack
-    users."""
+    users, and the users of Slack user groups."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,9 +89,11 @@ class Principals(BaseModel):
         Annotated[str, StringConstraints(max_length=256)],
     ] = Field(default_factory=dict, max_length=10)
     slack_users: list[SlackUser] = Field(default_factory=list, max_length=500)
+    slack_user_groups: list[SlackUser] = Field(default_factory=list, max_length=20)
 
     _check_arns = field_validator("iam_principal_arns")(_arn_patterns)
     _check_slack = field_validator("slack_users")(_slack_users)
+    _check_groups = field_validator("slack_user_groups")(_slack_user_groups)
 
     def by_arn_or_slack(self, identity: str) -> bool:
         """True when ``identity`` (an ARN or ``slack:<id>``) is named by an ARN pattern or a Slack user."""
@@ -92,6 +106,10 @@ class Principals(BaseModel):
         if not self.iam_principal_tags or tags is None:
             return False
         return all(tags.get(key) == value for key, value in self.iam_principal_tags.items())
+
+    def by_groups(self, groups: frozenset[str]) -> bool:
+        """True when one of this set's Slack user groups is in ``groups`` (those the Slack user is in)."""
+        return any(group in groups for group in self.slack_user_groups)
 
 
 def instance_family(instance_type: str) -> str:
@@ -157,26 +175,42 @@ class TeamPolicy(BaseModel):
             raise ValueError(f"quotas must be 0..10000 instances: {', '.join(bad)}")
         return values
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.approval_above_usd > self.monthly_budget_usd:
-            raise ValueError(
-                f"approval_above_usd {self.approval_above_usd:f} is above monthly_budget_usd "
-                f"{self.monthly_budget_usd:f}: it would never apply; lower it"
-            )
+    # Field validators, not a model validator, so a 400 names the field to fix.
+    @field_validator("approvers")
+    @classmethod
+    def _someone_approves(cls, value: Principals) -> Principals:
         if not (
-            self.approvers.iam_principal_arns
-            or self.approvers.slack_users
-            or self.approvers.iam_principal_tags
+            value.iam_principal_arns
+            or value.slack_users
+            or value.iam_principal_tags
+            or value.slack_user_groups
         ):
             raise ValueError(
-                "approvers names nobody: add an IAM principal ARN pattern, a tag or a Slack user"
+                "names nobody: add an IAM principal ARN pattern, a tag, a Slack user or a Slack user group"
             )
-        return self
+        return value
+
+    @field_validator("approval_above_usd")
+    @classmethod
+    def _below_budget(cls, value: Decimal, info: ValidationInfo) -> Decimal:
+        budget = info.data.get("monthly_budget_usd")  # absent when itself invalid (reported on its own)
+        if budget is not None and value > budget:
+            raise ValueError(
+                f"approval_above_usd {value:f} is above monthly_budget_usd {budget:f}: it would never apply; "
+                "lower it"
+            )
+        return value
 
     def quota_for(self, instance_type: str) -> int:
         """The most instances of ``instance_type``'s family the team may hold at once (0: not allowed)."""
         return self.instance_quota.get(instance_family(instance_type), 0)
+
+
+class TeamPolicyBody(TeamPolicy):
+    """The body of ``PUT /admin/teams/{team}``: a :class:`TeamPolicy` whose ``name`` may be left out (the
+    path names the team; a ``name`` that differs from the path's is refused)."""
+
+    name: str | None = Field(default=None, pattern=TEAM_NAME_PATTERN)  # type: ignore[assignment]
 
 
 class AccountPolicy(BaseModel):

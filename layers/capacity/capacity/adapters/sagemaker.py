@@ -61,6 +61,8 @@ class TrainingPlan:
     upfront_fee_usd: Decimal | None
     total_instance_count: int | None
     instance_type: str | None
+    in_use_instance_count: int | None = None
+    """``InUseInstanceCount``: the plan's instances in use now (None when AWS does not say)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,12 @@ def _plan(data: Mapping[str, Any]) -> TrainingPlan:
         upfront_fee_usd=_fee(data.get("UpfrontFee")),
         total_instance_count=data.get("TotalInstanceCount"),
         instance_type=str(summaries[0]["InstanceType"]) if summaries else None,
+        in_use_instance_count=_count(data.get("InUseInstanceCount")),
     )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def tags_for(request_id: str) -> list[dict[str, str]]:

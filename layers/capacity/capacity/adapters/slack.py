@@ -3,7 +3,8 @@
 A message may name its own ``channel`` and ``thread_ts`` (a reply in the requester's thread, see
 :func:`capacity.logic.common.post`); otherwise it goes to env ``SLACK_CHANNEL_ID``. The Slack door also
 answers interactions through their ``response_url`` (:func:`respond`, ``slack_sdk``'s ``WebhookClient``)
-and reads the app's signing secret (:func:`signing_secret_from_secret`).
+and reads the app's signing secret (:func:`signing_secret_from_secret`). :class:`SlackDirectory` reads
+who is in a Slack user group (``usergroups.users.list``) for the teams policy.
 
 The bot token comes from Secrets Manager (env ``SLACK_BOT_TOKEN_SECRET_ARN``) through Powertools
 Parameters (``get_secret``, cached 5 minutes); the secret holds the token itself or a JSON object with
@@ -25,6 +26,8 @@ from aws_lambda_powertools.utilities.parameters import get_secret
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
+
+from capacity.errors import ConfigurationError, SlackUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -169,3 +172,75 @@ class SlackNotifier:
             return None
         ts = answer.get("ts") if answer is not None else None
         return str(ts) if ts else ""
+
+
+_TRANSIENT_SLACK_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+"""Web API ``error`` values that a later attempt may not meet (https://docs.slack.dev/apis/web-api/)."""
+
+
+class SlackDirectory:
+    """Who is in a Slack user group: Web API ``usergroups.users.list`` (bot scope ``usergroups:read``;
+    rate tier 2, about 20 calls a minute), with the bot token.
+
+    Args:
+        token_provider: returns the bot token (None: Slack is not configured, every lookup raises).
+        timeout_seconds: the socket timeout of one call (the Slack door answers within 3 s).
+        client_factory: builds the ``WebClient`` from a token and a timeout (tests).
+    """
+
+    def __init__(
+        self,
+        token_provider: Callable[[], str] | None,
+        *,
+        timeout_seconds: int = 3,
+        client_factory: Callable[[str, int], WebClient] = lambda token, timeout: WebClient(
+            token=token, timeout=timeout
+        ),
+    ) -> None:
+        self._token_provider = token_provider
+        self._timeout = timeout_seconds
+        self._client_factory = client_factory
+
+    def usergroup_users(self, usergroup: str) -> frozenset[str]:
+        """The Slack user ids (``U...``) in user group ``usergroup`` (``S...``); empty when Slack knows no
+        such group (``no_such_subteam``: a deleted group gives nobody membership).
+
+        Raises:
+            ConfigurationError: no bot token is configured, or Slack refused the token or its scopes
+                (``missing_scope``: the app needs ``usergroups:read``; ``plan_upgrade_required``: the
+                workspace's plan has no user groups); the message names the fix.
+            SlackUnavailable: rate limited, timed out, unreachable or a Slack-side error: try again.
+        """
+        if self._token_provider is None:
+            raise ConfigurationError(
+                f"Slack user group {usergroup} cannot be read: SLACK_BOT_TOKEN_SECRET_ARN is not set"
+            )
+        try:
+            client = self._client_factory(self._token_provider(), self._timeout)
+            answer = client.usergroups_users_list(usergroup=usergroup)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "unknown_error")
+            if error == "no_such_subteam":
+                return frozenset()
+            status = int(getattr(exc.response, "status_code", 0) or 0)
+            if error in _TRANSIENT_SLACK_ERRORS or status >= 500:
+                raise SlackUnavailable(f"Slack usergroups.users.list {usergroup}: {error}") from exc
+            needed = exc.response.get("needed")
+            raise ConfigurationError(
+                f"Slack refused usergroups.users.list for {usergroup}: {error}"
+                + (
+                    f" (the app needs the bot scope {needed}: reinstall it with docs/slack-app-manifest.yaml)"
+                    if needed
+                    else ""
+                )
+            ) from exc
+        except ValueError as exc:  # no token in the secret
+            raise ConfigurationError(f"Slack user group {usergroup} cannot be read: {exc}") from exc
+        except (SlackClientError, OSError) as exc:
+            raise SlackUnavailable(
+                f"Slack usergroups.users.list {usergroup} failed ({type(exc).__name__}): {exc}"
+            ) from exc
+        users = answer.get("users") or []
+        return frozenset(str(user) for user in users if isinstance(user, str))

@@ -22,12 +22,15 @@ from capacity.logic.common import (
     stop_if_released,
     void_purchase,
 )
+from capacity.logic.costs import record_usage
 from capacity.ports import Ports
 from capacity.timeutil import iso_z, short
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
-    """Poll the plan once; record ``SCHEDULED``/``ACTIVE`` the first time each is seen.
+    """Poll the plan once; record ``SCHEDULED``/``ACTIVE`` the first time each is seen, and an Active plan's
+    ``InUseInstanceCount`` as a usage observation (:func:`capacity.logic.costs.record_usage`, source
+    ``training-plan``).
 
     When the first poll already finds the plan ``Active`` (the usual case: the workflow waits until the
     start time), ``SCHEDULED`` is recorded just before ``ACTIVE`` with ``observed: false`` so the
@@ -87,6 +90,8 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
             ),
         ),
     )
+    if plan.status == "Active":  # the plan's own count of its instances in use (the cost report's timeline)
+        record_usage(ports, step.request_id, plan.in_use_instance_count, source="training-plan")
     if plan.status != "Active":
         check_activation_deadlines(
             history,

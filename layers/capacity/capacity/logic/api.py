@@ -65,7 +65,7 @@ from capacity.ledger import (
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
-from capacity.logic.policy import may_approve, resolve_team
+from capacity.logic.policy import charged_to, may_approve
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
     _MISSING_HINT,
@@ -136,10 +136,7 @@ def submit_reservation(
     """
     sent_requester = body.get("requester") if isinstance(body, Mapping) else None
     if requester is not None and isinstance(body, Mapping):
-        body = {**body, "requester": requester}
-        team = resolve_team(requester, ports, body.get("team") if isinstance(body.get("team"), str) else None)
-        if team is not None:
-            body["team"] = team
+        body = charged_to(body, requester, ports)
     request = parse_request(body, now=ports.clock())
     require_in_scope(request, ports)  # before anything is put: buckets and instance roles allowed
     payload = request.model_dump(mode="json")

@@ -22,15 +22,14 @@ from capacity.contracts import ChooseInput, ChooseOutput
 from capacity.errors import ReservationCancelled
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
-from capacity.logic.policy import Admission, admit, left_in_month
+from capacity.logic.policy import admit, judge_plan
 from capacity.models import (
     ReservationFailedDetail,
     ReservationPlannedDetail,
     State,
 )
-from capacity.planner import Decision, Plan, decide
+from capacity.planner import Decision, decide
 from capacity.ports import Ports
-from capacity.pricing import format_usd
 from capacity.ranking import rank
 
 
@@ -59,18 +58,11 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
     offerings, blocked = deployable_offerings(request, ports, offerings)
     # Admins' limits, not the requester's (issue 16): the team's types, regions, quota, budget and threshold.
     admission = admit(request, ports)
-    rejection = "BudgetExceeded"
     plan = decide(admission.request if admission else request, offerings, quota_errors=quota_errors)
     if blocked:
         plan = replace(plan, reason=f"{plan.reason} {not_considered(blocked)}")
-    spending = (Decision.PURCHASE, Decision.APPROVAL_REQUIRED, Decision.DRY_RUN)
-    if admission is not None and (admission.problems or plan.decision in spending):
-        refusal = _team_refusal(admission, plan, ports)
-        if refusal:
-            rejection = "TeamLimitExceeded"
-            plan = replace(
-                plan, decision=Decision.REJECTED, reason=f"{refusal}: nothing was bought. {plan.reason}"
-            )
+    plan, refusal = judge_plan(plan, admission, ports)
+    rejection = "TeamLimitExceeded" if refusal else "BudgetExceeded"
     summary = plan.offering.summary() if plan.offering else None
 
     if plan.decision is Decision.NO_OFFERING:
@@ -152,17 +144,3 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
         offering=summary,
         approval_timeout_seconds=request.approval_timeout_hours * 3600,
     )
-
-
-def _team_refusal(admission: Admission, plan: Plan, ports: Ports) -> str | None:
-    """Why the team's policy refuses ``plan`` (its problems, or an offering above what the team has left this
-    month), or None. The purchase checks the money again, atomically
-    (:func:`capacity.logic.policy.reserve_spend`)."""
-    if admission.problems:
-        return "; ".join(admission.problems)
-    if admission.team is None or plan.offering is None:
-        return None
-    left, sentence = left_in_month(ports, admission.team, ports.clock())
-    if plan.offering.upfront_fee_usd > left:
-        return f"{sentence}, less than the offering's fee {format_usd(plan.offering.upfront_fee_usd)}"
-    return None

@@ -3,10 +3,14 @@
 
 Instance count over time: every count the product makes or observes is an append-only ledger item
 ``USAGE#<time>`` (``instances``, ``source``): the endpoint's ``DescribeEndpoint``
-``ProductionVariants[].CurrentInstanceCount`` when it is ready and whenever the scaler acts, the instances
-running in an EC2 capacity block when they are ready, and 0 when the release starts. Between two
-observations the count is the earlier one (a step function); before the first one it is the first one.
-Without any observation the reservation's instance count is assumed (``usage_observed`` false): the old
+``ProductionVariants[].CurrentInstanceCount`` when it is ready (``ready``) and whenever the scaler acts
+(``scale``), the instances running in an EC2 capacity block when they are ready (``instances-running``), and
+the training plan's ``DescribeTrainingPlan`` ``InUseInstanceCount`` when the activation poll finds it
+``Active`` (``training-plan``). Hours in service run from ``READY`` (else ``DEPLOYING``) to ``RELEASING``;
+an observation made before the reservation began serving (the plan's count at activation, 0 while nothing
+is deployed) describes the time before it and does not set the count in service. Between two observations
+the count is the earlier one (a step function); before the first one it is the first one. Without any
+observation in service the reservation's instance count is assumed (``usage_observed`` false): the old
 figure, flagged as such.
 
 Money is USD (:class:`~decimal.Decimal`), hours decimal hours, times UTC; a reservation's month is the UTC
@@ -98,7 +102,8 @@ def used_instance_hours(
     """``(hours served, instance-hours used, observed)`` of the reservation so far (see the module)."""
     begin, end = served_window(history, purchase, now)
     hours = Decimal((end - begin).total_seconds()) / 3600
-    points = usage_points(ports, request_id)
+    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
+    points = [p for p in usage_points(ports, request_id) if serving is not None and p[0] >= serving.at]
     if points:
         return hours, instance_hours(points, begin, end), True
     return hours, hours * (purchase.instance_count or 1), False

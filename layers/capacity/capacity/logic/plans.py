@@ -16,6 +16,12 @@ not considered and are listed in ``unusable_regions`` with why; when no region w
 passes, ``decision`` is ``NOT_DEPLOYABLE`` (the workflow would fail before asking anyone to approve) and
 nothing "would be bought". Scopes (model artifact buckets, instance roles) are checked first
 (:func:`~capacity.logic.checks.require_in_scope`: 400).
+
+Like the workflow, the dry run is judged by the caller's team (issue 16): the request is charged to the
+authenticated caller's team (:func:`~capacity.logic.policy.charged_to`: 403 for a caller in no team),
+planned with the team's approval threshold, and ``REJECTED`` with the team's reasons
+(:func:`~capacity.logic.policy.judge_plan`, the rule the choose step applies); ``team`` reports the problems
+and what the team has left this month.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from capacity.contracts import OptionCost, PlanAdvice
+from capacity.contracts import OptionCost, PlanAdvice, TeamCheck
 from capacity.errors import RetryableAwsError
 from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
+from capacity.logic.policy import Admission, admit, charged_to, judge_plan, left_in_month
 from capacity.logic.search import region_offerings
 from capacity.models import Offering, parse_request
 from capacity.planner import Decision, decide
@@ -81,6 +88,10 @@ class PlanResult(BaseModel):
         "considered)",
     )
     advice: PlanAdvice = Field(description="the recommended option, why, its cost against the others")
+    team: TeamCheck | None = Field(
+        default=None,
+        description="what the caller's team refuses and has left this month (null: no teams policy)",
+    )
 
 
 def _advice(recommendation: Recommendation, check: str) -> PlanAdvice:
@@ -103,6 +114,7 @@ def plan_reservation(
     body: Mapping[str, Any],
     ports: Ports,
     *,
+    requester: str | None = None,
     time_limit_seconds: float = PLAN_TIME_LIMIT_SECONDS,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> PlanResult:
@@ -110,16 +122,24 @@ def plan_reservation(
 
     Args:
         body: a reservation request as for ``POST /reservations`` (``dry_run`` is forced to true).
-        ports: only ``ports.sagemaker(region)`` (or ``ports.ec2(region)``) and ``ports.clock`` are used.
+        ports: the searches (``ports.sagemaker(region)`` or ``ports.ec2(region)``), the checks of what the
+            request names, ``ports.policy`` (and ``ports.iam`` for tag membership) and ``ports.clock``.
+        requester: the authenticated caller (IAM principal ARN, ``slack:<user id>``); it replaces the body's
+            ``requester`` and picks the team (:func:`~capacity.logic.policy.charged_to`). None: the body's.
         time_limit_seconds: no region search starts after this long.
         monotonic: the stopwatch (tests).
 
     Raises:
         InvalidRequest: the request is invalid (each error names the field).
+        NotPermitted: the caller is in no team, or not in the team the body names (403).
     """
     now = ports.clock()
+    if requester is not None:
+        body = charged_to(body, requester, ports)
     request = parse_request({**body, "dry_run": True}, now=now)
     require_in_scope(request, ports)
+    admission = admit(request, ports)
+    planned = admission.request if admission else request
     started = monotonic()
     offerings: list[Offering] = []
     quota_errors: dict[str, str] = {}
@@ -143,7 +163,7 @@ def plan_reservation(
     blocked = {r: issues for r in checked if (issues := region_problems(request, ports, r))}
     feasible_regions = {o.region for o in offerings if o.feasible}
     offerings = [o for o in offerings if o.region not in blocked]
-    plan = decide(request, offerings, quota_errors=quota_errors)
+    plan, refusal = judge_plan(decide(planned, offerings, quota_errors=quota_errors), admission, ports)
     # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
     # workflow tries on demand first when the strategy and the start allow it.
     recommendation = recommend(request, offerings, now=now, on_demand_available=None)
@@ -151,6 +171,8 @@ def plan_reservation(
     decision = plan.decision.value
     if not reservable(request):
         reason = f"Nothing to reserve: {recommendation.reason}"
+        if refusal:
+            reason = f"{refusal}. {reason}"
     if feasible_regions and feasible_regions <= set(blocked):
         decision = NOT_DEPLOYABLE
         reason = f"Would buy nothing: {not_deployable(request, blocked)}"
@@ -158,7 +180,7 @@ def plan_reservation(
         reason += f" {not_considered(blocked)}"
     if skipped:
         reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
-    threshold = request.approval_above_usd
+    threshold = planned.approval_above_usd
     needs_approval = (
         decision == Decision.DRY_RUN.value
         and plan.offering is not None
@@ -179,4 +201,20 @@ def plan_reservation(
         regions_not_searched=skipped,
         unusable_regions={r: "; ".join(p.message for p in issues) for r, issues in blocked.items()},
         advice=_advice(recommendation, on_demand_check(request, now)),
+        team=_team_check(admission, refusal, ports),
     )
+
+
+def _team_check(admission: Admission | None, refusal: str | None, ports: Ports) -> TeamCheck | None:
+    if admission is None:
+        return None
+    check = TeamCheck(
+        team=admission.team.name if admission.team else None,
+        problems=list(admission.problems),
+        approval_above_usd=admission.request.approval_above_usd,
+        refusal=refusal,
+    )
+    if admission.team is None:
+        return check
+    left, sentence = left_in_month(ports, admission.team, ports.clock())
+    return check.model_copy(update={"left_usd": left, "left": sentence})

@@ -5,9 +5,12 @@ reads it through ``ports.policy`` and does nothing when the deployment has none 
 
 - :func:`resolve_team`: the team a door's authenticated caller requests for (403 when none).
 - :func:`may_approve`: whether a caller may approve a request of a team (never its requester).
+- :func:`charged_to`: a request body as sent by an authenticated caller: its requester, and its team
+  (:func:`resolve_team`); every door (API, Slack, the dry run) builds requests through it.
 - :func:`admit`: the static checks of a request against its team (types, regions, count, budget), with the
-  effective approval threshold (the lower of the request's and the team's); ``choose_offering`` rejects
-  what they refuse.
+  effective approval threshold (the lower of the request's and the team's); :func:`judge_plan` turns them
+  (and an offering above what the team has left this month) into a ``REJECTED`` plan: the reserve
+  workflow's ``choose_offering`` and the ``POST /plans`` dry run both judge with it.
 - :func:`reserve_spend`: **the** check money goes through, called by a purchase right before it buys (after
   reconcile): a conditional update of the team's month, the account's month and the team's quota in one
   DynamoDB transaction. Two purchases racing for the last $1,000 cannot both pass. An extension's purchase
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -37,6 +40,7 @@ from capacity.errors import (
     TeamNotFound,
 )
 from capacity.models import ReservationRequest, parse_model
+from capacity.planner import Decision, Plan
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
@@ -52,16 +56,39 @@ def _tags(ports: Ports, identity: str, teams: list[TeamPolicy], *, approvers: bo
     return ports.iam.principal_tags(identity)
 
 
+def _groups(ports: Ports, identity: str, teams: list[TeamPolicy], *, approvers: bool) -> frozenset[str]:
+    """The Slack user groups named by ``teams`` (their members, or approvers) that the Slack user
+    ``identity`` is in: one ``usergroups.users.list`` per group named, read only for a Slack identity."""
+    if not identity.startswith("slack:"):
+        return frozenset()
+    user = identity.removeprefix("slack:")
+    named = sorted(
+        {
+            group
+            for team in teams
+            for group in (team.approvers if approvers else team.members).slack_user_groups
+        }
+    )
+    return frozenset(group for group in named if user in ports.slack_directory.usergroup_users(group))
+
+
 def teams_of(identity: str, ports: Ports) -> list[TeamPolicy]:
-    """The teams ``identity`` (an IAM principal ARN or ``slack:<user id>``) is a member of, by name."""
+    """The teams ``identity`` (an IAM principal ARN or ``slack:<user id>``) is a member of, by name.
+
+    Raises:
+        SlackUnavailable: a Slack user group could not be read now (try again).
+        ConfigurationError: Slack refused the read (the app lacks ``usergroups:read``, no bot token).
+    """
     store = ports.policy
     if store is None:
         return []
     teams = store.teams()
     found = [team for team in teams if team.members.by_arn_or_slack(identity)]
-    if len(found) < len(teams):
-        tags = _tags(ports, identity, [t for t in teams if t not in found], approvers=False)
-        found += [t for t in teams if t not in found and t.members.by_tags(tags)]
+    rest = [team for team in teams if team not in found]
+    if rest:
+        tags = _tags(ports, identity, rest, approvers=False)
+        groups = _groups(ports, identity, rest, approvers=False)
+        found += [team for team in rest if team.members.by_tags(tags) or team.members.by_groups(groups)]
     return sorted(found, key=lambda team: team.name)
 
 
@@ -93,14 +120,32 @@ def resolve_team(identity: str, ports: Ports, asked: str | None) -> str | None:
     return teams[0]
 
 
+def charged_to(body: Mapping[str, Any], requester: str, ports: Ports) -> dict[str, Any]:
+    """``body`` (a reservation request as a door received it) as requested by the authenticated
+    ``requester``: its ``requester`` replaced, its ``team`` the one :func:`resolve_team` charges (the body's
+    ``team`` picks one of the caller's teams; kept as sent when the deployment has no policy table).
+
+    Raises:
+        NotPermitted: see :func:`resolve_team`.
+    """
+    charged = {**body, "requester": requester}
+    asked = charged.get("team")
+    team = resolve_team(requester, ports, asked if isinstance(asked, str) else None)
+    if team is not None:
+        charged["team"] = team
+    return charged
+
+
 def may_approve(identity: str, requester: str | None, team_name: str | None, ports: Ports) -> None:
     """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
 
     Four-eyes: the requester never approves its own request. With a policy, the approver must be one of the
-    team's approvers (an approver of another team is refused).
+    team's approvers (an approver of another team is refused): by ARN pattern or Slack user, by IAM
+    principal tag, or as a user of one of its Slack user groups.
 
     Raises:
         NotPermitted: the caller is the requester, or is not an approver of the team (message says which).
+        SlackUnavailable, ConfigurationError: a Slack user group of the team's approvers could not be read.
     """
     if requester and identity == requester:
         raise NotPermitted(
@@ -118,6 +163,8 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
     if team.approvers.by_arn_or_slack(identity):
         return
     if team.approvers.by_tags(_tags(ports, identity, [team], approvers=True)):
+        return
+    if team.approvers.by_groups(_groups(ports, identity, [team], approvers=True)):
         return
     raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
 
@@ -186,6 +233,35 @@ def admit(request: ReservationRequest, ports: Ports) -> Admission | None:
         threshold = min(threshold, request.approval_above_usd)
     planned = request.model_copy(update={"approval_above_usd": threshold})
     return Admission(team, problems, planned)
+
+
+SPENDING = (Decision.PURCHASE, Decision.APPROVAL_REQUIRED, Decision.DRY_RUN)
+"""The decisions that would buy something: the team's month left is checked against their offering."""
+
+
+def judge_plan(plan: Plan, admission: Admission | None, ports: Ports) -> tuple[Plan, str | None]:
+    """The team's word on ``plan`` (decided for ``admission.request``): its :func:`admit` problems, or a
+    chosen offering whose fee is above what the team (and the account) has left this month
+    (:func:`left_in_month`).
+
+    Returns:
+        ``(plan, None)`` when the team allows it (or there is no policy: ``admission`` None); else the plan
+        ``REJECTED`` with the refusal in front of its reason ("team ml-eval may not reserve in us-west-2 ...:
+        nothing was bought. ...") and the refusal. The purchase checks the money again, atomically
+        (:func:`reserve_spend`).
+    """
+    if admission is None or not (admission.problems or plan.decision in SPENDING):
+        return plan, None
+    refusal = "; ".join(admission.problems) or None
+    if refusal is None and admission.team is not None and plan.offering is not None:
+        left, sentence = left_in_month(ports, admission.team, ports.clock())
+        if plan.offering.upfront_fee_usd > left:
+            fee = format_usd(plan.offering.upfront_fee_usd)
+            refusal = f"{sentence}, less than the offering's fee {fee}"
+    if refusal is None:
+        return plan, None
+    reason = f"{refusal}: nothing was bought. {plan.reason}"
+    return replace(plan, decision=Decision.REJECTED, reason=reason), refusal
 
 
 def left_in_month(ports: Ports, team: TeamPolicy, now: datetime) -> tuple[Decimal, str]:

@@ -42,6 +42,8 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from capacity import jsonsafe, messages
 from capacity.adapters.slack import respond
 from capacity.errors import (
+    CapacityError,
+    ConfigurationError,
     InvalidRequest,
     NotAwaitingApproval,
     NotPermitted,
@@ -52,10 +54,11 @@ from capacity.errors import (
     ScheduleExists,
     ScheduleNotFound,
     SlackUnauthorized,
+    SlackUnavailable,
 )
 from capacity.logic import api, costs, schedules
 from capacity.logic.checks import require_in_scope
-from capacity.logic.policy import resolve_team
+from capacity.logic.policy import charged_to
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
 from capacity.timeutil import iso_z
@@ -400,14 +403,15 @@ class Door:
         signing_secret: returns the Slack signing secret (cached by the caller).
         guard: remembers verified signatures (replays).
         approvers: Slack user ids allowed to approve, reject and cancel any reservation.
-        planner: ``(body, ports, time_limit_seconds) -> plan`` for ``/gpu plan`` (None: not available).
+        planner: ``(body, ports, time_limit_seconds, requester) -> plan`` for ``/gpu plan`` (None: not
+            available); ``requester`` is ``slack:<user id>``, whose team judges the plan.
         respond: posts to an interaction's ``response_url`` (default :func:`capacity.adapters.slack.respond`).
     """
 
     signing_secret: Callable[[], str]
     guard: ReplayGuard
     approvers: frozenset[str]
-    planner: Callable[[Mapping[str, Any], Ports, float], Mapping[str, Any]] | None = None
+    planner: Callable[[Mapping[str, Any], Ports, float, str], Mapping[str, Any]] | None = None
     respond: Callable[..., bool] = respond
 
 
@@ -453,21 +457,34 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
         return run()
-    except UsageError as exc:
+    except (UsageError, CapacityError) as exc:
+        return _failure(exc)
+
+
+def _failure(exc: Exception) -> SlackAnswer:
+    """What the user sees of a command that could not be carried out (nothing was done, or see the text)."""
+    if isinstance(exc, UsageError):
         return _usage(str(exc))
-    except InvalidRequest as exc:
+    if isinstance(exc, InvalidRequest):
         return _ephemeral(_invalid_text(exc))
-    except (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted) as exc:
+    if isinstance(
+        exc, (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted)
+    ):
         return _ephemeral(messages.escape(exc))
-    except RetryableAwsError as exc:  # nothing is lost: the same command again picks up where this stopped
+    if isinstance(exc, SlackUnavailable):  # a user group of a team could not be read: nothing was done
+        return _ephemeral(
+            f"Slack is busy ({messages.escape(exc)}): nothing was done; send the command again."
+        )
+    if isinstance(exc, RetryableAwsError):  # nothing is lost: the same command again picks up
         return _ephemeral(f"AWS is busy ({messages.escape(exc)}): send the same command again.")
+    if isinstance(exc, ConfigurationError):  # e.g. the Slack app lacks usergroups:read: an admin must fix it
+        return _ephemeral(f"This deployment is misconfigured ({messages.escape(exc)}); nothing was done.")
+    raise exc
 
 
 def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOrigin | None) -> SlackAnswer:
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
-    team = resolve_team(f"slack:{user_id}", ports, body.get("team"))  # the Slack user requests; its team pays
-    if team is not None:
-        body["team"] = team
+    body = charged_to(body, f"slack:{user_id}", ports)  # the Slack user requests; its team pays
     request = parse_request(body, now=ports.clock())
     require_in_scope(request, ports)
     ports.events.put(
@@ -485,19 +502,23 @@ def _plan(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> Sla
     if door.planner is None:
         return _ephemeral("Planning is not available here; use the REST API's `POST /plans`.")
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
-    result = door.planner({**body, "dry_run": True}, ports, PLAN_TIME_LIMIT_SECONDS)
+    result = door.planner({**body, "dry_run": True}, ports, PLAN_TIME_LIMIT_SECONDS, f"slack:{user_id}")
     return _ephemeral(plan_text(result))
 
 
 def plan_text(result: Mapping[str, Any]) -> str:
-    """A dry run's answer (:class:`~capacity.logic.plans.PlanResult` as JSON): the decision and why, the
-    recommended option with its cost against the alternatives and the break-even utilisation (``advice``),
-    how on-demand availability was judged, the reservation it would buy, the best offerings, and the regions
-    not searched within Slack's 3 seconds."""
+    """A dry run's answer (:class:`~capacity.logic.plans.PlanResult` as JSON): the decision and why, what the
+    team has left this month, the recommended option with its cost against the alternatives and the
+    break-even utilisation (``advice``), how on-demand availability was judged, the reservation it would buy,
+    the best offerings, and the regions not searched within Slack's 3 seconds."""
     lines = [
         f"*Plan for {result.get('request_id')}: {result.get('decision')}*",
         str(result.get("reason") or ""),
     ]
+    team = result.get("team")
+    if isinstance(team, Mapping) and team.get("left"):  # what the Slack user's team may still commit
+        left = str(team["left"])
+        lines.append(f"{left[:1].upper()}{left[1:]}.")
     advice = result.get("advice")
     option = None
     if isinstance(advice, Mapping):
@@ -848,6 +869,16 @@ def _decide(
         )
     except (NotAwaitingApproval, NotPermitted, ReservationNotFound, InvalidRequest) as exc:
         door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    except (
+        SlackUnavailable,
+        ConfigurationError,
+    ) as exc:  # who approves could not be checked: nothing recorded
+        door.respond(
+            response_url,
+            messages.escape(f"{request_id}: nothing was recorded ({exc}); press the button again later."),
+            ephemeral=True,
+        )
         return
     except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
         door.respond(
