@@ -117,6 +117,14 @@ def instance_family(instance_type: str) -> str:
     return instance_type.rsplit(".", 1)[0]
 
 
+def _only_known(values: list[str], known: set[str], what: str) -> list[str]:
+    """``values`` if each is in ``known``; else ValueError naming the unknown ones and the known ones."""
+    bad = [value for value in values if value not in known]
+    if bad:
+        raise ValueError(f"unknown {what}(s) {', '.join(map(repr, bad))}: use " + ", ".join(sorted(known)))
+    return values
+
+
 class TeamPolicy(BaseModel):
     """One team, as an administrator sets it (``PUT /admin/teams/{name}``).
 
@@ -149,23 +157,12 @@ class TeamPolicy(BaseModel):
     @field_validator("instance_types")
     @classmethod
     def _known_types(cls, values: list[str]) -> list[str]:
-        known = set(INSTANCE_TYPES) | set(CAPACITY_BLOCK_INSTANCE_TYPES)
-        bad = [value for value in values if value not in known]
-        if bad:
-            raise ValueError(
-                f"unknown instance type(s) {', '.join(map(repr, bad))}: use " + ", ".join(sorted(known))
-            )
-        return values
+        return _only_known(values, set(INSTANCE_TYPES) | set(CAPACITY_BLOCK_INSTANCE_TYPES), "instance type")
 
     @field_validator("regions")
     @classmethod
     def _known_regions(cls, values: list[str]) -> list[str]:
-        bad = [value for value in values if value not in KNOWN_REGIONS]
-        if bad:
-            raise ValueError(
-                f"unknown region(s) {', '.join(map(repr, bad))}: use " + ", ".join(sorted(KNOWN_REGIONS))
-            )
-        return values
+        return _only_known(values, set(KNOWN_REGIONS), "region")
 
     @field_validator("instance_quota")
     @classmethod
