@@ -229,3 +229,22 @@ def test_g6_without_capacity_on_demand_anywhere_fails_with_no_reservation_fallba
         )
         assert "so there is no reservation fallback" in failed["detail"]["reason"]
         assert cloud.billable_resources() == []
+
+
+def test_what_the_team_refuses_is_never_launched_on_demand() -> None:
+    """ml-eval may reserve ml.p5.48xlarge in us-east-1 only (deploy/policy-seed.json): its on-demand-first
+    EC2 request for p5.48xlarge launches nothing and ends REJECTED with the team's reason."""
+    from tests.integration.support import api_event
+    from tests.integration.test_teams import EVAL_MEMBER
+
+    with make_cloud() as cloud:
+        create_launch_templates(cloud)
+        answer = cloud.api_request(api_event(now_request(), caller=EVAL_MEMBER))
+        assert answer["statusCode"] == 202, answer
+        cloud.run_until_idle()
+        assert instances(cloud) == []
+        assert tries(cloud) == []
+        assert blocks(cloud) == []
+        rejected = next(i for i in ledger_items(cloud, REQUEST_ID) if i.get("state") == "REJECTED")
+        assert rejected["detail"]["error"] == "TeamLimitExceeded"
+        assert "team ml-eval may not reserve p5.48xlarge" in rejected["detail"]["reason"]

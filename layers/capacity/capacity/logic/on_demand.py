@@ -48,6 +48,7 @@ from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
+from capacity.logic import policy
 from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (
     STOP_STATES,
@@ -94,6 +95,15 @@ def markets(request: ReservationRequest) -> list[str]:
     return ["on-demand", "spot"] if request.strategy == "spot-ok" else ["on-demand"]
 
 
+def _team_refusal(request: ReservationRequest, ports: Ports) -> str | None:
+    """What the request's team refuses (:func:`~capacity.logic.policy.admit`: types, regions, quota,
+    budget): nothing is launched on demand for it, and the reserve path rejects it with the same reason."""
+    admission = policy.admit(request, ports)
+    if admission is None or not admission.problems:
+        return None
+    return "; ".join(admission.problems)
+
+
 def _skip_reason(request: ReservationRequest, now: datetime) -> str | None:
     if request.strategy == "reserved":
         return None  # the usual case: nothing to say
@@ -137,7 +147,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
             )
         return _status(request, Purchase(existing), ports, step.attempt)
     if step.action == "try":
-        reason = _skip_reason(request, now)
+        reason = _skip_reason(request, now) or _team_refusal(request, ports)
         if reason is not None:
             post(ports, SlackMessage(f"*{request.id}*: not trying on-demand capacity ({reason})."))
             return OnDemandOutput(outcome="skipped")
