@@ -233,6 +233,7 @@ def _after_purchase(
             "end_time": iso_z(output.end_time),
             "offering_id": item.get("offering_id"),
             "re_searched": bool(item.get("re_searched")),
+            "brought": bool(item.get("brought")),
             "release_at": iso_z(release_at),
         },
         money_usd=output.upfront_fee_usd,
