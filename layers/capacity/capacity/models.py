@@ -1007,6 +1007,9 @@ class CostSummary(BaseModel):
     on-demand) and the price per used instance-hour are computed from it."""
     usage_observed: bool | None = None
     """False when no instance count was recorded and every instance is assumed to have served."""
+    brought: bool = False
+    """True when the request brought a reservation someone else bought (issue 17): this request paid
+    nothing for it (``upfront_fee_usd`` 0); the on-demand equivalents still say what the use was worth."""
 
 
 # ------------------------------------------------------------------------------------- event details
