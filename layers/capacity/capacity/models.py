@@ -324,7 +324,7 @@ class ReservationRequest(BaseModel):
     Bring your own reservation (issue 17): ``training_plan_arn`` (platform ``sagemaker``) or
     ``capacity_reservation_id`` (platform ``ec2``, a capacity block ``cr-...``) names a reservation someone
     else bought; nothing is searched or bought, ``strategy`` is ``reserved``, and the reservation must fit
-    the request (:func:`capacity.logic.checks.brought_problems`, checked at every door and again before it
+    the request (:func:`capacity.logic.checks.brought_reservation`, checked at every door and again before it
     is used). The plan's region (from its ARN) must be one of ``regions``.
 
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
@@ -637,7 +637,7 @@ class ReservationRequest(BaseModel):
 
     def _brought_problems(self) -> list[tuple[str, str]]:
         """What a brought reservation's reference says against the rest of the request (no AWS call; what
-        AWS says of it is :func:`capacity.logic.checks.brought_problems`)."""
+        AWS says of it is :func:`capacity.logic.checks.brought_reservation`)."""
         problems: list[tuple[str, str]] = []
         if self.training_plan_arn is not None and self.capacity_reservation_id is not None:
             problems.append(
