@@ -419,6 +419,19 @@ def test_progress_of_a_slack_request_goes_to_its_thread(harness: Harness) -> Non
     assert (second.channel, second.thread_ts) == ("C0TEAM", "1700000000.000001")
 
 
+def test_a_message_whose_thread_cannot_be_read_still_reaches_the_channel(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from capacity.errors import RetryableAwsError
+
+    def throttled(request_id: str, sk: str) -> None:
+        raise RetryableAwsError("DynamoDB GetItem: ThrottlingException after retries")
+
+    monkeypatch.setattr(harness.ledger, "get", throttled)
+    post(harness.ports, SlackMessage("*soak RELEASE FAILED*", request_id="soak"))
+    assert [(m.text, m.channel) for m in harness.slack.messages] == [("*soak RELEASE FAILED*", None)]
+
+
 def test_progress_of_an_api_request_goes_to_the_default_channel(harness: Harness) -> None:
     request = parse_request(request_body(request_id="api-1"), now=None)
     harness.ledger.record_request(request, actor="tests")

@@ -307,10 +307,16 @@ def post(ports: Ports, message: SlackMessage) -> None:
     A message about a request made in Slack (``message.request_id`` with a ``SLACK_THREAD`` ledger item)
     goes to the requester's channel, in the request's thread: the first such message opens the thread
     with a summary of the request (its ``ts`` is kept in ``SLACK_ROOT``). Other messages go to the default
-    channel (env ``SLACK_CHANNEL_ID``).
+    channel (env ``SLACK_CHANNEL_ID``), and so does any message whose thread cannot be read (the ledger
+    throttled): a release failure told nobody when the read failed (soak seed 302 #45).
     """
     try:
-        ports.slack.post(_in_thread(ports, message))
+        routed = _in_thread(ports, message)
+    except Exception as exc:  # the thread could not be read (throttled): the channel still hears it
+        logger.warning("Slack thread of %s unknown, posting to the channel: %s", message.request_id, exc)
+        routed = message
+    try:
+        ports.slack.post(routed)
     except Exception as exc:  # a notification must never fail the workflow
         logger.warning("Slack notification failed: %s", exc)
 
