@@ -19,7 +19,10 @@ Two kinds of check, each written once and used by every door and step that needs
   ``LaunchTemplateNotFound``) in the workflow, recorded ``FAILED`` with nothing bought.
 - **A brought reservation** (:func:`brought_reservation`, issue 17): the training plan or capacity block a
   request names instead of buying one must exist in this account in one of its regions, be Active or
-  Scheduled, and fit the request (instance type, at least its count, the window, target ``endpoint``).
+  Scheduled, fit the request (instance type, at least its count, the window, target ``endpoint``), and be
+  nobody else's here: not bought by the orchestrator for another request (its ``request-id`` tag), and not
+  adopted by another request that has not ended (the ledger's claims, :meth:`~capacity.ledger.Ledger.
+  claim_brought`).
   Checked at every door (with the scopes, :func:`require_in_scope`: a 422 naming the field) and again by the
   workflow before it is used (``adopt_reservation``): :class:`~capacity.errors.BroughtReservationRefused`.
 """
@@ -30,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from capacity import TAG_REQUEST_ID
 from capacity.errors import (
     BroughtReservationRefused,
     FieldError,
@@ -38,7 +42,7 @@ from capacity.errors import (
     NotDeployable,
     OutOfScope,
 )
-from capacity.models import Offering, ReservationRequest
+from capacity.models import FINAL_STATES, Offering, ReservationRequest
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.timeutil import iso_z
@@ -169,6 +173,10 @@ class BroughtReservation:
     end_time: datetime
     instance_type: str
     instance_count: int
+    status: str
+    """``Status`` of the plan (``Active``...) or ``State`` of the block (``active``...)."""
+    tagged_for: str | None = None
+    """The ``capacity-orchestrator:request-id`` tag: set when the orchestrator bought it for a request."""
 
 
 def brought_reservation(request: ReservationRequest, ports: Ports) -> BroughtReservation:
@@ -184,10 +192,49 @@ def brought_reservation(request: ReservationRequest, ports: Ports) -> BroughtRes
         RetryableAwsError: throttling/5xx after retries.
     """
     if request.training_plan_arn is not None:
-        return _brought_plan(request, ports)
-    if request.capacity_reservation_id is not None:
-        return _brought_block(request, ports)
-    raise ValueError(f"request {request.id} brings no reservation")
+        found = _brought_plan(request, ports)
+    elif request.capacity_reservation_id is not None:
+        found = _brought_block(request, ports)
+    else:
+        raise ValueError(f"request {request.id} brings no reservation")
+    field = "training_plan_arn" if request.training_plan_arn is not None else "capacity_reservation_id"
+    _nobody_elses(request, ports, field, found)
+    if found.status not in BROUGHT_STATES[request.platform]:
+        what = "plan" if request.platform == "sagemaker" else "block"
+        raise _refuse(
+            field,
+            f"{found.name} is {found.status}: only an {' or '.join(BROUGHT_STATES[request.platform])} "
+            f"{what} can be used; name another {what} or leave {field} out to buy one",
+        )
+    return _fits(request, field, found)
+
+
+def live_claimants(ports: Ports, reference: str, *, besides: str | None = None) -> list[str]:
+    """The requests (other than ``besides``) that adopted the brought reservation ``reference`` (training
+    plan ARN or capacity block id) and have not ended, in id order."""
+    return [
+        other
+        for other in ports.ledger.brought_by(reference)
+        if other != besides and ports.ledger.current_state(other) not in FINAL_STATES
+    ]
+
+
+def _nobody_elses(request: ReservationRequest, ports: Ports, field: str, found: BroughtReservation) -> None:
+    """Refuse a reservation the orchestrator bought for another request, or one another live request uses."""
+    if found.tagged_for is not None and found.tagged_for != request.id:
+        raise _refuse(
+            field,
+            f"{found.name} was bought by this orchestrator for request {found.tagged_for}: it is that "
+            f"request's to serve and release; bring a reservation bought outside the orchestrator, or leave "
+            f"{field} out to buy one",
+        )
+    others = live_claimants(ports, str(request.brought), besides=request.id)
+    if others:
+        raise _refuse(
+            field,
+            f"{found.name} is already in use by request {others[0]}, which has not ended: one request at a "
+            f"time serves on a brought reservation; wait until {others[0]} is released or name another",
+        )
 
 
 def _refuse(field: str, message: str) -> BroughtReservationRefused:
@@ -205,12 +252,6 @@ def _brought_plan(request: ReservationRequest, ports: Ports) -> BroughtReservati
             + (f" finds {plan.arn}" if plan is not None else " finds none")
             + "): check the ARN, or ask its owner to share a plan of this account",
         )
-    if plan.status not in BROUGHT_STATES["sagemaker"]:
-        raise _refuse(
-            field,
-            f"training plan {name} is {plan.status}: only an Active or Scheduled plan can be served on; "
-            "name another plan or leave training_plan_arn out to buy one",
-        )
     if BROUGHT_TARGET not in plan.target_resources:
         raise _refuse(
             field,
@@ -219,19 +260,17 @@ def _brought_plan(request: ReservationRequest, ports: Ports) -> BroughtReservati
         )
     if plan.start_time is None or plan.end_time is None:  # pragma: no cover - AWS always says
         raise _refuse(field, f"training plan {name} has no start or end time yet: try again later")
-    return _fits(
-        request,
-        field,
-        BroughtReservation(
-            arn=plan.arn,
-            name=plan.name,
-            region=region,
-            availability_zone=None,
-            start_time=plan.start_time,
-            end_time=plan.end_time,
-            instance_type=str(plan.instance_type),
-            instance_count=plan.total_instance_count or 0,
-        ),
+    return BroughtReservation(
+        arn=plan.arn,
+        name=plan.name,
+        region=region,
+        availability_zone=None,
+        start_time=plan.start_time,
+        end_time=plan.end_time,
+        instance_type=str(plan.instance_type),
+        instance_count=plan.total_instance_count or 0,
+        status=plan.status,
+        tagged_for=(ports.sagemaker(region).resource_tags(plan.arn) or {}).get(TAG_REQUEST_ID),
     )
 
 
@@ -241,31 +280,23 @@ def _brought_block(request: ReservationRequest, ports: Ports) -> BroughtReservat
         block = ports.ec2(region).describe_capacity_reservation(cr_id)
         if block is None:
             continue
-        if block.state not in BROUGHT_STATES["ec2"]:
-            raise _refuse(
-                field,
-                f"capacity block {cr_id} in {region} is {block.state}: only an active or scheduled block can "
-                "be used; name another block or leave capacity_reservation_id out to buy one",
-            )
         if block.start_time is None or block.end_time is None:
             raise _refuse(
                 field,
                 f"capacity reservation {cr_id} has no end date: it is not a capacity block; name a capacity "
                 "block (ReservationType capacity-block)",
             )
-        return _fits(
-            request,
-            field,
-            BroughtReservation(
-                arn=block.arn,
-                name=block.reservation_id,
-                region=region,
-                availability_zone=block.availability_zone,
-                start_time=block.start_time,
-                end_time=block.end_time,
-                instance_type=block.instance_type,
-                instance_count=block.total_instance_count,
-            ),
+        return BroughtReservation(
+            arn=block.arn,
+            name=block.reservation_id,
+            region=region,
+            availability_zone=block.availability_zone,
+            start_time=block.start_time,
+            end_time=block.end_time,
+            instance_type=block.instance_type,
+            instance_count=block.total_instance_count,
+            status=block.state,
+            tagged_for=block.tags.get(TAG_REQUEST_ID),
         )
     raise _refuse(
         field,

@@ -199,6 +199,9 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
     item = ports.ledger.get(request.id, PURCHASE)
     if item is None:
         require_not_final(history, request.id)
+        # Claim first, then check: of two requests adopting one reservation at once, neither is served on
+        # it unseen by the other (both are refused; a later one may adopt it once the claimants have ended).
+        ports.ledger.claim_brought(str(request.brought), request.id)
         found = brought_reservation(request, ports)
         buyer.preflight(request, ports, found.region)
         offering = OfferingSummary(
