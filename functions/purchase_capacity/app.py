@@ -1,6 +1,8 @@
 """Lambda ``purchase_capacity``: buy the chosen training plan exactly once and schedule its release.
 
-In: ``{"request_id", "offering": {...}}``. Out: ``{"training_plan_arn", "training_plan_name", "region",
+In: ``{"request_id", "offering": {...}}``, or ``{"request_id", "action": "adopt"}`` to use the reservation
+the request brings (nothing bought; :func:`capacity.logic.purchase.adopt_reservation`).
+Out: ``{"training_plan_arn", "training_plan_name", "region",
 "start_time", "end_time", "upfront_fee_usd"}`` (times ``YYYY-MM-DDTHH:MM:SSZ``, fee a USD string).
 Env: LEDGER_TABLE, EVENT_BUS_NAME, SCHEDULE_GROUP, RELEASE_TARGET_ARN, SCHEDULER_ROLE_ARN, SLACK_*.
 """
@@ -11,8 +13,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import PurchaseInput
-from capacity.logic.purchase import purchase_capacity
+from capacity.contracts import AdoptInput, PurchaseInput
+from capacity.logic.purchase import adopt_reservation, purchase_capacity
 from capacity.models import parse_model
 from capacity.ports import Ports
 from capacity.settings import Settings
@@ -23,7 +25,8 @@ logger = Logger()
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Parse the state input, run the step, return its JSON-safe output."""
-    step = parse_model(PurchaseInput, event)
+    adopt = event.get("action") == "adopt"
+    step = parse_model(AdoptInput, event) if adopt else parse_model(PurchaseInput, event)
     logger.set_correlation_id(step.request_id)
     ports = Ports(
         Settings.from_env(
@@ -36,6 +39,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             )
         )
     )
-    result = purchase_capacity(step, ports).to_json()
+    output = (
+        adopt_reservation(step, ports) if isinstance(step, AdoptInput) else purchase_capacity(step, ports)
+    )
+    result = output.to_json()
     logger.info("purchase_capacity done", extra={"result": result})
     return result

@@ -70,6 +70,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
         "regions": ["us-east-1", "us-west-2"],
         "dry_run": False,
         "resume_offering": None,
+        "brought": False,
     }
     retry = invoke(handler, requested_event())  # the same delivery again (same event id)
     other = requested_event()

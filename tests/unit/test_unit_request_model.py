@@ -181,3 +181,48 @@ def test_approval_decision_needs_a_json_boolean(value: Any) -> None:
     assert [(e.field, e.message) for e in raised.value.errors] == [
         ("approved", "must be true or false (a JSON boolean, not a string or a number)")
     ]
+
+
+PLAN_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/central-p5"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "phrase"),
+    [
+        ({"training_plan_arn": "central-p5"}, "training_plan_arn", "is not a training plan ARN"),
+        (
+            {"training_plan_arn": PLAN_ARN.replace("us-east-1", "eu-west-1")},
+            "training_plan_arn",
+            "add eu-west-1 to regions",
+        ),
+        ({"training_plan_arn": PLAN_ARN, "strategy": "on-demand-first"}, "strategy", "use strategy reserved"),
+        ({"training_plan_arn": PLAN_ARN, "dry_run": True}, "dry_run", "remove dry_run"),
+        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, "capacity_reservation_id", "platform ec2"),
+        (
+            {"training_plan_arn": PLAN_ARN, "capacity_reservation_id": "cr-0123456789abcdef0"},
+            "capacity_reservation_id",
+            "not both",
+        ),
+    ],
+)
+def test_a_brought_reservation_that_contradicts_the_request_is_refused_naming_the_field(
+    overrides: dict[str, Any], field: str, phrase: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_request(request_body(**overrides), now=NOW)
+    said = [error.message for error in caught.value.errors if error.field == field]
+    assert any(phrase in message for message in said), caught.value.errors
+
+
+def test_a_brought_plan_keeps_the_request_id_of_the_same_body_without_it_apart() -> None:
+    # The request id is derived from the body: naming a plan makes it another request, and leaving the new
+    # fields out keeps the ids of every request sent before they existed.
+    plain = parse_request(request_body(request_id=None), now=NOW)
+    brought = parse_request(request_body(request_id=None, training_plan_arn=PLAN_ARN), now=NOW)
+    assert plain.id != brought.id
+    assert brought.brought == PLAN_ARN
+    assert (brought.brought_plan_region, brought.brought_plan_name, brought.strategy) == (
+        "us-east-1",
+        "central-p5",
+        "reserved",
+    )

@@ -39,6 +39,9 @@ class RecordRequestOutput(_Out):
     regions: list[str]
     dry_run: bool
     resume_offering: OfferingSummary | None = None
+    brought: bool = False
+    """The request brings its own reservation: the workflow adopts it (``AdoptReservation``) instead of
+    searching, choosing and buying."""
 
 
 # 2. search_offerings
@@ -155,6 +158,15 @@ class PurchaseInput(_In):
 
     request_id: str
     offering: OfferingSummary
+    execution: str | None = None
+
+
+class AdoptInput(_In):
+    """``{"request_id", "execution", "action": "adopt"}``: use the reservation the request brings
+    (:func:`capacity.logic.purchase.adopt_reservation`); nothing is bought."""
+
+    request_id: str
+    action: Literal["adopt"]
     execution: str | None = None
 
 

@@ -125,6 +125,13 @@ class OutOfScope(InvalidRequest):
     instance role): the API answers 400 naming the field; nothing is put on the bus."""
 
 
+class BroughtReservationRefused(InvalidRequest):
+    """The reservation a request brings (``training_plan_arn``, ``capacity_reservation_id``) does not exist
+    in this account and the request's regions, is not Active or Scheduled, or does not fit the request (type,
+    count, window, target): the API answers 422 naming the field; nothing is bought
+    (:func:`capacity.logic.checks.brought_reservation`)."""
+
+
 class PlanFailed(CapacityError):
     """The training plan reached ``Failed`` or ``Expired`` before it could be used."""
 

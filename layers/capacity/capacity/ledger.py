@@ -17,6 +17,8 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
   transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
   (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`).
+- Claims of brought reservations (issue 17): partition ``BROUGHT#<reservation ARN>``, one item per request
+  that adopted it (``sk`` = its request id): :meth:`Ledger.claim_brought`, :meth:`Ledger.brought_by`.
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -72,6 +74,8 @@ LISTING_INDEX = "listing"
 """The ledger's sparse GSI over the ``REQUEST`` items (PK ``listing``, SK ``written_at``)."""
 LISTING = "reservation"
 """The ``listing`` attribute's value on every ``REQUEST`` item (the GSI's only partition)."""
+BROUGHT_PREFIX = "BROUGHT#"
+"""``BROUGHT#<reservation ARN>``: the partition of the requests that adopted a brought reservation."""
 
 
 class Ledger:
@@ -162,6 +166,14 @@ class Ledger:
         )
 
     # ----------------------------------------------------------------------------- the request
+
+    def claim_brought(self, arn: str, request_id: str) -> None:
+        """Record that ``request_id`` adopts the brought reservation ``arn`` (idempotent)."""
+        self.put_once(BROUGHT_PREFIX + arn, request_id, {"claimed_by": request_id}, write_id=request_id)
+
+    def brought_by(self, arn: str) -> list[str]:
+        """The request ids that adopted the brought reservation ``arn``, in id order."""
+        return [str(item["sk"]) for item in self.items(BROUGHT_PREFIX + arn)]
 
     def record_request(self, request: ReservationRequest, *, actor: str, write_id: str | None = None) -> bool:
         """Put the ``REQUEST`` item and the ``REQUESTED`` state.

@@ -99,6 +99,12 @@ CAPACITY_BLOCK_HORIZON = timedelta(weeks=8)
 _SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 _ARTIFACT_URL = re.compile(r"^(https|s3)://[^/]+/?.*$")
+_TRAINING_PLAN_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>[0-9]{12}):training-plan/"
+    r"(?P<name>[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63})$"
+)
+"""botocore's ``TrainingPlanArn`` pattern, with the region, account and plan name captured."""
+_CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
 
 
 def _problem(message: str) -> PydanticCustomError:
@@ -315,6 +321,12 @@ class ReservationRequest(BaseModel):
     ``strategy`` (issue 6): ``on-demand-first`` (default when the window starts within the next hour),
     ``reserved`` (the default otherwise) or ``spot-ok`` (EC2 only). Validation always sets it.
 
+    Bring your own reservation (issue 17): ``training_plan_arn`` (platform ``sagemaker``) or
+    ``capacity_reservation_id`` (platform ``ec2``, a capacity block ``cr-...``) names a reservation someone
+    else bought; nothing is searched or bought, ``strategy`` is ``reserved``, and the reservation must fit
+    the request (:func:`capacity.logic.checks.brought_reservation`, checked at every door and again before it
+    is used). The plan's region (from its ARN) must be one of ``regions``.
+
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
 
@@ -352,6 +364,37 @@ class ReservationRequest(BaseModel):
     idle_policy: IdlePolicy | None = None
     launch_template: LaunchTemplateRef | None = None
     strategy: Strategy | None = None
+    training_plan_arn: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="a training plan bought by someone else (arn:aws:sagemaker:<region>:<account>:"
+        "training-plan/<name>): serve on it instead of buying one",
+    )
+    capacity_reservation_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="a capacity block bought by someone else (cr-...): run on it instead of buying one",
+    )
+
+    @field_validator("training_plan_arn")
+    @classmethod
+    def _training_plan_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _TRAINING_PLAN_ARN.match(value):
+            raise _problem(
+                f"{value!r} is not a training plan ARN: give it as DescribeTrainingPlan shows it, "
+                "arn:aws:sagemaker:<region>:<account>:training-plan/<name>"
+            )
+        return value
+
+    @field_validator("capacity_reservation_id")
+    @classmethod
+    def _capacity_reservation_id(cls, value: str | None) -> str | None:
+        if value is not None and not _CAPACITY_RESERVATION_ID.match(value):
+            raise _problem(
+                f"{value!r} is not a capacity reservation id: give the capacity block's id as "
+                "DescribeCapacityReservations shows it (cr- and 17 hexadecimal digits)"
+            )
+        return value
 
     @field_validator("request_id")
     @classmethod
@@ -469,6 +512,8 @@ class ReservationRequest(BaseModel):
 
     def _default_for(self, info: ValidationInfo) -> Strategy | None:
         """The default strategy at the validation context's ``now`` (None without one)."""
+        if self.brought is not None:  # nothing to launch on demand: the reservation exists
+            return "reserved"
         now = (info.context or {}).get("now") if isinstance(info.context, dict) else None
         if not isinstance(now, datetime):
             return None
@@ -536,6 +581,7 @@ class ReservationRequest(BaseModel):
                 )
             )
         problems.extend(self._platform_problems())
+        problems.extend(self._brought_problems())
         names = [model.name for model in self.models]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -588,6 +634,79 @@ class ReservationRequest(BaseModel):
             if model.scaling is not None
         )
         return problems
+
+    def _brought_problems(self) -> list[tuple[str, str]]:
+        """What a brought reservation's reference says against the rest of the request (no AWS call; what
+        AWS says of it is :func:`capacity.logic.checks.brought_reservation`)."""
+        problems: list[tuple[str, str]] = []
+        if self.training_plan_arn is not None and self.capacity_reservation_id is not None:
+            problems.append(
+                (
+                    "capacity_reservation_id",
+                    "name one reservation: training_plan_arn (platform sagemaker) or capacity_reservation_id "
+                    "(platform ec2), not both",
+                )
+            )
+        if self.training_plan_arn is not None and self.platform != "sagemaker":
+            problems.append(
+                (
+                    "training_plan_arn",
+                    "a training plan serves SageMaker endpoints (platform sagemaker); for platform ec2 name "
+                    "a capacity block with capacity_reservation_id",
+                )
+            )
+        if self.capacity_reservation_id is not None and self.platform != "ec2":
+            problems.append(
+                (
+                    "capacity_reservation_id",
+                    "a capacity block runs EC2 instances (platform ec2); for platform sagemaker name a "
+                    "training plan with training_plan_arn",
+                )
+            )
+        match = _TRAINING_PLAN_ARN.match(self.training_plan_arn or "")
+        if match is not None and match["region"] not in self.regions:
+            problems.append(
+                (
+                    "training_plan_arn",
+                    f"the training plan is in {match['region']}, which regions ({', '.join(self.regions)}) "
+                    f"does not list: add {match['region']} to regions or name a plan in one of them",
+                )
+            )
+        if self.brought is not None and self.strategy not in (None, "reserved"):
+            problems.append(
+                (
+                    "strategy",
+                    f"{self.strategy} launches on demand first, but the request brings its own reservation: "
+                    "use strategy reserved (the default) or leave it out",
+                )
+            )
+        if self.brought is not None and self.dry_run:
+            problems.append(
+                (
+                    "dry_run",
+                    "a brought reservation is checked when the request is sent (the answer names what does "
+                    "not fit) and nothing is bought, so there is nothing to plan: remove dry_run",
+                )
+            )
+        return problems
+
+    @property
+    def brought(self) -> str | None:
+        """The reservation the request brings (``training_plan_arn`` or ``capacity_reservation_id``), or None
+        when it is to be bought."""
+        return self.training_plan_arn or self.capacity_reservation_id
+
+    @property
+    def brought_plan_name(self) -> str | None:
+        """The ``TrainingPlanName`` of ``training_plan_arn`` (None without one)."""
+        match = _TRAINING_PLAN_ARN.match(self.training_plan_arn or "")
+        return match["name"] if match else None
+
+    @property
+    def brought_plan_region(self) -> str | None:
+        """The region of ``training_plan_arn`` (None without one)."""
+        match = _TRAINING_PLAN_ARN.match(self.training_plan_arn or "")
+        return match["region"] if match else None
 
     def _fit_problems(self) -> list[tuple[str, str]]:
         spec = spec_for(self.instance_type)
@@ -650,8 +769,9 @@ def derive_request_id(request: ReservationRequest) -> str:
         payload.pop("launch_template", None)
     if payload.get("strategy") is None:
         payload.pop("strategy", None)
-    if payload.get("team") is None:
-        payload.pop("team", None)
+    for late in ("team", "training_plan_arn", "capacity_reservation_id"):
+        if payload.get(late) is None:
+            payload.pop(late, None)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return "req-" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -887,6 +1007,9 @@ class CostSummary(BaseModel):
     on-demand) and the price per used instance-hour are computed from it."""
     usage_observed: bool | None = None
     """False when no instance count was recorded and every instance is assumed to have served."""
+    brought: bool = False
+    """True when the request brought a reservation someone else bought (issue 17): this request paid
+    nothing for it (``upfront_fee_usd`` 0); the on-demand equivalents still say what the use was worth."""
 
 
 # ------------------------------------------------------------------------------------- event details

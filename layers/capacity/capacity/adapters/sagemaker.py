@@ -63,6 +63,8 @@ class TrainingPlan:
     instance_type: str | None
     in_use_instance_count: int | None = None
     """``InUseInstanceCount``: the plan's instances in use now (None when AWS does not say)."""
+    target_resources: tuple[str, ...] = ()
+    """``TargetResources``: what the plan's capacity serves (``endpoint``, ``training-job``...)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ def _plan(data: Mapping[str, Any]) -> TrainingPlan:
         total_instance_count=data.get("TotalInstanceCount"),
         instance_type=str(summaries[0]["InstanceType"]) if summaries else None,
         in_use_instance_count=_count(data.get("InUseInstanceCount")),
+        target_resources=tuple(str(t) for t in data.get("TargetResources") or ()),
     )
 
 

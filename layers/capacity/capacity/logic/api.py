@@ -222,6 +222,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
                 "upfront_fee_usd",
             )
         }
+        | {"brought": bool(purchase.get("brought"))}
         if purchase
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],

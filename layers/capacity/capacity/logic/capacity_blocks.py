@@ -56,7 +56,7 @@ from capacity.errors import (
 )
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.buy_once import Bought
-from capacity.logic.checks import require_deployable
+from capacity.logic.checks import live_claimants, require_deployable
 from capacity.logic.common import (
     Purchase,
     check_activation_deadlines,
@@ -233,6 +233,7 @@ def _after_purchase(
             "end_time": iso_z(output.end_time),
             "offering_id": item.get("offering_id"),
             "re_searched": bool(item.get("re_searched")),
+            "brought": bool(item.get("brought")),
             "release_at": iso_z(release_at),
         },
         money_usd=output.upfront_fee_usd,
@@ -581,7 +582,7 @@ def expiry_warning(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
 
     Returns:
         ``{"request_id": <id> | None, "released": bool}``: None/False when the block is not the
-        orchestrator's (no request-id tag) or already released.
+        orchestrator's (no request-id tag, and no live request adopted it as brought) or already released.
     """
     detail = event.get("detail") or {}
     reservation_id = str(detail.get("capacity-reservation-id") or "")
@@ -591,6 +592,8 @@ def expiry_warning(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
         return {"request_id": None, "released": False}
     reservation = ports.ec2(region).describe_capacity_reservation(reservation_id)
     request_id = reservation.tags.get(TAG_REQUEST_ID) if reservation else None
+    if not request_id:  # a brought block carries no tag of ours: the request that adopted it, if any
+        request_id = next(iter(live_claimants(ports, reservation_id)), None)
     if not request_id:
         return {"request_id": None, "released": False}
     if ports.ledger.get(request_id, RELEASED_MARKER) is not None:

@@ -17,16 +17,35 @@ Two kinds of check, each written once and used by every door and step that needs
   each purchase and on-demand launch (in its region), and reported by the dry run (``POST /plans``, Slack
   ``plan``) per region: :class:`~capacity.errors.NotDeployable` (``ModelNotFound``,
   ``LaunchTemplateNotFound``) in the workflow, recorded ``FAILED`` with nothing bought.
+- **A brought reservation** (:func:`brought_reservation`, issue 17): the training plan or capacity block a
+  request names instead of buying one must exist in this account in one of its regions, be Active or
+  Scheduled, fit the request (instance type, at least its count, the window, target ``endpoint``), and be
+  nobody else's here: not bought by the orchestrator for another request (its ``request-id`` tag), and not
+  adopted by another request that has not ended (the ledger's claims, :meth:`~capacity.ledger.Ledger.
+  claim_brought`).
+  Checked at every door (with the scopes, :func:`require_in_scope`: a 422 naming the field) and again by the
+  workflow before it is used (``adopt_reservation``): :class:`~capacity.errors.BroughtReservationRefused`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from capacity.errors import FieldError, LaunchTemplateNotFound, ModelNotFound, NotDeployable, OutOfScope
-from capacity.models import Offering, ReservationRequest
+from capacity import TAG_REQUEST_ID
+from capacity.errors import (
+    BroughtReservationRefused,
+    FieldError,
+    LaunchTemplateNotFound,
+    ModelNotFound,
+    NotDeployable,
+    OutOfScope,
+)
+from capacity.models import FINAL_STATES, Offering, ReservationRequest
 from capacity.ports import Ports
 from capacity.settings import Settings
+from capacity.timeutil import iso_z
 
 
 def _bucket(url: str) -> str | None:
@@ -123,6 +142,201 @@ def require_in_scope(request: ReservationRequest, ports: Ports) -> None:
     problems = scope_problems(request, ports.settings) + instance_role_problems(request, ports)
     if problems:
         raise OutOfScope(problems)
+    if request.brought is not None:
+        brought_reservation(request, ports)
+
+
+BROUGHT_STATES = {"sagemaker": ("Active", "Scheduled"), "ec2": ("active", "scheduled")}
+"""The states a brought reservation may be in (``DescribeTrainingPlan`` ``Status``,
+``DescribeCapacityReservations`` ``State``): paid, and not over."""
+BROUGHT_TARGET = "endpoint"
+"""The ``TargetResources`` a brought training plan must serve (its capacity is a separate pool per target)."""
+
+
+@dataclass(frozen=True)
+class BroughtReservation:
+    """A reservation someone else bought, as AWS describes it, checked against the request.
+
+    Attributes:
+        arn: the training plan ARN or the capacity reservation ARN.
+        name: the training plan name or the capacity reservation id (``cr-...``).
+        region, availability_zone: where it is (the zone may be None for a training plan).
+        start_time, end_time: UTC.
+        instance_type, instance_count: what it holds.
+    """
+
+    arn: str
+    name: str
+    region: str
+    availability_zone: str | None
+    start_time: datetime
+    end_time: datetime
+    instance_type: str
+    instance_count: int
+    status: str
+    """``Status`` of the plan (``Active``...) or ``State`` of the block (``active``...)."""
+    tagged_for: str | None = None
+    """The ``capacity-orchestrator:request-id`` tag: set when the orchestrator bought it for a request."""
+
+
+def brought_reservation(request: ReservationRequest, ports: Ports) -> BroughtReservation:
+    """The reservation ``request`` brings, after checking it fits (see the module docstring).
+
+    Window rule: it must end by ``latest_end`` and hold ``duration_hours`` from the later of its start and
+    ``earliest_start`` (an Active plan started before the request).
+
+    Raises:
+        BroughtReservationRefused: naming ``training_plan_arn`` or ``capacity_reservation_id`` (or
+            ``instance_type``, ``instance_count``, ``duration_hours``, ``latest_end``) and what to fix.
+        ValueError: the request brings nothing.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    if request.training_plan_arn is not None:
+        found = _brought_plan(request, ports)
+    elif request.capacity_reservation_id is not None:
+        found = _brought_block(request, ports)
+    else:
+        raise ValueError(f"request {request.id} brings no reservation")
+    field = "training_plan_arn" if request.training_plan_arn is not None else "capacity_reservation_id"
+    _nobody_elses(request, ports, field, found)
+    if found.status not in BROUGHT_STATES[request.platform]:
+        what = "plan" if request.platform == "sagemaker" else "block"
+        raise _refuse(
+            field,
+            f"{found.name} is {found.status}: only an {' or '.join(BROUGHT_STATES[request.platform])} "
+            f"{what} can be used; name another {what} or leave {field} out to buy one",
+        )
+    return _fits(request, field, found)
+
+
+def live_claimants(ports: Ports, reference: str, *, besides: str | None = None) -> list[str]:
+    """The requests (other than ``besides``) that adopted the brought reservation ``reference`` (training
+    plan ARN or capacity block id) and have not ended, in id order."""
+    return [
+        other
+        for other in ports.ledger.brought_by(reference)
+        if other != besides and ports.ledger.current_state(other) not in FINAL_STATES
+    ]
+
+
+def _nobody_elses(request: ReservationRequest, ports: Ports, field: str, found: BroughtReservation) -> None:
+    """Refuse a reservation the orchestrator bought for another request, or one another live request uses."""
+    if found.tagged_for is not None and found.tagged_for != request.id:
+        raise _refuse(
+            field,
+            f"{found.name} was bought by this orchestrator for request {found.tagged_for}: it is that "
+            f"request's to serve and release; bring a reservation bought outside the orchestrator, or leave "
+            f"{field} out to buy one",
+        )
+    others = live_claimants(ports, str(request.brought), besides=request.id)
+    if others:
+        raise _refuse(
+            field,
+            f"{found.name} is already in use by request {others[0]}, which has not ended: one request at a "
+            f"time serves on a brought reservation; wait until {others[0]} is released or name another",
+        )
+
+
+def _refuse(field: str, message: str) -> BroughtReservationRefused:
+    return BroughtReservationRefused([FieldError(field, message + "; nothing was bought")])
+
+
+def _brought_plan(request: ReservationRequest, ports: Ports) -> BroughtReservation:
+    field, arn = "training_plan_arn", str(request.training_plan_arn)
+    region, name = str(request.brought_plan_region), str(request.brought_plan_name)
+    plan = ports.sagemaker(region).describe_training_plan(name)
+    if plan is None or plan.arn != arn:
+        raise _refuse(
+            field,
+            f"no training plan {arn} exists in this account (DescribeTrainingPlan {name} in {region}"
+            + (f" finds {plan.arn}" if plan is not None else " finds none")
+            + "): check the ARN, or ask its owner to share a plan of this account",
+        )
+    if BROUGHT_TARGET not in plan.target_resources:
+        raise _refuse(
+            field,
+            f"training plan {name} reserves capacity for {', '.join(plan.target_resources) or 'nothing'}, "
+            "not SageMaker endpoints (TargetResources endpoint): name a plan bought for endpoints",
+        )
+    if plan.start_time is None or plan.end_time is None:  # pragma: no cover - AWS always says
+        raise _refuse(field, f"training plan {name} has no start or end time yet: try again later")
+    return BroughtReservation(
+        arn=plan.arn,
+        name=plan.name,
+        region=region,
+        availability_zone=None,
+        start_time=plan.start_time,
+        end_time=plan.end_time,
+        instance_type=str(plan.instance_type),
+        instance_count=plan.total_instance_count or 0,
+        status=plan.status,
+        tagged_for=(ports.sagemaker(region).resource_tags(plan.arn) or {}).get(TAG_REQUEST_ID),
+    )
+
+
+def _brought_block(request: ReservationRequest, ports: Ports) -> BroughtReservation:
+    field, cr_id = "capacity_reservation_id", str(request.capacity_reservation_id)
+    for region in request.regions:
+        block = ports.ec2(region).describe_capacity_reservation(cr_id)
+        if block is None:
+            continue
+        if block.start_time is None or block.end_time is None:
+            raise _refuse(
+                field,
+                f"capacity reservation {cr_id} has no end date: it is not a capacity block; name a capacity "
+                "block (ReservationType capacity-block)",
+            )
+        return BroughtReservation(
+            arn=block.arn,
+            name=block.reservation_id,
+            region=region,
+            availability_zone=block.availability_zone,
+            start_time=block.start_time,
+            end_time=block.end_time,
+            instance_type=block.instance_type,
+            instance_count=block.total_instance_count,
+            status=block.state,
+            tagged_for=block.tags.get(TAG_REQUEST_ID),
+        )
+    raise _refuse(
+        field,
+        f"no capacity block {cr_id} exists in this account in {', '.join(request.regions)} "
+        "(DescribeCapacityReservations): check the id, or add the region it is in to regions",
+    )
+
+
+def _fits(request: ReservationRequest, field: str, found: BroughtReservation) -> BroughtReservation:
+    """``found`` if its type, count and window fit ``request`` (see :func:`brought_reservation`)."""
+    what = f"{found.name} ({found.instance_count} x {found.instance_type})"
+    if found.instance_type != request.instance_type:
+        raise _refuse(
+            "instance_type",
+            f"{field} {what} holds {found.instance_type}, not {request.instance_type}: set instance_type "
+            f"to {found.instance_type} (and fit the models to it) or name a reservation of "
+            f"{request.instance_type}",
+        )
+    if found.instance_count < request.instance_count:
+        raise _refuse(
+            "instance_count",
+            f"{field} {what} holds {found.instance_count} instance(s), fewer than instance_count "
+            f"{request.instance_count}: lower instance_count to {found.instance_count} or name a larger one",
+        )
+    if found.end_time > request.latest_end:
+        raise _refuse(
+            "latest_end",
+            f"{field} {what} ends {iso_z(found.end_time)}, after latest_end {iso_z(request.latest_end)}: "
+            f"move latest_end to {iso_z(found.end_time)} or later",
+        )
+    usable_from = max(found.start_time, request.earliest_start)
+    if usable_from + timedelta(hours=request.duration_hours) > found.end_time:
+        hours = max(0, int((found.end_time - usable_from).total_seconds() // 3600))
+        raise _refuse(
+            "duration_hours",
+            f"{field} {what} runs {iso_z(found.start_time)} to {iso_z(found.end_time)}: from "
+            f"{iso_z(usable_from)} it holds {hours} h, less than duration_hours {request.duration_hours}: "
+            f"lower duration_hours to {hours // 24 * 24} or less, or start earlier",
+        )
+    return found
 
 
 def region_problems(request: ReservationRequest, ports: Ports, region: str) -> list[FieldError]:

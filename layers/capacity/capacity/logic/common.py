@@ -71,6 +71,8 @@ class Purchase:
         """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
         self.extension_fees_usd = Decimal(0)
         """The fees of the extensions in place paid since (USD; :func:`load_purchase`)."""
+        self.brought = bool(item.get("brought"))
+        """True: someone else bought the reservation (issue 17); ``upfront_fee_usd`` is 0 for this request."""
 
 
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:

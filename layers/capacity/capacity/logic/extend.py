@@ -237,6 +237,11 @@ def _extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purc
     purchase = require_purchase(ports, request_id)
     if purchase.market != "reserved":
         raise ExtensionRefused(f"{request_id} runs on demand: there is no reservation to extend")
+    if purchase.brought:
+        raise ExtensionRefused(
+            f"{request_id} serves on a reservation it brought ({purchase.training_plan_name}), bought "
+            "outside the orchestrator: ask its owner to extend it; nothing was bought"
+        )
     stopped = states(ports.ledger.history(request_id)) & STOP_STATES
     if stopped:
         raise ExtensionRefused(f"{request_id} is {sorted(stopped)[0].value}: it can no longer be extended")

@@ -81,7 +81,11 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         )
         created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
     return RecordRequestOutput(
-        request_id=request.id, duplicate=not created, regions=list(request.regions), dry_run=request.dry_run
+        request_id=request.id,
+        duplicate=not created,
+        regions=list(request.regions),
+        dry_run=request.dry_run,
+        brought=request.brought is not None,
     )
 
 
@@ -123,4 +127,5 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
         regions=list(request.regions),
         dry_run=request.dry_run,
         resume_offering=offering,
+        brought=request.brought is not None,
     )

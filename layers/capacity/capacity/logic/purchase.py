@@ -13,6 +13,11 @@ The exactly-once protocol is :mod:`capacity.logic.buy_once`'s, for both platform
 4. nothing above ``max_upfront_fee_usd`` is ever bought; a re-searched offering above the approval
    threshold must not cost more than the one that was approved.
 
+A request that brings its own reservation (``training_plan_arn``, ``capacity_reservation_id``; issue 17)
+is not bought: :func:`adopt_reservation` checks it (:func:`~capacity.logic.checks.brought_reservation`)
+and records it as the ``PURCHASE`` with ``upfront_fee_usd`` 0 and ``brought: true``, with no intent and
+no team hold (:func:`~capacity.logic.policy.purchase_check` is never called); the rest is the same.
+
 After the plan exists: ``PURCHASE`` item, ``PURCHASED`` state (money), the one-time release schedule at
 ``end - release_margin_minutes`` (EventBridge Scheduler), ``ReservationPurchased`` and a Slack message.
 """
@@ -20,15 +25,24 @@ After the plan exists: ``PURCHASE`` item, ``PURCHASED`` state (money), the one-t
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from capacity import messages
 from capacity.adapters.sagemaker import TrainingPlan, tags_for
-from capacity.contracts import PurchaseInput, PurchaseOutput
+from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision, PurchaseFailed, TrainingPlanNameInUse
-from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile
+from capacity.ledger import PURCHASE
+from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile, record_purchase
 from capacity.logic.capacity_blocks import CapacityBlockBuyer
-from capacity.logic.checks import require_deployable
-from capacity.logic.common import ensure_owned, load_request, post
+from capacity.logic.checks import brought_reservation, require_deployable
+from capacity.logic.common import (
+    ensure_owned,
+    load_request,
+    post,
+    require_not_final,
+    states,
+    stop_if_released,
+)
 from capacity.logic.search import search_plans
 from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name, training_plan_name
@@ -161,6 +175,64 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
     return buy_once(step, request, ports, BUYERS[request.platform])
 
 
+BROUGHT_OFFERING_ID = "brought"
+"""The ``offering_id`` recorded for a brought reservation (no offering was bought)."""
+
+
+def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
+    """Use the reservation the request brings instead of buying one (issue 17): check it, then record it
+    as the ``PURCHASE`` (``upfront_fee_usd`` 0, ``brought: true``, ``offering_id`` ``brought``) and run the
+    platform's after-purchase step (release schedule, ``PURCHASED`` with USD 0, event, message). Nothing is
+    bought, no purchase intent is written and the team's budget is not held. A retry finds the ``PURCHASE``
+    and only repeats the idempotent after-purchase step.
+
+    Raises:
+        ReservationNotFound: the request is not recorded.
+        ReservationCancelled: the reservation is final before it was adopted.
+        BroughtReservationRefused: the reservation does not exist here or does not fit (names the field).
+        ModelNotFound, LaunchTemplateNotFound: what the request names cannot be used in its region.
+        RetryableAwsError: throttling/5xx after retries.
+    """
+    request = load_request(ports, step.request_id)
+    buyer = BUYERS[request.platform]
+    history = ports.ledger.history(request.id)
+    item = ports.ledger.get(request.id, PURCHASE)
+    if item is None:
+        require_not_final(history, request.id)
+        # Claim first, then check: of two requests adopting one reservation at once, neither is served on
+        # it unseen by the other (both are refused; a later one may adopt it once the claimants have ended).
+        ports.ledger.claim_brought(str(request.brought), request.id)
+        found = brought_reservation(request, ports)
+        buyer.preflight(request, ports, found.region)
+        offering = OfferingSummary(
+            offering_id=BROUGHT_OFFERING_ID,
+            region=found.region,
+            availability_zone=found.availability_zone or "",
+            instance_type=found.instance_type,
+            instance_count=found.instance_count,
+            start_time=found.start_time,
+            end_time=found.end_time,
+            duration_hours=int((found.end_time - found.start_time).total_seconds() // 3600),
+            upfront_fee_usd=Decimal(0),
+        )
+        extra: dict[str, object] = {"brought": True}
+        if request.platform == "ec2":
+            extra |= {"capacity_reservation_id": found.name, "availability_zone": found.availability_zone}
+        bought = Bought(
+            arn=found.arn,
+            name=found.name,
+            start_time=found.start_time,
+            end_time=found.end_time,
+            upfront_fee_usd=Decimal(0),  # paid by whoever bought it, not by this request or its team
+            offering=offering,
+            extra=extra,
+        )
+        item = record_purchase(request, ports, buyer, found.region, bought, chosen=offering)
+    output = buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
+    stop_if_released(ports, request.id, "going on after adopting the brought reservation")
+    return output
+
+
 def reconcile_purchase(ports: Ports, request_id: str) -> dict[str, object] | None:
     """The ``PURCHASE`` item of ``request_id``, recording first whatever an intent led to in AWS
     (:func:`~capacity.logic.buy_once.reconcile`); None when nothing was bought (or nothing is recorded).
@@ -206,6 +278,7 @@ def _after_purchase(
             "end_time": iso_z(output.end_time),
             "offering_id": item.get("offering_id"),
             "re_searched": bool(item.get("re_searched")),
+            "brought": bool(item.get("brought")),
             "release_at": iso_z(output.end_time - timedelta(minutes=request.release_margin_minutes)),
         },
         money_usd=output.upfront_fee_usd,

@@ -356,6 +356,7 @@ def cost_summary(
     eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
     return CostSummary(
         request_id=request_id,
+        brought=purchase.brought,
         training_plan_name=purchase.training_plan_name,
         region=purchase.region,
         instance_type=purchase.instance_type,
