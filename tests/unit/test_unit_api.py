@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import APPROVAL, SUBMITTED, Ledger
+from capacity.ledger import APPROVAL, PURCHASE, SUBMITTED, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
@@ -146,6 +147,40 @@ def test_get_reads_the_ledger_in_one_query(api: tuple[Any, str, FakeTasks]) -> N
     assert status == 200
     assert [entry["state"] for entry in body["history"]] == ["REQUESTED", "PLANNED"]
     assert len(queries) == 1, queries  # the items once; the history is read from them
+
+
+def test_get_of_a_bought_reservation_with_its_spend_is_still_one_read(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, _, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.put_once(
+        "demo-1",
+        PURCHASE,
+        {
+            "training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-demo-1",
+            "training_plan_name": "co-demo-1",
+            "region": "us-east-1",
+            "start_time": "2026-12-01T09:00:00Z",
+            "end_time": "2026-12-04T09:00:00Z",
+            "upfront_fee_usd": "1990.60",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 2,
+        },
+    )
+    ledger.append("demo-1", State.PURCHASED, actor="purchase_capacity", money_usd=Decimal("1990.60"))
+    ledger.append("demo-1", State.READY, actor="create_inference_components")
+    reads: list[str] = []
+    for operation in ("Query", "GetItem", "Scan", "BatchGetItem"):
+        clients.dynamodb(REGION).meta.events.register(
+            f"before-call.dynamodb.{operation}", lambda params, op=operation, **_: reads.append(op)
+        )
+    status, body = call(handler, "GET", "/reservations/demo-1")
+    assert status == 200
+    assert body["purchase"]["upfront_fee_usd"] == "1990.60"
+    assert body["spend"]["paid_usd"] == "1990.60"
+    assert reads == ["Query"]  # purchase, history, usage and spend all come from the one query
 
 
 def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> None:

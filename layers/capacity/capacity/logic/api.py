@@ -226,7 +226,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
         if purchase
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
-        "spend": reservation_spend(ports, request_id),
+        "spend": reservation_spend(ports, request_id, items=items),
         "links": links(request_id),
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -20,7 +20,7 @@ from capacity.errors import (
     ReservationCancelled,
     ReservationNotFound,
 )
-from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD
+from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, history_of
 from capacity.models import (
     FINAL_STATES,
     LedgerEntry,
@@ -78,12 +78,18 @@ class Purchase:
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
     """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought; its ``end_time`` is the end
     of the last paid extension in place (``EXTENDED``, issue 17) and ``extension_fees_usd`` their fees, so
-    every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end."""
-    item = ports.ledger.get(request_id, PURCHASE)
+    every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end.
+    One ledger query (:func:`purchase_from` over the reservation's items)."""
+    return purchase_from(ports.ledger.items(request_id))
+
+
+def purchase_from(items: Sequence[Mapping[str, Any]]) -> Purchase | None:
+    """:func:`load_purchase` from the reservation's ledger items as one query read them (any order)."""
+    item = next((item for item in items if item["sk"] == PURCHASE), None)
     if not item:
         return None
     purchase = Purchase(item)
-    for entry in ports.ledger.history(request_id):
+    for entry in history_of(items):
         if entry.state is State.EXTENDED and entry.detail.get("end_time"):
             purchase.end_time = max(purchase.end_time, parse_utc(str(entry.detail["end_time"])))
             purchase.extension_fees_usd += entry.money_usd or Decimal(0)
