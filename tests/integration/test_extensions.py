@@ -62,6 +62,17 @@ def succeeded(cloud: LocalCloud, operation: str) -> list[Any]:
     ]
 
 
+def extension_outcome(cloud: LocalCloud) -> dict[str, Any]:
+    """Run until the extension's ``EXTENSION_OUTCOME#`` is recorded; that item."""
+
+    def outcomes() -> list[dict[str, Any]]:
+        return [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#")]
+
+    cloud.run(stop_when=lambda: bool(outcomes()))
+    (outcome,) = outcomes()
+    return outcome
+
+
 def release_at(cloud: LocalCloud) -> datetime:
     """When the release schedule fires (its latest definition)."""
     calls = [
@@ -170,10 +181,7 @@ def test_a_failed_extension_payment_keeps_the_old_end_and_release_and_says_so() 
         purchase = ready(cloud)
         old_release = release_at(cloud)
         buy_one_day(cloud)
-        cloud.run(
-            stop_when=lambda: any(i["sk"].startswith("EXTENSION_OUTCOME#") for i in ledger_items(cloud, RID)),
-        )
-        outcome = next(i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#"))
+        outcome = extension_outcome(cloud)
         assert outcome["outcome"] == "failed"
         assert outcome["end_time"] == purchase["end_time"]
         assert extended(cloud) == []
@@ -295,10 +303,7 @@ def test_an_extension_whose_call_keeps_failing_is_told_and_gives_the_team_its_fe
         purchase = ready(cloud)
         old_release = release_at(cloud)
         buy_one_day(cloud)
-        cloud.run(
-            stop_when=lambda: any(i["sk"].startswith("EXTENSION_OUTCOME#") for i in ledger_items(cloud, RID)),
-        )
-        outcome = next(i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#"))
+        outcome = extension_outcome(cloud)
         assert outcome["outcome"] == "failed"
         assert outcome["reason"].startswith("nothing was bought (")  # with the last error AWS gave
         assert extended(cloud) == []

@@ -20,7 +20,7 @@ from capacity.errors import (
     ReservationCancelled,
     ReservationNotFound,
 )
-from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, history_of
+from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX, history_of
 from capacity.models import (
     FINAL_STATES,
     LedgerEntry,
@@ -79,8 +79,12 @@ def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
     """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought; its ``end_time`` is the end
     of the last paid extension in place (``EXTENDED``, issue 17) and ``extension_fees_usd`` their fees, so
     every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end.
-    One ledger query (:func:`purchase_from` over the reservation's items)."""
-    return purchase_from(ports.ledger.items(request_id))
+    Two small reads (the item, then the history only when there is a purchase), not the whole reservation:
+    its ``REQUEST`` and usage items are the bulk of it."""
+    item = ports.ledger.get(request_id, PURCHASE)
+    if not item:
+        return None
+    return purchase_from([item, *ports.ledger.items(request_id, STATE_PREFIX)])
 
 
 def purchase_from(items: Sequence[Mapping[str, Any]]) -> Purchase | None:
