@@ -16,7 +16,8 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
   transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
-  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`).
+  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`), ``RELEASE_FAILURE_TOLD#<sk>``
+  (the alert of the release failure ``FAILED`` at ``sk`` was posted: :mod:`capacity.logic.notify`).
 - Claims of brought reservations (issue 17): partition ``BROUGHT#<reservation ARN>``, one item per request
   that adopted it (``sk`` = its request id): :meth:`Ledger.claim_brought`, :meth:`Ledger.brought_by`.
 
