@@ -225,7 +225,9 @@ def test_approval_body_is_validated(api: tuple[Any, str, FakeTasks]) -> None:
 def test_delete_cancels_and_requests_release(api: tuple[Any, str, FakeTasks]) -> None:
     handler, tap, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     status, body = call(handler, "DELETE", "/reservations/demo-1")
     assert (status, body["status"]) == (202, "CANCELLED")
     cancelled = ledger.history("demo-1")[-1]
@@ -282,7 +284,9 @@ def test_base64_flag_with_a_body_that_is_not_base64_is_400_on_the_body(
 def test_second_delete_puts_no_second_release(api: tuple[Any, str, FakeTasks]) -> None:
     handler, tap, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     first = call(handler, "DELETE", "/reservations/demo-1")
     second = call(handler, "DELETE", "/reservations/demo-1")
     assert (first[0], first[1]["status"]) == (202, "CANCELLED")
@@ -298,7 +302,9 @@ def test_delete_fails_a_token_stored_by_an_approval_step_that_had_not_recorded_i
     # PLANNED, and must still answer the waiting task (found by the fault soak, seed 1 lifecycle 176).
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     ledger.append("demo-1", State.PLANNED, actor="choose")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-2"})
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
@@ -313,7 +319,9 @@ def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
 ) -> None:
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
@@ -390,3 +398,14 @@ def test_a_delete_after_a_failed_post_is_recorded_and_a_late_delivery_buys_nothi
     with pytest.raises(ReservationCancelled):
         ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
     assert [entry.state for entry in ledger.history("demo-1")] == [State.CANCELLED]
+
+
+def test_delete_by_someone_else_is_403_and_cancels_nothing(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="t")
+    status, body = call(handler, "DELETE", "/reservations/demo-1", caller=BOB)
+    assert status == 403
+    assert f"{BOB} may not cancel this reservation" in body["message"]
+    assert ledger.current_state("demo-1") is State.REQUESTED
+    assert drain(tap) == []
