@@ -289,7 +289,7 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
     "/reservations/<request_id>",
     summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
     responses={
-        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 503),
+        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 403, 404, 503),
         409: _body(
             "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
             "saves), "
@@ -318,7 +318,7 @@ def delete_reservation(
     responses={
         200: {"description": "dry run: the extension offerings with fee, new end and on-demand equivalent"},
         202: {"description": "ExtensionRequested: the extension is bought once, then its payment confirmed"},
-        **{code: ERRORS[code] for code in (400, 404, 409, 413, 422, 503)},
+        **{code: ERRORS[code] for code in (400, 403, 404, 409, 413, 422, 503)},
     },
     tags=["reservations"],
 )
