@@ -289,7 +289,7 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
     "/reservations/<request_id>",
     summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
     responses={
-        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 404, 503),
+        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 403, 404, 503),
         409: _body(
             "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
             "saves), "
@@ -307,7 +307,9 @@ def delete_reservation(
 ) -> Response[ReservationAccepted]:
     """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
-    return _json(202, api.cancel_reservation(request_id, _ports(), actor=_identity(), confirm=confirm))
+    ports, identity = _ports(), _identity()
+    api.require_may_act(request_id, identity, ports, doing="cancel")
+    return _json(202, api.cancel_reservation(request_id, ports, actor=identity, confirm=confirm))
 
 
 @app.post(
@@ -316,7 +318,7 @@ def delete_reservation(
     responses={
         200: {"description": "dry run: the extension offerings with fee, new end and on-demand equivalent"},
         202: {"description": "ExtensionRequested: the extension is bought once, then its payment confirmed"},
-        **{code: ERRORS[code] for code in (400, 404, 409, 413, 422, 503)},
+        **{code: ERRORS[code] for code in (400, 403, 404, 409, 413, 422, 503)},
     },
     tags=["reservations"],
 )
@@ -324,7 +326,9 @@ def post_extension(request_id: RequestId, body: Annotated[ExtensionBody, Body()]
     """Without ``offering_id``: the offerings (buys nothing). With it: the purchase is requested."""
     logger.set_correlation_id(request_id)
     sent = body.model_dump(mode="json", exclude_none=True)
-    result = extend.request_extension(request_id, sent, _ports(), requester=_identity())
+    ports, identity = _ports(), _identity()
+    api.require_may_act(request_id, identity, ports, doing="extend")
+    result = extend.request_extension(request_id, sent, ports, requester=identity)
     return _json(200 if result["dry_run"] else 202, result)
 
 

@@ -32,13 +32,14 @@ REGION = "us-east-1"
 PLAN_NAME = "central-procurement-p5"
 
 
-def _buy_elsewhere(cloud: LocalCloud, *, instance_type: str = "ml.p5.48xlarge", count: int = 2) -> str:
-    """Central procurement buys a 72 h endpoint plan (SearchTrainingPlanOfferings + CreateTrainingPlan, as
-    any buyer would) and waits until it is paid (Scheduled); returns its ARN."""
+def _buy_elsewhere(cloud: LocalCloud, *, paid: bool = True) -> str:
+    """Central procurement buys a 72 h endpoint plan of 2 x ml.p5.48xlarge (SearchTrainingPlanOfferings +
+    CreateTrainingPlan, as any buyer would) and, if ``paid``, waits until it is paid (Scheduled); returns its
+    ARN."""
     sagemaker = cloud.client("sagemaker", REGION)
     found = sagemaker.search_training_plan_offerings(
-        InstanceType=instance_type,
-        InstanceCount=count,
+        InstanceType="ml.p5.48xlarge",
+        InstanceCount=2,
         StartTimeAfter=START + timedelta(days=7),
         EndTimeBefore=START + timedelta(days=14),
         DurationHours=72,
@@ -48,8 +49,9 @@ def _buy_elsewhere(cloud: LocalCloud, *, instance_type: str = "ml.p5.48xlarge", 
     arn: str = sagemaker.create_training_plan(
         TrainingPlanName=PLAN_NAME, TrainingPlanOfferingId=found[0]["TrainingPlanOfferingId"]
     )["TrainingPlanArn"]
-    cloud.run(until=cloud.now() + timedelta(hours=1))  # the payment is processed while time passes
-    assert sagemaker.describe_training_plan(TrainingPlanName=PLAN_NAME)["Status"] == "Scheduled"
+    if paid:
+        cloud.run(until=cloud.now() + timedelta(hours=1))  # the payment is processed while time passes
+        assert sagemaker.describe_training_plan(TrainingPlanName=PLAN_NAME)["Status"] == "Scheduled"
     return arn
 
 
@@ -176,17 +178,7 @@ def _refusal(response: dict[str, Any], field: str) -> str:
 def test_a_plan_not_yet_paid_or_outside_the_window_is_refused() -> None:
     with make_cloud() as cloud:
         sagemaker = cloud.client("sagemaker", REGION)
-        found = sagemaker.search_training_plan_offerings(
-            InstanceType="ml.p5.48xlarge",
-            InstanceCount=2,
-            StartTimeAfter=START + timedelta(days=7),
-            EndTimeBefore=START + timedelta(days=14),
-            DurationHours=72,
-            TargetResources=["endpoint"],
-        )["TrainingPlanOfferings"]
-        arn = sagemaker.create_training_plan(
-            TrainingPlanName=PLAN_NAME, TrainingPlanOfferingId=found[0]["TrainingPlanOfferingId"]
-        )["TrainingPlanArn"]
+        arn = _buy_elsewhere(cloud, paid=False)
         body = _brought_request(cloud, arn)
         assert "is Pending" in _refusal(post_reservation(cloud, body), "training_plan_arn")
         cloud.run(until=cloud.now() + timedelta(hours=1))

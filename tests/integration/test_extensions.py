@@ -62,6 +62,17 @@ def succeeded(cloud: LocalCloud, operation: str) -> list[Any]:
     ]
 
 
+def extension_outcome(cloud: LocalCloud) -> dict[str, Any]:
+    """Run until the extension's ``EXTENSION_OUTCOME#`` is recorded; that item."""
+
+    def outcomes() -> list[dict[str, Any]]:
+        return [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#")]
+
+    cloud.run(stop_when=lambda: bool(outcomes()))
+    (outcome,) = outcomes()
+    return outcome
+
+
 def release_at(cloud: LocalCloud) -> datetime:
     """When the release schedule fires (its latest definition)."""
     calls = [
@@ -170,10 +181,7 @@ def test_a_failed_extension_payment_keeps_the_old_end_and_release_and_says_so() 
         purchase = ready(cloud)
         old_release = release_at(cloud)
         buy_one_day(cloud)
-        cloud.run(
-            stop_when=lambda: any(i["sk"].startswith("EXTENSION_OUTCOME#") for i in ledger_items(cloud, RID)),
-        )
-        outcome = next(i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#"))
+        outcome = extension_outcome(cloud)
         assert outcome["outcome"] == "failed"
         assert outcome["end_time"] == purchase["end_time"]
         assert extended(cloud) == []
@@ -285,3 +293,55 @@ def test_an_extension_counts_against_the_team_month_it_is_bought_in_and_is_refus
         assert "team ml-platform has" in refused["json"]["message"]
         assert len(succeeded(cloud, "ExtendTrainingPlan")) == 1
         assert _team_spent(cloud, "ml-platform", month) == fee
+
+
+def test_an_extension_whose_call_keeps_failing_is_told_and_gives_the_team_its_fee_back() -> None:
+    faults = FaultInjector(
+        [FaultRule(service="sagemaker", operation="ExtendTrainingPlan", kind=FaultKind.SERVER_ERROR)]
+    )
+    with make_cloud(market=ROOMY, faults=faults) as cloud:
+        purchase = ready(cloud)
+        old_release = release_at(cloud)
+        buy_one_day(cloud)
+        outcome = extension_outcome(cloud)
+        assert outcome["outcome"] == "failed"
+        assert outcome["reason"].startswith("nothing was bought (")  # with the last error AWS gave
+        assert extended(cloud) == []
+        assert release_at(cloud) == old_release
+        said = slack_texts(cloud)
+        assert f"Extension of {RID} FAILED" in said
+        assert f"{RID} still ends at {purchase['end_time']}" in said
+        month = f"{cloud.now().year:04d}-{cloud.now().month:02d}"
+        assert _team_spent(cloud, "ml-platform", month) == 0  # the held fee went back
+        statuses = [e.status for e in cloud.executions() if "ExtendCapacity" in e.state_machine]
+        assert statuses == ["FAILED"]
+
+
+def test_an_extension_event_the_rules_refuse_is_told_to_its_sender() -> None:
+    with make_cloud(market=ROOMY) as cloud:
+        ready(cloud)
+        too_long = extensions(cloud, {"duration_hours": 24 * 30})
+        (offer,) = too_long["json"]["offerings"]
+        assert offer["allowed"] is False  # above the budget: the API refuses it; an event may still ask
+        detail = {
+            "request_id": RID,
+            "extension_id": offer["offering_id"],
+            "requester": "pipeline@example.com",
+            "offering": {k: v for k, v in offer.items() if k not in ("allowed", "problem")},
+        }
+        cloud.client("events").put_events(
+            Entries=[
+                {
+                    "Source": "capacity.orchestrator",
+                    "DetailType": "ExtensionRequested",
+                    "Detail": json.dumps(detail),
+                    "EventBusName": cloud.stack.physical_id("EventBus"),
+                }
+            ]
+        )
+        cloud.run(stop_when=lambda: f"Extension of {RID} FAILED" in slack_texts(cloud))
+        said = slack_texts(cloud)
+        assert "nothing was bought (BudgetExceeded" in said, said
+        assert succeeded(cloud, "ExtendTrainingPlan") == []
+        started = ("EXTENSION_INTENT#", "EXTENSION#", "EXTENSION_OUTCOME#")  # the dry run's offers aside
+        assert not [i for i in ledger_items(cloud, RID) if i["sk"].startswith(started)]

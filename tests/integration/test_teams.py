@@ -229,3 +229,29 @@ def test_costs_as_csv_have_a_header_a_row_per_team_and_totals_equal_to_the_fees(
             ("ml-eval", fees["ml-eval"]),
             ("total", fees["ml-eval"]),
         ]
+
+
+def test_another_teams_member_can_neither_cancel_nor_extend_a_reservation_its_team_can() -> None:
+    with make_cloud() as cloud:
+        assert _call(cloud, api_event(base_request()))[0] == 202  # the demo's requester, team ml-platform
+        cloud.run(stop_when=lambda: "SCHEDULED" in states(cloud, "eval-week-49"))  # paid: extendable
+        cancel = "/reservations/eval-week-49"
+        extend = api_event({"duration_hours": 24}, path=f"{cancel}/extensions", caller=EVAL_MEMBER)
+        extend["resource"] = extend["requestContext"]["resourcePath"] = (
+            "/reservations/{request_id}/extensions"
+        )
+        for event in (api_event(None, method="DELETE", path=cancel, caller=EVAL_MEMBER), extend):
+            status, answer = _call(cloud, event)
+            assert status == 403, answer
+            assert "only its requester" in answer["message"]
+            assert "members of team ml-platform" in answer["message"]
+        assert "CANCELLED" not in states(cloud, "eval-week-49")
+        assert not [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith("EXTENSION")]
+        # A team mate (another MlPlatform session) and an approver of the team may.
+        mate = "arn:aws:sts::123456789012:assumed-role/MlPlatform/bob"
+        mate_extend = {**extend, "requestContext": {**extend["requestContext"]}}
+        mate_extend["requestContext"]["identity"] = {**extend["requestContext"]["identity"], "userArn": mate}
+        status, answer = _call(cloud, mate_extend)
+        assert status == 200, answer  # the dry run
+        status, answer = _call(cloud, api_event(None, method="DELETE", path=cancel, caller=APPROVER))
+        assert (status, answer["status"]) == (202, "CANCELLED")

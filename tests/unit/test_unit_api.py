@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import APPROVAL, SUBMITTED, Ledger
+from capacity.ledger import APPROVAL, PURCHASE, SUBMITTED, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
@@ -148,6 +149,40 @@ def test_get_reads_the_ledger_in_one_query(api: tuple[Any, str, FakeTasks]) -> N
     assert len(queries) == 1, queries  # the items once; the history is read from them
 
 
+def test_get_of_a_bought_reservation_with_its_spend_is_still_one_read(
+    api: tuple[Any, str, FakeTasks],
+) -> None:
+    handler, _, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.put_once(
+        "demo-1",
+        PURCHASE,
+        {
+            "training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-demo-1",
+            "training_plan_name": "co-demo-1",
+            "region": "us-east-1",
+            "start_time": "2026-12-01T09:00:00Z",
+            "end_time": "2026-12-04T09:00:00Z",
+            "upfront_fee_usd": "1990.60",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 2,
+        },
+    )
+    ledger.append("demo-1", State.PURCHASED, actor="purchase_capacity", money_usd=Decimal("1990.60"))
+    ledger.append("demo-1", State.READY, actor="create_inference_components")
+    reads: list[str] = []
+    for operation in ("Query", "GetItem", "Scan", "BatchGetItem"):
+        clients.dynamodb(REGION).meta.events.register(
+            f"before-call.dynamodb.{operation}", lambda params, op=operation, **_: reads.append(op)
+        )
+    status, body = call(handler, "GET", "/reservations/demo-1")
+    assert status == 200
+    assert body["purchase"]["upfront_fee_usd"] == "1990.60"
+    assert body["spend"]["paid_usd"] == "1990.60"
+    assert reads == ["Query"]  # purchase, history, usage and spend all come from the one query
+
+
 def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> None:
     handler, _, tasks = api
     Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).record_request(
@@ -190,7 +225,9 @@ def test_approval_body_is_validated(api: tuple[Any, str, FakeTasks]) -> None:
 def test_delete_cancels_and_requests_release(api: tuple[Any, str, FakeTasks]) -> None:
     handler, tap, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     status, body = call(handler, "DELETE", "/reservations/demo-1")
     assert (status, body["status"]) == (202, "CANCELLED")
     cancelled = ledger.history("demo-1")[-1]
@@ -247,7 +284,9 @@ def test_base64_flag_with_a_body_that_is_not_base64_is_400_on_the_body(
 def test_second_delete_puts_no_second_release(api: tuple[Any, str, FakeTasks]) -> None:
     handler, tap, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     first = call(handler, "DELETE", "/reservations/demo-1")
     second = call(handler, "DELETE", "/reservations/demo-1")
     assert (first[0], first[1]["status"]) == (202, "CANCELLED")
@@ -263,7 +302,9 @@ def test_delete_fails_a_token_stored_by_an_approval_step_that_had_not_recorded_i
     # PLANNED, and must still answer the waiting task (found by the fault soak, seed 1 lifecycle 176).
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     ledger.append("demo-1", State.PLANNED, actor="choose")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-2"})
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
@@ -278,7 +319,9 @@ def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
 ) -> None:
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(
+        parse_request(request_body(requester=ALICE), now=NOW), actor="t"
+    )  # as the API records it
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
@@ -355,3 +398,14 @@ def test_a_delete_after_a_failed_post_is_recorded_and_a_late_delivery_buys_nothi
     with pytest.raises(ReservationCancelled):
         ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
     assert [entry.state for entry in ledger.history("demo-1")] == [State.CANCELLED]
+
+
+def test_delete_by_someone_else_is_403_and_cancels_nothing(api: tuple[Any, str, FakeTasks]) -> None:
+    handler, tap, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="t")
+    status, body = call(handler, "DELETE", "/reservations/demo-1", caller=BOB)
+    assert status == 403
+    assert f"{BOB} may not cancel this reservation" in body["message"]
+    assert ledger.current_state("demo-1") is State.REQUESTED
+    assert drain(tap) == []

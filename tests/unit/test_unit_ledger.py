@@ -9,7 +9,7 @@ import boto3
 import pytest
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import PURCHASE_INTENT, REQUEST, Ledger
+from capacity.ledger import OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
@@ -190,3 +190,30 @@ def test_a_sequence_number_taken_meanwhile_moves_the_transaction_to_the_next(aws
     assert entry is not None
     assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0001"
     assert [e.state for e in ledger.history("r1")] == [State.PLANNED, State.AWAITING_APPROVAL]
+
+
+def test_an_outcome_whose_writer_died_before_its_entry_is_completed_by_the_step_it_stops(aws: None) -> None:
+    # Given a DELETE that put the CANCELLED marker and died before its entry (soak seed 304 #133), after the
+    # workflow put REQUEST and before REQUESTED
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    request = parse_request(request_body(request_id="r1"), now=NOW)
+    ledger.put_once("r1", REQUEST, {"request": request.model_dump(mode="json"), "actor": "t"})
+    ledger.put_once(
+        "r1", OUTCOME, {"outcome": "CANCELLED", "actor": "alice", "detail": {"reason": "cancelled"}}
+    )
+    assert ledger.history("r1") == []
+    # When the workflow's REQUESTED meets the marker
+    with pytest.raises(ReservationCancelled):
+        ledger.append("r1", State.REQUESTED, actor="record_request", unless_outcome=True)
+    # Then the history says CANCELLED, by the DELETE's caller, once however often it is met
+    assert ledger.complete_outcome("r1") is None
+    (entry,) = ledger.history("r1")
+    assert (entry.state, entry.actor, entry.detail) == (State.CANCELLED, "alice", {"reason": "cancelled"})
+
+
+def test_an_outcome_marker_carries_its_entry_detail_and_money(aws: None) -> None:
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.append_outcome("r2", State.FAILED, actor="notify", detail={"reason": "x"}, money_usd=Decimal("-5"))
+    marker = ledger.get("r2", OUTCOME)
+    assert marker is not None
+    assert (marker["detail"], marker["money_usd"]) == ({"reason": "x"}, "-5.00")

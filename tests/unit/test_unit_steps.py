@@ -753,3 +753,36 @@ def test_a_failure_after_an_on_demand_launch_requests_its_release(harness: Harne
     notify(NotifyInput(kind="failure", request_id=request.id, error=error), harness.ports)
     assert harness.events.types() == ["ReservationFailed", "ReleaseRequested"]
     assert "Releasing whatever was created" in harness.slack.texts()[-1]
+
+
+class _Killed(BaseException):
+    """The Lambda stopped (its timeout, out of memory) right after the FAILED was written."""
+
+
+def test_a_release_failure_recorded_by_a_lambda_that_died_before_posting_is_told_on_the_retry(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request = bought(harness)
+    harness.ledger.append(request.id, State.RELEASING, actor="test")
+    step = NotifyInput(
+        kind="failure",
+        phase="release",
+        request_id=request.id,
+        error=StepError(Error="ReleaseStuck", Cause="endpoint co-demo-1 (Deleting)"),
+    )
+
+    def killed(*_: Any) -> None:
+        raise _Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr("capacity.logic.notify.post", killed)
+        with pytest.raises(_Killed):
+            notify(step, harness.ports)
+    assert harness.ledger.history(request.id)[-1].detail["phase"] == "release"  # recorded, not told
+    assert not [t for t in harness.slack.texts() if "RELEASE FAILED" in t]
+    notify(step, harness.ports)  # Step Functions retries the task
+    notify(step, harness.ports)  # and a second delivery of it
+    told = [t for t in harness.slack.texts() if "RELEASE FAILED" in t]
+    assert len(told) == 1, told
+    assert "endpoint co-demo-1 (Deleting)" in told[0]
+    assert [e.detail.get("phase") for e in harness.ledger.history(request.id)].count("release") == 1

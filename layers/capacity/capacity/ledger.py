@@ -16,7 +16,8 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
   transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
-  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`).
+  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`), ``RELEASE_FAILURE_TOLD#<sk>``
+  (the alert of the release failure ``FAILED`` at ``sk`` was posted: :mod:`capacity.logic.notify`).
 - Claims of brought reservations (issue 17): partition ``BROUGHT#<reservation ARN>``, one item per request
   that adopted it (``sk`` = its request id): :meth:`Ledger.claim_brought`, :meth:`Ledger.brought_by`.
 
@@ -352,6 +353,7 @@ class Ledger:
                 return True, existing
             outcome = self.get(request_id, OUTCOME)
             if outcome is not None:
+                self.complete_outcome(request_id, outcome)
                 raise ReservationCancelled(
                     f"reservation {request_id} is {outcome.get('outcome')}: {attributes.get('state')} "
                     "is not recorded after it"
@@ -381,11 +383,39 @@ class Ledger:
         Returns:
             The entry written, or None when another outcome (or this one, already) is recorded.
         """
-        # "outcome", not "state": readers that scan items for a "state" see only the STATE# entries.
-        _, item = self.put_once(request_id, OUTCOME, {"outcome": state.value, "actor": actor})
+        # "outcome", not "state": readers that scan items for a "state" see only the STATE# entries. The
+        # entry's detail and money ride along, so whoever meets the outcome can complete its entry.
+        marker: dict[str, Any] = {"outcome": state.value, "actor": actor, "detail": dict(detail or {})}
+        if money_usd is not None:
+            marker["money_usd"] = money_str(money_usd)
+        _, item = self.put_once(request_id, OUTCOME, marker)
         if item.get("outcome") != state.value:
             return None
         return self.append(request_id, state, actor=actor, detail=detail, money_usd=money_usd, once=True)
+
+    def complete_outcome(
+        self, request_id: str, outcome: Mapping[str, Any] | None = None
+    ) -> LedgerEntry | None:
+        """Append the entry of the recorded :data:`OUTCOME` if its writer died (or timed out) between the
+        marker and the entry (once): a step that stops on the outcome must not leave a ledger whose history
+        never says it (soak seed 304 #133: a DELETE's ``CANCELLED`` marker with no entry, and the request's
+        ``REQUESTED`` refused after it, left no state at all).
+
+        Returns:
+            The entry appended, or None (no outcome, or its entry is there already).
+        """
+        outcome = outcome if outcome is not None else self.get(request_id, OUTCOME)
+        if outcome is None:
+            return None
+        money = outcome.get("money_usd")
+        return self.append(
+            request_id,
+            State(str(outcome["outcome"])),
+            actor=str(outcome.get("actor") or "ledger"),
+            detail=dict(outcome.get("detail") or {}),
+            money_usd=Decimal(str(money)) if money is not None else None,
+            once=True,
+        )
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""

@@ -568,3 +568,14 @@ def extension_failed(request_id: str, reason: str) -> SlackMessage:
     """An extension that did not happen (payment refused): the reservation keeps its end and release."""
     text = f"*Extension of {request_id} FAILED*: {reason}. The release is unchanged; nothing was charged."
     return _message(text, f"{request_id}: extension failed", request_id=request_id)
+
+
+def extension_unconfirmed(request_id: str, extension_id: str) -> SlackMessage:
+    """An extension bought whose payment AWS has not confirmed after hours of checking: a person must know
+    the release still follows the old end."""
+    text = (
+        f"*Extension of {request_id} UNCONFIRMED*: extension {extension_id} was bought, but AWS still shows "
+        "its payment processing. The release stays at the old end until it is confirmed: send the same "
+        "extension again (the same offering_id) to check it, or check it in the AWS console."
+    )
+    return _message(text, f"{request_id}: extension unconfirmed", request_id=request_id)

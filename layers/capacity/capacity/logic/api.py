@@ -65,7 +65,7 @@ from capacity.ledger import (
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
-from capacity.logic.policy import charged_to, may_approve
+from capacity.logic.policy import charged_to, may_act, may_approve
 from capacity.models import (  # the private ones: one wording of field errors for every door
     _FRIENDLY,
     _MISSING_HINT,
@@ -226,7 +226,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
         if purchase
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
-        "spend": reservation_spend(ports, request_id),
+        "spend": reservation_spend(ports, request_id, items=items),
         "links": links(request_id),
     }
 
@@ -366,6 +366,30 @@ def _hand_back(ports: Ports, request_id: str, token: str, stored: Mapping[str, A
         ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
     ports.ledger.put_once(
         request_id, APPROVAL_DELIVERED, {"token": token, "approved": stored.get("approved")}
+    )
+
+
+def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str) -> None:
+    """Refuse ``doing`` (``cancel``, ``extend``) to ``request_id`` by the authenticated ``identity`` unless
+    :func:`~capacity.logic.policy.may_act` allows it (its requester, team members and team approvers), by
+    the ``REQUEST`` recorded or, before it is, the ``SUBMITTED`` item. Unknown ids pass (the action
+    answers 404).
+
+    Raises:
+        NotPermitted: 403, nothing done.
+        SlackUnavailable, ConfigurationError: a Slack user group of the team could not be read.
+    """
+    recorded = ports.ledger.get(request_id, REQUEST)
+    owner = (recorded or {}).get("request") or ports.ledger.get(request_id, SUBMITTED)
+    if not owner:
+        return
+    requester, team = owner.get("requester"), owner.get("team")
+    may_act(
+        identity,
+        str(requester) if requester else None,
+        str(team) if team else None,
+        ports,
+        doing=doing,
     )
 
 

@@ -36,7 +36,13 @@ from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
-from capacity.logic.common import require_not_final, require_within_budget, states, stop_if_released
+from capacity.logic.common import (
+    require_not_final,
+    require_within_budget,
+    settled_history,
+    states,
+    stop_if_released,
+)
 from capacity.logic.policy import purchase_check, settle_spend
 from capacity.models import OfferingSummary, ReservationRequest, State
 from capacity.ports import Ports
@@ -132,7 +138,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         ``RetryableAwsError``...).
     """
     ledger = ports.ledger
-    history = ledger.history(request.id)
+    history = settled_history(ports, request.id)
     # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
     existing = reconcile(request, ports, buyer, fallback=step.offering)
     if existing is None:

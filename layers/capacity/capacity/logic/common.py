@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -20,7 +20,7 @@ from capacity.errors import (
     ReservationCancelled,
     ReservationNotFound,
 )
-from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD
+from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX, history_of
 from capacity.models import (
     FINAL_STATES,
     LedgerEntry,
@@ -78,12 +78,22 @@ class Purchase:
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
     """The ``PURCHASE`` item of ``request_id``, or None when nothing was bought; its ``end_time`` is the end
     of the last paid extension in place (``EXTENDED``, issue 17) and ``extension_fees_usd`` their fees, so
-    every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end."""
+    every rule about the end (no scale-out in the last hour, the cost summary) follows the extended end.
+    Two small reads (the item, then the history only when there is a purchase), not the whole reservation:
+    its ``REQUEST`` and usage items are the bulk of it."""
     item = ports.ledger.get(request_id, PURCHASE)
     if not item:
         return None
+    return purchase_from([item, *ports.ledger.items(request_id, STATE_PREFIX)])
+
+
+def purchase_from(items: Sequence[Mapping[str, Any]]) -> Purchase | None:
+    """:func:`load_purchase` from the reservation's ledger items as one query read them (any order)."""
+    item = next((item for item in items if item["sk"] == PURCHASE), None)
+    if not item:
+        return None
     purchase = Purchase(item)
-    for entry in ports.ledger.history(request_id):
+    for entry in history_of(items):
         if entry.state is State.EXTENDED and entry.detail.get("end_time"):
             purchase.end_time = max(purchase.end_time, parse_utc(str(entry.detail["end_time"])))
             purchase.extension_fees_usd += entry.money_usd or Decimal(0)
@@ -111,6 +121,14 @@ STOP_STATES = FINAL_STATES | {State.RELEASING}
 """States after which nothing billable may be created for a reservation."""
 
 
+def settled_history(ports: Ports, request_id: str) -> list[LedgerEntry]:
+    """The history (oldest first, strongly consistent), with the entry of a recorded outcome appended first
+    if its writer died between the marker and the entry (:meth:`~capacity.ledger.Ledger.complete_outcome`):
+    what a step reads before it buys or creates anything, so a cancel is never missed."""
+    ports.ledger.complete_outcome(request_id)
+    return ports.ledger.history(request_id)
+
+
 def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool = True) -> list[LedgerEntry]:
     """Check (strongly consistent ledger read) that the reservation may still create billable resources.
 
@@ -127,7 +145,7 @@ def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool
     Raises:
         ReservationCancelled: a stop state is recorded (the message names it and ``doing``).
     """
-    history = ports.ledger.history(request_id)
+    history = settled_history(ports, request_id)
     stop = states(history) & STOP_STATES
     if not stop:
         return history

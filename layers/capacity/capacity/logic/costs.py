@@ -27,8 +27,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from capacity.ledger import PURCHASE_VOIDED, REQUEST
-from capacity.logic.common import Purchase, first_entry, load_purchase
+from capacity.ledger import PURCHASE_VOIDED, REQUEST, history_of
+from capacity.logic.common import Purchase, first_entry, purchase_from
 from capacity.models import LedgerEntry, State
 from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour, usd
@@ -56,11 +56,21 @@ def record_usage(ports: Ports, request_id: str, instances: int | None, *, source
         return
 
 
-def usage_points(ports: Ports, request_id: str) -> list[tuple[datetime, int]]:
-    """The recorded observations, oldest first: ``(UTC time, instances)``."""
-    items = ports.ledger.items(request_id, f"{USAGE}#")
-    points = [(parse_utc(str(item["sk"]).split("#")[1]), int(item["instances"])) for item in items]
+def usage_points(items: Sequence[Mapping[str, Any]]) -> list[tuple[datetime, int]]:
+    """The instance-count observations among a reservation's ledger items (``USAGE#<time>#<id>``), oldest
+    first: ``(UTC time, instances)``."""
+    prefix = f"{USAGE}#"
+    points = [
+        (parse_utc(str(item["sk"]).split("#")[1]), int(item["instances"]))
+        for item in items
+        if str(item["sk"]).startswith(prefix)
+    ]
     return sorted(points)
+
+
+def read_usage(ports: Ports, request_id: str) -> list[tuple[datetime, int]]:
+    """:func:`usage_points` of ``request_id`` (one ledger query of its ``USAGE#`` items)."""
+    return usage_points(ports.ledger.items(request_id, f"{USAGE}#"))
 
 
 def instance_hours(points: Sequence[tuple[datetime, int]], begin: datetime, end: datetime) -> Decimal:
@@ -97,19 +107,26 @@ def served_window(history: list[LedgerEntry], purchase: Purchase, now: datetime)
 
 
 def used_instance_hours(
-    ports: Ports, request_id: str, purchase: Purchase, history: list[LedgerEntry], now: datetime
+    usage: Sequence[tuple[datetime, int]], purchase: Purchase, history: list[LedgerEntry], now: datetime
 ) -> tuple[Decimal, Decimal, bool]:
-    """``(hours served, instance-hours used, observed)`` of the reservation so far (see the module)."""
+    """``(hours served, instance-hours used, observed)`` of the reservation so far (see the module), from its
+    :func:`usage_points`."""
     begin, end = served_window(history, purchase, now)
     hours = Decimal((end - begin).total_seconds()) / 3600
     serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
-    points = [p for p in usage_points(ports, request_id) if serving is not None and p[0] >= serving.at]
+    points = [p for p in usage if serving is not None and p[0] >= serving.at]
     if points:
         return hours, instance_hours(points, begin, end), True
     return hours, hours * (purchase.instance_count or 1), False
 
 
-def reservation_spend(ports: Ports, request_id: str, *, now: datetime | None = None) -> dict[str, Any] | None:
+def reservation_spend(
+    ports: Ports,
+    request_id: str,
+    *,
+    now: datetime | None = None,
+    items: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any] | None:
     """Spend so far of one reservation (``GET /reservations/{id}``'s ``spend``), None when nothing was bought.
 
     Returns:
@@ -117,16 +134,17 @@ def reservation_spend(ports: Ports, request_id: str, *, now: datetime | None = N
         "on_demand_equivalent_used_usd", "saving_usd", "usd_per_used_instance_hour", "usage_observed",
         "month", "as_of"}`` (USD as decimal strings; ``saving_usd`` negative is a loss against on-demand).
     """
-    purchase = load_purchase(ports, request_id)
+    items = ports.ledger.items(request_id) if items is None else items
+    purchase = purchase_from(items)
     if purchase is None:
         return None
     now = now or ports.clock()
-    history = ports.ledger.history(request_id)
-    voided = ports.ledger.get(request_id, PURCHASE_VOIDED) is not None
+    history = history_of(items)
+    voided = any(item["sk"] == PURCHASE_VOIDED for item in items)
     paid = Decimal(0) if voided or purchase.market != "reserved" else purchase.upfront_fee_usd
     count = purchase.instance_count or 1
     reserved = Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600 * count
-    _, used, observed = used_instance_hours(ports, request_id, purchase, history, now)
+    _, used, observed = used_instance_hours(usage_points(items), purchase, history, now)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
     on_demand = usd(rate * used) if rate is not None else None
     if purchase.market != "reserved" and on_demand is not None:
@@ -192,12 +210,13 @@ def cost_report(
 
 def _line(ports: Ports, item: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
     request_id = str(item["request_id"])
-    spend = reservation_spend(ports, request_id, now=now)
+    items = ports.ledger.items(request_id)  # one query per reservation: spend, request and purchase
+    spend = reservation_spend(ports, request_id, now=now, items=items)
     if spend is None:
         return None
-    request = ports.ledger.get(request_id, REQUEST) or {}
+    request = next((i for i in items if i["sk"] == REQUEST), {})
     body = request.get("request") or {}
-    purchase = load_purchase(ports, request_id)
+    purchase = purchase_from(items)
     return {
         "request_id": request_id,
         "team": body.get("team"),

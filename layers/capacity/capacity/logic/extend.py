@@ -23,11 +23,12 @@ Confirmation (:func:`confirm_extension`): the extension is ``pending`` until AWS
 release schedule moves to the new end, ``EXTENDED`` is recorded with the fee (``money_usd``) and the new end,
 ``ReservationExtended`` is put and Slack told. Failed: nothing moves (the old schedule stays), the
 ``EXTENSION_OUTCOME#<id>`` says so, ``ExtensionFailed`` is put and Slack told the reservation still ends
-at the old end.
+at the old end. When the workflow gives up, :func:`extension_not_done` reconciles and tells.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -52,7 +53,15 @@ from capacity.errors import (
 from capacity.logic import policy
 from capacity.logic.buy_once import refuse_another_owner, wait_for_an_earlier_call
 from capacity.logic.capacity_blocks import LATEST_RELEASE_BEFORE_END
-from capacity.logic.common import STOP_STATES, Purchase, load_request, post, require_purchase, states
+from capacity.logic.common import (
+    STOP_STATES,
+    Purchase,
+    load_purchase,
+    load_request,
+    post,
+    require_purchase,
+    states,
+)
 from capacity.logic.purchase import RELEASE_REASON
 from capacity.models import (
     ExtensionFailedDetail,
@@ -631,16 +640,95 @@ def _record_extended(  # noqa: PLR0917
     )
 
 
-def extension_step(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
-    """The ``extend_capacity`` Lambda's two kinds: ``purchase`` (:func:`extend_capacity`) and ``confirm``
-    (:func:`confirm_extension`).
+def extension_not_done(event: Mapping[str, Any], ports: Ports) -> ExtendOutput:
+    """The workflow's last step when buying or confirming an extension gave up (``NotExtended``): never
+    silent, never money lost from the record.
+
+    ``event``: ``{"detail": <the ExtensionRequested detail, as sent>, "error": {"Error", "Cause"}}``.
+
+    - An outcome is recorded already: nothing more.
+    - Bought (``EXTENSION#<id>``, or an intent whose call AWS's extension history shows: recorded now):
+      confirmed once more (paid: ``EXTENDED`` and the release moved; refused: said so). Still processing:
+      the requester is told it was bought and the release stays at the old end until it is confirmed
+      (sending the same extension again confirms it).
+    - Nothing bought: the fee held in the team's month is given back, ``EXTENSION_OUTCOME`` ``failed``,
+      ``ExtensionFailed`` put and the requester told why (a refusal of an ``ExtensionRequested`` event is
+      how its sender hears it).
 
     Raises:
-        InvalidRequest: an unknown ``kind``; what the two functions raise.
+        RetryableAwsError: throttling/5xx after retries (the state retries).
+    """
+    sent, failure = event.get("detail"), event.get("error")
+    raw: Mapping[str, Any] = sent if isinstance(sent, Mapping) else {}
+    error: Mapping[str, Any] = failure if isinstance(failure, Mapping) else {}
+    request_id, extension_id = str(raw.get("request_id") or ""), str(raw.get("extension_id") or "")
+    why = f"{error.get('Error') or 'an error'}: {_cause(error.get('Cause'))}"
+    unknown = ExtendOutput(request_id=request_id, extension_id=extension_id, status="failed")
+    request = ports.ledger.get_request(request_id) if request_id else None
+    if request is None or not extension_id:
+        post(
+            ports,
+            messages.extension_failed(request_id or "(no request_id)", f"the request was refused ({why})"),
+        )
+        return unknown
+    ledger = ports.ledger
+    if ledger.get(request_id, f"{EXTENSION_OUTCOME}#{extension_id}") is not None:
+        return unknown
+    purchase = load_purchase(ports, request_id)
+    bought = ledger.get(request_id, f"{EXTENSION}#{extension_id}")
+    calls = _items(ports, request_id, EXTENSION_CALL, extension_id)
+    if bought is None and calls and purchase is not None:
+        offered = {str(call["offering"]["offering_id"]) for call in calls}
+        found = _find(EXTENDERS[request.platform], purchase, ports, offered)
+        if found is not None:
+            bought = _record(ports, request_id, extension_id, found)
+    if bought is not None:
+        try:
+            return confirm_extension(request_id, extension_id, ports)
+        except ExtensionPending:
+            post(ports, messages.extension_unconfirmed(request_id, extension_id))
+            return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
+    end = current_end(ports, request_id, purchase) if purchase is not None else None
+    reason = f"nothing was bought ({why})" + (f"; {request_id} still ends at {iso_z(end)}" if end else "")
+    if ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") is not None:
+        # Started and given up: the fee held in the team's month goes back, and the outcome is final (the
+        # intent's owner is gone, so nothing buys this extension id again).
+        policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        ledger.put_once(
+            request_id,
+            f"{EXTENSION_OUTCOME}#{extension_id}",
+            {"outcome": "failed", "reason": reason, "actor": ports.actor}
+            | ({"end_time": iso_z(end)} if end else {}),
+        )
+    ports.events.put(
+        "ExtensionFailed",
+        ExtensionFailedDetail(request_id=request_id, extension_id=extension_id, reason=reason, end_time=end),
+    )
+    post(ports, messages.extension_failed(request_id, reason))
+    return unknown
+
+
+def _cause(cause: object) -> str:
+    """The message of a Step Functions error ``Cause`` (a Lambda's JSON ``errorMessage``, or the text)."""
+    try:
+        parsed = json.loads(str(cause))
+    except ValueError:
+        return str(cause or "no cause given")[:300]
+    return str(parsed.get("errorMessage") if isinstance(parsed, dict) else parsed)[:300]
+
+
+def extension_step(event: Mapping[str, Any], ports: Ports) -> dict[str, Any]:
+    """The ``extend_capacity`` Lambda's kinds: ``purchase`` (:func:`extend_capacity`), ``confirm``
+    (:func:`confirm_extension`) and ``failed`` (:func:`extension_not_done`).
+
+    Raises:
+        InvalidRequest: an unknown ``kind``; what the functions raise.
     """
     kind = event.get("kind")
     if kind == "purchase":
         return extend_capacity(ExtendInput.model_validate(event), ports).model_dump()
     if kind == "confirm":
         return confirm_extension(str(event["request_id"]), str(event["extension_id"]), ports).model_dump()
-    raise InvalidRequest([FieldError("kind", "must be purchase or confirm")])
+    if kind == "failed":
+        return extension_not_done(event, ports).model_dump()
+    raise InvalidRequest([FieldError("kind", "must be purchase, confirm or failed")])

@@ -44,12 +44,13 @@ from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
 from capacity.models import (
     ApprovalRequestedDetail,
+    LedgerEntry,
     ReleaseRequestedDetail,
     ReservationFailedDetail,
     State,
 )
 from capacity.ports import Ports
-from capacity.timeutil import iso_ms, iso_z, short
+from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
 _FRIENDLY_ERRORS = {
     "States.Timeout": "a step took longer than its timeout",
@@ -335,14 +336,18 @@ def report_release_failure(
     history = ports.ledger.history(request_id)
     previous = [e for e in history if e.state is State.FAILED and e.detail.get("phase") == "release"]
     if attempt_id is not None:
-        reported = any(e.detail.get("attempt_id") == attempt_id for e in previous)
+        reported = [e for e in previous if e.detail.get("attempt_id") == attempt_id]
     else:
         releasing = [e for e in history if e.state is State.RELEASING]
         since = releasing[-1].at if releasing else None
-        reported = any(since is None or e.at >= since for e in previous)
-    if reported:  # a retried task: already recorded and told
-        return False
+        reported = [e for e in previous if since is None or e.at >= since]
     reason = readable_reason(error)
+    if reported:  # a retried task: recorded already; told too, unless the Lambda died in between
+        if ports.ledger.get(request_id, f"{RELEASE_FAILURE_TOLD}#{reported[0].sk}") is None:
+            _tell_release_failure(
+                ports, request_id, reported[0], error.Error, reported[0].detail.get("attempt")
+            )
+        return False
     left = f"; still there: {', '.join(leftovers)}" if leftovers else ""
     ports.events.put(
         "ReservationFailed",
@@ -350,7 +355,7 @@ def report_release_failure(
             request_id=request_id, error=error.Error, reason=f"release failed: {reason}{left}"[:4000]
         ),
     )
-    ports.ledger.append(
+    entry = ports.ledger.append(
         request_id,
         State.FAILED,
         actor=ports.actor,
@@ -365,18 +370,33 @@ def report_release_failure(
             "retry_at": iso_z(retry_at) if retry_at else None,
         },
     )
+    if entry is not None:
+        _tell_release_failure(ports, request_id, entry, error.Error, attempt)
+    return True
+
+
+RELEASE_FAILURE_TOLD = "RELEASE_FAILURE_TOLD"
+"""``RELEASE_FAILURE_TOLD#<FAILED entry sk>``: the Slack alert of that release failure was posted (a Lambda
+that died between the ``FAILED`` and the post is retried, finds no marker, and posts it then)."""
+
+
+def _tell_release_failure(
+    ports: Ports, request_id: str, entry: LedgerEntry, error: str, attempt: int | None
+) -> None:
+    """Post the alert of the release failure ``entry`` records, then mark it told."""
+    retry_at = entry.detail.get("retry_at")
     post(
         ports,
         messages.release_failure(
             request_id,
-            error=error.Error,
-            reason=reason,
-            leftovers=leftovers,
-            retry_at=f"{short(retry_at)} UTC" if retry_at else None,
+            error=error,
+            reason=str(entry.detail.get("reason") or error),
+            leftovers=[str(left) for left in entry.detail.get("leftovers") or []],
+            retry_at=f"{short(parse_utc(str(retry_at)))} UTC" if retry_at else None,
             attempt=attempt,
         ),
     )
-    return True
+    ports.ledger.put_once(request_id, f"{RELEASE_FAILURE_TOLD}#{entry.sk}", {"actor": ports.actor})
 
 
 def _current(ports: Ports, request_id: str) -> str | None:

@@ -160,13 +160,38 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
         raise NotPermitted(
             f"the reservation is charged to no known team ({team_name or 'none'}), so nobody may approve it"
         )
-    if team.approvers.by_arn_or_slack(identity):
+    if not _approves(identity, team, ports):
+        raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
+
+
+def _approves(identity: str, team: TeamPolicy, ports: Ports) -> bool:
+    """``identity`` is one of ``team``'s approvers: by ARN pattern or Slack user, principal tag or group."""
+    return bool(
+        team.approvers.by_arn_or_slack(identity)
+        or team.approvers.by_tags(_tags(ports, identity, [team], approvers=True))
+        or team.approvers.by_groups(_groups(ports, identity, [team], approvers=True))
+    )
+
+
+def may_act(identity: str, requester: str | None, team_name: str | None, ports: Ports, *, doing: str) -> None:
+    """Refuse ``doing`` (``cancel``, ``extend``) to a reservation requested by ``requester`` for
+    ``team_name`` unless ``identity`` is its requester, a member of that team or one of its approvers: a
+    caller of another team never stops it or spends on it. Without a policy table, only its requester may.
+
+    Raises:
+        NotPermitted: the caller is none of those (403; the message says who may).
+        SlackUnavailable, ConfigurationError: a Slack user group of the team could not be read.
+    """
+    if requester is not None and identity == requester:
         return
-    if team.approvers.by_tags(_tags(ports, identity, [team], approvers=True)):
+    team = ports.policy.team(team_name) if ports.policy is not None and team_name else None
+    mine = {member_of.name for member_of in teams_of(identity, ports)} if team is not None else set()
+    if team is not None and (team.name in mine or _approves(identity, team, ports)):
         return
-    if team.approvers.by_groups(_groups(ports, identity, [team], approvers=True)):
-        return
-    raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
+    raise NotPermitted(
+        f"{identity} may not {doing} this reservation: only its requester ({requester or 'unknown'}), the "
+        f"members of team {team_name or '(none)'} and its approvers may"
+    )
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from capacity.logic.common import (
     load_request,
     post,
     require_not_final,
+    settled_history,
     states,
     stop_if_released,
 )
@@ -195,7 +196,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
     """
     request = load_request(ports, step.request_id)
     buyer = BUYERS[request.platform]
-    history = ports.ledger.history(request.id)
+    history = settled_history(ports, request.id)
     item = ports.ledger.get(request.id, PURCHASE)
     if item is None:
         require_not_final(history, request.id)

@@ -40,7 +40,7 @@ from capacity.jsonsafe import check_depth
 from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
-from capacity.logic.costs import used_instance_hours
+from capacity.logic.costs import read_usage, used_instance_hours
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.on_demand import on_demand_summary
@@ -346,7 +346,7 @@ def cost_summary(
     """
     count = purchase.instance_count or 1
     reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    served, used, observed = used_instance_hours(ports, request_id, purchase, history, now)
+    served, used, observed = used_instance_hours(read_usage(ports, request_id), purchase, history, now)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
     fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
     eq_reserved = (

@@ -602,13 +602,10 @@ def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
 
 def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     request_id = _one_id(args, "cancel")
-    found = api.get_reservation(request_id, ports)
-    requester = str((found.get("request") or {}).get("requester") or "")
-    if requester != f"slack:{user_id}" and user_id not in door.approvers:
-        return _ephemeral(
-            f"Only the requester ({messages.mention(requester) if requester else 'unknown'}) or an approver "
-            f"may cancel {request_id}."
-        )
+    api.get_reservation(request_id, ports)  # 404 first
+    refused = _may_not_cancel(request_id, user_id, ports, door)
+    if refused is not None:
+        return _ephemeral(refused)
     try:
         result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}")
     except PaidReservation as paid:
@@ -617,6 +614,19 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
         f"{request_id} is {result['status']}: whatever it holds is being released (the cost summary follows "
         "in its thread)."
     )
+
+
+def _may_not_cancel(request_id: str, user_id: str, ports: Ports, door: Door) -> str | None:
+    """Why ``user_id`` may not cancel ``request_id`` (None: it may): the deployment's Slack approvers may,
+    and so may the requester, the members of its team and its approvers (the API's rule,
+    :func:`capacity.logic.api.require_may_act`)."""
+    if user_id in door.approvers:
+        return None
+    try:
+        api.require_may_act(request_id, f"slack:{user_id}", ports, doing="cancel")
+    except NotPermitted as refused:
+        return messages.escape(str(refused)) + "."
+    return None
 
 
 def _costs(args: Sequence[str], ports: Ports) -> SlackAnswer:
@@ -830,15 +840,10 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
     """The Cancel anyway press: the same rule as ``/gpu cancel`` (the requester or an approver), then the
     cancel with ``confirm``."""
     try:
-        found = api.get_reservation(request_id, ports)
-        requester = str((found.get("request") or {}).get("requester") or "")
-        if not user_id or (requester != f"slack:{user_id}" and user_id not in door.approvers):
-            door.respond(
-                response_url,
-                f"Only the requester or an approver may cancel {messages.escape(request_id)}; nothing was "
-                "changed.",
-                ephemeral=True,
-            )
+        api.get_reservation(request_id, ports)  # 404 first
+        refused = _may_not_cancel(request_id, user_id, ports, door) if user_id else "no user"
+        if refused is not None:
+            door.respond(response_url, f"{refused} Nothing was changed.", ephemeral=True)
             return
         result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}", confirm=True)
     except (ReservationNotFound, ReservationClosed, RetryableAwsError) as exc:
