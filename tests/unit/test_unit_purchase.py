@@ -15,6 +15,7 @@ from capacity.errors import (
     ReservationCancelled,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.logic import buy_once
 from capacity.logic.purchase import purchase_capacity
 from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
 from capacity.ranking import normalise_offering
@@ -235,3 +236,33 @@ def test_models_given_by_image_need_no_describe_model(harness: Harness) -> None:
     purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     assert harness.world.names("DescribeModel") == []
     assert len(creates(harness)) == 1
+
+
+def test_a_purchase_recorded_after_the_release_finished_leaves_the_ledger_released(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cancel whose release finishes while the purchase call is in flight (soak seed 304 #16): the
+    # release reads the PURCHASE item and records RELEASED before the purchase records PURCHASED
+    request = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    recorded = buy_once.record_purchase
+
+    def release_meanwhile(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        item = recorded(*args, **kwargs)
+        harness.ledger.append_outcome(
+            request.id, State.CANCELLED, actor="alice", detail={"reason": "cancelled"}
+        )
+        harness.ledger.append(request.id, State.RELEASING, actor="release")
+        harness.ledger.append(request.id, State.RELEASED, actor="release", detail={"reason": "cancelled"})
+        return item
+
+    monkeypatch.setattr(buy_once, "record_purchase", release_meanwhile)
+    # When the purchase step goes on after its call
+    with pytest.raises(ReservationCancelled):
+        purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
+    # Then the money is recorded, and the ledger still ends RELEASED (and asks for the release again)
+    seen = [e.state for e in harness.ledger.history(request.id)]
+    assert seen[-2:] == [State.PURCHASED, State.RELEASED], seen
+    (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
+    assert str(purchased.money_usd) == "8000.00"
+    assert "ReleaseRequested" in harness.events.types()

@@ -37,6 +37,7 @@ from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
 from capacity.logic.common import (
+    keep_released_last,
     require_not_final,
     require_within_budget,
     settled_history,
@@ -172,6 +173,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         settle_spend(ports, key=request.id, amount_usd=fee)
         money_metrics.committed(request.team, fee)
     output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
+    keep_released_last(ports, request.id)
     stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
     return output
 

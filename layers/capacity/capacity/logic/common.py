@@ -121,6 +121,17 @@ STOP_STATES = FINAL_STATES | {State.RELEASING}
 """States after which nothing billable may be created for a reservation."""
 
 
+def keep_released_last(ports: Ports, request_id: str) -> None:
+    """After a purchase is recorded: if the reservation's release finished meanwhile (the purchase call was
+    in flight when a cancel came, and the release read the ``PURCHASE`` item before its ``PURCHASED`` entry
+    was written: soak seed 304 #16), the ``PURCHASED`` entry with its money now follows ``RELEASED``; the
+    last ``RELEASED`` is appended again (its summary counts the fee) so the ledger still ends released."""
+    history = ports.ledger.history(request_id)
+    released = [entry for entry in history if entry.state is State.RELEASED]
+    if released and history[-1].state is not State.RELEASED:
+        ports.ledger.append(request_id, State.RELEASED, actor=ports.actor, detail=released[-1].detail)
+
+
 def settled_history(ports: Ports, request_id: str) -> list[LedgerEntry]:
     """The history (oldest first, strongly consistent), with the entry of a recorded outcome appended first
     if its writer died between the marker and the entry (:meth:`~capacity.ledger.Ledger.complete_outcome`):
