@@ -95,7 +95,7 @@ template: venv sam
 
 ## Branch coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml).
 unit: venv
-	$(BIN)/pytest -n auto --dist loadfile --cov --cov-fail-under=90
+	$(BIN)/pytest -n auto --dist loadfile --cov --cov-fail-under=90 --durations=20
 
 ## IaC security scan: every finding fixed or suppressed in template.yaml with a justification.
 security: checkov
