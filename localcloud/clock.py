@@ -290,6 +290,8 @@ class VirtualClock:
         self._travel: Any = None
         self._traveller: Any = None
         self._started = False
+        self._stopped = False
+        self._abandoned: set[int] = set()
         self._hooks_lock = threading.Lock()
         self._park_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._settle_hooks: list[Callable[[], bool]] = []
@@ -326,13 +328,16 @@ class VirtualClock:
         """End time travel. Threads parked in the clock are abandoned: they never resume.
 
         Waking them would let a finished simulation's executions run on in real time, against whatever
-        cloud the process starts next (moto's mock is process-global). Later calls to :meth:`sleep` and
-        :meth:`wait_event` behave like ``time.sleep`` and ``threading.Event.wait``.
+        cloud the process starts next (moto's mock is process-global). A simulation thread that was still
+        running is abandoned at its next :meth:`sleep` or :meth:`wait_event` (:meth:`wait_for_threads` waits
+        for that); for the owner and infrastructure threads these behave like ``time.sleep`` and
+        ``threading.Event.wait`` from now on.
         """
         if not self._started:
             return
         with self._cv:
             self._started = False
+            self._stopped = True
         if self._travel is not None:
             self._travel.stop()
         self._travel = None
@@ -380,6 +385,7 @@ class VirtualClock:
             self.touch()
             return
         if not self._started:
+            self._abandon_if_simulated()
             time.sleep(seconds)
             return
         self.sleep_until(_from_ns(self._now_ns + round(seconds * 1_000_000) * 1_000))
@@ -393,6 +399,7 @@ class VirtualClock:
         """
         at_ns = _to_ns(at)
         if not self._started:
+            self._abandon_if_simulated()
             # Not travelling: a plain sleep in real time.
             remaining = (at_ns - time.time_ns()) / _NS_PER_SECOND
             if remaining > 0:
@@ -437,6 +444,7 @@ class VirtualClock:
         if event.is_set():
             return True
         if not self._started:
+            self._abandon_if_simulated()
             # threading.Event.wait itself: ``event`` may be a clock-aware subclass that calls back here.
             return threading.Event.wait(event, timeout_seconds)
         at_ns = None if timeout_seconds is None else self._now_ns + round(timeout_seconds * 1_000_000) * 1_000
@@ -634,7 +642,51 @@ class VirtualClock:
             lines.append(f"- {name} ({ident}): {state}\n{stack}")
         return "\n".join(lines)
 
+    def wait_for_threads(self, timeout_seconds: float, *, besides: set[int]) -> list[threading.Thread]:
+        """After :meth:`stop`, wait (in real time) until no simulation thread runs any more.
+
+        A thread is done when it ended, is abandoned in the clock, is infrastructure (:meth:`ignore_thread`)
+        or waits for another thread (a lock, a queue); then nothing of the finished simulation can act on
+        the next one. On a busy machine a handler may need many seconds to reach its next wait.
+
+        Args:
+            timeout_seconds: real seconds to wait at most.
+            besides: idents of threads that are none of the simulation's business (alive before it).
+
+        Returns:
+            The threads still running at the deadline (empty when all are done).
+        """
+        me = threading.get_ident()
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            frames = sys._current_frames()
+            with self._cv:
+                held = set(self._parked) | self._abandoned | self._ignored
+            running = [
+                thread
+                for thread in threading.enumerate()
+                if thread.ident not in besides
+                and thread.ident != me
+                and thread.ident not in held
+                and thread.is_alive()
+                and not (thread.ident in frames and _frame_is_blocking(frames[thread.ident]))
+            ]
+            remaining = deadline - time.monotonic()
+            if not running or remaining <= 0:
+                return running
+            running[0].join(min(0.05, remaining))
+
     # -- internals -------------------------------------------------------------------------------------
+
+    def _abandon_if_simulated(self) -> None:
+        """After :meth:`stop`, block a simulation thread (not the owner, not infrastructure) forever."""
+        me = threading.get_ident()
+        if not self._stopped or me == self._owner or me in self._ignored:
+            return
+        with self._cv:
+            self._abandoned.add(me)
+            while True:
+                self._cv.wait()
 
     def _drives_itself(self) -> bool:
         me = threading.get_ident()
@@ -706,7 +758,7 @@ class VirtualClock:
                 self._activity += 1
                 self._cv.notify_all()
                 try:
-                    while not waiter.runnable():
+                    while self._stopped or not waiter.runnable():  # stopped: abandoned, never resumes
                         self._cv.wait()
                 finally:
                     waiter.done = True

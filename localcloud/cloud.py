@@ -26,10 +26,10 @@ import contextlib
 import importlib
 import inspect
 import json
+import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +69,10 @@ _MOTO_CONFIG: dict[str, Any] = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
 }
+logger = logging.getLogger(__name__)
+
+# Real seconds a stopping cloud waits for its threads to reach a wait (a handler on a busy machine).
+_THREADS_SETTLE_SECONDS = 120.0
 _FAILED_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 _AWS_SDK_SERVICES = {"sfn": "stepfunctions", "eventbridge": "events", "cloudwatchlogs": "logs"}
 
@@ -287,7 +291,12 @@ class LocalCloud:
         stepfunctions.on_execution_end(None)  # the teardown's stops are not the application's business
         self._abort_running_executions()
         self.clock.stop()  # parked threads are abandoned, so no execution outlives this cloud
-        self._join_threads(timeout_seconds=2.0)
+        # Threads still running are abandoned at their next wait; moto must not stop under them (their
+        # calls would go out to AWS's endpoints) nor the next cloud start (they would act on it).
+        running = self.clock.wait_for_threads(_THREADS_SETTLE_SECONDS, besides=self._saved.threads)
+        if running:
+            names = ", ".join(thread.name for thread in running)
+            logger.warning("still running after the local cloud stopped: %s", names)
         patches.uninstall()
         self.scheduler.uninstall()
         self.delivery.uninstall()
@@ -711,16 +720,6 @@ class LocalCloud:
                         backend.stop_execution(execution.execution_arn)
         except Exception:  # noqa: S110 - best effort during teardown
             pass
-
-    def _join_threads(self, timeout_seconds: float) -> None:
-        deadline = time.monotonic() + timeout_seconds
-        for thread in threading.enumerate():
-            if thread.ident in self._saved.threads or thread is threading.current_thread():
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            thread.join(remaining)
 
     def _restore_env(self) -> None:
         for key, value in self._saved.env.items():

@@ -38,6 +38,7 @@ import itertools
 import json
 import re
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,6 +64,12 @@ from localcloud.clock import VirtualClock
 from localcloud.contracts import AwsError
 from localcloud.faults import EMULATOR_KINDS, FaultInjector, FaultKind, FaultRule
 from localcloud.lambdas import InvokeResult, LambdaRuntime
+
+
+class StrayThreadError(BaseException):
+    """A thread of a cloud that already stopped made an AWS call: it must not act on this one (moto's
+    state is process-global). A ``BaseException``, so the stray handler's ``except Exception`` cannot
+    swallow it and carry on."""
 
 
 class Authorizer(Protocol):
@@ -298,6 +305,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)
         self._original: Callable[..., AWSResponse | None] | None = None
+        self._strays: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     # -- wiring ----------------------------------------------------------------------------------------
 
@@ -311,6 +319,9 @@ class Dispatcher:
         if getattr(current, "_localcloud_dispatcher", None) is not None:
             raise RuntimeError("a local cloud dispatcher is already installed")
         self._original = current
+        # Threads alive now, other than the caller, belong to no simulation of this cloud.
+        me = threading.current_thread()
+        self._strays = weakref.WeakSet(thread for thread in threading.enumerate() if thread is not me)
         dispatcher = self
 
         def dispatch(stubber: Any, event_name: str, request: AWSPreparedRequest, **kwargs: Any) -> Any:
@@ -346,6 +357,11 @@ class Dispatcher:
 
     def _dispatch(self, stubber: Any, event_name: str, request: AWSPreparedRequest, **kwargs: Any) -> Any:
         _, service, operation = event_name.split(".", 2)
+        if threading.current_thread() in self._strays:
+            raise StrayThreadError(
+                f"{threading.current_thread().name} outlived the local cloud it ran in and called "
+                f"{service}.{operation}"
+            )
         if self.lambdas is not None:
             self.lambdas.yield_now()
         self.clock.touch()

@@ -88,11 +88,22 @@ def _virtual_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
+def _clock_of(waitable: Any) -> VirtualClock | None:
+    """The clock ``waitable`` was made under, else the running one. Once stopped, that clock abandons its
+    simulation's threads rather than let a finished execution go on in real time (into the next cloud)."""
+    own: VirtualClock | None = getattr(waitable, "_localcloud_clock", None)
+    return own if own is not None else _active_clock()
+
+
 class ClockEvent(threading.Event):
     """A ``threading.Event`` whose ``wait(timeout)`` counts the timeout in virtual time."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._localcloud_clock: VirtualClock | None = _state.get("clock")
+
     def wait(self, timeout: float | None = None) -> bool:
-        clock = _active_clock()
+        clock = _clock_of(self)
         if clock is None:
             return super().wait(timeout)
         return clock.wait_event(self, _virtual_timeout(timeout))
@@ -104,6 +115,7 @@ class ClockThread(threading.Thread):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._localcloud_finished = threading.Event()
+        self._localcloud_clock: VirtualClock | None = _state.get("clock")
 
     def run(self) -> None:
         try:
@@ -112,7 +124,7 @@ class ClockThread(threading.Thread):
             self._localcloud_finished.set()
 
     def join(self, timeout: float | None = None) -> None:
-        clock = _active_clock()
+        clock = _clock_of(self)
         timeout = _virtual_timeout(timeout)
         if clock is None or timeout is None:
             super().join(timeout)

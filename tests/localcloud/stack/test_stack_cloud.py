@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -341,3 +343,62 @@ def test_teardown_restores_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
         assert second.client("events").list_rules(EventBusName="fixture-bus")["Rules"]
         assert second.executions() == []
     assert first.executions() == []
+
+
+def test_a_thread_of_a_stopped_cloud_cannot_act_on_the_next_one() -> None:
+    # Given a thread started while the first cloud ran (a handler's), held until after it stopped
+    go = threading.Event()
+    outcome: list[str] = []
+
+    def stray() -> None:
+        go.wait()
+        try:
+            boto3.client("events", region_name="us-east-1").list_rules(EventBusName="fixture-bus")
+            outcome.append("called the next cloud")
+        except BaseException as error:  # what stopped it is the assertion
+            outcome.append(type(error).__name__)
+
+    with make_cloud():
+        thread = threading.Thread(target=stray, name="stray", daemon=True)
+        thread.start()
+
+    # When it calls AWS while the next cloud runs
+    with make_cloud() as second:
+        go.set()
+        thread.join(30)
+        # Then its call is refused (moto's state is the process's: it would read or write the second cloud)
+        assert outcome == ["StrayThreadError"]
+        assert second.client("events").list_rules(EventBusName="fixture-bus")["Rules"]
+
+
+def test_a_stopping_cloud_waits_for_a_running_thread_and_abandons_it_at_its_next_wait() -> None:
+    # Given a thread of the cloud still computing (a handler on a busy machine) when the cloud stops
+    computing = threading.Event()
+    finish = threading.Event()
+    resumed = threading.Event()
+
+    def handler_like() -> None:
+        computing.set()
+        while not finish.is_set():  # running code, not waiting on anything the clock knows
+            time.sleep(0.01)
+        stopping.clock.sleep(1)  # its next wait: a retry's back-off, a Wait state
+        resumed.set()
+
+    stopping = make_cloud()
+    stopping.start()
+    thread = threading.Thread(target=handler_like, name="handler-like", daemon=True)
+    thread.start()
+    computing.wait(10)
+    stopper = threading.Thread(target=stopping.stop, name="stopper", daemon=True)
+    stopper.start()
+
+    # Then the stop does not return while the thread runs, and it returns once the thread reached its wait
+    stopper.join(0.5)
+    assert stopper.is_alive()
+    finish.set()
+    stopper.join(60)
+    assert not stopper.is_alive()
+    assert not stopping.running
+    # and the thread never resumes: the finished simulation does not run on in real time
+    assert not resumed.wait(1.5)
+    assert thread.is_alive()
