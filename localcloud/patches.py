@@ -9,7 +9,8 @@
 - the standard retry mode's jitter (``botocore.retries.standard.ExponentialBackoff``, for clients
   created from now on) draws from a seeded generator, so back-off delays are reproducible;
 - moto's DynamoDB ``Query`` reads only the queried partition instead of sorting the whole table
-  (:mod:`localcloud.dynamodb_queries`);
+  (:mod:`localcloud.dynamodb_queries`), and DynamoDB answers are written to JSON without moto's generic
+  serializer (:mod:`localcloud.dynamodb_answers`);
 - optionally, Slack's HTTP layer answers from the outbox (:meth:`Outbox.install`).
 
 ``uninstall()`` reverts all of it, in reverse order.
@@ -25,7 +26,7 @@ from typing import Any
 
 from botocore.retries.standard import ExponentialBackoff
 
-from localcloud import dynamodb_queries, stepfunctions
+from localcloud import dynamodb_answers, dynamodb_queries, stepfunctions
 from localcloud.clock import VirtualClock
 from localcloud.dispatch import Dispatcher
 from localcloud.slack import Outbox
@@ -77,6 +78,8 @@ def install(
     _installed.append(("stepfunctions", None))
     dynamodb_queries.install()
     _installed.append(("dynamodb-queries", None))
+    dynamodb_answers.install()
+    _installed.append(("dynamodb-answers", None))
     shim = _ClockTime(clock)
     for name in _BOTOCORE_TIME_MODULES:
         module = importlib.import_module(name)
@@ -104,6 +107,8 @@ def uninstall() -> None:
             stepfunctions.uninstall()
         elif kind == "dynamodb-queries":
             dynamodb_queries.uninstall()
+        elif kind == "dynamodb-answers":
+            dynamodb_answers.uninstall()
         elif kind == "botocore-time":
             while _saved_time:
                 module, original = _saved_time.pop()
