@@ -11,6 +11,8 @@
 - moto's DynamoDB ``Query`` reads only the queried partition instead of sorting the whole table
   (:mod:`localcloud.dynamodb_queries`), and DynamoDB answers are written to JSON without moto's generic
   serializer (:mod:`localcloud.dynamodb_answers`);
+- what moto recomputes on every call (a handler class's method list, a state machine's syntax tree) is
+  computed once (:mod:`localcloud.moto_costs`);
 - optionally, Slack's HTTP layer answers from the outbox (:meth:`Outbox.install`).
 
 ``uninstall()`` reverts all of it, in reverse order.
@@ -26,7 +28,7 @@ from typing import Any
 
 from botocore.retries.standard import ExponentialBackoff
 
-from localcloud import dynamodb_answers, dynamodb_queries, stepfunctions
+from localcloud import dynamodb_answers, dynamodb_queries, moto_costs, stepfunctions
 from localcloud.clock import VirtualClock
 from localcloud.dispatch import Dispatcher
 from localcloud.slack import Outbox
@@ -80,6 +82,8 @@ def install(
     _installed.append(("dynamodb-queries", None))
     dynamodb_answers.install()
     _installed.append(("dynamodb-answers", None))
+    moto_costs.install()
+    _installed.append(("moto-costs", None))
     shim = _ClockTime(clock)
     for name in _BOTOCORE_TIME_MODULES:
         module = importlib.import_module(name)
@@ -109,6 +113,8 @@ def uninstall() -> None:
             dynamodb_queries.uninstall()
         elif kind == "dynamodb-answers":
             dynamodb_answers.uninstall()
+        elif kind == "moto-costs":
+            moto_costs.uninstall()
         elif kind == "botocore-time":
             while _saved_time:
                 module, original = _saved_time.pop()

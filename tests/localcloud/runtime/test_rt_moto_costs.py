@@ -1,0 +1,83 @@
+"""Work moto repeats on every call, done once (:mod:`localcloud.moto_costs`): the same answers, less CPU."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from moto.core import responses as moto_responses
+from moto.core.utils import method_names_from_class
+from moto.dynamodb.responses import DynamoHandler
+from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
+
+from localcloud import moto_costs
+
+DEFINITION = json.dumps(
+    {
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {"Type": "Wait", "Seconds": 60, "Next": "Done"},
+            "Done": {"Type": "Pass", "Result": {"ok": True}, "End": True},
+        },
+    }
+)
+
+
+@pytest.fixture
+def installed() -> Iterator[None]:
+    moto_costs.install()
+    try:
+        yield
+    finally:
+        moto_costs.uninstall()
+
+
+def test_a_handler_class_lists_the_same_methods_and_each_caller_gets_its_own_list(installed: None) -> None:
+    cached = moto_responses.__dict__["method_names_from_class"]
+    first = cached(DynamoHandler)
+    assert first == method_names_from_class(DynamoHandler)  # moto's own answer
+    assert "query" in first
+    first.append("not_a_method")
+    assert "not_a_method" not in cached(DynamoHandler)
+
+
+def test_a_definition_is_parsed_once_and_each_execution_gets_fresh_components(
+    installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parses: list[int] = []
+    original = ASLParser.state_machine
+
+    def counting(self: ASLParser) -> object:
+        parses.append(1)
+        return original(self)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(ASLParser, "state_machine", counting)
+    unique = DEFINITION.replace("60", "61")  # not parsed by another test of this process
+    program_1, tree_1 = AmazonStateLanguageParser.parse(unique)
+    program_2, tree_2 = AmazonStateLanguageParser.parse(unique)
+
+    assert len(parses) == 1
+    assert tree_1 is tree_2
+    assert program_1 is not program_2  # executions never share evaluation components
+    assert type(program_1) is type(program_2)
+
+
+def test_a_bad_definition_fails_with_motos_own_error_every_time(installed: None) -> None:
+    bad = DEFINITION.replace('"Type": "Wait"', '"Type": "Nope"')
+    for _ in range(2):
+        with pytest.raises(ASLParserException):
+            AmazonStateLanguageParser.parse(bad)
+
+
+def test_uninstall_puts_motos_functions_back() -> None:
+    before = (moto_responses.__dict__["method_names_from_class"], AmazonStateLanguageParser.__dict__["parse"])
+    moto_costs.install()
+    moto_costs.install()  # idempotent
+    assert moto_responses.__dict__["method_names_from_class"] is not before[0]
+    moto_costs.uninstall()
+    assert (
+        moto_responses.__dict__["method_names_from_class"],
+        AmazonStateLanguageParser.__dict__["parse"],
+    ) == before
