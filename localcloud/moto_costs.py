@@ -8,7 +8,8 @@
   application's reserve workflow, so most of a local cloud's start-up. The syntax tree depends on the text
   alone and the visitor only reads it, so the tree is kept per definition text; the evaluation components
   are still built anew for each call by moto's ``Preprocessor`` (executions share no state). A definition
-  that fails to parse is parsed again each time, so the error is moto's own.
+  that fails to parse is parsed again each time, so the error is moto's own. ``CreateStateMachine`` and
+  ``UpdateStateMachine`` only validate (``_validate_definition``): a text that passed once passes again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import Any
 from moto.core import responses as moto_responses
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 _MAX_DEFINITIONS = 256
 
 _saved: list[tuple[Any, str, Any]] = []
 _method_names: dict[type, list[str]] = {}
 _trees: dict[str, Any] = {}
+_valid: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -57,6 +60,19 @@ def _cached_parse(original: Callable[[str], tuple[Any, Any]]) -> Callable[[str],
     return parse
 
 
+def _cached_validation(original: Callable[[str], None]) -> Callable[..., None]:
+    def validate_definition(definition: str) -> None:
+        if definition in _valid:
+            return
+        original(definition)  # raises moto's InvalidDefinition
+        with _lock:
+            if len(_valid) >= _MAX_DEFINITIONS:
+                _valid.clear()
+            _valid.add(definition)
+
+    return validate_definition
+
+
 def install() -> None:
     """Put both caches in place (idempotent); :func:`uninstall` puts moto's functions back."""
     if _saved:
@@ -66,6 +82,13 @@ def install() -> None:
     setattr(moto_responses, "method_names_from_class", _cached_method_names(names))  # noqa: B010
     parse = AmazonStateLanguageParser.__dict__["parse"]
     _saved.append((AmazonStateLanguageParser, "parse", parse))
+    validate = StepFunctionsParserBackend.__dict__["_validate_definition"]
+    _saved.append((StepFunctionsParserBackend, "_validate_definition", validate))
+    setattr(  # noqa: B010 - a private staticmethod of moto's
+        StepFunctionsParserBackend,
+        "_validate_definition",
+        staticmethod(_cached_validation(validate.__func__)),
+    )
     AmazonStateLanguageParser.parse = staticmethod(_cached_parse(parse.__func__))  # type: ignore[method-assign,assignment]
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import boto3
 import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
 from moto.core import responses as moto_responses
 from moto.core.utils import method_names_from_class
 from moto.dynamodb.responses import DynamoHandler
@@ -81,3 +84,28 @@ def test_uninstall_puts_motos_functions_back() -> None:
         moto_responses.__dict__["method_names_from_class"],
         AmazonStateLanguageParser.__dict__["parse"],
     ) == before
+
+
+def test_create_state_machine_validates_a_text_once_and_refuses_a_bad_one_every_time(
+    installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parses: list[int] = []
+    original = ASLParser.state_machine
+
+    def counting(self: ASLParser) -> object:
+        parses.append(1)
+        return original(self)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(ASLParser, "state_machine", counting)
+    unique = DEFINITION.replace("60", "62")
+    bad = unique.replace('"Type": "Pass"', '"Type": "Nope"')
+    role = "arn:aws:iam::123456789012:role/sfn"
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        for name in ("one", "two"):
+            sfn.create_state_machine(name=name, definition=unique, roleArn=role)
+        for name in ("bad-one", "bad-two"):
+            with pytest.raises(ClientError, match="ASLParserException"):  # moto's own refusal
+                sfn.create_state_machine(name=name, definition=bad, roleArn=role)
+
+    assert len(parses) == 3  # the good text once, the bad one each time
