@@ -40,6 +40,7 @@ from typing import Any, cast
 import boto3
 import botocore.config
 from moto import mock_aws
+from moto.stepfunctions import responses as moto_sfn
 
 from localcloud import patches, stepfunctions
 from localcloud.clock import RunProgress, RunResult, VirtualClock
@@ -523,13 +524,15 @@ class LocalCloud:
 
     def _collect_executions(self) -> list[ExecutionSummary]:
         sfn = self.client("stepfunctions")
+        # The histories are only counted: read moto's own (GetExecutionHistory's answer before moto
+        # serializes it; serializing hundreds of events per execution was most of a long test's teardown).
+        backend = moto_sfn.get_backend(self.account_id, self.region)
         summaries: list[ExecutionSummary] = []
         with self.dispatcher.exempt():
             for machine in sfn.list_state_machines()["stateMachines"]:
                 for item in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
                     described = sfn.describe_execution(executionArn=item["executionArn"])
-                    history = sfn.get_execution_history(executionArn=item["executionArn"], maxResults=1000)
-                    events = history["events"]
+                    events = backend.get_execution_history(item["executionArn"])["events"]
                     summaries.append(
                         ExecutionSummary(
                             # moto names an execution started without ``name`` "None"; AWS uses a UUID.
@@ -539,7 +542,7 @@ class LocalCloud:
                             status=described["status"],
                             start=described["startDate"].astimezone(UTC),
                             stop=described["stopDate"].astimezone(UTC) if described.get("stopDate") else None,
-                            transitions=sum(1 for e in events if str(e["type"]).endswith("StateEntered")),
+                            transitions=sum(1 for e in events if _event_type(e).endswith("StateEntered")),
                             events=len(events),
                             error=described.get("error"),
                             cause=described.get("cause"),
@@ -727,6 +730,12 @@ class LocalCloud:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _event_type(event: Any) -> str:
+    """A history event's type as the API spells it (moto keeps an enum member)."""
+    kind = event["type"]
+    return str(getattr(kind, "value", kind))
 
 
 def slack_text(message: OutboxMessage) -> str:
