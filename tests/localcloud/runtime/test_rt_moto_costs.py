@@ -37,6 +37,20 @@ def installed() -> Iterator[None]:
         moto_costs.uninstall()
 
 
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per ANTLR parse of a definition (``ASLParser.state_machine``)."""
+    counted: list[int] = []
+    original = ASLParser.state_machine
+
+    def counting(self: ASLParser) -> object:
+        counted.append(1)
+        return original(self)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(ASLParser, "state_machine", counting)
+    return counted
+
+
 def test_a_handler_class_lists_the_same_methods_and_each_caller_gets_its_own_list(installed: None) -> None:
     cached = moto_responses.__dict__["method_names_from_class"]
     first = cached(DynamoHandler)
@@ -47,16 +61,8 @@ def test_a_handler_class_lists_the_same_methods_and_each_caller_gets_its_own_lis
 
 
 def test_a_definition_is_parsed_once_and_each_execution_gets_fresh_components(
-    installed: None, monkeypatch: pytest.MonkeyPatch
+    installed: None, parses: list[int]
 ) -> None:
-    parses: list[int] = []
-    original = ASLParser.state_machine
-
-    def counting(self: ASLParser) -> object:
-        parses.append(1)
-        return original(self)  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(ASLParser, "state_machine", counting)
     unique = DEFINITION.replace("60", "61")  # not parsed by another test of this process
     program_1, tree_1 = AmazonStateLanguageParser.parse(unique)
     program_2, tree_2 = AmazonStateLanguageParser.parse(unique)
@@ -87,16 +93,8 @@ def test_uninstall_puts_motos_functions_back() -> None:
 
 
 def test_create_state_machine_validates_a_text_once_and_refuses_a_bad_one_every_time(
-    installed: None, monkeypatch: pytest.MonkeyPatch
+    installed: None, parses: list[int]
 ) -> None:
-    parses: list[int] = []
-    original = ASLParser.state_machine
-
-    def counting(self: ASLParser) -> object:
-        parses.append(1)
-        return original(self)  # type: ignore[no-untyped-call]
-
-    monkeypatch.setattr(ASLParser, "state_machine", counting)
     unique = DEFINITION.replace("60", "62")
     bad = unique.replace('"Type": "Pass"', '"Type": "Nope"')
     role = "arn:aws:iam::123456789012:role/sfn"
