@@ -94,15 +94,16 @@ def test_after_a_failed_cancel_release_the_end_of_reservation_release_failing_to
     faults = FaultInjector(
         [FaultRule(service="sagemaker", operation="DeleteInferenceComponent", kind=FaultKind.STUCK, times=1)]
     )
+    # A one-day reservation: every hourly retry until its end is simulated, so a shorter one tests the same.
     with make_cloud(faults=faults) as cloud:
-        post_reservation(cloud, base_request())
+        post_reservation(cloud, {**base_request(), "duration_hours": 24})
         cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         assert (
             cloud.api_request(api_event({}, method="DELETE", path=f"/reservations/{RID}"))["statusCode"]
             == 202
         )
-        # Past the end-of-reservation release (three days later): it fails the same way and is reported.
-        cloud.run(until=cloud.now() + timedelta(days=3, hours=4))
+        # Past the end-of-reservation release (a day later): it fails the same way and is reported.
+        cloud.run(until=cloud.now() + timedelta(days=1, hours=4))
         releases = _releases(cloud)
         end = next(e for e in releases if '"reservation-end"' in (e.input or ""))
         assert end.status == "FAILED"
