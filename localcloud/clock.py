@@ -33,6 +33,7 @@ Two more things happen at quiescent points, before time may move:
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import os
@@ -85,6 +86,24 @@ def default_stall_seconds() -> float:
     return value
 
 
+class _GcPauses:
+    """Real seconds the garbage collector has spent in this process since import (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+
+_GC_PAUSES = _GcPauses()
+
+
 RunReason = Literal["idle", "until", "stop_when"]
 
 
@@ -121,6 +140,9 @@ class _HangDetector:
 
     Progress is any change of the clock's mark: the virtual instant, the count of sleepers woken, or a
     value of a progress source (:meth:`VirtualClock.add_progress_source`: invocations started and ended).
+    The garbage collector's pauses do not count as time without progress: a full collection of a large
+    heap stops every thread, for seconds on a loaded machine, and a slow machine is not a hang. A thread
+    that computes without end (a busy loop, AWS calls without a wait) is one: it ends the run.
     """
 
     def __init__(
@@ -137,15 +159,22 @@ class _HangDetector:
         self.began = time.monotonic()
         self.since = self.began
         self.mark = clock._progress_mark()
+        self.gc_at_since = _GC_PAUSES.seconds
         self.reported = self.began
         self.steps = 0
+
+    def _progressed(self, now: float) -> None:
+        self.since, self.gc_at_since = now, _GC_PAUSES.seconds
 
     def check(self) -> None:
         """Raise :class:`ClockStuckError` after ``stall_seconds`` without progress; report progress."""
         now = time.monotonic()
         mark = self.clock._progress_mark()
         if mark != self.mark:
-            self.mark, self.since = mark, now
+            self.mark = mark
+            self._progressed(now)
+        collecting = _GC_PAUSES.seconds - self.gc_at_since
+        still = now - self.since - collecting
         if self.progress is not None and now - self.reported >= self.interval:
             self.reported = now
             self.progress(
@@ -153,17 +182,19 @@ class _HangDetector:
                     now=self.clock.now(),
                     steps=self.steps,
                     wall_seconds=now - self.began,
-                    still_seconds=now - self.since,
+                    still_seconds=still,
                     stall_seconds=self.stall_seconds,
                 )
             )
-        if now - self.since > self.stall_seconds:
-            raise ClockStuckError(
-                f"hang detector: no progress for {now - self.since:.0f} s of real time (virtual time stood "
-                f"still at {self.clock.now().isoformat()}, no invocation started or ended); the limit is "
-                f"stall_seconds={self.stall_seconds:g} ({STALL_SECONDS_ENV}, or --stall-seconds of "
-                "python -m localcloud run); threads:\n" + self.clock.describe_threads()
-            )
+        if still <= self.stall_seconds:
+            return
+        raise ClockStuckError(
+            f"hang detector: no progress for {still:.0f} s of real time, garbage collection's "
+            f"{collecting:.1f} s not counted (virtual time stood still at {self.clock.now().isoformat()}, "
+            "no invocation started or ended); the limit is "
+            f"stall_seconds={self.stall_seconds:g} ({STALL_SECONDS_ENV}, or --stall-seconds of "
+            "python -m localcloud run); threads:\n" + self.clock.describe_threads()
+        )
 
 
 @dataclass(frozen=True)
@@ -338,6 +369,9 @@ class VirtualClock:
         with self._cv:
             self._started = False
             self._stopped = True
+            # An abandoned thread keeps this clock alive for good; what the hooks reach (a whole cloud)
+            # must not stay with it.
+            self._tickers, self._park_hooks, self._settle_hooks, self._progress_sources = [], [], [], []
         if self._travel is not None:
             self._travel.stop()
         self._travel = None

@@ -32,6 +32,11 @@ The running Lambda finishes (AWS does not stop it either) and is not retried.
 An execution that ends (``SUCCEEDED``, ``FAILED``, ``TIMED_OUT``, ``ABORTED``) is reported to the sink set
 with :func:`on_execution_end`: the local cloud puts Step Functions' "Step Functions Execution Status Change"
 event on the region's default bus, as AWS does for every Standard workflow.
+
+moto's interpreter appends every thread it starts to ``moto.stepfunctions.parser.utils.TMP_THREADS``
+and never removes one (LocalStack joined them at shutdown); each holds its clock, and through it a whole
+cloud. :func:`uninstall` empties the list, so a process that runs many clouds (the test suite, the soak)
+does not keep every one of them, and the garbage collector's full passes stay short.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ _NO_TIMEOUT_SECONDS = 99_999_999
 
 _state: dict[str, Any] = {}
 _EXECUTION = "moto.stepfunctions.parser.backend.execution"
+_THREAD_REGISTRY = "moto.stepfunctions.parser.utils"
 
 
 def on_execution_end(sink: Callable[[Any], None] | None) -> None:
@@ -258,5 +264,7 @@ def uninstall() -> None:
     while _saved:
         module, attribute, original = _saved.pop()
         setattr(module, attribute, original)
+    # Only moto appends to it; nothing reads it.
+    importlib.import_module(_THREAD_REGISTRY).TMP_THREADS.clear()
     _state.pop("clock", None)
     _state.pop("on_end", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -274,6 +275,29 @@ def test_a_slow_run_that_progresses_is_never_cut_short(clock: VirtualClock) -> N
     # Then it ends idle with every step done: progress (virtual time moving) resets the detector
     assert result.reason == "idle"
     assert steps == [START + timedelta(minutes=i) for i in range(6)]
+
+
+def test_garbage_collection_pauses_are_not_counted_as_a_hang(clock: VirtualClock) -> None:
+    # Given a heap large enough that each full collection takes a while, and a worker that, while virtual
+    # time stands still, spends over three times the hang limit in the garbage collector (a full pass over
+    # a large heap on a loaded machine stops every thread for seconds)
+    ballast = [[n] for n in range(400_000)]
+    collections: list[int] = []
+
+    def collecting_worker() -> None:
+        began = time.monotonic()
+        while time.monotonic() - began < 1.0:
+            gc.collect()
+            collections.append(len(ballast))
+        clock.sleep(60)
+
+    _spawn(collecting_worker, "collecting-worker")
+    # When it runs with a hang limit of 0.3 s
+    result = clock.run_until_idle(stall_seconds=0.3)
+    # Then the run ends idle with the worker's sleep done: only time outside the collector can be a hang
+    assert result.reason == "idle"
+    assert result.now == START + timedelta(seconds=60)
+    assert len(collections) >= 2
 
 
 def test_the_stall_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

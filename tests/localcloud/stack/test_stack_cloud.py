@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from localcloud import patches
 from localcloud.cloud import LocalCloud
@@ -402,3 +405,31 @@ def test_a_stopping_cloud_waits_for_a_running_thread_and_abandons_it_at_its_next
     # and the thread never resumes: the finished simulation does not run on in real time
     assert not resumed.wait(1.5)
     assert thread.is_alive()
+
+
+def test_a_stopped_cloud_is_freed_even_with_an_execution_abandoned_mid_wait() -> None:
+    # Given a cloud stopped while its thirty-day workflow waits in a Wait state (its thread is abandoned)
+    stopped = make_cloud()
+    with stopped:
+        stopped.put_events(
+            [
+                {
+                    "EventBusName": "fixture-bus",
+                    "Source": "test.app",
+                    "DetailType": "PipelineRequested",
+                    "Detail": "{}",
+                }
+            ]
+        )
+        stopped.run(until=START + timedelta(days=1))
+        assert [e.status for e in stopped.executions()] == ["RUNNING"]
+    assert TMP_THREADS == []  # moto's list of every interpreter thread it started
+    freed = weakref.ref(stopped)
+    del stopped
+
+    # When the garbage collector runs
+    gc.collect()
+
+    # Then nothing keeps the cloud (moto's thread list, the abandoned clock's hooks kept every one: the
+    # process of a test suite or a soak grew by a cloud per test, and full collections took seconds)
+    assert freed() is None
