@@ -10,15 +10,26 @@
   are still built anew for each call by moto's ``Preprocessor`` (executions share no state). A definition
   that fails to parse is parsed again each time, so the error is moto's own. ``CreateStateMachine`` and
   ``UpdateStateMachine`` only validate (``_validate_definition``): a text that passed once passes again.
+- DynamoDB's ``TransactWriteItems`` deep-copies every table a transaction names, once per action, to
+  roll back if the transaction is cancelled: a cost that grows with the table (the ledger puts each state
+  change in a transaction). The backup is taken of the items the actions name instead, and those items are
+  put back when moto raises; moto's own rollback then puts back the same table object. The outcome is
+  moto's: the same writes, the same ``CancellationReasons``.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from moto.core import responses as moto_responses
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
@@ -30,6 +41,74 @@ _method_names: dict[type, list[str]] = {}
 _trees: dict[str, Any] = {}
 _valid: set[str] = set()
 _lock = threading.Lock()
+_in_transaction = threading.local()
+
+
+class _TableBackupShim(ModuleType):
+    """``copy`` for moto's DynamoDB models: inside a transaction a table's "backup" is the table itself."""
+
+    def __init__(self) -> None:
+        super().__init__("copy")
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if isinstance(value, Table) and getattr(_in_transaction, "active", False):
+            return value
+        return copy.deepcopy(value, memo)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+_Touched = tuple[Table, DynamoType, DynamoType | None, Any]
+
+
+def _touched_items(backend: DynamoDBBackend, actions: list[dict[str, Any]]) -> list[_Touched]:
+    """(table, hash, range, a copy of the item or None) for each item the actions name."""
+    touched: list[_Touched] = []
+    for action in actions:
+        for op in action.values():
+            table = backend.tables.get(op.get("TableName", "")) if isinstance(op, dict) else None
+            if table is None:
+                continue
+            key = op.get("Item") if "Item" in op else op.get("Key")
+            if not isinstance(key, dict) or table.hash_key_attr not in key:
+                continue
+            if table.range_key_attr is not None and table.range_key_attr not in key:
+                continue
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+            before = table.get_item(hash_value, range_value)
+            touched.append((table, hash_value, range_value, copy.deepcopy(before)))
+    return touched
+
+
+def _restore(touched: list[_Touched]) -> None:
+    for table, hash_value, range_value, before in reversed(touched):
+        if range_value is None:
+            if before is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = before
+        elif before is None:
+            table.items[hash_value].pop(range_value, None)
+        else:
+            table.items[hash_value][range_value] = before
+
+
+def _item_level_backup(original: Callable[..., None]) -> Callable[..., None]:
+    def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+        touched = _touched_items(self, transact_items)
+        _in_transaction.active = True
+        try:
+            original(self, transact_items)
+        except BaseException:
+            _restore(touched)
+            raise
+        finally:
+            _in_transaction.active = False
+
+    return transact_write_items
 
 
 def _cached_method_names(original: Callable[[object], list[str]]) -> Callable[[object], list[str]]:
@@ -74,7 +153,8 @@ def _cached_validation(original: Callable[[str], None]) -> Callable[..., None]:
 
 
 def install() -> None:
-    """Put both caches in place (idempotent); :func:`uninstall` puts moto's functions back."""
+    """Put the caches and the item-level backup in place (idempotent); :func:`uninstall` puts moto's
+    functions back."""
     if _saved:
         return
     names = moto_responses.__dict__["method_names_from_class"]  # imported there from moto.core.utils
@@ -90,6 +170,11 @@ def install() -> None:
         staticmethod(_cached_validation(validate.__func__)),
     )
     AmazonStateLanguageParser.parse = staticmethod(_cached_parse(parse.__func__))  # type: ignore[method-assign,assignment]
+    _saved.append((dynamodb_models, "copy", dynamodb_models.__dict__["copy"]))
+    setattr(dynamodb_models, "copy", _TableBackupShim())  # noqa: B010
+    transact = DynamoDBBackend.__dict__["transact_write_items"]
+    _saved.append((DynamoDBBackend, "transact_write_items", transact))
+    DynamoDBBackend.transact_write_items = _item_level_backup(transact)  # type: ignore[method-assign]
 
 
 def uninstall() -> None:

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
+from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
 from capacity.models import State, parse_request
 
 from tests.unit.conftest import REGION
@@ -47,6 +47,43 @@ def test_state_changes_are_new_items_in_order_even_within_one_millisecond(aws: N
         "STATE#2026-12-01T09:00:00.000Z#0002",
     ]
     assert ledger.current_state("r1") is State.PURCHASED
+
+
+def test_current_follows_the_latest_state_and_a_late_write_never_moves_it_back(aws: None) -> None:
+    # Given two reservations with states, one written by a writer whose clock was behind (a late write)
+    clock = Clock()
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=clock)
+    ledger.append("r1", State.REQUESTED, actor="test")
+    ledger.append("r2", State.REQUESTED, actor="test")
+    clock.advance(minutes=5)
+    ledger.append("r1", State.PURCHASED, actor="test")
+    clock.advance(minutes=-3)
+    ledger.append("r1", State.PLANNED, actor="late")  # lands after PURCHASED, sorts before it
+    # Then the history holds every state, and CURRENT the latest one by the history's order
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED, State.PLANNED, State.PURCHASED]
+    assert ledger.current_states(["r1", "r2", "r-none"]) == {"r1": State.PURCHASED, "r2": State.REQUESTED}
+    current = ledger.get("r1", CURRENT)
+    assert current is not None
+    assert current["state_sk"] == "STATE#2026-12-01T09:05:00.000Z#0000"
+
+
+def test_current_states_reads_a_page_in_one_call_and_older_reservations_from_their_history(aws: None) -> None:
+    # Given a reservation recorded before CURRENT existed (its state item only) and two with CURRENT
+    recorder = RecordingClient(clients.dynamodb(REGION))
+    ledger = Ledger("ledger", recorder, clock=Clock())  # type: ignore[arg-type]
+    ledger.append("new-1", State.READY, actor="test")
+    ledger.append("new-2", State.RELEASED, actor="test")
+    ledger.put_once(
+        "old",
+        "STATE#2026-11-01T09:00:00.000Z#0000",
+        {"state": "RELEASED", "at": "2026-11-01T09:00:00.000Z", "actor": "a"},
+    )
+    recorder.operations.clear()
+    # When their states are read for a listing page
+    states = ledger.current_states(["new-1", "new-2", "old"])
+    # Then one BatchGetItem answers the two, and the old one is read from its history
+    assert states == {"new-1": State.READY, "new-2": State.RELEASED, "old": State.RELEASED}
+    assert recorder.operations == ["batch_get_item", "query"]
 
 
 def test_nothing_is_ever_updated_or_deleted(aws: None) -> None:
@@ -113,7 +150,7 @@ def test_money_and_details_round_trip_json_safe(aws: None) -> None:
         money_usd=Decimal("8523.654"),
     )
     assert entry is not None
-    (item,) = raw_items()
+    (item,) = [i for i in raw_items() if i["sk"]["S"].startswith("STATE#")]
     assert item["money_usd"] == {"S": "8523.65"}
     (read,) = ledger.history("r1")
     assert read.money_usd == Decimal("8523.65")

@@ -201,6 +201,28 @@ def test_listing_is_newest_first_and_filters_on_the_current_state(harness: Harne
     assert first["links"]["self"] == "/reservations/r-3"
 
 
+def test_a_listing_page_is_one_query_and_one_batch_read_however_many_it_lists(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(12):
+        _record(harness, f"r-{index}", State.PLANNED, State.READY if index % 3 else State.FAILED)
+    calls: list[str] = []
+    client = harness.ledger._client
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            calls.append(name)
+            return getattr(client, name)
+
+    monkeypatch.setattr(harness.ledger, "_client", Counting())
+
+    page = list_reservations(harness.ports, limit=10)
+
+    assert [r["request_id"] for r in page["reservations"]] == [f"r-{i}" for i in range(11, 1, -1)]
+    assert [r["state"] for r in page["reservations"]][:3] == ["READY", "READY", "FAILED"]  # r-11, r-10, r-9
+    assert calls == ["query", "batch_get_item"]  # not a query per reservation
+
+
 def test_listing_pages_with_an_opaque_token(harness: Harness) -> None:
     for index in range(5):
         _record(harness, f"r-{index}")

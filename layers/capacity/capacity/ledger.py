@@ -2,7 +2,8 @@
 
 Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item is put with
 ``ConditionExpression attribute_not_exists(sk)`` (a state that must not follow an outcome in one
-``TransactWriteItems`` with a ``ConditionCheck`` on ``OUTCOME``); nothing is ever updated or deleted.
+``TransactWriteItems`` with a ``ConditionCheck`` on ``OUTCOME``); nothing is ever updated or deleted, and
+only ``CURRENT`` (below) is replaced.
 
 - State changes: ``sk = "STATE#<YYYY-MM-DDTHH:MM:SS.mmmZ>#<seq>"`` with ``state``, ``at``, ``actor``,
   ``detail`` (small map) and ``money_usd`` (decimal string) when money moves. ``seq`` (4 digits) orders
@@ -18,6 +19,10 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
   transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
   (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`), ``RELEASE_FAILURE_TOLD#<sk>``
   (the alert of the release failure ``FAILED`` at ``sk`` was posted: :mod:`capacity.logic.notify`).
+- ``CURRENT``: the latest state, for the listing (``current_state``, ``state_sk`` of the ``STATE#`` item it
+  mirrors). The one item that is ever replaced: put in the same transaction as each ``STATE#`` item, on the
+  condition that it mirrors an earlier one, so it is never behind the history and a write that lands late
+  never moves it back.
 - Claims of brought reservations (issue 17): partition ``BROUGHT#<reservation ARN>``, one item per request
   that adopted it (``sk`` = its request id): :meth:`Ledger.claim_brought`, :meth:`Ledger.brought_by`.
 
@@ -32,6 +37,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -66,11 +72,16 @@ SUBMITTED = "SUBMITTED"
 """Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
 CANCEL_REQUESTED = "CANCEL_REQUESTED"
 """Put by the API when a DELETE arrives before ``REQUEST`` is recorded: the request must not proceed."""
+CURRENT = "CURRENT"
+"""The latest state (``current_state``, ``state_sk``): replaced with each later ``STATE#`` item, in one
+transaction."""
 SLACK_THREAD = "SLACK_THREAD"
 """Put by ``record_request`` for a request made in Slack: ``channel_id``, ``user_id`` (and ``team_id``)."""
 SLACK_ROOT = "SLACK_ROOT"
 """The first message of the request's Slack thread: ``channel_id`` and ``ts`` (replies go under it)."""
 MAX_SEQ_ATTEMPTS = 50
+MAX_BATCH_GET = 100
+"""DynamoDB's ``BatchGetItem`` limit: keys per call."""
 LISTING_INDEX = "listing"
 """The ledger's sparse GSI over the ``REQUEST`` items (PK ``listing``, SK ``written_at``)."""
 LISTING = "reservation"
@@ -302,47 +313,73 @@ class Ledger:
         }
         if money_usd is not None:
             attributes["money_usd"] = money_str(money_usd)
-        put = self._put_unless_outcome if unless_outcome else self.put_once
         for _ in range(MAX_SEQ_ATTEMPTS):
             sk = f"{prefix}{seq:04d}"
-            created, item = put(request_id, sk, attributes)
+            created, item = self._put_state(request_id, sk, attributes, unless_outcome=unless_outcome)
             if created:
                 return _entry(item)
             seq += 1  # another writer took this sequence number in the same millisecond
         raise RetryableAwsError(f"could not find a free ledger sequence number for {request_id} at {prefix}")
 
-    def _put_unless_outcome(
-        self, request_id: str, sk: str, attributes: Mapping[str, Any]
+    def _put_state(
+        self,
+        request_id: str,
+        sk: str,
+        attributes: Mapping[str, Any],
+        *,
+        unless_outcome: bool,
+        current: bool = True,
     ) -> tuple[bool, dict[str, Any]]:
-        """:meth:`put_once`, in one transaction with a check that no :data:`OUTCOME` item exists.
+        """Put the ``STATE#`` item ``sk`` unless it exists, with :data:`CURRENT` moved to it, in one
+        ``TransactWriteItems`` (and, ``unless_outcome``, a ``ConditionCheck`` that no :data:`OUTCOME` exists).
+
+        When ``CURRENT`` already mirrors a later state (two writers, or a write that landed late), the state
+        is put alone: the history takes every state, the listing keeps the latest.
+
+        Returns:
+            ``(created, item)`` as :meth:`put_once`.
 
         Raises:
-            ReservationCancelled: the outcome is recorded (then nothing was written).
+            ReservationCancelled: ``unless_outcome`` and the outcome is recorded (then nothing was written).
+            RetryableAwsError: the transaction was cancelled for another reason (a conflicting one).
         """
         wid = uuid.uuid4().hex
         item = self._new_item(request_id, sk, attributes, wid)
-        key = {"request_id": {"S": request_id}, "sk": {"S": OUTCOME}}
+        writes: list[Any] = []
+        if unless_outcome:
+            outcome_key = {"request_id": {"S": request_id}, "sk": {"S": OUTCOME}}
+            check = {
+                "TableName": self._table,
+                "Key": outcome_key,
+                "ConditionExpression": "attribute_not_exists(sk)",
+            }
+            writes.append({"ConditionCheck": check})
+        writes.append(
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": serialize_item(item),
+                    "ConditionExpression": "attribute_not_exists(sk)",
+                }
+            }
+        )
+        if current:
+            mirror = self._new_item(
+                request_id, CURRENT, {"current_state": attributes["state"], "state_sk": sk}, wid
+            )
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": serialize_item(mirror),
+                        "ConditionExpression": "attribute_not_exists(sk) OR state_sk < :sk",
+                        "ExpressionAttributeValues": {":sk": {"S": sk}},
+                    }
+                }
+            )
         try:
             call_dynamodb(
-                "TransactWriteItems",
-                lambda: self._client.transact_write_items(
-                    TransactItems=[
-                        {
-                            "ConditionCheck": {
-                                "TableName": self._table,
-                                "Key": key,
-                                "ConditionExpression": "attribute_not_exists(sk)",
-                            }
-                        },
-                        {
-                            "Put": {
-                                "TableName": self._table,
-                                "Item": serialize_item(item),
-                                "ConditionExpression": "attribute_not_exists(sk)",
-                            }
-                        },
-                    ]
-                ),
+                "TransactWriteItems", lambda: self._client.transact_write_items(TransactItems=writes)
             )
         except ClientError as exc:
             if error_code(exc) != "TransactionCanceledException":
@@ -351,17 +388,58 @@ class Ledger:
             existing = self.get(request_id, sk)
             if existing is not None and existing.get("write_id") == wid:
                 return True, existing
-            outcome = self.get(request_id, OUTCOME)
+            outcome = self.get(request_id, OUTCOME) if unless_outcome else None
             if outcome is not None:
                 self.complete_outcome(request_id, outcome)
                 raise ReservationCancelled(
                     f"reservation {request_id} is {outcome.get('outcome')}: {attributes.get('state')} "
                     "is not recorded after it"
                 ) from exc
-            if existing is None:  # cancelled for another reason (a conflicting transaction): try again
-                raise RetryableAwsError(f"ledger transaction for {sk} was cancelled: {exc}") from exc
-            return False, existing
+            if existing is not None:
+                return False, existing
+            reasons = [str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []]
+            if current and reasons[-1:] == ["ConditionalCheckFailed"] and set(reasons[:-1]) <= {"None"}:
+                return self._put_state(
+                    request_id, sk, attributes, unless_outcome=unless_outcome, current=False
+                )
+            raise RetryableAwsError(f"ledger transaction for {sk} was cancelled: {exc}") from exc
         return True, deserialize_item(serialize_item(item))
+
+    def current_states(self, request_ids: Sequence[str]) -> dict[str, State]:
+        """The latest state of each reservation from its :data:`CURRENT` item: one ``BatchGetItem`` (at most
+        100 ids, eventually consistent, as the listing index is). A reservation whose item is missing
+        (recorded before ``CURRENT`` existed) or left unprocessed twice is read from its history.
+
+        Returns:
+            ``{request_id: state}`` for every reservation that has a state.
+
+        Raises:
+            ValueError: more than :data:`MAX_BATCH_GET` ids.
+        """
+        if len(request_ids) > MAX_BATCH_GET:
+            raise ValueError(f"at most {MAX_BATCH_GET} request ids per call, got {len(request_ids)}")
+        found: dict[str, State] = {}
+        keys: list[Any] = [
+            {"request_id": {"S": rid}, "sk": {"S": CURRENT}} for rid in dict.fromkeys(request_ids)
+        ]
+        for _ in range(2):  # DynamoDB may leave keys unprocessed under load; the rest is queried below
+            if not keys:
+                break
+            requested: dict[str, Any] = {self._table: {"Keys": keys}}
+            answer = call_dynamodb(
+                "BatchGetItem", partial(self._client.batch_get_item, RequestItems=requested)
+            )
+            for raw in answer.get("Responses", {}).get(self._table, []):
+                mirror = deserialize_item(raw)
+                found[str(mirror["request_id"])] = State(str(mirror["current_state"]))
+            unprocessed: dict[str, Any] = dict(answer.get("UnprocessedKeys") or {})
+            keys = list((unprocessed.get(self._table) or {}).get("Keys") or [])
+        for rid in request_ids:
+            if rid not in found:
+                state = self.current_state(rid)
+                if state is not None:
+                    found[rid] = state
+        return found
 
     def append_outcome(
         self,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -107,3 +109,74 @@ def test_create_state_machine_validates_a_text_once_and_refuses_a_bad_one_every_
                 sfn.create_state_machine(name=name, definition=bad, roleArn=role)
 
     assert len(parses) == 3  # the good text once, the bad one each time
+
+
+def _transactions_story() -> tuple[list[dict[str, Any]], list[list[str]]]:
+    """A table with items, then three transactions: one that commits, and two that are cancelled after
+    an earlier action of theirs wrote (a new item, and an overwrite); returns the table and each
+    cancellation's reasons."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for n in range(50):
+        client.put_item(TableName="t", Item={"pk": {"S": "p"}, "sk": {"S": f"s{n:03d}"}, "v": {"N": str(n)}})
+
+    def put(sk: str, value: int, condition: str | None = None) -> dict[str, Any]:
+        action: dict[str, Any] = {
+            "TableName": "t",
+            "Item": {"pk": {"S": "p"}, "sk": {"S": sk}, "v": {"N": str(value)}},
+        }
+        if condition:
+            action["ConditionExpression"] = condition
+        return {"Put": action}
+
+    exists = {
+        "ConditionCheck": {
+            "TableName": "t",
+            "Key": {"pk": {"S": "p"}, "sk": {"S": "s000"}},
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+    }
+    reasons: list[list[str]] = []
+    client.transact_write_items(TransactItems=[put("new-1", 1), put("s001", 100)])
+    for actions in (
+        [put("new-2", 2), exists],
+        [put("s002", 200), put("s003", 300, "attribute_not_exists(sk)")],
+    ):
+        with pytest.raises(ClientError) as raised:
+            client.transact_write_items(TransactItems=actions)
+        reasons.append([r["Code"] for r in raised.value.response["CancellationReasons"]])
+    items = client.scan(TableName="t")["Items"]
+    return sorted(items, key=lambda item: item["sk"]["S"]), reasons
+
+
+def test_a_cancelled_transaction_is_rolled_back_as_moto_does_without_copying_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with mock_aws():
+        expected = _transactions_story()
+    copied: list[str] = []
+    real = copy.deepcopy
+
+    def spying(value: Any, memo: Any = None) -> Any:
+        copied.append(type(value).__name__)
+        return real(value, memo)
+
+    moto_costs.install()
+    try:
+        monkeypatch.setattr(copy, "deepcopy", spying)
+        with mock_aws():
+            assert _transactions_story() == expected
+    finally:
+        moto_costs.uninstall()
+    assert expected[1] == [["None", "ConditionalCheckFailed"], ["None", "ConditionalCheckFailed"]]
+    assert {"new-1"} <= {item["sk"]["S"] for item in expected[0]}
+    assert "Table" not in copied  # items were copied, not the 50-item table
+    assert "Item" in copied

@@ -571,9 +571,10 @@ def list_reservations(
     examined = 0
     while True:
         items, last = ports.ledger.list_requests(limit=limit, start_key=start)
+        current = ports.ledger.current_states([str(item["request_id"]) for item in items])
         for index, item in enumerate(items):
             examined += 1
-            state = ports.ledger.current_state(str(item["request_id"]))
+            state = current.get(str(item["request_id"]))
             if status is None or state is status:
                 found.append(_listed(item, state))
             more = index < len(items) - 1 or last is not None
