@@ -115,7 +115,7 @@ def _transactions_story() -> tuple[list[dict[str, Any]], list[list[str]]]:
     """A table with items, then three transactions: one that commits, and two that are cancelled after
     an earlier action of theirs wrote (a new item, and an overwrite); returns the table and each
     cancellation's reasons."""
-    client = boto3.client("dynamodb", region_name="us-east-1")
+    client: Any = boto3.client("dynamodb", region_name="us-east-1")
     client.create_table(
         TableName="t",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
