@@ -42,10 +42,8 @@ class _ClockTime(ModuleType):
         self._clock = clock
 
     def sleep(self, seconds: float) -> None:
-        if self._clock.started:
-            self._clock.sleep(seconds)
-        else:
-            time.sleep(seconds)
+        # Not started: a real sleep; stopped: a simulation thread is abandoned there (VirtualClock.sleep).
+        self._clock.sleep(seconds)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)

@@ -155,11 +155,11 @@ class _TimeShim(ModuleType):
 
     @staticmethod
     def sleep(seconds: float) -> None:
-        clock = _active_clock()
+        clock: VirtualClock | None = _state.get("clock")
         if clock is None:
             time.sleep(seconds)
         else:
-            clock.sleep(seconds)
+            clock.sleep(seconds)  # a stopped clock abandons an interpreter thread there
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)

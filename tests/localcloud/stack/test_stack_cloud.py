@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import threading
@@ -404,6 +405,39 @@ def test_a_stopping_cloud_waits_for_a_running_thread_and_abandons_it_at_its_next
     assert not stopping.running
     # and the thread never resumes: the finished simulation does not run on in real time
     assert not resumed.wait(1.5)
+    assert thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    ["botocore.endpoint", "moto.stepfunctions.parser.asl.component.common.retry.retrier_decl"],
+    ids=["botocore-retry-backoff", "step-functions-retry-interval"],
+)
+def test_a_thread_that_backs_off_after_the_cloud_stopped_is_abandoned_there(module_name: str) -> None:
+    # Given a thread of the cloud still computing when the cloud stops, whose next wait is a retry's
+    # back-off through the module's patched time.sleep
+    module = importlib.import_module(module_name)
+    computing, finish, resumed = threading.Event(), threading.Event(), threading.Event()
+
+    def retrying() -> None:
+        computing.set()
+        while not finish.is_set():
+            time.sleep(0.01)
+        module.time.sleep(1)
+        resumed.set()
+
+    stopping = make_cloud()
+    stopping.start()
+    thread = threading.Thread(target=retrying, name="retrying", daemon=True)
+    thread.start()
+    computing.wait(10)
+    stopper = threading.Thread(target=stopping.stop, name="stopper", daemon=True)
+    stopper.start()
+    finish.set()
+    stopper.join(60)
+    # Then the back-off is where it stays: it does not sleep in real time and run on
+    assert not stopping.running
+    assert not resumed.wait(2.5)
     assert thread.is_alive()
 
 
