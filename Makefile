@@ -81,6 +81,7 @@ soak: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=.:layers/capacity $(BIN)/lint-imports --no-cache
 
 typecheck: venv
 	$(BIN)/mypy

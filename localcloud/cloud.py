@@ -25,9 +25,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import io
 import json
 import logging
 import os
+import re
+import runpy
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -266,7 +269,7 @@ class LocalCloud:
             self._running = True
             with self.dispatcher.exempt():
                 self.stack.deploy(self._boto_session())
-                self._seed_policy()
+                self._after_deploy()
             self.clock.add_ticker(self.scheduler)
             self.clock.add_ticker(self.delivery)  # late deliveries, retries, operator stops
             for ticker in getattr(self.emulator, "tickers", []) or []:
@@ -309,23 +312,42 @@ class LocalCloud:
         self._restore_env()
         self._running = False
 
-    def _seed_policy(self) -> None:
-        """Load the teams policy seed (``local_values.json`` ``PolicySeed``, ``deploy/policy-seed.json``) into
-        the stack's ``PolicyTable``, as ``make seed-policy`` does after ``sam deploy``."""
-        if "PolicyTable" not in self.stack.resources:
-            return
-        seed = self.stack.local_values.get("PolicySeed")
-        if not seed:
-            return
-        layer = str(Path(__file__).resolve().parents[1] / "layers" / "capacity")
-        if layer not in sys.path:  # the product's own validation and writer (the Lambda layer's code)
-            sys.path.append(layer)
-        from capacity.adapters.policy_store import PolicyStore  # noqa: PLC0415 - the product's own loader
-        from capacity.logic.policy import apply_seed  # noqa: PLC0415
+    def _after_deploy(self) -> None:
+        """Run the template's after-deploy steps (``local_values.json`` ``AfterDeploy``), as a deployer runs
+        them after ``sam deploy``: ``[{"script": <path from the checkout>, "args": [...]}]``. ``${Logical}``
+        in an argument is that resource's physical id; a step naming a resource the stack lacks is skipped.
+        The script runs in this process, as ``python <script> <args>``, against this cloud.
 
-        path = Path(__file__).resolve().parents[1] / str(seed)
-        store = PolicyStore(self.stack.physical_id("PolicyTable"), self._boto_session().client("dynamodb"))
-        apply_seed(json.loads(path.read_text()), store, actor="localcloud-seed", now=self.clock.now())
+        Raises:
+            RuntimeError: a script exited with a non-zero status (the message names it and the status).
+        """
+        root = Path(__file__).resolve().parents[1]
+        for step in self.stack.local_values.get("AfterDeploy", []):
+            script = root / str(step["script"])
+            args: list[str] = []
+            for arg in step.get("args", []):
+                names = re.findall(r"\$\{(\w+)\}", str(arg))
+                if any(name not in self.stack.resources for name in names):
+                    args = []
+                    break
+                args.append(re.sub(r"\$\{(\w+)\}", lambda m: self.stack.physical_id(m.group(1)), str(arg)))
+            else:
+                self._run_script(script, args)
+
+    def _run_script(self, script: Path, args: list[str]) -> None:
+        saved, said = sys.argv, io.StringIO()
+        sys.argv = [str(script), *args]
+        try:
+            with contextlib.redirect_stdout(said):
+                runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (0, None):
+                raise RuntimeError(
+                    f"after-deploy step {script.name} exited {exit_.code}: {said.getvalue()}"
+                ) from None
+        finally:
+            sys.argv = saved
+        self.timeline.add(Kind.NOTE, f"after deploy: {script.name}: {said.getvalue().strip() or 'done'}")
 
     def _uninstall_iam(self) -> None:
         self._iam_installed.close()

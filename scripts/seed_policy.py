@@ -1,10 +1,11 @@
 """Load the teams policy seed into a deployed stack's ``PolicyTable`` (issue 16; ``make seed-policy``).
 
-``python scripts/seed_policy.py [--stack capacity-orchestrator] [--region us-east-1] [--file
-deploy/policy-seed.json] [--check]``: reads the stack's ``PolicyTableName`` output (CloudFormation
-``DescribeStacks``), validates the whole seed (nothing is written when any team is invalid) and writes the
-account cap and every team (others are kept; spend and holds are never touched). ``--check`` validates only.
-Needs ``dynamodb:PutItem`` on the table (the deployer's or an admin's credentials).
+``python scripts/seed_policy.py [--stack capacity-orchestrator | --table NAME] [--region us-east-1]
+[--file deploy/policy-seed.json] [--check]``: reads the stack's ``PolicyTableName`` output (CloudFormation
+``DescribeStacks``; ``--table`` names the table instead, as the local cloud does after its deploy),
+validates the whole seed (nothing is written when any team is invalid) and writes the account cap and
+every team (others are kept; spend and holds are never touched). ``--check`` validates only. Needs
+``dynamodb:PutItem`` on the table (the deployer's or an admin's credentials).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     """Validate and load the seed; 0 when done, 1 when the seed is invalid or the stack has no table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="capacity-orchestrator")
+    parser.add_argument(
+        "--table", default=None, help="the PolicyTable's name (instead of the stack's output)"
+    )
     parser.add_argument("--region", default=None)
     parser.add_argument("--file", type=Path, default=ROOT / "deploy" / "policy-seed.json")
     parser.add_argument("--check", action="store_true", help="validate the seed only")
@@ -44,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.file}: {len(seed.teams)} team(s), account cap {cap}: valid")
         return 0
     session = boto3.session.Session(region_name=args.region)
-    stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-    table = outputs.get("PolicyTableName")
+    table = args.table
+    if not table:
+        stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+        table = outputs.get("PolicyTableName")
     if not table:
         print(
             f"stack {args.stack} has no PolicyTableName output: deploy the current template first",
