@@ -467,3 +467,33 @@ def test_a_stopped_cloud_is_freed_even_with_an_execution_abandoned_mid_wait() ->
     # Then nothing keeps the cloud (moto's thread list, the abandoned clock's hooks kept every one: the
     # process of a test suite or a soak grew by a cloud per test, and full collections took seconds)
     assert freed() is None
+
+
+def test_after_deploy_steps_run_with_physical_ids_and_a_failing_one_stops_the_start(tmp_path: Path) -> None:
+    # Given after-deploy scripts (what a deployer runs after sam deploy): one that lists the bus it is
+    # given, one naming a resource the stack lacks, and, for a second cloud, one that fails
+    lister = tmp_path / "list_rules.py"
+    lister.write_text(
+        "import sys, boto3\n"
+        "rules = boto3.client('events').list_rules(EventBusName=sys.argv[2])['Rules']\n"
+        "print(sys.argv[1], sys.argv[2], len(rules) > 0)\n"
+    )
+    failing = tmp_path / "fail.py"
+    failing.write_text("import sys\nprint('no table')\nraise SystemExit(3)\n")
+    cloud = make_cloud()
+    cloud.stack.local_values["AfterDeploy"] = [
+        {"script": str(lister), "args": ["--bus", "${Bus}"]},
+        {"script": str(failing), "args": ["${NoSuchResource}"]},
+    ]
+    # When the cloud starts
+    with cloud:
+        notes = [entry.text for entry in cloud.timeline.entries() if "after deploy" in entry.text]
+    # Then the first ran against the deployed bus (its physical name) and the second was skipped
+    assert notes == ["after deploy: list_rules.py: --bus fixture-bus True"]
+
+    broken = make_cloud()
+    broken.stack.local_values["AfterDeploy"] = [{"script": str(failing), "args": []}]
+    with pytest.raises(RuntimeError, match=r"after-deploy step fail.py exited 3: no table"):
+        broken.start()
+    assert not broken.running
+    assert not patches.installed()
