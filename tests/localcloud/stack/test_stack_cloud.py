@@ -9,7 +9,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -375,37 +376,53 @@ def test_a_thread_of_a_stopped_cloud_cannot_act_on_the_next_one() -> None:
         assert second.client("events").list_rules(EventBusName="fixture-bus")["Rules"]
 
 
-def test_a_stopping_cloud_waits_for_a_running_thread_and_abandons_it_at_its_next_wait() -> None:
-    # Given a thread of the cloud still computing (a handler on a busy machine) when the cloud stops
-    computing = threading.Event()
-    finish = threading.Event()
-    resumed = threading.Event()
+@dataclass
+class _Stopping:
+    """A cloud stopping (in ``stopper``) while ``thread`` computes; once ``finish`` is set the thread makes
+    its next wait, and ``resumed`` is set if it ever comes back from it."""
+
+    cloud: LocalCloud
+    thread: threading.Thread
+    stopper: threading.Thread
+    finish: threading.Event
+    resumed: threading.Event
+
+
+def _stop_while_computing(next_wait: Callable[[LocalCloud], None]) -> _Stopping:
+    computing, finish, resumed = threading.Event(), threading.Event(), threading.Event()
+    cloud = make_cloud()
 
     def handler_like() -> None:
         computing.set()
         while not finish.is_set():  # running code, not waiting on anything the clock knows
             time.sleep(0.01)
-        stopping.clock.sleep(1)  # its next wait: a retry's back-off, a Wait state
+        next_wait(cloud)
         resumed.set()
 
-    stopping = make_cloud()
-    stopping.start()
+    cloud.start()
     thread = threading.Thread(target=handler_like, name="handler-like", daemon=True)
     thread.start()
     computing.wait(10)
-    stopper = threading.Thread(target=stopping.stop, name="stopper", daemon=True)
+    stopper = threading.Thread(target=cloud.stop, name="stopper", daemon=True)
     stopper.start()
+    return _Stopping(cloud, thread, stopper, finish, resumed)
+
+
+def test_a_stopping_cloud_waits_for_a_running_thread_and_abandons_it_at_its_next_wait() -> None:
+    # Given a thread of the cloud still computing (a handler on a busy machine) when the cloud stops, whose
+    # next wait is the clock's (a retry's back-off, a Wait state)
+    stopping = _stop_while_computing(lambda cloud: cloud.clock.sleep(1))
 
     # Then the stop does not return while the thread runs, and it returns once the thread reached its wait
-    stopper.join(0.5)
-    assert stopper.is_alive()
-    finish.set()
-    stopper.join(60)
-    assert not stopper.is_alive()
-    assert not stopping.running
+    stopping.stopper.join(0.5)
+    assert stopping.stopper.is_alive()
+    stopping.finish.set()
+    stopping.stopper.join(60)
+    assert not stopping.stopper.is_alive()
+    assert not stopping.cloud.running
     # and the thread never resumes: the finished simulation does not run on in real time
-    assert not resumed.wait(1.5)
-    assert thread.is_alive()
+    assert not stopping.resumed.wait(1.5)
+    assert stopping.thread.is_alive()
 
 
 @pytest.mark.parametrize(
@@ -417,28 +434,13 @@ def test_a_thread_that_backs_off_after_the_cloud_stopped_is_abandoned_there(modu
     # Given a thread of the cloud still computing when the cloud stops, whose next wait is a retry's
     # back-off through the module's patched time.sleep
     module = importlib.import_module(module_name)
-    computing, finish, resumed = threading.Event(), threading.Event(), threading.Event()
-
-    def retrying() -> None:
-        computing.set()
-        while not finish.is_set():
-            time.sleep(0.01)
-        module.time.sleep(1)
-        resumed.set()
-
-    stopping = make_cloud()
-    stopping.start()
-    thread = threading.Thread(target=retrying, name="retrying", daemon=True)
-    thread.start()
-    computing.wait(10)
-    stopper = threading.Thread(target=stopping.stop, name="stopper", daemon=True)
-    stopper.start()
-    finish.set()
-    stopper.join(60)
+    stopping = _stop_while_computing(lambda _cloud: module.time.sleep(1))
+    stopping.finish.set()
+    stopping.stopper.join(60)
     # Then the back-off is where it stays: it does not sleep in real time and run on
-    assert not stopping.running
-    assert not resumed.wait(2.5)
-    assert thread.is_alive()
+    assert not stopping.cloud.running
+    assert not stopping.resumed.wait(2.5)
+    assert stopping.thread.is_alive()
 
 
 def test_a_stopped_cloud_is_freed_even_with_an_execution_abandoned_mid_wait() -> None:
