@@ -1,4 +1,5 @@
-"""Work moto 5.2 repeats on every call, done once: the same answers at a fraction of the CPU (issue 14).
+"""Work moto 5.2 and botocore repeat on every call, done once: the same answers at a fraction of the CPU
+(issue 14).
 
 - ``BaseResponse.call_action`` lists the response class's methods with ``inspect.getmembers`` on every
   request (``moto.core.utils.method_names_from_class``: about a millisecond for the large handler classes).
@@ -15,6 +16,11 @@
   change in a transaction). The backup is taken of the items the actions name instead, and those items are
   put back when moto raises; moto's own rollback then puts back the same table object. The outcome is
   moto's: the same writes, the same ``CancellationReasons``.
+- botocore gives each new session its own data loader, which reads and parses the service models' JSON
+  again (every local cloud opens sessions: its deploy, its doors, the deployer's scripts). The models are
+  files of the installed botocore and a loader's answers are already shared by all clients of a session,
+  so one loader per data path serves every session of the process (boto3 adds its own data path to each
+  session's loader: added once).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from botocore import loaders as botocore_loaders
+from botocore import session as botocore_session
 from moto.core import responses as moto_responses
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
@@ -42,6 +50,30 @@ _trees: dict[str, Any] = {}
 _valid: set[str] = set()
 _lock = threading.Lock()
 _in_transaction = threading.local()
+_loaders: dict[str | None, botocore_loaders.Loader] = {}
+
+
+class _SearchPaths(list[str]):
+    """A loader's search paths, where adding a path already listed does nothing."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+def _shared_loader(
+    original: Callable[[str | None], botocore_loaders.Loader],
+) -> Callable[[str | None], botocore_loaders.Loader]:
+    def create_loader(search_path_string: str | None = None) -> botocore_loaders.Loader:
+        with _lock:
+            loader = _loaders.get(search_path_string)
+            if loader is None:
+                loader = original(search_path_string)
+                setattr(loader, "_search_paths", _SearchPaths(loader.search_paths))  # noqa: B010 - botocore's own
+                _loaders[search_path_string] = loader
+            return loader
+
+    return create_loader
 
 
 class _TableBackupShim(ModuleType):
@@ -170,6 +202,9 @@ def install() -> None:
         staticmethod(_cached_validation(validate.__func__)),
     )
     AmazonStateLanguageParser.parse = staticmethod(_cached_parse(parse.__func__))  # type: ignore[method-assign,assignment]
+    loader = botocore_session.__dict__["create_loader"]  # imported there from botocore.loaders
+    _saved.append((botocore_session, "create_loader", loader))
+    setattr(botocore_session, "create_loader", _shared_loader(loader))  # noqa: B010
     _saved.append((dynamodb_models, "copy", dynamodb_models.__dict__["copy"]))
     setattr(dynamodb_models, "copy", _TableBackupShim())  # noqa: B010
     transact = DynamoDBBackend.__dict__["transact_write_items"]

@@ -180,3 +180,25 @@ def test_a_cancelled_transaction_is_rolled_back_as_moto_does_without_copying_the
     assert {"new-1"} <= {item["sk"]["S"] for item in expected[0]}
     assert "Table" not in copied  # items were copied, not the 50-item table
     assert "Item" in copied
+
+
+def test_every_session_shares_one_loader_of_the_service_models(installed: None) -> None:
+    # Given two sessions opened while the local cloud runs (its deploy and a deployer's script, say)
+    first, second = (
+        boto3.session.Session(region_name="us-east-1"),
+        boto3.session.Session(region_name="us-east-1"),
+    )
+    loader = first._session.get_component("data_loader")
+    # Then they read the models through one loader, whose search paths list boto3's data path once
+    assert second._session.get_component("data_loader") is loader
+    assert len(loader.search_paths) == len(set(loader.search_paths))
+    # and a model comes out the same as from a loader of botocore's own
+    moto_costs.uninstall()
+    own = boto3.session.Session(region_name="us-east-1")._session.get_component("data_loader")
+    moto_costs.install()
+    assert own is not loader
+    assert loader.load_service_model("dynamodb", "service-2") == own.load_service_model(
+        "dynamodb", "service-2"
+    )
+    with mock_aws():
+        assert second.client("dynamodb").list_tables()["TableNames"] == []
