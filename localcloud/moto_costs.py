@@ -21,6 +21,12 @@
   files of the installed botocore and a loader's answers are already shared by all clients of a session,
   so one loader per data path serves every session of the process (boto3 adds its own data path to each
   session's loader: added once).
+- moto's XML answers (IAM, CloudWatch, SNS...) go through ``xmltodict.unparse``, which checks every element
+  name character by character on every answer: a name that passed once passes again (a bad one is
+  checked, and refused, each time).
+- A KMS key moto creates (every DynamoDB table with server-side encryption gets one) generates an RSA
+  key pair: a fifteenth of a cloud's start-up. Keys of one key spec share one key pair, made once; nothing
+  here signs or encrypts with them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import xmltodict
 from botocore import loaders as botocore_loaders
 from botocore import session as botocore_session
 from moto.core import responses as moto_responses
@@ -38,6 +45,7 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
+from moto.kms import models as kms_models
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
@@ -51,6 +59,30 @@ _valid: set[str] = set()
 _lock = threading.Lock()
 _in_transaction = threading.local()
 _loaders: dict[str | None, botocore_loaders.Loader] = {}
+_valid_names: set[tuple[Any, str]] = set()
+_key_pairs: dict[str, Any] = {}
+
+
+def _checked_once(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    def validate_name(value: Any, kind: str) -> None:
+        if isinstance(value, str) and (value, kind) in _valid_names:
+            return
+        original(value, kind)  # raises xmltodict's ValueError on a bad name
+        if isinstance(value, str):
+            _valid_names.add((value, kind))
+
+    return validate_name
+
+
+def _one_key_pair_per_spec(original: Callable[[str], Any]) -> Callable[[str], Any]:
+    def generate_private_key(key_spec: str) -> Any:
+        with _lock:
+            pair = _key_pairs.get(key_spec)
+            if pair is None:
+                pair = _key_pairs[key_spec] = original(key_spec)
+            return pair
+
+    return generate_private_key
 
 
 class _SearchPaths(list[str]):
@@ -205,6 +237,12 @@ def install() -> None:
     loader = botocore_session.__dict__["create_loader"]  # imported there from botocore.loaders
     _saved.append((botocore_session, "create_loader", loader))
     setattr(botocore_session, "create_loader", _shared_loader(loader))  # noqa: B010
+    check_name = xmltodict.__dict__["_validate_name"]
+    _saved.append((xmltodict, "_validate_name", check_name))
+    setattr(xmltodict, "_validate_name", _checked_once(check_name))  # noqa: B010 - xmltodict's private helper
+    generate = kms_models.__dict__["generate_private_key"]  # imported there from moto.kms.utils
+    _saved.append((kms_models, "generate_private_key", generate))
+    setattr(kms_models, "generate_private_key", _one_key_pair_per_spec(generate))  # noqa: B010
     _saved.append((dynamodb_models, "copy", dynamodb_models.__dict__["copy"]))
     setattr(dynamodb_models, "copy", _TableBackupShim())  # noqa: B010
     transact = DynamoDBBackend.__dict__["transact_write_items"]

@@ -9,11 +9,13 @@ from typing import Any
 
 import boto3
 import pytest
+import xmltodict
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core import responses as moto_responses
 from moto.core.utils import method_names_from_class
 from moto.dynamodb.responses import DynamoHandler
+from moto.kms import models as kms_models
 from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
@@ -202,3 +204,43 @@ def test_every_session_shares_one_loader_of_the_service_models(installed: None) 
     )
     with mock_aws():
         assert second.client("dynamodb").list_tables()["TableNames"] == []
+
+
+def test_an_xml_element_name_is_checked_once_and_a_bad_one_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[str] = []
+    original = xmltodict._validate_name
+
+    def counting(value: object, kind: str) -> None:
+        checked.append(str(value))
+        original(value, kind)
+
+    monkeypatch.setattr(xmltodict, "_validate_name", counting)
+    moto_costs.install()  # wraps the check in place (the counting one, here)
+    try:
+        answers = {
+            xmltodict.unparse({"ListRolesResponse": {"Roles": {"member": ["a", "b"]}}}) for _ in range(3)
+        }
+        for _ in range(2):
+            with pytest.raises(ValueError, match="whitespace"):
+                xmltodict.unparse({"bad name": "x"})
+    finally:
+        moto_costs.uninstall()
+    assert checked.count("ListRolesResponse") == 1
+    assert checked.count("bad name") == 2
+    assert answers == {xmltodict.unparse({"ListRolesResponse": {"Roles": {"member": ["a", "b"]}}})}
+
+
+def test_kms_keys_of_one_spec_share_a_key_pair_made_once(installed: None) -> None:
+    with mock_aws():
+        kms = boto3.client("kms", region_name="us-east-1")
+        first = kms.create_key()["KeyMetadata"]["KeyId"]
+        second = kms.create_key()["KeyMetadata"]["KeyId"]
+        signing = kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+        backend = kms_models.kms_backends["123456789012"]["us-east-1"]
+        keys = backend.keys
+        assert first != second
+        assert keys[first].private_key is keys[second].private_key
+        assert keys[signing].private_key is not keys[first].private_key
+        assert kms.describe_key(KeyId=second)["KeyMetadata"]["KeySpec"] == "SYMMETRIC_DEFAULT"
