@@ -23,6 +23,7 @@ bus, executions started and finished, Lambda invocations, schedules fired, Slack
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import inspect
 import io
@@ -119,6 +120,23 @@ class ExecutionSummary:
 class _Saved:
     env: dict[str, str | None] = field(default_factory=dict)
     threads: set[int] = field(default_factory=set)
+
+
+_CLOUDS_STOPPED = threading.Event()
+_FROZEN = threading.Event()
+
+
+def _freeze_what_stays() -> None:
+    """When a cloud starts after another one stopped, move what stayed (modules, service models, caches) out
+    of the garbage collector's way (``gc.freeze``): a full collection then walks only what this cloud and
+    later ones make, not the hundreds of thousands of objects every cloud of the process shares. The last
+    cloud's garbage is collected first, so none of it is kept. Once per process;
+    ``LOCALCLOUD_NO_GC_FREEZE=1`` turns it off."""
+    if _FROZEN.is_set() or not _CLOUDS_STOPPED.is_set() or os.environ.get("LOCALCLOUD_NO_GC_FREEZE"):
+        return
+    _FROZEN.set()
+    gc.collect()
+    gc.freeze()
 
 
 class LocalCloud:
@@ -239,6 +257,7 @@ class LocalCloud:
             raise RuntimeError("this local cloud is already running")
         if patches.installed():
             raise RuntimeError("another local cloud is running in this process; stop it first")
+        _freeze_what_stays()
         self._saved = _Saved(
             env={key: os.environ.get(key) for key in [*_FAKE_ENV, "AWS_DEFAULT_REGION", "AWS_REGION"]},
             threads={t.ident for t in threading.enumerate() if t.ident is not None},
@@ -311,6 +330,7 @@ class LocalCloud:
         self._uninstall_iam()
         self._restore_env()
         self._running = False
+        _CLOUDS_STOPPED.set()
 
     def _after_deploy(self) -> None:
         """Run the template's after-deploy steps (``local_values.json`` ``AfterDeploy``), as a deployer runs

@@ -20,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
+from localcloud import cloud as cloud_module
 from localcloud import patches
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
@@ -499,3 +500,33 @@ def test_after_deploy_steps_run_with_physical_ids_and_a_failing_one_stops_the_st
         broken.start()
     assert not broken.running
     assert not patches.installed()
+
+
+def test_the_second_cloud_of_a_process_freezes_what_stays_and_nothing_of_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a process whose first cloud stopped (other tests may have run clouds already: start afresh)
+    monkeypatch.setattr(cloud_module, "_CLOUDS_STOPPED", threading.Event())
+    monkeypatch.setattr(cloud_module, "_FROZEN", threading.Event())
+    gc.unfreeze()
+    with make_cloud() as first:
+        first.put_events(
+            [
+                {
+                    "EventBusName": "fixture-bus",
+                    "Source": "test.app",
+                    "DetailType": "PipelineRequested",
+                    "Detail": "{}",
+                }
+            ]
+        )
+        first.run(until=START + timedelta(days=1))
+    gone = weakref.ref(first)
+    del first
+    assert gc.get_freeze_count() == 0
+    # When the next cloud starts
+    with make_cloud():
+        frozen = gc.get_freeze_count()
+    # Then what stayed is out of the collector's way, and the first cloud was collected, not frozen
+    assert frozen > 100_000
+    assert gone() is None
