@@ -21,6 +21,8 @@
   files of the installed botocore and a loader's answers are already shared by all clients of a session,
   so one loader per data path serves every session of the process (boto3 adds its own data path to each
   session's loader: added once).
+- botocore builds each request's ``User-Agent`` anew, checking every character of every component
+  (``sanitize_user_agent_string_component``): a pure function of its two arguments, whose answers are kept.
 - moto's XML answers (IAM, CloudWatch, SNS...) go through ``xmltodict.unparse``, which checks every element
   name character by character on every answer: a name that passed once passes again (a bad one is
   checked, and refused, each time).
@@ -32,6 +34,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -40,6 +43,7 @@ from typing import Any
 import xmltodict
 from botocore import loaders as botocore_loaders
 from botocore import session as botocore_session
+from botocore import useragent as botocore_useragent
 from moto.core import responses as moto_responses
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
@@ -237,6 +241,9 @@ def install() -> None:
     loader = botocore_session.__dict__["create_loader"]  # imported there from botocore.loaders
     _saved.append((botocore_session, "create_loader", loader))
     setattr(botocore_session, "create_loader", _shared_loader(loader))  # noqa: B010
+    sanitize = botocore_useragent.__dict__["sanitize_user_agent_string_component"]
+    _saved.append((botocore_useragent, "sanitize_user_agent_string_component", sanitize))
+    setattr(botocore_useragent, "sanitize_user_agent_string_component", functools.lru_cache(4096)(sanitize))  # noqa: B010
     check_name = xmltodict.__dict__["_validate_name"]
     _saved.append((xmltodict, "_validate_name", check_name))
     setattr(xmltodict, "_validate_name", _checked_once(check_name))  # noqa: B010 - xmltodict's private helper

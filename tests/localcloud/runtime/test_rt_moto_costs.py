@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 import xmltodict
+from botocore import useragent as botocore_useragent
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core import responses as moto_responses
@@ -244,3 +245,13 @@ def test_kms_keys_of_one_spec_share_a_key_pair_made_once(installed: None) -> Non
         assert keys[first].private_key is keys[second].private_key
         assert keys[signing].private_key is not keys[first].private_key
         assert kms.describe_key(KeyId=second)["KeyMetadata"]["KeySpec"] == "SYMMETRIC_DEFAULT"
+
+
+def test_a_user_agent_component_is_sanitized_once_with_botocores_answer(installed: None) -> None:
+    sanitize = botocore_useragent.sanitize_user_agent_string_component
+    original = sanitize.__wrapped__  # type: ignore[attr-defined]
+    before = sanitize.cache_info().hits  # type: ignore[attr-defined]
+    for _ in range(3):
+        assert sanitize("Boto3/1.x (linux; #1)", False) == original("Boto3/1.x (linux; #1)", False)
+    assert sanitize("md/#x", True) == "md-#x"
+    assert sanitize.cache_info().hits - before >= 2  # type: ignore[attr-defined]
