@@ -29,7 +29,7 @@ def _required(handler_source: str) -> set[str]:
             continue
         for keyword in node.keywords:
             if keyword.arg == "require" and isinstance(keyword.value, (ast.Tuple, ast.List)):
-                found |= {e.value for e in keyword.value.elts if isinstance(e, ast.Constant)}
+                found |= {str(e.value) for e in keyword.value.elts if isinstance(e, ast.Constant)}
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "need" and node.args:
             first = node.args[0]
