@@ -11,6 +11,7 @@ import pytest
 import time_machine
 from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
+from capacity.adapters import clients
 from capacity.adapters.events import EventPublisher
 from capacity.adapters.sagemaker import SageMakerAdapter, tags_for
 from capacity.adapters.scheduler import ReleaseScheduler
@@ -516,3 +517,36 @@ def test_slack_directory_reads_a_user_group_and_names_what_to_fix() -> None:
     assert set(timeouts) == {2}
     with pytest.raises(ConfigurationError, match="SLACK_BOT_TOKEN_SECRET_ARN is not set"):
         SlackDirectory(None).usergroup_users("S0EVALTEAM")
+
+
+def _failing(code: str, status: int) -> Any:
+    def call() -> None:
+        response: Any = {
+            "Error": {"Code": code, "Message": "m"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        raise ClientError(response, "Op")
+
+    return call
+
+
+def test_one_translator_asks_the_services_reading_first_then_the_common_one() -> None:
+    def capacity(exc: ClientError) -> QuotaExceeded | None:
+        return (
+            QuotaExceeded("capacity") if clients.error_code(exc) == "InsufficientInstanceCapacity" else None
+        )
+
+    # A service's verdict on a 500 wins over "transient"
+    with pytest.raises(QuotaExceeded, match="capacity"):
+        clients.call("EC2 RunInstances", _failing("InsufficientInstanceCapacity", 500), specific=capacity)
+    # then throttling and 5xx are retryable, a denial is AccessDenied, anything else stays the ClientError
+    with pytest.raises(RetryableAwsError, match="EC2 RunInstances: ThrottlingException after retries"):
+        clients.call("EC2 RunInstances", _failing("ThrottlingException", 400), specific=capacity)
+    with pytest.raises(AccessDenied):
+        clients.call("EC2 RunInstances", _failing("AccessDeniedException", 400))
+    with pytest.raises(ClientError):
+        clients.call("EC2 RunInstances", _failing("ValidationException", 400))
+    # and with the transient-only translator a denial stays the ClientError
+    with pytest.raises(ClientError):
+        clients.call("IAM GetInstanceProfile", _failing("AccessDenied", 403), translator=clients.retryable)
+    assert clients.call("X", lambda: 42) == 42

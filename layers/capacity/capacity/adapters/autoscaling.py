@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code, error_message
@@ -52,15 +52,12 @@ class AutoScalingAdapter:
         self._client = client or clients.application_autoscaling(region)
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.translate(exc, f"Application Auto Scaling {operation} ({self.region})")
-            if translated is not None:
-                raise translated from exc
-            if isinstance(exc, ClientError) and error_code(exc) == "ConcurrentUpdateException":
-                raise ResourceBusy(f"{operation}: {error_message(exc)}") from exc
-            raise
+        def busy(exc: ClientError) -> ResourceBusy | None:
+            if error_code(exc) == "ConcurrentUpdateException":
+                return ResourceBusy(f"{operation}: {error_message(exc)}")
+            return None
+
+        return clients.call(f"Application Auto Scaling {operation} ({self.region})", function, specific=busy)
 
     def register_component(
         self, component_name: str, *, min_copies: int, max_copies: int, tags: Sequence[Mapping[str, str]]

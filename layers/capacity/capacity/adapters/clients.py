@@ -14,6 +14,7 @@ several functions share one process (the local cloud); :func:`clear_clients` emp
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -188,3 +189,34 @@ def translate(exc: BaseException, operation: str) -> CapacityError | None:
     """The domain error for ``exc``: :class:`RetryableAwsError` if transient, :class:`AccessDenied` if IAM
     refused it, else None (the caller decides, or re-raises the ``ClientError``)."""
     return retryable(exc, operation) or access_denied(exc, operation)
+
+
+def call[T](
+    where: str,
+    function: Callable[[], T],
+    *,
+    specific: Callable[[ClientError], CapacityError | None] | None = None,
+    translator: Callable[[BaseException, str], CapacityError | None] = translate,
+) -> T:
+    """Run one AWS call, raising the domain error for what it failed with: the one error translator of the
+    adapters.
+
+    Args:
+        where: names the call in messages (``"SageMaker CreateTrainingPlan (us-east-1)"``).
+        specific: a service's own reading of a ``ClientError`` (a quota, a capacity verdict), asked first:
+            EC2 answers ``InsufficientInstanceCapacity`` with HTTP 500, which is not a transient fault.
+        translator: :func:`translate` (transient or denied), or :func:`retryable` (transient only).
+
+    Raises:
+        CapacityError: what ``specific`` or ``translator`` made of the failure.
+        ClientError: any other rejection, unchanged (the caller decides).
+        BotoCoreError: a client-side failure that is not transient.
+    """
+    try:
+        return function()
+    except (ClientError, BotoCoreError) as exc:
+        mapped = specific(exc) if specific is not None and isinstance(exc, ClientError) else None
+        translated = mapped or translator(exc, where)
+        if translated is not None:
+            raise translated from exc
+        raise

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
@@ -65,13 +65,7 @@ class AlarmsAdapter:
         self._client = client or clients.cloudwatch(region)
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.translate(exc, f"CloudWatch {operation} ({self.region})")
-            if translated is not None:
-                raise translated from exc
-            raise
+        return clients.call(f"CloudWatch {operation} ({self.region})", function)
 
     def put_alarm(self, spec: AlarmSpec) -> None:
         """``PutMetricAlarm`` (an upsert by name; ``Tags`` apply when the alarm is created)."""

@@ -17,10 +17,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from capacity.adapters.clients import translate
+from capacity.adapters.clients import call
 from capacity.errors import RetryableAwsError
 from capacity.models import Offering
 from capacity.timeutil import iso_z, utcnow
@@ -80,13 +80,7 @@ def call_dynamodb[T](operation: str, function: Callable[[], T]) -> T:
 
     Other ``ClientError`` s (e.g. ``ConditionalCheckFailedException``) propagate unchanged.
     """
-    try:
-        return function()
-    except (ClientError, BotoCoreError) as exc:
-        translated = translate(exc, f"DynamoDB {operation}")
-        if translated is not None:
-            raise translated from exc
-        raise
+    return call(f"DynamoDB {operation}", function)
 
 
 def query_all(

@@ -27,13 +27,13 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
 from capacity.adapters.clients import DEFAULT_TIMEOUTS, error_code, error_message
 from capacity.adapters.sagemaker import Extension
-from capacity.errors import CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
+from capacity.errors import CapacityError, CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
 from capacity.timeutil import as_utc
 
 _CAPACITY_CODES = frozenset(
@@ -156,22 +156,16 @@ class Ec2Adapter:
         self._purchase_client = purchase_client
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
+        def verdict(exc: ClientError) -> CapacityError | None:
+            code = error_code(exc)
             # EC2 answers InsufficientInstanceCapacity with HTTP 500: a capacity verdict, not a transient one.
-            if isinstance(exc, ClientError) and error_code(exc) in _CAPACITY_CODES:
-                raise CapacityUnavailable(f"{operation} in {self.region}: {error_message(exc)}") from exc
-            translated = clients.translate(exc, f"EC2 {operation} ({self.region})")
-            if translated is not None:
-                raise translated from exc
-            if isinstance(exc, ClientError):
-                code = error_code(exc)
-                if code.endswith("LimitExceeded") and code != "RequestLimitExceeded":
-                    raise QuotaExceeded(
-                        f"{operation} in {self.region}: {code}: {error_message(exc)}"
-                    ) from exc
-            raise
+            if code in _CAPACITY_CODES:
+                return CapacityUnavailable(f"{operation} in {self.region}: {error_message(exc)}")
+            if code.endswith("LimitExceeded") and code != "RequestLimitExceeded":  # that one is throttling
+                return QuotaExceeded(f"{operation} in {self.region}: {code}: {error_message(exc)}")
+            return None
+
+        return clients.call(f"EC2 {operation} ({self.region})", function, specific=verdict)
 
     def _every(self, operation: str, method: Callable[..., Any], key: str, **kwargs: Any) -> list[Any]:
         """The ``key`` items of every page of ``operation`` (``NextToken`` followed; each page one

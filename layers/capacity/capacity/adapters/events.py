@@ -88,13 +88,7 @@ class EventRules:
         self._client = client or clients.events(region)
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.translate(exc, f"EventBridge {operation} ({self.region})")
-            if translated is not None:
-                raise translated from exc
-            raise
+        return clients.call(f"EventBridge {operation} ({self.region})", function)
 
     def put_forwarding_rule(
         self, *, name: str, pattern: Mapping[str, Any], description: str, target_arn: str, role_arn: str

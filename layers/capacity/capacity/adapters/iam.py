@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
@@ -28,13 +28,7 @@ class IamAdapter:
         self._client = client or clients.client("iam", region)
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.retryable(exc, f"IAM {operation}")
-            if translated is not None:
-                raise translated from exc
-            raise
+        return clients.call(f"IAM {operation}", function, translator=clients.retryable)
 
     def instance_profile_roles(self, profile: str) -> list[str] | None:
         """The ARNs of the roles of instance profile ``profile`` (its name, or an ARN

@@ -26,7 +26,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
@@ -203,15 +203,12 @@ class SageMakerAdapter:
         self._client = client or clients.sagemaker(region)
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.translate(exc, f"SageMaker {operation} ({self.region})")
-            if translated is not None:
-                raise translated from exc
-            if isinstance(exc, ClientError) and error_code(exc) == "ResourceLimitExceeded":
-                raise QuotaExceeded(f"{operation} in {self.region}: {error_message(exc)}") from exc
-            raise
+        def quota(exc: ClientError) -> QuotaExceeded | None:
+            if error_code(exc) == "ResourceLimitExceeded":
+                return QuotaExceeded(f"{operation} in {self.region}: {error_message(exc)}")
+            return None
+
+        return clients.call(f"SageMaker {operation} ({self.region})", function, specific=quota)
 
     def _create_once(self, operation: str, function: Callable[[], object]) -> bool:
         """Run a ``Create*`` call; False when the resource already exists (the names are deterministic,

@@ -199,13 +199,7 @@ class RequestSchedules:
         self._role_arn = role_arn
 
     def _call[T](self, operation: str, function: Callable[[], T]) -> T:
-        try:
-            return function()
-        except (ClientError, BotoCoreError) as exc:
-            translated = clients.translate(exc, f"Scheduler {operation}")
-            if translated is not None:
-                raise translated from exc
-            raise
+        return clients.call(f"Scheduler {operation}", function)
 
     def create(
         self,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code, error_message
@@ -58,14 +58,11 @@ class TaskTokens:
         )
 
     def _send(self, operation: str, function: Any) -> None:
-        try:
-            function()
-        except (ClientError, BotoCoreError) as exc:
-            if isinstance(exc, ClientError) and error_code(exc) in _GONE:
-                raise NotAwaitingApproval(
+        def gone(exc: ClientError) -> NotAwaitingApproval | None:
+            if error_code(exc) in _GONE:
+                return NotAwaitingApproval(
                     f"the approval task no longer waits ({error_code(exc)}: {error_message(exc)})"
-                ) from exc
-            translated = clients.translate(exc, f"Step Functions {operation}")
-            if translated is not None:
-                raise translated from exc
-            raise
+                )
+            return None
+
+        clients.call(f"Step Functions {operation}", function, specific=gone)
