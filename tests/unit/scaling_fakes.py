@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity.adapters.cloudwatch import AlarmSpec, AlarmState
+from capacity.adapters.cloudwatch import AlarmState
+from capacity.resources import AlarmSpec
 
 
 @dataclass

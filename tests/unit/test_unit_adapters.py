@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 from capacity.adapters import clients
 from capacity.adapters.events import EventPublisher
-from capacity.adapters.sagemaker import SageMakerAdapter, tags_for
+from capacity.adapters.sagemaker import SageMakerAdapter
 from capacity.adapters.scheduler import ReleaseScheduler
-from capacity.adapters.slack import SlackDirectory, SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.slack import SlackDirectory, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.errors import (
     AccessDenied,
@@ -31,6 +31,7 @@ from capacity.errors import (
 )
 from capacity.logic.deploy import component_specification, production_variant
 from capacity.models import ReservationReleasedDetail, parse_request
+from capacity.resources import SlackMessage, tags_for
 from moto import mock_aws
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse

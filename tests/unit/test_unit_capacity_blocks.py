@@ -8,14 +8,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from capacity.adapters.ec2 import CapacityReservation, Instance, LaunchTemplateVersion
-from capacity.adapters.sagemaker import Extension
+from capacity.adapters.ec2 import LaunchTemplateVersion
 from capacity.contracts import PurchaseInput
 from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
 from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
 from capacity.ports import Ports
+from capacity.resources import CapacityReservation, Extension, Instance
 
 from tests.unit.conftest import Harness
 from tests.unit.test_unit_ec2_requests import ec2_body

@@ -20,8 +20,8 @@ import boto3
 import pytest
 import time_machine
 from capacity import TAG_REQUEST_ID
-from capacity.adapters.ec2 import CapacityReservation
 from capacity.errors import CapacityError, InvalidRequest
+from capacity.resources import CapacityReservation
 
 from events.slack_signed_request import local_secret
 from tests.unit.handler_support import LambdaContext, bus_queue, drain, invoke, load_handler

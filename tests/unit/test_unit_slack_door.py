@@ -15,11 +15,11 @@ import time_machine
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import SignatureLog
 from capacity.adapters.scheduler import RequestSchedules
-from capacity.adapters.slack import SlackMessage
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
 from capacity.logic import schedules, slack_door
 from capacity.logic.common import post
 from capacity.models import State, parse_request
+from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event, resigned
 from tests.unit.conftest import Harness

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from capacity import messages
-from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ChooseInput, NotifyInput, StepError
 from capacity.ledger import APPROVAL
 from capacity.logic import slack_door
@@ -19,6 +18,7 @@ from capacity.logic.api import decide_approval
 from capacity.logic.choose import choose_offering
 from capacity.logic.notify import notify
 from capacity.models import State, parse_request
+from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event
 from tests.unit.conftest import Harness

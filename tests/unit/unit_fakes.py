@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, Extension, TrainingPlan
-from capacity.adapters.slack import SlackMessage
+from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo
 from capacity.errors import OfferingExpired, QuotaExceeded, TrainingPlanNameInUse
+from capacity.resources import Extension, SlackMessage, TrainingPlan
 from pydantic import BaseModel
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

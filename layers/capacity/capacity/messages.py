@@ -22,10 +22,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from capacity.adapters.slack import SlackMessage
 from capacity.models import CostSummary, Offering, OfferingSummary, ReservationRequest
 from capacity.planner import Plan, describe_offering
 from capacity.pricing import format_usd
+from capacity.resources import SlackMessage
 from capacity.timeutil import short
 
 TABLE_ROWS = 10

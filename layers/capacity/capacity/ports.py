@@ -16,17 +16,18 @@ from pydantic import BaseModel
 
 from capacity.adapters import clients
 from capacity.adapters.autoscaling import AutoScalingAdapter
-from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmSpec, AlarmState
+from capacity.adapters.cloudwatch import AlarmsAdapter, AlarmState
 from capacity.adapters.dynamodb import OfferingStore
-from capacity.adapters.ec2 import CapacityReservation, Ec2Adapter, Instance, LaunchTemplateVersion
+from capacity.adapters.ec2 import Ec2Adapter, LaunchTemplateVersion
 from capacity.adapters.events import EventPublisher, EventRules
 from capacity.adapters.iam import IamAdapter
 from capacity.adapters.policy_store import PolicyStore
-from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, Extension, SageMakerAdapter, TrainingPlan
+from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
-from capacity.adapters.slack import SlackDirectory, SlackMessage, SlackNotifier, token_from_secret
+from capacity.adapters.slack import SlackDirectory, SlackNotifier, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.ledger import Ledger
+from capacity.resources import AlarmSpec, CapacityReservation, Extension, Instance, SlackMessage, TrainingPlan
 from capacity.settings import Settings
 from capacity.timeutil import utcnow
 

@@ -17,35 +17,13 @@ from botocore.exceptions import ClientError
 
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
+from capacity.resources import SAGEMAKER_NAMESPACE, AlarmSpec
 from capacity.timeutil import as_utc
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
 
-SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 _DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
-
-
-@dataclass(frozen=True)
-class AlarmSpec:
-    """One metric alarm as ``PutMetricAlarm`` takes it.
-
-    ``period`` in seconds; ``comparison`` a CloudWatch ``ComparisonOperator``; ``treat_missing`` a
-    ``TreatMissingData`` value; ``tags`` ``[{"Key", "Value"}]``.
-    """
-
-    name: str
-    description: str
-    metric_name: str
-    dimensions: Mapping[str, str]
-    statistic: str
-    period: int
-    evaluation_periods: int
-    threshold: float
-    comparison: str
-    treat_missing: str
-    tags: Sequence[Mapping[str, str]]
-    namespace: str = SAGEMAKER_NAMESPACE
 
 
 @dataclass(frozen=True)

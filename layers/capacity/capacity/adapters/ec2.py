@@ -32,15 +32,13 @@ from botocore.exceptions import ClientError
 from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
 from capacity.adapters.clients import DEFAULT_TIMEOUTS, error_code, error_message
-from capacity.adapters.sagemaker import Extension
 from capacity.errors import CapacityError, CapacityUnavailable, OfferingExpired, PurchaseFailed, QuotaExceeded
+from capacity.resources import CapacityReservation, Extension, Instance
 from capacity.timeutil import as_utc
 
 _CAPACITY_CODES = frozenset(
     {"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity"}
 )
-LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
-"""Instance states that still bill or may bill (``terminated`` is the only final one)."""
 UPCOMING_RESERVATION_STATES = ("payment-pending", "scheduled", "active")
 """Capacity reservation states of a block that has not ended (its EC2 events are still to come)."""
 
@@ -59,26 +57,6 @@ def _block_extension(item: Mapping[str, Any]) -> Extension:
         availability_zone=item.get("AvailabilityZone"),
         status=_BLOCK_PAYMENT.get(str(item.get("CapacityBlockExtensionStatus")), "pending"),
     )
-
-
-@dataclass(frozen=True)
-class CapacityReservation:
-    """``DescribeCapacityReservations`` essentials of one capacity block's reservation (times UTC).
-
-    ``state``: ``payment-pending``, ``payment-failed``, ``scheduled``, ``active``, ``expired``,
-    ``cancelled``, ``failed``, ``unavailable``... (botocore ``CapacityReservationState``).
-    """
-
-    reservation_id: str
-    arn: str
-    state: str
-    instance_type: str
-    availability_zone: str
-    total_instance_count: int
-    available_instance_count: int
-    start_time: datetime | None
-    end_time: datetime | None
-    tags: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -101,17 +79,6 @@ _TEMPLATE_GONE = frozenset(
         "InvalidLaunchTemplateId.Malformed",
     }
 )
-
-
-@dataclass(frozen=True)
-class Instance:
-    """``DescribeInstances`` essentials: id, state name, type, zone and the capacity reservation it is in."""
-
-    instance_id: str
-    state: str
-    instance_type: str
-    availability_zone: str | None
-    capacity_reservation_id: str | None
 
 
 def _utc(value: Any) -> datetime | None:

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from capacity import TAG_REQUEST_ID
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code, error_message
 from capacity.errors import (
@@ -38,6 +37,7 @@ from capacity.errors import (
     ResourceBusy,
     TrainingPlanNameInUse,
 )
+from capacity.resources import Extension, TrainingPlan
 from capacity.timeutil import as_utc
 
 if TYPE_CHECKING:
@@ -46,41 +46,6 @@ if TYPE_CHECKING:
 _NOT_FOUND_PHRASES = ("could not find", "not found", "does not exist", "cannot find", "no such")
 _EXISTS_PHRASES = ("already exist", "cannot create already existing")
 _BUSY_PHRASES = ("creating", "updating", "in progress", "in-progress", "being deleted")
-
-
-@dataclass(frozen=True)
-class TrainingPlan:
-    """``DescribeTrainingPlan``/``ListTrainingPlans`` essentials (times UTC, fee USD)."""
-
-    arn: str
-    name: str
-    status: str
-    status_message: str | None
-    start_time: datetime | None
-    end_time: datetime | None
-    upfront_fee_usd: Decimal | None
-    total_instance_count: int | None
-    instance_type: str | None
-    in_use_instance_count: int | None = None
-    """``InUseInstanceCount``: the plan's instances in use now (None when AWS does not say)."""
-    target_resources: tuple[str, ...] = ()
-    """``TargetResources``: what the plan's capacity serves (``endpoint``, ``training-job``...)."""
-
-
-@dataclass(frozen=True)
-class Extension:
-    """An extension offering or an extension bought, either platform (times UTC, fee USD).
-
-    ``status``: ``offered`` (an offering), ``pending`` (payment processing), ``paid`` or ``failed``.
-    """
-
-    offering_id: str
-    start_time: datetime
-    end_time: datetime
-    duration_hours: int
-    upfront_fee_usd: Decimal
-    availability_zone: str | None
-    status: str
 
 
 _PLAN_PAYMENT = {"Pending": "pending", "Completed": "paid", "Failed": "failed"}
@@ -183,11 +148,6 @@ def _plan(data: Mapping[str, Any]) -> TrainingPlan:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def tags_for(request_id: str) -> list[dict[str, str]]:
-    """The tag every resource of a reservation carries (``capacity-orchestrator:request-id``)."""
-    return [{"Key": TAG_REQUEST_ID, "Value": request_id}]
 
 
 class SageMakerAdapter:

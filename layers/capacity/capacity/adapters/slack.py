@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,23 +27,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
 from capacity.errors import ConfigurationError, SlackUnavailable
+from capacity.resources import SlackMessage
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SlackMessage:
-    """A message: ``text`` (mrkdwn, also the notification fallback) and optional Block Kit ``blocks``.
-
-    ``request_id`` names the reservation it is about (so it can land in the requester's thread);
-    ``channel`` and ``thread_ts`` route it (None: the notifier's default channel, no thread).
-    """
-
-    text: str
-    blocks: Sequence[dict[str, Any]] = field(default_factory=tuple)
-    request_id: str | None = None
-    channel: str | None = None
-    thread_ts: str | None = None
 
 
 def token_from_secret(secret_arn: str) -> str:

@@ -33,9 +33,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.adapters.ec2 import LIVE_INSTANCE_STATES, CapacityReservation, Instance
-from capacity.adapters.sagemaker import tags_for
-from capacity.adapters.slack import SlackMessage
 from capacity.contracts import (
     ActivationInput,
     ActivationOutput,
@@ -84,6 +81,7 @@ from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
 from capacity.pricing import format_usd
 from capacity.ranking import replacement
+from capacity.resources import LIVE_INSTANCE_STATES, CapacityReservation, Instance, SlackMessage, tags_for
 from capacity.timeutil import iso_z, parse_utc, short
 
 logger = logging.getLogger(__name__)

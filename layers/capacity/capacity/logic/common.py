@@ -10,7 +10,6 @@ from decimal import Decimal
 from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ActivationInput
 from capacity.errors import (
     ActivationTimeout,
@@ -32,6 +31,7 @@ from capacity.models import (
 )
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.resources import SlackMessage
 from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)

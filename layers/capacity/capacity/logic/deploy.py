@@ -29,7 +29,6 @@ from datetime import timedelta
 from typing import Any
 
 from capacity import messages
-from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import (
     ComponentsInput,
     ComponentsOutput,
@@ -52,6 +51,7 @@ from capacity.logic.scaling import setup_scaling
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
+from capacity.resources import tags_for
 
 ENDPOINT_DEADLINE = timedelta(minutes=90)
 COMPONENTS_DEADLINE = timedelta(hours=2)

@@ -38,7 +38,6 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from capacity import messages
-from capacity.adapters.sagemaker import Extension
 from capacity.errors import (
     BudgetExceeded,
     CapacityUnavailable,
@@ -75,6 +74,7 @@ from capacity.models import (
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.resources import Extension
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
 EXTENSION_INTENT = "EXTENSION_INTENT"

@@ -42,9 +42,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import NoReturn
 
-from capacity.adapters.ec2 import LIVE_INSTANCE_STATES
-from capacity.adapters.sagemaker import tags_for
-from capacity.adapters.slack import SlackMessage
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
@@ -72,6 +69,7 @@ from capacity.naming import endpoint_config_name, endpoint_name, release_schedul
 from capacity.ports import Ports, SageMakerPort
 from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
 from capacity.recommendation import on_demand_over_limit
+from capacity.resources import LIVE_INSTANCE_STATES, SlackMessage, tags_for
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)

@@ -28,7 +28,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 from capacity import messages
-from capacity.adapters.sagemaker import TrainingPlan, tags_for
 from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision, PurchaseFailed, TrainingPlanNameInUse
 from capacity.ledger import PURCHASE
@@ -49,6 +48,7 @@ from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetai
 from capacity.naming import release_schedule_name, training_plan_name
 from capacity.ports import Ports, SageMakerPort
 from capacity.ranking import replacement
+from capacity.resources import TrainingPlan, tags_for
 from capacity.timeutil import iso_z, short
 
 RELEASE_REASON = "reservation-end"

@@ -33,7 +33,6 @@ from decimal import Decimal
 from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID, messages, money_metrics
-from capacity.adapters.slack import SlackMessage
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.jsonsafe import check_depth
@@ -72,6 +71,7 @@ from capacity.pricing import (
     saving_percent,
     usd,
 )
+from capacity.resources import SlackMessage
 from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)

@@ -62,8 +62,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
-from capacity.adapters.cloudwatch import AlarmSpec
-from capacity.adapters.sagemaker import tags_for
 from capacity.contracts import ScaleOutput
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
 from capacity.logic.costs import record_usage
@@ -82,6 +80,7 @@ from capacity.naming import (
     scaling_policy_name,
 )
 from capacity.ports import Ports
+from capacity.resources import AlarmSpec, tags_for
 from capacity.timeutil import as_utc, iso_ms, iso_z
 
 logger = logging.getLogger(__name__)
