@@ -223,7 +223,7 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
     result = api.submit_reservation(
         _as_sent(request),
         ports,
-        persistence=api.persistence_layer(ports.settings),
+        persistence=ports.idempotency_store(),
         lambda_context=app.lambda_context,
         actor=identity,
         requester=identity,  # the authenticated caller, whatever the body says

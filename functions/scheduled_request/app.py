@@ -14,7 +14,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic import api
 from capacity.logic.schedules import run_schedule
 from capacity.ports import Ports
 from capacity.settings import Settings
@@ -26,9 +25,7 @@ logger = Logger()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Submit this firing's reservation request."""
     ports = Ports(Settings.from_env(require=("ledger_table", "event_bus_name")))
-    result = run_schedule(
-        event, ports, persistence=api.persistence_layer(ports.settings), lambda_context=context
-    )
+    result = run_schedule(event, ports, persistence=ports.idempotency_store(), lambda_context=context)
     logger.set_correlation_id(result["request_id"])
     logger.info("scheduled request submitted", extra={"result": result})
     return result

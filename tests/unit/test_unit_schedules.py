@@ -11,7 +11,6 @@ import pytest
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import InvalidRequest, ScheduleExists, ScheduleNotFound
 from capacity.ledger import SUBMITTED
-from capacity.logic import api
 from capacity.logic.schedules import (
     ScheduleDefinition,
     create_schedule,
@@ -182,7 +181,7 @@ def _run_input(time: str) -> dict[str, Any]:
 
 @pytest.mark.filterwarnings("ignore:Couldn't determine the remaining time left")  # no Lambda context here
 def test_firing_twice_on_one_date_requests_once(harness: Harness) -> None:
-    persistence = api.persistence_layer(harness.ports.settings)
+    persistence = harness.ports.idempotency_store()
     harness.clock.now = datetime(2026, 12, 7, 11, 30, tzinfo=UTC)
 
     first = run_schedule(_run_input("2026-12-07T11:30:00Z"), harness.ports, persistence=persistence)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -21,7 +21,7 @@ from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.ec2 import Ec2Adapter, LaunchTemplateVersion
 from capacity.adapters.events import EventPublisher, EventRules
 from capacity.adapters.iam import IamAdapter
-from capacity.adapters.policy_store import PolicyStore
+from capacity.adapters.policy_store import PolicyStore as PolicyStore  # noqa: PLC0414 - re-exported: the port logic names
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
 from capacity.adapters.slack import SlackDirectory, SlackNotifier, token_from_secret
@@ -30,6 +30,9 @@ from capacity.ledger import Ledger
 from capacity.resources import AlarmSpec, CapacityReservation, Extension, Instance, SlackMessage, TrainingPlan
 from capacity.settings import Settings
 from capacity.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
 
 class SageMakerPort(Protocol):
@@ -483,6 +486,20 @@ class Ports:
             region = self.settings.region
             self._iam = IamAdapter(region, clients.client("iam", region, self.settings.call_timeouts))
         return self._iam
+
+    def idempotency_store(self) -> DynamoDBPersistenceLayer:
+        """The Powertools idempotency store in env ``IDEMPOTENCY_TABLE`` (PK ``id``), with the cached client
+        (the doors that accept requests: API and scheduled requests).
+
+        Raises:
+            ConfigurationError: ``IDEMPOTENCY_TABLE`` is not set.
+        """
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer  # noqa: PLC0415 - only two doors need it
+
+        return DynamoDBPersistenceLayer(
+            table_name=self.settings.need("idempotency_table"),
+            boto3_client=clients.dynamodb(self.settings.region),
+        )
 
     @property
     def policy(self) -> PolicyStore | None:

@@ -4,7 +4,8 @@ from an adapter.
 
 Sources: SageMaker ``DescribeTrainingPlan``/``SearchTrainingPlanOfferings`` (training plans, extensions),
 EC2 ``DescribeCapacityReservations``/``DescribeInstances`` (capacity blocks, instances), CloudWatch
-``PutMetricAlarm`` (alarms), Slack ``chat.postMessage`` (messages).
+``PutMetricAlarm`` (alarms), Slack ``chat.postMessage`` (messages), the policy table's holds
+(:mod:`capacity.adapters.policy_store`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from capacity import TAG_REQUEST_ID
 
@@ -130,3 +131,39 @@ class AlarmSpec:
     treat_missing: str
     tags: Sequence[Mapping[str, str]]
     namespace: str = SAGEMAKER_NAMESPACE
+
+
+Limit = Literal["team", "account", "quota", "hold"]
+"""Which condition refused a hold change: the team's month, the account's month, the quota, or the hold
+itself (changed by someone else meanwhile)."""
+
+
+class HoldRefused(Exception):  # noqa: N818 - a refusal, not an error of ours
+    """A hold change was refused by the condition on ``limit`` (nothing was written)."""
+
+    def __init__(self, limit: Limit) -> None:
+        self.limit = limit
+        super().__init__(f"refused by the {limit} limit")
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One purchase's hold: ``amount_usd`` of ``team``'s ``month`` and ``instances`` of its ``family``."""
+
+    key: str
+    team: str
+    month: str
+    amount_usd: Decimal
+    family: str
+    instances: int
+    money_returned: bool
+    quota_returned: bool
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """The most each counter may hold *before* a change for it to pass (USD; instances). None: no limit."""
+
+    team_usd: Decimal
+    account_usd: Decimal | None
+    quota_instances: int | None

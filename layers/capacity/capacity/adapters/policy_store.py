@@ -23,57 +23,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
 from capacity.errors import RetryableAwsError
+from capacity.resources import Hold, HoldRefused, Limit, Rooms
 from capacity.teams import AccountPolicy, TeamPolicy
 from capacity.timeutil import iso_z
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-Limit = Literal["team", "account", "quota", "hold"]
-"""Which condition refused a hold change: the team's month, the account's month, the quota, or the hold
-itself (changed by someone else meanwhile)."""
-
-
-class HoldRefused(Exception):  # noqa: N818 - a refusal, not an error of ours
-    """A hold change was refused by the condition on ``limit`` (nothing was written)."""
-
-    def __init__(self, limit: Limit) -> None:
-        self.limit = limit
-        super().__init__(f"refused by the {limit} limit")
-
-
-@dataclass(frozen=True)
-class Hold:
-    """One purchase's hold: ``amount_usd`` of ``team``'s ``month`` and ``instances`` of its ``family``."""
-
-    key: str
-    team: str
-    month: str
-    amount_usd: Decimal
-    family: str
-    instances: int
-    money_returned: bool
-    quota_returned: bool
-
-
-@dataclass(frozen=True)
-class Rooms:
-    """The most each counter may hold *before* a change for it to pass (USD; instances). None: no limit."""
-
-    team_usd: Decimal
-    account_usd: Decimal | None
-    quota_instances: int | None
-
 
 _HOLD_NAMES = {
     "#team": "team",

@@ -28,17 +28,12 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from capacity.adapters import clients
 from capacity.errors import (
     DuplicateRequest,
     FieldError,
@@ -79,7 +74,6 @@ from capacity.models import (  # the private ones: one wording of field errors f
 )
 from capacity.ports import Ports
 from capacity.pricing import format_usd
-from capacity.settings import Settings
 from capacity.timeutil import iso_ms, iso_z, parse_utc
 
 APPROVAL_REFUSED = "APPROVAL_REFUSED"
@@ -98,13 +92,6 @@ def links(request_id: str) -> dict[str, str]:
         "approval": f"/reservations/{request_id}/approval",
         "cancel": f"/reservations/{request_id}",
     }
-
-
-def persistence_layer(settings: Settings) -> DynamoDBPersistenceLayer:
-    """Powertools idempotency store in env ``IDEMPOTENCY_TABLE`` (PK ``id``), with the cached client."""
-    return DynamoDBPersistenceLayer(
-        table_name=settings.need("idempotency_table"), boto3_client=clients.dynamodb(settings.region)
-    )
 
 
 def submit_reservation(

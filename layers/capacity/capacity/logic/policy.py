@@ -30,7 +30,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capacity.adapters.policy_store import Hold, HoldRefused, PolicyStore, Rooms
 from capacity.errors import (
     ConfigurationError,
     FieldError,
@@ -41,8 +40,9 @@ from capacity.errors import (
 )
 from capacity.models import ReservationRequest, parse_model
 from capacity.planner import Decision, Plan
-from capacity.ports import Ports
+from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
+from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
 
 logger = logging.getLogger(__name__)
