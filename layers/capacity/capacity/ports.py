@@ -24,7 +24,7 @@ from capacity.adapters.iam import IamAdapter
 from capacity.adapters.policy_store import PolicyStore as PolicyStore  # noqa: PLC0414 - re-exported: the port logic names
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
-from capacity.adapters.slack import SlackDirectory, SlackNotifier, token_from_secret
+from capacity.adapters.slack import SlackDirectory, SlackNotifier, respond, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.ledger import Ledger
 from capacity.resources import AlarmSpec, CapacityReservation, Extension, Instance, SlackMessage, TrainingPlan
@@ -486,6 +486,12 @@ class Ports:
             region = self.settings.region
             self._iam = IamAdapter(region, clients.client("iam", region, self.settings.call_timeouts))
         return self._iam
+
+    def slack_respond(self, response_url: str, text: str, **options: Any) -> bool:
+        """Answer a Slack command or interaction through its ``response_url``
+        (:func:`capacity.adapters.slack.respond`: ``blocks``, ``ephemeral``, ``replace_original``); False
+        when Slack did not take it (logged, never raised)."""
+        return respond(response_url, text, **options)
 
     def idempotency_store(self) -> DynamoDBPersistenceLayer:
         """The Powertools idempotency store in env ``IDEMPOTENCY_TABLE`` (PK ``id``), with the cached client

@@ -40,7 +40,6 @@ from urllib.parse import parse_qs
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from capacity import jsonsafe, messages
-from capacity.adapters.slack import respond
 from capacity.errors import (
     CapacityError,
     ConfigurationError,
@@ -405,14 +404,18 @@ class Door:
         approvers: Slack user ids allowed to approve, reject and cancel any reservation.
         planner: ``(body, ports, time_limit_seconds, requester) -> plan`` for ``/gpu plan`` (None: not
             available); ``requester`` is ``slack:<user id>``, whose team judges the plan.
-        respond: posts to an interaction's ``response_url`` (default :func:`capacity.adapters.slack.respond`).
+        respond: posts to an interaction's ``response_url`` (None: ``Ports.slack_respond``).
     """
 
     signing_secret: Callable[[], str]
     guard: ReplayGuard
     approvers: frozenset[str]
     planner: Callable[[Mapping[str, Any], Ports, float, str], Mapping[str, Any]] | None = None
-    respond: Callable[..., bool] = respond
+    respond: Callable[..., bool] | None = None
+
+
+def _responder(door: Door, ports: Ports) -> Callable[..., bool]:
+    return door.respond or ports.slack_respond
 
 
 def handle(event: Mapping[str, Any], ports: Ports, door: Door) -> SlackAnswer:
@@ -825,7 +828,7 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     request_id = str(action.get("value") or "")
     approved = action.get("action_id") == APPROVE
     if not user_id or user_id not in door.approvers:
-        door.respond(
+        _responder(door, ports)(
             response_url,
             f"Sorry {messages.mention(f'slack:{user_id}')}, only approvers may approve or reject "
             f"{messages.escape(request_id)}; nothing was changed.",
@@ -843,13 +846,13 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
         api.get_reservation(request_id, ports)  # 404 first
         refused = _may_not_cancel(request_id, user_id, ports, door) if user_id else "no user"
         if refused is not None:
-            door.respond(response_url, f"{refused} Nothing was changed.", ephemeral=True)
+            _responder(door, ports)(response_url, f"{refused} Nothing was changed.", ephemeral=True)
             return
         result = api.cancel_reservation(request_id, ports, actor=f"slack:{user_id}", confirm=True)
     except (ReservationNotFound, ReservationClosed, RetryableAwsError) as exc:
-        door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        _responder(door, ports)(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
         return
-    door.respond(
+    _responder(door, ports)(
         response_url,
         f"{messages.escape(request_id)} is {result['status']} (the upfront fee is not refunded): whatever it "
         "holds "
@@ -873,20 +876,20 @@ def _decide(
             identity=approver,  # the signed request proves who pressed the button
         )
     except (NotAwaitingApproval, NotPermitted, ReservationNotFound, InvalidRequest) as exc:
-        door.respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        _responder(door, ports)(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
         return
     except (
         SlackUnavailable,
         ConfigurationError,
     ) as exc:  # who approves could not be checked: nothing recorded
-        door.respond(
+        _responder(door, ports)(
             response_url,
             messages.escape(f"{request_id}: nothing was recorded ({exc}); press the button again later."),
             ephemeral=True,
         )
         return
     except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
-        door.respond(
+        _responder(door, ports)(
             response_url,
             messages.escape(
                 f"{request_id}: your decision is recorded but AWS is busy ({exc}); press the button again "
@@ -898,7 +901,9 @@ def _decide(
     decided = messages.approval_decided(
         request_id, approved=bool(result["approved"]), approver=str(result["approver"])
     )
-    door.respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
+    _responder(door, ports)(
+        response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True
+    )
 
 
 __all__ = [
