@@ -35,7 +35,7 @@ from moto import mock_aws
 
 from bench.report import Section
 from localcloud.emulator import Emulator
-from localcloud.emulator.testing import RecordingSink
+from localcloud.emulator.common import RecordingSink
 from tests.integration.support import START, base_request
 
 REGIONS = (

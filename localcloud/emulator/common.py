@@ -152,3 +152,28 @@ def sort_listing[T](items: list[T], keys: dict[str, Callable[[T], Any]], params:
     ``SortOrder`` default ``Descending`` (SageMaker API reference, ListEndpoints/ListInferenceComponents)."""
     key = keys[params.get("SortBy") or "CreationTime"]
     return sorted(items, key=key, reverse=params.get("SortOrder", "Descending") == "Descending")
+
+
+@dataclass
+class RecordingSink:
+    """An :class:`~localcloud.contracts.EventSink` that keeps every event it is given."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def put_aws_event(
+        self, *, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], region: str
+    ) -> None:
+        """Record one event."""
+        self.events.append(
+            {
+                "source": source,
+                "detail-type": detail_type,
+                "detail": detail,
+                "resources": resources,
+                "region": region,
+            }
+        )
+
+    def of_type(self, detail_type: str) -> list[dict[str, Any]]:
+        """The recorded events of one detail-type, oldest first."""
+        return [event for event in self.events if event["detail-type"] == detail_type]

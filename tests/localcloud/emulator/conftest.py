@@ -10,8 +10,9 @@ import time_machine
 from moto import mock_aws
 
 from localcloud.emulator import Emulator
-from localcloud.emulator.testing import START, Call, RecordingSink
+from localcloud.emulator.common import RecordingSink
 from localcloud.faults import FaultKind
+from tests.localcloud.emulator.support import START, Call
 
 
 @pytest.fixture

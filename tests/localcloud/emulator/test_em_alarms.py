@@ -13,7 +13,8 @@ import time_machine
 from localcloud.emulator import Emulator
 from localcloud.emulator.alarms import AlarmSpec, evaluate
 from localcloud.emulator.cloudwatch import Datapoint
-from localcloud.emulator.testing import START, Call, RecordingSink, deploy_on_plan, raises_aws, run_clock
+from localcloud.emulator.common import RecordingSink
+from tests.localcloud.emulator.support import START, Call, deploy_on_plan, raises_aws, run_clock
 
 
 def put_no_capacity_alarm(missing: str = "notBreaching") -> str:

@@ -13,7 +13,7 @@ import time_machine
 from localcloud.emulator import Emulator
 from localcloud.emulator.alarms import AlarmSpec, evaluate
 from localcloud.emulator.cloudwatch import Datapoint, put_metric
-from localcloud.emulator.testing import START, run_clock
+from tests.localcloud.emulator.support import START, run_clock
 
 SPEC = AlarmSpec(
     name="a",

@@ -12,7 +12,7 @@ import time_machine
 
 from localcloud.contracts import AwsError
 from localcloud.emulator import Emulator
-from localcloud.emulator.testing import Call, Deployment, deploy_on_plan, raises_aws, run_clock
+from tests.localcloud.emulator.support import Call, Deployment, deploy_on_plan, raises_aws, run_clock
 
 IC = {
     "ServiceNamespace": "sagemaker",

@@ -6,7 +6,7 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator
-from localcloud.emulator.testing import Call, Deployment, deploy_on_plan, raises_aws
+from tests.localcloud.emulator.support import Call, Deployment, deploy_on_plan, raises_aws
 
 IC = {
     "ServiceNamespace": "sagemaker",

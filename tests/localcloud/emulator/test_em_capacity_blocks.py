@@ -10,7 +10,8 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator, MarketConfig
-from localcloud.emulator.testing import START, Call, RecordingSink, raises_aws, run_clock
+from localcloud.emulator.common import RecordingSink
+from tests.localcloud.emulator.support import START, Call, raises_aws, run_clock
 
 
 def offerings(call: Call, **overrides: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator, MarketConfig
-from localcloud.emulator.testing import START, Call, RecordingSink, deploy_on_plan, raises_aws, run_clock
+from localcloud.emulator.common import RecordingSink
 from localcloud.faults import FaultKind
+from tests.localcloud.emulator.support import START, Call, deploy_on_plan, raises_aws, run_clock
 
 
 @pytest.fixture

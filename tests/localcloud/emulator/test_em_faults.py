@@ -8,8 +8,8 @@ from typing import Any
 import time_machine
 
 from localcloud.emulator import Emulator
-from localcloud.emulator.testing import Call, deploy_on_plan, raises_aws
 from localcloud.faults import FaultKind, FaultRule
+from tests.localcloud.emulator.support import Call, deploy_on_plan, raises_aws
 
 NO_CAPACITY = frozenset({FaultKind.INSUFFICIENT_CAPACITY})
 STUCK = frozenset({FaultKind.STUCK})

@@ -11,7 +11,8 @@ import time_machine
 from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
 
 from localcloud.emulator import Emulator, MarketConfig
-from localcloud.emulator.testing import Call, Deployment, RecordingSink, deploy_on_plan, raises_aws, run_clock
+from localcloud.emulator.common import RecordingSink
+from tests.localcloud.emulator.support import Call, Deployment, deploy_on_plan, raises_aws, run_clock
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 

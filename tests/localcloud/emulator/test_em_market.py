@@ -10,9 +10,10 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator, MarketConfig
+from localcloud.emulator.common import RecordingSink
 from localcloud.emulator.instances import INSTANCE_SPECS
 from localcloud.emulator.shapes import enum_values
-from localcloud.emulator.testing import START, RecordingSink
+from tests.localcloud.emulator.support import START
 
 
 def search(emulator: Emulator, **overrides: Any) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,31 +21,6 @@ START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 Call = Callable[..., dict[str, Any]]
 """``call(service, operation, region=..., faults=..., **params) -> response``."""
-
-
-@dataclass
-class RecordingSink:
-    """An :class:`~localcloud.contracts.EventSink` that keeps every event it is given."""
-
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def put_aws_event(
-        self, *, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], region: str
-    ) -> None:
-        """Record one event."""
-        self.events.append(
-            {
-                "source": source,
-                "detail-type": detail_type,
-                "detail": detail,
-                "resources": resources,
-                "region": region,
-            }
-        )
-
-    def of_type(self, detail_type: str) -> list[dict[str, Any]]:
-        """The recorded events of one detail-type, oldest first."""
-        return [event for event in self.events if event["detail-type"] == detail_type]
 
 
 class Traveller(Protocol):
