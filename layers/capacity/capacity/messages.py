@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.models import CostSummary, Offering, OfferingSummary, ReservationRequest
 from capacity.planner import Plan, describe_offering
 from capacity.pricing import format_usd
-from capacity.resources import SlackMessage
+from capacity.resources import CapacityReservation, SlackMessage
 from capacity.timeutil import short
+
+if TYPE_CHECKING:
+    from capacity.contracts import PurchaseOutput
 
 TABLE_ROWS = 10
 ALTERNATIVE_ROWS = 5
@@ -579,3 +582,86 @@ def extension_unconfirmed(request_id: str, extension_id: str) -> SlackMessage:
         "extension again (the same offering_id) to check it, or check it in the AWS console."
     )
     return _message(text, f"{request_id}: extension unconfirmed", request_id=request_id)
+
+
+# ------------------------------------------------------------------------------ on demand, capacity blocks
+
+
+def on_demand_skipped(request_id: str, *, reason: str) -> SlackMessage:
+    """On-demand capacity is not tried for the request (``strategy``, the window or the team says why)."""
+    return SlackMessage(f"*{request_id}*: not trying on-demand capacity ({reason}).")
+
+
+def no_on_demand_instances(request: ReservationRequest, *, tries: Sequence[str]) -> SlackMessage:
+    """No EC2 instances on demand (or spot, for ``spot-ok``) in any region tried: capacity is reserved."""
+    spot = " or spot" if request.strategy == "spot-ok" else ""
+    return SlackMessage(
+        f"*{request.id}*: no {request.instance_count} x {request.instance_type} on demand{spot} "
+        f"({'; '.join(tries)}): reserving capacity instead."
+    )
+
+
+def no_on_demand_endpoint(request: ReservationRequest) -> SlackMessage:
+    """No endpoint capacity on demand in the request's regions: a training plan is reserved."""
+    return SlackMessage(
+        f"*{request.id}*: no {request.instance_count} x {request.instance_type} endpoint capacity on "
+        f"demand in {', '.join(request.regions)}: reserving a training plan instead."
+    )
+
+
+def on_demand_decision(request_id: str, *, reason: str) -> SlackMessage:
+    """The request runs on demand (the planner's reason: price, window, utilisation)."""
+    return SlackMessage(f"*Decision for {request_id}: ON_DEMAND*\n{reason}")
+
+
+def instances_ready(
+    request: ReservationRequest, *, market: str, running: Sequence[str], zones: Sequence[str]
+) -> SlackMessage:
+    """On-demand or spot instances are running; when they are terminated (UTC)."""
+    ends = short(request.latest_end - timedelta(minutes=request.release_margin_minutes))
+    return SlackMessage(
+        f"*{request.id} is READY* ({market}): {len(running)} x {request.instance_type} in "
+        f"{', '.join(zones)}: {', '.join(running)}. They are terminated at {ends} UTC."
+    )
+
+
+def block_purchased(
+    request: ReservationRequest, output: PurchaseOutput, *, where: str, release_at: datetime
+) -> SlackMessage:
+    """A capacity block bought (``PurchaseCapacityBlock``: upfront, cannot be cancelled) and when its
+    instances are terminated (UTC)."""
+    return SlackMessage(
+        f"*Purchased capacity block {output.training_plan_name}* for {request.id}: "
+        f"{format_usd(output.upfront_fee_usd)} upfront, {request.instance_count} x "
+        f"{request.instance_type} in {where}, {short(output.start_time)} to "
+        f"{short(output.end_time)} UTC. Capacity blocks cannot be cancelled; instances are "
+        f"terminated at {short(release_at)} UTC or on the expiry warning, whichever comes first.\n"
+        f"`{output.training_plan_arn}`"
+    )
+
+
+def block_scheduled(request_id: str, reservation: CapacityReservation, *, window: str) -> SlackMessage:
+    """A capacity block's reservation is ``scheduled``: no instance until it starts (expected)."""
+    return SlackMessage(
+        f"*Capacity block {reservation.reservation_id} is scheduled* ({request_id}): "
+        f"{window}; 0 instances available until it starts (expected)."
+    )
+
+
+def block_active(request_id: str, reservation: CapacityReservation, *, window: str) -> SlackMessage:
+    """A capacity block's reservation is ``active``: its instances can be launched."""
+    return SlackMessage(
+        f"*Capacity block {reservation.reservation_id} is active* ({request_id}): "
+        f"{reservation.available_instance_count} x {reservation.instance_type} available in "
+        f"{reservation.availability_zone}, {window}."
+    )
+
+
+def block_ready(
+    request_id: str, reservation_id: str, *, zone: str, region: str, launched: str, end: datetime
+) -> SlackMessage:
+    """Instances launched into a capacity block; they are terminated before it ends (UTC)."""
+    return SlackMessage(
+        f"*{request_id} is READY*: capacity block `{reservation_id}` in {zone} ({region}); "
+        f"{launched}. They are terminated before the block ends ({short(end)} UTC)."
+    )

@@ -79,7 +79,6 @@ from capacity.models import (
 )
 from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
-from capacity.pricing import format_usd
 from capacity.ranking import replacement
 from capacity.resources import LIVE_INSTANCE_STATES, CapacityReservation, Instance, SlackMessage, tags_for
 from capacity.timeutil import iso_z, parse_utc, short
@@ -240,14 +239,7 @@ def _after_purchase(
     if written is not None:
         post(
             ports,
-            SlackMessage(
-                f"*Purchased capacity block {output.training_plan_name}* for {request.id}: "
-                f"{format_usd(output.upfront_fee_usd)} upfront, {request.instance_count} x "
-                f"{request.instance_type} in {zone or output.region}, {short(output.start_time)} to "
-                f"{short(output.end_time)} UTC. Capacity blocks cannot be cancelled; instances are "
-                f"terminated at {short(release_at)} UTC or on the expiry warning, whichever comes first.\n"
-                f"`{output.training_plan_arn}`"
-            ),
+            messages.block_purchased(request, output, where=zone or output.region, release_at=release_at),
         )
     return output
 
@@ -306,18 +298,11 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
         end=end,
         scheduled=(
             detail,
-            SlackMessage(
-                f"*Capacity block {reservation.reservation_id} is scheduled* ({step.request_id}): "
-                f"{window}; 0 instances available until it starts (expected)."
-            ),
+            messages.block_scheduled(step.request_id, reservation, window=window),
         ),
         active=(
             detail,
-            SlackMessage(
-                f"*Capacity block {reservation.reservation_id} is active* ({step.request_id}): "
-                f"{reservation.available_instance_count} x {reservation.instance_type} available in "
-                f"{reservation.availability_zone}, {window}."
-            ),
+            messages.block_active(step.request_id, reservation, window=window),
         ),
     )
     if status != "Active":
@@ -446,9 +431,13 @@ def _ready(
         )
         post(
             ports,
-            SlackMessage(
-                f"*{request.id} is READY*: capacity block `{reservation_id}` in {zone} ({purchase.region}); "
-                f"{launched}. They are terminated before the block ends ({short(purchase.end_time)} UTC)."
+            messages.block_ready(
+                request.id,
+                reservation_id,
+                zone=zone,
+                region=purchase.region,
+                launched=launched,
+                end=purchase.end_time,
             ),
         )
     return LaunchOutput(

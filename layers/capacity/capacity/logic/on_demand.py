@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import NoReturn
 
+from capacity import messages
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
@@ -69,7 +70,7 @@ from capacity.naming import endpoint_config_name, endpoint_name, release_schedul
 from capacity.ports import Ports, SageMakerPort
 from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
 from capacity.recommendation import on_demand_over_limit
-from capacity.resources import LIVE_INSTANCE_STATES, SlackMessage, tags_for
+from capacity.resources import LIVE_INSTANCE_STATES, tags_for
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     if step.action == "try":
         reason = _skip_reason(request, now) or _team_refusal(request, ports)
         if reason is not None:
-            post(ports, SlackMessage(f"*{request.id}*: not trying on-demand capacity ({reason})."))
+            post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")
     if request.platform == "sagemaker":
         return _sagemaker(request, ports, step.attempt, now)
@@ -211,11 +212,7 @@ def _ec2_tries(request: ReservationRequest, ports: Ports, now: datetime) -> OnDe
             return _launched(request, ports, market=market, region=region, ids=ids, now=now)
     post(
         ports,
-        SlackMessage(
-            f"*{request.id}*: no {request.instance_count} x {request.instance_type} on demand"
-            + (" or spot" if request.strategy == "spot-ok" else "")
-            + f" ({'; '.join(tries)}): reserving capacity instead."
-        ),
+        messages.no_on_demand_instances(request, tries=tries),
     )
     return OnDemandOutput(outcome="unavailable")
 
@@ -326,10 +323,7 @@ def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
         raise not_deployable(request, {r: region_problems(request, ports, r) for r in request.regions})
     post(
         ports,
-        SlackMessage(
-            f"*{request.id}*: no {request.instance_count} x {request.instance_type} endpoint capacity on "
-            f"demand in {', '.join(request.regions)}: reserving a training plan instead."
-        ),
+        messages.no_on_demand_endpoint(request),
     )
     return OnDemandOutput(outcome="unavailable")
 
@@ -586,7 +580,7 @@ def _record_launch(
             "ReservationPlanned",
             ReservationPlannedDetail(request_id=request.id, decision="ON_DEMAND", reason=reason),
         )
-        post(ports, SlackMessage(f"*Decision for {request.id}: ON_DEMAND*\n{reason}"))
+        post(ports, messages.on_demand_decision(request.id, reason=reason))
     ports.ledger.append(
         request.id,
         State.DEPLOYING,
@@ -644,10 +638,8 @@ def _status(request: ReservationRequest, purchase: Purchase, ports: Ports, attem
         )
         post(
             ports,
-            SlackMessage(
-                f"*{request.id} is READY* ({purchase.market}): {len(running)} x {request.instance_type} in "
-                f"{', '.join(zones) or purchase.region}: {', '.join(running)}. They are terminated at "
-                f"{short(request.latest_end - timedelta(minutes=request.release_margin_minutes))} UTC."
+            messages.instances_ready(
+                request, market=purchase.market, running=running, zones=zones or [purchase.region]
             ),
         )
     return OnDemandOutput(
