@@ -665,3 +665,26 @@ def block_ready(
         f"*{request_id} is READY*: capacity block `{reservation_id}` in {zone} ({region}); "
         f"{launched}. They are terminated before the block ends ({short(end)} UTC)."
     )
+
+
+def released_on_ec2(
+    summary: CostSummary, *, request_id: str, reason: str | None, market: str = "reserved"
+) -> SlackMessage:
+    """The cost summary of :func:`released`, worded for a capacity block (or for on-demand/spot instances:
+    ``market``)."""
+    text = released(summary, request_id=request_id, reason=reason).text
+    deployed = (
+        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted"
+    )
+    if market in ("on-demand", "spot"):
+        return SlackMessage(
+            text.replace(
+                deployed,
+                f"the {market} instances are terminated; cost at on-demand prices",
+            ).replace("Training plan  ", "Capacity       ")
+        )
+    text = text.replace(
+        deployed,
+        "the instances launched into the capacity block are terminated",
+    ).replace("Training plan  ", "Capacity block ")
+    return SlackMessage(text)

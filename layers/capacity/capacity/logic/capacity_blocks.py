@@ -69,7 +69,6 @@ from capacity.logic.costs import record_usage
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.models import (
-    CostSummary,
     OfferingSummary,
     ReleaseRequestedDetail,
     ReservationPurchasedDetail,
@@ -80,7 +79,7 @@ from capacity.models import (
 from capacity.naming import release_schedule_name
 from capacity.ports import Ec2Port, Ports
 from capacity.ranking import replacement
-from capacity.resources import LIVE_INSTANCE_STATES, CapacityReservation, Instance, SlackMessage, tags_for
+from capacity.resources import LIVE_INSTANCE_STATES, CapacityReservation, Instance, tags_for
 from capacity.timeutil import iso_z, parse_utc, short
 
 logger = logging.getLogger(__name__)
@@ -531,33 +530,10 @@ def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) 
         step,
         ports,
         purchase,
-        lambda summary, reason: released_message(
+        lambda summary, reason: messages.released_on_ec2(
             summary, request_id=step.request_id, reason=reason, market=purchase.market
         ),
     )
-
-
-def released_message(
-    summary: CostSummary, *, request_id: str, reason: str | None, market: str = "reserved"
-) -> SlackMessage:
-    """The cost summary of :func:`capacity.messages.released`, worded for a capacity block (or for
-    on-demand/spot instances: ``market``)."""
-    text = messages.released(summary, request_id=request_id, reason=reason).text
-    deployed = (
-        "whatever was deployed on the plan (inference components, endpoint, endpoint config) is deleted"
-    )
-    if market in ("on-demand", "spot"):
-        return SlackMessage(
-            text.replace(
-                deployed,
-                f"the {market} instances are terminated; cost at on-demand prices",
-            ).replace("Training plan  ", "Capacity       ")
-        )
-    text = text.replace(
-        deployed,
-        "the instances launched into the capacity block are terminated",
-    ).replace("Training plan  ", "Capacity block ")
-    return SlackMessage(text)
 
 
 # -------------------------------------------------------------------------------------- expiry event
