@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -801,21 +801,46 @@ _MISSING_HINT = {
 
 def field_errors(exc: ValidationError) -> list[FieldError]:
     """Turn pydantic errors into :class:`FieldError` items that name the field and the fix."""
+    return field_problems(exc.errors(include_url=False))
+
+
+_DOOR_PARTS = ("body", "query", "path", "header")
+
+
+def field_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldError]:
+    """pydantic error dicts (``ValidationError.errors()``, or Powertools'
+    ``RequestValidationError.errors()``) as :class:`FieldError` items that name the field and the fix: the
+    one wording of every door.
+
+    A ``loc`` that starts with ``body``, ``query``, ``path`` or ``header`` (the API door's) names the rest
+    (``instance_count``, ``models.0.memory_mb``), or the parameter (``limit``), or ``body`` for the body as a
+    whole.
+    """
     result: list[FieldError] = []
-    for error in exc.errors(include_url=False):
-        loc = [str(part) for part in error["loc"]]
-        field = ".".join(loc) or "request"
+    for error in errors:
+        loc = [str(part) for part in error.get("loc", ())]
+        where = loc[0] if loc else ""
+        rest = loc[1:] if where in _DOOR_PARTS else loc
+        field = ".".join(rest) or where or "request"
         ctx = error.get("ctx") or {}
-        if error["type"] == "request_rules" and isinstance(ctx.get("problems"), list):
-            prefix = f"{field}." if loc else ""
+        kind = str(error.get("type", ""))
+        if kind == "request_rules" and isinstance(ctx.get("problems"), list):
+            prefix = f"{field}." if rest else ""
             result.extend(FieldError(prefix + f, m) for f, m in ctx["problems"])
             continue
-        if error["type"] == "missing":
+        if kind == "missing":
             message = _MISSING_HINT.get(field, _FRIENDLY["missing"])
+        elif kind == "json_invalid":
+            field, message = "body", f"is not valid JSON: {ctx.get('error') or error.get('msg')}"
         else:
-            message = _bound_message(error["type"], ctx) or _FRIENDLY.get(error["type"], error["msg"])
+            message = _bound_message(kind, ctx) or _FRIENDLY.get(kind) or _plain(str(error.get("msg", "")))
         result.append(FieldError(field, message))
     return result
+
+
+def _plain(message: str) -> str:
+    """pydantic's ``Value error, <ours>`` prefix removed: our validators already say what to fix."""
+    return message.removeprefix("Value error, ") or "is invalid"
 
 
 def _bound_message(kind: str, ctx: Mapping[str, Any]) -> str | None:

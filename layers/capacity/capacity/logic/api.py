@@ -61,14 +61,12 @@ from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
 from capacity.logic.policy import charged_to, may_act, may_approve
-from capacity.models import (  # the private ones: one wording of field errors for every door
-    _FRIENDLY,
-    _MISSING_HINT,
+from capacity.models import (
     ReleaseRequestedDetail,
     ReservationRequestedDetail,
     State,
     StrictBool,
-    _bound_message,
+    field_problems,
     parse_model,
     parse_request,
 )
@@ -573,34 +571,6 @@ def list_reservations(
 
 
 def validation_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldError]:
-    """Powertools' ``RequestValidationError.errors()`` (pydantic error dicts) as friendly field errors.
-
-    ``loc`` starts with ``body``, ``query`` or ``path``; the field named is the rest (``instance_count``,
-    ``models.0.memory_mb``), or the parameter (``limit``), or ``body`` for the body as a whole. Messages are
-    those of :func:`capacity.models.field_errors` (the same wording as every other door).
-    """
-    result: list[FieldError] = []
-    for error in errors:
-        loc = [str(part) for part in error.get("loc", ())]
-        where = loc[0] if loc else ""
-        rest = loc[1:] if where in ("body", "query", "path", "header") else loc
-        field = ".".join(rest) or where or "request"
-        ctx = error.get("ctx") or {}
-        kind = str(error.get("type", ""))
-        if kind == "request_rules" and isinstance(ctx.get("problems"), list):
-            prefix = f"{field}." if rest else ""
-            result.extend(FieldError(prefix + f, m) for f, m in ctx["problems"])
-            continue
-        if kind == "missing":
-            message = _MISSING_HINT.get(field, _FRIENDLY["missing"])
-        elif kind == "json_invalid":
-            field, message = "body", f"is not valid JSON: {ctx.get('error') or error.get('msg')}"
-        else:
-            message = _bound_message(kind, ctx) or _FRIENDLY.get(kind) or _plain(str(error.get("msg", "")))
-        result.append(FieldError(field, message))
-    return result
-
-
-def _plain(message: str) -> str:
-    """pydantic's ``Value error, <ours>`` prefix removed: our validators already say what to fix."""
-    return message.removeprefix("Value error, ") or "is invalid"
+    """Powertools' ``RequestValidationError.errors()`` as friendly field errors
+    (:func:`capacity.models.field_problems`: the same wording as every other door)."""
+    return field_problems(errors)
