@@ -224,11 +224,10 @@ def run(quick: bool = False) -> Section:
         table=rows,
         notes=[
             "Goals not met: the demo's wall time goes mostly to the traffic replay's 4,284 one-minute steps "
-            "(alarm evaluation, botocore and moto per step), untouched by issue 14's work so far; cold init "
+            "(alarm evaluation about a fifth of the profile, then botocore and moto per step); cold init "
             "goes to Powertools' event handler and idempotency modules and to pydantic model construction "
-            "in `capacity.models` and `capacity.contracts` at import (`python -X importtime`); the listing "
-            "still reads each listed reservation's current state with a query of its own (one query per page "
-            "needs the state on the listing item, a change to the ledger's write path)."
+            "in `capacity.models` and `capacity.contracts` at import (`python -X importtime`). The listing "
+            "reads a page with one `Query` and one `BatchGetItem` of the reservations' `CURRENT` items."
         ],
     )
 

@@ -15,7 +15,8 @@
   roll back if the transaction is cancelled: a cost that grows with the table (the ledger puts each state
   change in a transaction). The backup is taken of the items the actions name instead, and those items are
   put back when moto raises; moto's own rollback then puts back the same table object. The outcome is
-  moto's: the same writes, the same ``CancellationReasons``.
+  moto's: the same writes, the same ``CancellationReasons`` (but a table's stream keeps the records of the
+  undone writes: no table of the stack has a stream).
 - botocore gives each new session its own data loader, which reads and parses the service models' JSON
   again (every local cloud opens sessions: its deploy, its doors, the deployer's scripts). The models are
   files of the installed botocore and a loader's answers are already shared by all clients of a session,

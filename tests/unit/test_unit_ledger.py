@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
 from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
@@ -254,3 +255,43 @@ def test_an_outcome_marker_carries_its_entry_detail_and_money(aws: None) -> None
     marker = ledger.get("r2", OUTCOME)
     assert marker is not None
     assert (marker["detail"], marker["money_usd"]) == ({"reason": "x"}, "-5.00")
+
+
+class ConflictingClient:
+    """A DynamoDB client whose first ``TransactWriteItems`` is cancelled with ``TransactionConflict`` on
+    its last action, as DynamoDB cancels one of two transactions writing one item at once (moto never
+    does)."""
+
+    def __init__(self, client: Any, conflicts: int) -> None:
+        self._client = client
+        self.conflicts = conflicts
+        self.transactions = 0
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.transactions += 1
+        if self.conflicts > 0:
+            self.conflicts -= 1
+            reasons = [{"Code": "None"} for _ in kwargs["TransactItems"][:-1]] + [
+                {"Code": "TransactionConflict"}
+            ]
+            error: Any = {"Error": {"Code": "TransactionCanceledException", "Message": "conflict"}}
+            error["CancellationReasons"] = reasons
+            raise ClientError(error, "TransactWriteItems")
+        return self._client.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_state_whose_transaction_meets_a_concurrent_one_is_tried_again_whole(aws: None) -> None:
+    # Given an append whose transaction DynamoDB cancels twice for a conflict on CURRENT
+    client = ConflictingClient(clients.dynamodb(REGION), conflicts=2)
+    ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
+    ledger.append("r1", State.REQUESTED, actor="test", unless_outcome=True)
+    # Then the third try records the state and moves CURRENT with it (not the state alone)
+    assert client.transactions == 3
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED]
+    assert ledger.current_states(["r1"]) == {"r1": State.REQUESTED}
+    current = ledger.get("r1", CURRENT)
+    assert current is not None
+    assert current["current_state"] == "REQUESTED"

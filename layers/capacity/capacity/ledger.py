@@ -33,6 +33,8 @@ instead of a conflict.
 
 from __future__ import annotations
 
+import random
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -80,6 +82,8 @@ SLACK_THREAD = "SLACK_THREAD"
 SLACK_ROOT = "SLACK_ROOT"
 """The first message of the request's Slack thread: ``channel_id`` and ``ts`` (replies go under it)."""
 MAX_SEQ_ATTEMPTS = 50
+MAX_CONFLICT_RETRIES = 5
+"""How often a state's transaction is tried again after a ``TransactionConflict`` on ``CURRENT``."""
 MAX_BATCH_GET = 100
 """DynamoDB's ``BatchGetItem`` limit: keys per call."""
 LISTING_INDEX = "listing"
@@ -329,12 +333,15 @@ class Ledger:
         *,
         unless_outcome: bool,
         current: bool = True,
+        conflicts: int = MAX_CONFLICT_RETRIES,
     ) -> tuple[bool, dict[str, Any]]:
         """Put the ``STATE#`` item ``sk`` unless it exists, with :data:`CURRENT` moved to it, in one
         ``TransactWriteItems`` (and, ``unless_outcome``, a ``ConditionCheck`` that no :data:`OUTCOME` exists).
 
         When ``CURRENT`` already mirrors a later state (two writers, or a write that landed late), the state
-        is put alone: the history takes every state, the listing keeps the latest.
+        is put alone: the history takes every state, the listing keeps the latest. A ``TransactionConflict``
+        (another append of the reservation writing ``CURRENT`` at the same moment: DynamoDB cancels one of
+        two transactions on one item) is tried again, whole, up to :data:`MAX_CONFLICT_RETRIES` times.
 
         Returns:
             ``(created, item)`` as :meth:`put_once`.
@@ -401,6 +408,17 @@ class Ledger:
             if current and reasons[-1:] == ["ConditionalCheckFailed"] and set(reasons[:-1]) <= {"None"}:
                 return self._put_state(
                     request_id, sk, attributes, unless_outcome=unless_outcome, current=False
+                )
+            if "TransactionConflict" in reasons and conflicts > 0:
+                # Another append of this reservation wrote CURRENT at the same moment: try again, whole.
+                time.sleep(random.uniform(0.01, 0.05) * (1 + MAX_CONFLICT_RETRIES - conflicts))  # noqa: S311 - jitter
+                return self._put_state(
+                    request_id,
+                    sk,
+                    attributes,
+                    unless_outcome=unless_outcome,
+                    current=current,
+                    conflicts=conflicts - 1,
                 )
             raise RetryableAwsError(f"ledger transaction for {sk} was cancelled: {exc}") from exc
         return True, deserialize_item(serialize_item(item))
