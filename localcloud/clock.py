@@ -47,11 +47,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import time_machine
 
-from localcloud.contracts import Due, Ticker
+from localcloud.contracts import BoundedTicker, Due, Ticker
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NS_PER_SECOND = 1_000_000_000
@@ -873,8 +873,15 @@ class VirtualClock:
         candidates: list[int] = [] if timer_ns is None else [timer_ns]
         foreground = timer_ns is not None
         background: list[int] = []
-        for ticker in tickers:
-            due: Due | None = ticker.next_due(now)
+        # Bounded tickers last: each may stop looking at the earliest instant found so far (the clock steps
+        # there anyway, and asks again then).
+        plain = [ticker for ticker in tickers if not hasattr(ticker, "next_due_before")]
+        bounded = [cast(BoundedTicker, ticker) for ticker in tickers if hasattr(ticker, "next_due_before")]
+        dues: list[Due | None] = [ticker.next_due(now) for ticker in plain]
+        for ticker in bounded:
+            known = candidates + background + [_to_ns(due.at) for due in dues if due is not None]
+            dues.append(ticker.next_due_before(now, _from_ns(min(known))) if known else ticker.next_due(now))
+        for due in dues:
             if due is None:
                 continue
             # Contract: strictly after now; a late report is served one microsecond later.

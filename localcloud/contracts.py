@@ -63,3 +63,15 @@ class Ticker(Protocol):
     def advance(self, now: datetime) -> None:
         """Do all work due at or before ``now``; called by the clock each time it reaches a new instant."""
         ...
+
+
+class BoundedTicker(Ticker, Protocol):
+    """A ticker whose look-ahead is costly (alarm evaluation searches future period boundaries): the clock
+    asks it last, with the earliest instant something else is already due, and it may stop looking there."""
+
+    def next_due_before(self, now: datetime, horizon: datetime) -> Due | None:
+        """As :meth:`next_due`, except that None may also mean "nothing at or before ``horizon``".
+
+        Foreground work is never hidden this way: it is reported whatever ``horizon`` is (the clock stops
+        a run that has none)."""
+        ...

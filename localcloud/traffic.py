@@ -11,17 +11,18 @@ runs in discrete virtual time without busy loops:
 1. **Discovery.** It waits until an inference component for each model of the profile is ``InService``
    (a component named ``<model>`` or ``...-<model>``, as the application names them), then reads each
    component's endpoint and the reservation it belongs to (the ``capacity-orchestrator:request-id`` tag).
-2. **Batches.** Every ``batch_minutes`` (aligned on the UTC clock) each model with a non-zero rate gets
-   one batch of ``rate x batch_minutes`` requests. One of them is a real SageMaker Runtime
-   ``InvokeEndpoint`` call with ``InferenceComponentName``, through boto3 into the local cloud (the
-   emulator answers it and writes its CloudWatch datapoints, or refuses it for lack of capacity and writes a
-   ``NoCapacityInvocationFailures`` datapoint). The other ``n - 1`` requests of the batch would get the same
-   answer (the emulator's capacity does not depend on concurrency), so instead of sending them one by one
-   the replay writes, next to each datapoint the real call produced, one CloudWatch *statistic set*
+2. **Batches.** Every ``batch_minutes`` (aligned on the UTC clock) each model with a non-zero rate gets one
+   batch of ``rate x batch_minutes`` requests. One of them is a real SageMaker Runtime ``InvokeEndpoint``
+   call with ``InferenceComponentName`` (the emulator answers it and writes its CloudWatch datapoints, or
+   refuses it for lack of capacity and writes a ``NoCapacityInvocationFailures`` datapoint): through boto3
+   and the dispatcher when fault rules are set, where faults are drawn, else handed to the emulator
+   directly, which answers the same without the wire. The other ``n - 1`` requests of the batch would get
+   the same answer (the emulator's capacity does not depend on concurrency), so instead of sending them one
+   by one the replay writes, next to each datapoint the real call produced, one CloudWatch *statistic set*
    (``SampleCount n - 1``, ``Sum value x (n - 1)``, ``Minimum = Maximum = value``) at the same timestamp.
    Alarms (``Sum`` over 60 s) and target tracking then see exactly what ``n`` calls would have produced.
-   Requests refused for lack of capacity (``ValidationError`` "... has no capacity to process this
-   request") are counted as failures, per model and hour.
+   Requests refused for lack of capacity (``ValidationError`` "... has no capacity to process this request")
+   are counted as failures, per model and hour.
 3. **Sampling.** Every ``sample_minutes`` it records each model's ``CurrentCopyCount``
    (``DescribeInferenceComponent``) and the endpoint's ``CurrentInstanceCount`` (``DescribeEndpoint``),
 4. **End.** When a component or the endpoint leaves service (the release deletes them), the replay stops:
@@ -29,8 +30,9 @@ runs in discrete virtual time without busy loops:
    Application Auto Scaling activities are read (``DescribeScalingActivities``).
 
 The replay's own reads (discovery, samples, activities) are exempt from injected faults (they are the
-observer, not the application); ``InvokeEndpoint`` calls are not (they stand for the end users, and an
-``insufficient_capacity`` fault on ``InvokeEndpoint`` is how a test makes them fail).
+observer, not the application: the emulator answers them directly); ``InvokeEndpoint`` calls are not
+(they stand for the end users, and an ``insufficient_capacity`` fault on ``InvokeEndpoint`` is how a test
+makes them fail).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from localcloud.contracts import Due
+from localcloud.contracts import AwsError, Due
 from localcloud.emulator import cloudwatch
 
 REQUEST_ID_TAG = "capacity-orchestrator:request-id"
@@ -220,6 +222,14 @@ class TrafficResult:
         return total
 
 
+def _refusal(error: AwsError | ClientError) -> tuple[str, str]:
+    """(code, message) of a refused call, from the emulator or through boto3."""
+    if isinstance(error, AwsError):
+        return error.code, error.message
+    detail = error.response.get("Error", {})
+    return str(detail.get("Code", "Unknown")), str(detail.get("Message", ""))
+
+
 def _floor(at: datetime, minutes: int) -> datetime:
     """``at`` rounded down to a multiple of ``minutes`` since midnight UTC."""
     at = at.astimezone(UTC)
@@ -305,6 +315,42 @@ class TrafficReplay:
             self._clients[service] = self.cloud.client(service)
         return self._clients[service]
 
+    def _observe(self, operation: str, **params: Any) -> dict[str, Any]:
+        """A SageMaker read of the observer, answered by the emulator itself: the same answer as through
+        boto3 (the emulator conforms it to the output shape), without the wire, and never faulted."""
+        answer: dict[str, Any] = self.cloud.emulator.call(
+            "sagemaker", operation, params, region=self.cloud.region
+        )
+        return answer
+
+    def _invoke(self, model: str) -> None:
+        """One end user's ``InvokeEndpoint`` on ``model``'s component.
+
+        Through boto3 and the dispatcher whenever faults may be injected (they are drawn there); without
+        fault rules, straight to the emulator, which answers, writes the datapoints and refuses the same way.
+
+        Raises:
+            AwsError: the emulator's refusal (direct path).
+            ClientError: the refusal through boto3.
+        """
+        deployment = self._deployment()
+        body = json.dumps({"inputs": f"traffic replay: {model}", "parameters": {"max_new_tokens": 64}})
+        params = {
+            "EndpointName": deployment.endpoint,
+            "InferenceComponentName": deployment.components[model],
+            "ContentType": "application/json",
+        }
+        dispatcher = self.cloud.dispatcher
+        if dispatcher.faults is None or not dispatcher.faults.rules:
+            self.cloud.emulator.call(
+                "sagemaker-runtime",
+                "InvokeEndpoint",
+                {**params, "Body": body.encode()},
+                region=self.cloud.region,
+            )
+            return
+        self._client("sagemaker-runtime").invoke_endpoint(**params, Body=body)
+
     def _component_of(self, model: str, names: list[str]) -> str | None:
         matches = [name for name in names if name == model or name.endswith(f"-{model}")]
         return matches[0] if len(matches) == 1 else None
@@ -332,22 +378,20 @@ class TrafficReplay:
         return {model: name for model, name in found.items() if name is not None}
 
     def _discover(self, components: dict[str, str], now: datetime) -> None:
-        sagemaker = self._client("sagemaker")
-        with self.cloud.dispatcher.exempt():
-            described = {
-                model: sagemaker.describe_inference_component(InferenceComponentName=name)
-                for model, name in components.items()
-            }
-            endpoints = {answer["EndpointName"] for answer in described.values()}
-            if len(endpoints) != 1:
-                raise RuntimeError(f"the profile's models are on several endpoints: {sorted(endpoints)}")
-            endpoint = endpoints.pop()
-            variant = str(next(iter(described.values()))["VariantName"])
-            endpoint_answer = sagemaker.describe_endpoint(EndpointName=endpoint)
-            config = sagemaker.describe_endpoint_config(
-                EndpointConfigName=endpoint_answer["EndpointConfigName"]
-            )
-            tags = sagemaker.list_tags(ResourceArn=endpoint_answer["EndpointArn"])["Tags"]
+        described = {
+            model: self._observe("DescribeInferenceComponent", InferenceComponentName=name)
+            for model, name in components.items()
+        }
+        endpoints = {answer["EndpointName"] for answer in described.values()}
+        if len(endpoints) != 1:
+            raise RuntimeError(f"the profile's models are on several endpoints: {sorted(endpoints)}")
+        endpoint = endpoints.pop()
+        variant = str(next(iter(described.values()))["VariantName"])
+        endpoint_answer = self._observe("DescribeEndpoint", EndpointName=endpoint)
+        config = self._observe(
+            "DescribeEndpointConfig", EndpointConfigName=endpoint_answer["EndpointConfigName"]
+        )
+        tags = self._observe("ListTags", ResourceArn=endpoint_answer["EndpointArn"])["Tags"]
         instance_type = next(
             str(item["InstanceType"])
             for item in config["ProductionVariants"]
@@ -401,21 +445,15 @@ class TrafficReplay:
         size = self.profile.batch_size(model, batch)
         if size == 0:
             return
-        deployment = self._deployment()
         metrics = cloudwatch.backend(self.cloud.account_id, self.cloud.region)
         before = len(metrics.metric_data)
         try:
-            self._client("sagemaker-runtime").invoke_endpoint(
-                EndpointName=deployment.endpoint,
-                InferenceComponentName=deployment.components[model],
-                ContentType="application/json",
-                Body=json.dumps({"inputs": f"traffic replay: {model}", "parameters": {"max_new_tokens": 64}}),
-            )
+            self._invoke(model)
             served = True
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            if NO_CAPACITY_PHRASE not in str(error.get("Message", "")):
-                self.result.errors[str(error.get("Code", "Unknown"))] += size
+        except (AwsError, ClientError) as exc:
+            code, message = _refusal(exc)
+            if NO_CAPACITY_PHRASE not in message:
+                self.result.errors[code] += size
                 return
             served = False
         written = list(metrics.metric_data[before:])
@@ -453,17 +491,15 @@ class TrafficReplay:
 
     def _sample(self, now: datetime) -> None:
         deployment = self._deployment()
-        sagemaker = self._client("sagemaker")
         copies: dict[str, int] = {}
         desired: dict[str, int] = {}
-        with self.cloud.dispatcher.exempt():
-            for model, name in deployment.components.items():
-                runtime = sagemaker.describe_inference_component(InferenceComponentName=name).get(
-                    "RuntimeConfig", {}
-                )
-                copies[model] = int(runtime.get("CurrentCopyCount", 0))
-                desired[model] = int(runtime.get("DesiredCopyCount", 0))
-            answer = sagemaker.describe_endpoint(EndpointName=deployment.endpoint)
+        for model, name in deployment.components.items():
+            runtime = self._observe("DescribeInferenceComponent", InferenceComponentName=name).get(
+                "RuntimeConfig", {}
+            )
+            copies[model] = int(runtime.get("CurrentCopyCount", 0))
+            desired[model] = int(runtime.get("DesiredCopyCount", 0))
+        answer = self._observe("DescribeEndpoint", EndpointName=deployment.endpoint)
         instances = sum(
             int(item.get("CurrentInstanceCount", 0))
             for item in answer.get("ProductionVariants", [])

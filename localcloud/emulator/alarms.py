@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -133,16 +133,17 @@ def spec_of(alarm: Any) -> AlarmSpec | None:
 
 def statistic(points: list[Datapoint], name: str) -> float:
     """One CloudWatch statistic over datapoints (at least one)."""
+    if name == "Minimum":
+        return min(point.minimum for point in points)
+    if name == "Maximum":
+        return max(point.maximum for point in points)
     samples = sum(point.sample_count for point in points)
+    if name == "SampleCount":
+        return samples
     total = sum(point.total for point in points)
-    values: dict[str, Callable[[], float]] = {
-        "Sum": lambda: total,
-        "SampleCount": lambda: samples,
-        "Average": lambda: total / samples if samples else 0.0,
-        "Minimum": lambda: min(point.minimum for point in points),
-        "Maximum": lambda: max(point.maximum for point in points),
-    }
-    return values[name]()
+    if name == "Sum":
+        return total
+    return total / samples if samples else 0.0
 
 
 def _at(point: Datapoint) -> datetime:
@@ -272,24 +273,42 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
 
 def candidate_boundaries(
     spec: AlarmSpec, points: list[Datapoint], after: datetime, until: datetime | None
-) -> list[datetime]:
-    """Boundaries in ``(after, until]`` where the result can differ from the one before: every boundary
-    while a period holding data is inside the evaluation range (which datapoints are evaluated and which
-    periods are filled in shift with each one) or has just left it, plus the first boundary after
-    ``after``."""
-    period = timedelta(seconds=spec.period)
-    first = _boundary(after, spec.period) + period
-    found = {first}
+) -> Iterator[datetime]:
+    """Boundaries in ``(after, until]``, in time order, where the result can differ from the one before:
+    every boundary while a period holding data is inside the evaluation range (which datapoints are
+    evaluated and which periods are filled in shift with each one) or has just left it, plus the first
+    boundary after ``after``. Lazy: a caller that stops at the first change pays for no more."""
+    step = spec.period
     span = spec.evaluation_periods + LOOKBACK_PERIODS
+    period = timedelta(seconds=step)
+    floor_after = math.floor(after.timestamp())
+    first = floor_after - floor_after % step + step
+    last = None if until is None else math.floor(until.timestamp())
     # ``points`` is in time order: a point whose period left the range by ``after`` adds nothing, and one
     # after ``until`` neither (scanning only the range keeps a busy metric's evaluation O(range), not
-    # O(history), at every step).
+    # O(history), at every step). Each period with data makes boundaries start+1..start+span+1 periods
+    # candidates; consecutive periods' runs overlap, so they merge into few runs, walked in order.
     low = bisect_left(points, after - span * period - period, key=_at)
     high = len(points) if until is None else bisect_right(points, until, key=_at)
-    for start in {_boundary(point.at, spec.period) for point in points[low:high]}:
-        for step in range(1, span + 2):
-            found.add(start + step * period)
-    return sorted(moment for moment in found if moment > after and (until is None or moment <= until))
+    runs: list[list[int]] = [[first, first]]
+    for point in points[low:high]:
+        seconds = math.floor(point.at.timestamp())
+        start = seconds - seconds % step
+        run_from, run_to = start + step, start + (span + 1) * step
+        if run_from <= runs[-1][1] + step:
+            runs[-1][1] = max(runs[-1][1], run_to)
+        else:
+            runs.append([run_from, run_to])
+    emitted = floor_after
+    for run_from, run_to in runs:
+        moment = max(run_from, emitted + step - (emitted + step) % step)
+        while moment <= run_to and (last is None or moment <= last):
+            if moment > emitted:
+                yield datetime.fromtimestamp(moment, UTC)
+                emitted = moment
+            moment += step
+        if last is not None and moment > last:
+            return
 
 
 def _snapshot(alarm: Any) -> dict[str, Any]:
@@ -358,6 +377,11 @@ class AlarmEvaluator:
 
     def next_due(self, now: datetime) -> Due | None:
         """The first boundary after ``now`` at which some alarm changes state, or None (background)."""
+        return self.next_due_before(now, None)
+
+    def next_due_before(self, now: datetime, horizon: datetime | None) -> Due | None:
+        """:meth:`next_due`, looking no further than ``horizon`` (None: "no change at or before it"): a busy
+        metric makes every boundary a candidate, so the search stops where the clock steps anyway."""
         with self.ctx.lock:
             earliest: datetime | None = None
             for region, backend, alarm, spec in self._alarms(now):
@@ -367,10 +391,10 @@ class AlarmEvaluator:
                 points = self.points(backend, spec)
                 after = self._seen[(region, alarm.name)].evaluated_until
                 state = alarm.state_value
-                for moment in candidate_boundaries(spec, points, after, earliest):
+                for moment in candidate_boundaries(spec, points, after, earliest or horizon):
                     result = evaluate(spec, points, moment, explain=False).state
                     if result is not None and result != state:
-                        earliest = moment if earliest is None else min(earliest, moment)
+                        earliest = moment
                         break
         if earliest is None:
             return None

@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator
-from localcloud.emulator.alarms import AlarmSpec, evaluate
+from localcloud.emulator.alarms import LOOKBACK_PERIODS, AlarmSpec, candidate_boundaries, evaluate
 from localcloud.emulator.cloudwatch import Datapoint
 from localcloud.emulator.common import RecordingSink
 from tests.localcloud.emulator.support import START, Call, deploy_on_plan, raises_aws, run_clock
@@ -230,3 +230,40 @@ def test_set_alarm_state_sends_its_event_and_the_next_evaluation_corrects_it(
         ("ALARM", "OK"),
     ]
     assert events[1]["detail"]["state"]["reason"] == "testing the scale-out path"
+
+
+def _boundaries_by_definition(
+    spec: AlarmSpec, points: list[Datapoint], after: datetime, until: datetime | None
+) -> list[datetime]:
+    """candidate_boundaries' docstring, spelled out: the first boundary after ``after``, and for every period
+    holding data the boundaries 1 to span + 1 periods after its start, within ``(after, until]``."""
+    period = timedelta(seconds=spec.period)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    first = epoch + ((after - epoch) // period) * period + period
+    span = spec.evaluation_periods + LOOKBACK_PERIODS
+    found = {first}
+    for point in points:
+        start = epoch + ((point.at - epoch) // period) * period
+        found.update(start + step * period for step in range(1, span + 2))
+    return sorted(m for m in found if m > after and (until is None or m <= until))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_candidate_boundaries_are_those_of_the_definition_in_time_order(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)  # noqa: S311 - a reproducible test series, not a secret
+    period = rng.choice([60, 300])
+    spec = AlarmSpec(
+        name="a", namespace="n", metric_name="m", dimensions={}, statistic="Sum", period=period,
+        evaluation_periods=rng.randint(1, 15), datapoints_to_alarm=1, threshold=1.0,
+        comparison="GreaterThanThreshold", treat_missing="missing", metric_id="m1",
+    )  # fmt: skip
+    moments = sorted(START + timedelta(seconds=rng.randint(0, 6 * 3600)) for _ in range(rng.randint(0, 60)))
+    points = [Datapoint(at, 1.0, 1.0, 1.0, 1.0) for at in moments]
+    after = START + timedelta(seconds=rng.randint(-600, 6 * 3600))
+    until = None if rng.random() < 0.3 else after + timedelta(seconds=rng.randint(0, 4 * 3600))
+
+    assert list(candidate_boundaries(spec, points, after, until)) == _boundaries_by_definition(
+        spec, points, after, until
+    )

@@ -164,6 +164,57 @@ def test_foreground_ticker_keeps_the_run_going_and_background_work_before_it_is_
     assert result.steps == 4
 
 
+class HourlyWithHorizon:
+    """A bounded ticker (``next_due_before``): background work every hour; remembers the horizons it was
+    given and answers None past them, as a costly look-ahead may."""
+
+    def __init__(self) -> None:
+        self.horizons: list[datetime | None] = []
+        self.fired: list[datetime] = []
+
+    def _next(self, now: datetime) -> datetime:
+        return now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+
+    def next_due(self, now: datetime) -> Due | None:
+        self.horizons.append(None)
+        return Due(self._next(now), False)
+
+    def next_due_before(self, now: datetime, horizon: datetime) -> Due | None:
+        self.horizons.append(horizon)
+        return Due(self._next(now), False) if self._next(now) <= horizon else None
+
+    def advance(self, now: datetime) -> None:
+        if now.minute == 0 and now.second == 0 and (not self.fired or self.fired[-1] != now):
+            self.fired.append(now)
+
+
+def test_a_bounded_ticker_is_asked_last_with_the_earliest_instant_already_due(clock: VirtualClock) -> None:
+    # Given an hourly bounded ticker registered before a one-shot due 2.5 hours after the start
+    hourly = HourlyWithHorizon()
+    once = OneShot(START + timedelta(hours=2, minutes=30))
+    clock.add_ticker(hourly)
+    clock.add_ticker(once)
+
+    result = clock.run_until_idle()
+
+    # Then it still fires at every hour before the one-shot (None past the horizon hides nothing: the clock
+    # steps to the horizon and asks again), and its first horizon was the one-shot's instant
+    assert hourly.fired == [START + timedelta(hours=1), START + timedelta(hours=2)]
+    assert hourly.horizons[0] == START + timedelta(hours=2, minutes=30)
+    assert once.fired == [START + timedelta(hours=2, minutes=30)]
+    assert result.reason == "idle"
+
+
+def test_a_bounded_ticker_alone_is_asked_without_a_horizon(clock: VirtualClock) -> None:
+    hourly = HourlyWithHorizon()
+    clock.add_ticker(hourly)
+
+    clock.run(until=START + timedelta(hours=3))
+
+    assert hourly.fired == [START + timedelta(hours=h) for h in (1, 2, 3)]
+    assert None in hourly.horizons
+
+
 def test_wait_event_returns_true_when_set_before_the_timeout(clock: VirtualClock) -> None:
     event = threading.Event()
     outcome: list[tuple[bool, datetime]] = []
