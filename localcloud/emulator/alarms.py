@@ -343,6 +343,12 @@ class AlarmEvaluator:
         self.ctx = ctx
         self.index = index or MetricIndex()
         self._seen: dict[tuple[str, str], _Seen] = {}
+        # moto replaces an alarm's object on every PutMetricAlarm, so the object itself keys its spec.
+        self._specs: dict[tuple[str, str], tuple[Any, AlarmSpec | None]] = {}
+        # (region, name) -> (alarm object, boundary, datapoints before it, state): the look-ahead's last
+        # evaluation, reused by the step that reaches that boundary while no datapoint before it was added
+        # (datapoints are append-only, so the count before the boundary tells).
+        self._looked: dict[tuple[str, str], tuple[Any, datetime, int, str | None]] = {}
         self.on_alarm: Callable[[str, Any, datetime], None] | None = None
         """Called (region, moto alarm, instant) when an alarm with actions enabled enters ``ALARM``:
         CloudWatch invokes the alarm's actions on the state change (Application Auto Scaling policies among
@@ -354,10 +360,13 @@ class AlarmEvaluator:
         found = []
         for region, backend in cloudwatch.backends(self.ctx.account_id):
             for alarm in list(backend.alarms.values()):
-                spec = spec_of(alarm)
+                key = (region, alarm.name)
+                known = self._specs.get(key)
+                if known is None or known[0] is not alarm:
+                    known = self._specs[key] = (alarm, spec_of(alarm))
+                spec = known[1]
                 if spec is None:
                     continue
-                key = (region, alarm.name)
                 seen = self._seen.get(key)
                 if seen is None or seen.identity != id(alarm):
                     if (
@@ -392,13 +401,25 @@ class AlarmEvaluator:
                 after = self._seen[(region, alarm.name)].evaluated_until
                 state = alarm.state_value
                 for moment in candidate_boundaries(spec, points, after, earliest or horizon):
-                    result = evaluate(spec, points, moment, explain=False).state
+                    result = self._state_at((region, alarm.name), alarm, spec, points, moment)
                     if result is not None and result != state:
                         earliest = moment
                         break
         if earliest is None:
             return None
         return Due(max(earliest, now + timedelta(microseconds=1)), foreground=False)
+
+    def _state_at(
+        self, key: tuple[str, str], alarm: Any, spec: AlarmSpec, points: list[Datapoint], moment: datetime
+    ) -> str | None:
+        """The state an evaluation at ``moment`` gives (None: keep), the look-ahead's while still valid."""
+        before = bisect_left(points, moment, key=_at)
+        looked = self._looked.get(key)
+        if looked is not None and looked[0] is alarm and looked[1] == moment and looked[2] == before:
+            return looked[3]
+        state = evaluate(spec, points, moment, explain=False).state
+        self._looked[key] = (alarm, moment, before, state)
+        return state
 
     def advance(self, now: datetime) -> None:
         """Evaluate every alarm at each boundary up to ``now`` where it can change; update moto; send the
@@ -413,14 +434,14 @@ class AlarmEvaluator:
                         self.on_alarm(region, alarm, as_utc(alarm.state_updated_timestamp))
                 points = self.points(backend, spec)
                 for moment in candidate_boundaries(spec, points, seen.evaluated_until, now):
-                    result = evaluate(spec, points, moment, explain=False)
-                    if result.state is None or result.state == alarm.state_value:
+                    state = self._state_at((region, alarm.name), alarm, spec, points, moment)
+                    if state is None or state == alarm.state_value:
                         continue
                     result = evaluate(spec, points, moment)
-                    alarm.update_state(result.reason, result.reason_data, result.state)
+                    alarm.update_state(result.reason, result.reason_data, state)
                     alarm.state_updated_timestamp = moment.replace(tzinfo=None)
                     events.append(self._event(region, alarm, spec, seen))
-                    if result.state == "ALARM" and alarm.actions_enabled and self.on_alarm is not None:
+                    if state == "ALARM" and alarm.actions_enabled and self.on_alarm is not None:
                         self.on_alarm(region, alarm, moment)
                 seen.evaluated_until = max(seen.evaluated_until, now)
         for arn, detail, region in events:
