@@ -13,7 +13,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultKind
-from localcloud.soak import (
+from localcloud_soak.scenario import (
     IMAGE,
     LAUNCH_TEMPLATE,
     REQUEST_ID,

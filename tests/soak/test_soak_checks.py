@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from localcloud.faults import FaultKind
-from localcloud.soak import (
+from localcloud_soak.scenario import (
     Facts,
     PlanFact,
     check,

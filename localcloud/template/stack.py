@@ -54,7 +54,7 @@ from localcloud.lambdas import FunctionSpec
 
 logger = logging.getLogger(__name__)
 
-LOCAL_VALUES_FILE = Path(__file__).with_name("local_values.json")
+LOCAL_VALUES_FILE = Path(__file__).parent.with_name("local_values.json")
 """Values for secrets, SSM parameters and template parameters that only exist in a real account."""
 
 _PLACEHOLDER_BUCKET = "localcloud-local"

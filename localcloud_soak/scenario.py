@@ -1718,13 +1718,13 @@ def format_report(report: SoakReport) -> str:
             lines.extend(f"      {line}" for line in r.timeline.splitlines())
         lines.append(
             f"    reproduce: make soak SEED={report.seed} ONLY={r.index}   "
-            f"(python -m localcloud.soak --seed {report.seed} --only {r.index})"
+            f"(python -m localcloud soak --seed {report.seed} --only {r.index})"
         )
     return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The soak's command line (``python -m localcloud soak`` and ``python -m localcloud.soak``)."""
+    """The soak's command line (``python -m localcloud soak`` and ``python -m localcloud_soak``)."""
     parser = argparse.ArgumentParser(
         prog="python -m localcloud soak",
         description="Randomized reservation lifecycles with injected faults, checked for the money rules.",
@@ -1792,9 +1792,5 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m localcloud.soak``."""
+    """``python -m localcloud_soak``."""
     return run_command(build_parser().parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

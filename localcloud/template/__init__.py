@@ -1,0 +1,31 @@
+"""Read a SAM template and stand its resources up in moto, the way ``sam deploy`` + CloudFormation would.
+
+The package's pieces are described in :mod:`localcloud.template.stack`; the names other modules use are
+re-exported here, so ``from localcloud.template import Stack`` keeps working.
+"""
+
+from localcloud.template.stack import (
+    CREATED_TYPES,
+    LOCAL_VALUES_FILE,
+    STREAM_LABEL,
+    ApiRoute,
+    Resource,
+    Stack,
+    TemplateError,
+    client_error_text,
+    conform,
+    load_local_values,
+)
+
+__all__ = [
+    "CREATED_TYPES",
+    "LOCAL_VALUES_FILE",
+    "STREAM_LABEL",
+    "ApiRoute",
+    "Resource",
+    "Stack",
+    "TemplateError",
+    "client_error_text",
+    "conform",
+    "load_local_values",
+]
