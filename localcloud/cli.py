@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # The soak is a test harness kept outside the runtime package; this entry point is the one place the
     # runtime reaches it (the import-linter contract in pyproject.toml ignores exactly this import).
-    from localcloud_soak.scenario import add_arguments as soak_arguments  # noqa: PLC0415
+    from localcloud_soak.run import add_arguments as soak_arguments  # noqa: PLC0415
 
     soak_arguments(soak)
 
@@ -860,7 +860,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return command_run(args)
         if args.command == "soak":
-            from localcloud_soak.scenario import run_command as run_soak  # noqa: PLC0415 - see build_parser
+            from localcloud_soak.run import run_command as run_soak  # noqa: PLC0415 - see build_parser
 
             return run_soak(args)
         return command_serve(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from localcloud_soak.scenario import main
+from localcloud_soak.run import main
 
 if __name__ == "__main__":
     sys.exit(main())
