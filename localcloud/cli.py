@@ -1,4 +1,5 @@
 """``python -m localcloud``: run a sample event through the local cloud, or serve the API on 127.0.0.1.
+Kept whole: the run and serve commands share the event detection, delivery and timeline printing.
 
 ``run EVENT_FILE`` stands the template up, delivers the event, runs the simulation until nothing is left
 to do, and prints what a person watching would have seen: the timeline with simulated timestamps (API
