@@ -1,4 +1,5 @@
 """The local cloud's virtual clock: one simulated UTC time for handlers, moto and the AWS emulator.
+Kept whole: the clock, its timers and its hang detector share one lock and one run loop.
 
 Time is frozen with time-machine (``travel(start, tick=False)``): ``datetime.now()``, ``time.time()`` and
 everything built on them return the virtual instant in every thread; ``time.monotonic`` stays real. The

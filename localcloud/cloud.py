@@ -1,4 +1,5 @@
 """``LocalCloud``: the whole SAM application in one process, on a virtual clock.
+Kept whole: LocalCloud wires every part in one enter and exit order, which reads best in one place.
 
 Entering the context manager (in this order):
 

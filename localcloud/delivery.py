@@ -1,4 +1,5 @@
 """EventBridge delivery: events put on a bus reach the targets of the rules that match them.
+Kept whole: one delivery loop (match, envelope, retry, dead-letter) over its pending jobs, under one lock.
 
 moto stores rules and targets and answers ``PutEvents``, but does not deliver to Lambda or Step Functions
 targets (its ``PutEvents`` raises ``NotImplementedError`` for them). While the local cloud runs,

@@ -1,4 +1,5 @@
 """One entry point for every AWS call made in the process: the local cloud's request dispatcher.
+Kept whole: one pipeline per request (parse, draw faults, route, serialize, tell listeners), read in order.
 
 moto hooks botocore with a ``before-send`` handler (``moto.core.botocore_stubber.BotocoreStubber``) that
 every client sees; while the local cloud runs, :class:`Dispatcher` wraps that handler, so it sees each

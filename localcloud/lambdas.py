@@ -1,4 +1,5 @@
 """In-process AWS Lambda runtime for the template's Python functions.
+Kept whole: one LambdaRuntime guards the sandbox state (per-thread environment and output, CPU, timeouts).
 
 Each function's handler module (``app.py`` in its ``CodeUri``) is imported once, under a unique module
 name, with the layer directories on ``sys.path`` and the function's own environment variables set. An

@@ -1,4 +1,5 @@
 """EventBridge Scheduler and scheduled EventBridge rules, fired on the virtual clock.
+Kept whole for now: the at/rate/cron expressions and the ticker firing them; the expressions could move out.
 
 :class:`SchedulerTicker` is a :class:`~localcloud.contracts.Ticker`. It reads the schedules moto stores
 (those of the template and those the application creates at run time through the Scheduler API) and the

@@ -5,6 +5,8 @@
 ``ListTagsForResource``) (Application Auto Scaling API reference and
 user guide; "Automatic scaling of Amazon SageMaker AI models").
 
+Kept whole for now: one service object (targets, policies, activities, target tracking) over one store.
+
 Dimensions: ``sagemaker:inference-component:DesiredCopyCount`` (``ResourceId``
 ``inference-component/<name>``) and ``sagemaker:variant:DesiredInstanceCount`` (``endpoint/<name>/variant/
 <variant>``). ``MinCapacity`` 0 is a value, not "unset".

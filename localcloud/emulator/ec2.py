@@ -2,6 +2,8 @@
 ``DescribeCapacityReservations`` (EC2 API reference; "Capacity Blocks for ML" in the EC2 user guide), and
 the EventBridge events a block sends as it starts and ends.
 
+Kept whole: one service (offerings, purchases, reservations and their events) over one store.
+
 Rules enforced (EC2 error codes, HTTP 400):
 
 * ``InstanceType`` and ``InstanceCount`` are required (``MissingParameter``); the type must be one sold as

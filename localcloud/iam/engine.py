@@ -1,4 +1,5 @@
 """The local cloud's IAM: every AWS call a principal of the stack makes is authorized as AWS would.
+Kept whole: one policy evaluation (identity, resource-based, trust, explicit deny) and the Iam applying it.
 
 :class:`Iam` reads the stack's policies once (after the SAM transform, as ``sam deploy`` would create
 them): each role's inline policies, the AWS managed policies it attaches (documents from moto's bundled

@@ -1,4 +1,5 @@
 """What IAM authorizes for one API call: the actions, the resource ARNs and the request's condition keys.
+Kept whole: a flat table of small per-operation resolvers behind one lookup (checks_for).
 
 For a call ``(service id, operation, parameters)``:
 

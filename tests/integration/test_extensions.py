@@ -13,7 +13,8 @@ import pytest
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
-from localcloud.soak import check_budget, check_double_purchase, collect_facts
+from localcloud_soak.checks import check_budget, check_double_purchase
+from localcloud_soak.facts import collect_facts
 from tests.integration.support import (
     api_event,
     base_request,

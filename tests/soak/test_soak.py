@@ -13,17 +13,16 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultKind
-from localcloud.soak import (
+from localcloud_soak.lifecycle import run_lifecycle
+from localcloud_soak.run import format_report, soak
+from localcloud_soak.scenario import (
     IMAGE,
     LAUNCH_TEMPLATE,
     REQUEST_ID,
     START,
     Action,
     Scenario,
-    format_report,
     make_scenario,
-    run_lifecycle,
-    soak,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak]

@@ -9,9 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from localcloud.faults import FaultKind
-from localcloud.soak import (
-    Facts,
-    PlanFact,
+from localcloud_soak.checks import (
     check,
     check_approval,
     check_approval_decision,
@@ -25,11 +23,12 @@ from localcloud.soak import (
     check_money_recorded,
     check_paid_kept,
     check_total_spend,
-    make_scenario,
     on_demand_spend,
     outcome,
     route,
 )
+from localcloud_soak.facts import Facts, PlanFact
+from localcloud_soak.scenario import make_scenario
 
 END = datetime(2026, 12, 20, 11, 30, tzinfo=UTC)
 CAPACITY_BLOCK_TYPES = {"p4d.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "trn1.32xlarge"}

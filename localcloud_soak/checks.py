@@ -1,0 +1,397 @@
+"""The invariants a finished lifecycle is checked for (:func:`check`): the money rules, approvals, what is
+left billable, final states, notified failures; and how a lifecycle is summed up (:func:`route`,
+:func:`outcome`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from localcloud_soak.facts import Facts
+from localcloud_soak.scenario import FINAL_STATES, START, _ts, starts_soon
+
+
+def check_double_purchase(facts: Facts) -> list[str]:
+    """More than one reservation (training plan or capacity block) bought, or ``PURCHASED`` recorded more
+    than once."""
+    problems = []
+    live = facts.live_plans()
+    if len(live) > 1:
+        listed = "; ".join(f"{p.name} in {p.region} ${p.upfront_fee_usd}" for p in live)
+        kinds = {p.kind for p in live}
+        noun = {
+            frozenset({"training-plan"}): "training plans",
+            frozenset({"capacity-block"}): "capacity blocks",
+        }.get(frozenset(kinds), "reservations (training plans and capacity blocks)")
+        problems.append(f"double purchase: {len(live)} {noun} bought ({listed})")
+    purchased = [i for i in facts.history() if i["state"] == "PURCHASED"]
+    if len(purchased) > 1:
+        problems.append(f"double purchase: PURCHASED recorded {len(purchased)} times in the ledger")
+    return problems
+
+
+def on_demand_spend(facts: Facts) -> tuple[str, Decimal] | None:
+    """What the instances (or endpoint) launched on demand or on spot cost until the end the application
+    set for them (USD, at the on-demand rate its ``PURCHASE`` item records for the region launched in), with
+    a description; None when nothing ran on demand."""
+    purchase = facts.item("PURCHASE")
+    if purchase is None or purchase.get("market") not in ("on-demand", "spot"):
+        return None
+    rate = Decimal(str(purchase.get("on_demand_usd_per_hour") or "0"))
+    start = datetime.fromisoformat(str(purchase["start_time"]).replace("Z", "+00:00"))
+    end = datetime.fromisoformat(str(purchase["end_time"]).replace("Z", "+00:00"))
+    hours = Decimal(max(0, int((end - start).total_seconds()))) / Decimal(3600)
+    cost = (rate * int(purchase.get("instance_count") or 0) * hours).quantize(Decimal("0.01"))
+    what = (
+        f"{purchase.get('instance_count')} x {purchase.get('instance_type')} on {purchase['market']} in "
+        f"{purchase.get('region')} at ${rate}/h from {purchase['start_time']} to {purchase['end_time']}"
+    )
+    return what, cost
+
+
+def check_budget(facts: Facts) -> list[str]:
+    """A plan or capacity block, a ``PURCHASED`` amount, or capacity launched on demand until its end,
+    above ``max_upfront_fee_usd``."""
+    budget = facts.max_upfront_fee_usd
+    spend = on_demand_spend(facts)
+    on_demand = (
+        [f"on demand above budget: {spend[0]} costs ${spend[1]} > max_upfront_fee_usd ${budget}"]
+        if spend is not None and spend[1] > budget
+        else []
+    )
+    problems = [
+        f"purchase above budget: {p.name} costs ${p.upfront_fee_usd} > max_upfront_fee_usd ${budget}"
+        for p in facts.live_plans()
+        if p.upfront_fee_usd > budget
+    ]
+    problems.extend(
+        f"purchase above budget: PURCHASED records ${i['money_usd']} > max_upfront_fee_usd ${budget}"
+        for i in facts.history()
+        if i["state"] == "PURCHASED"
+        and i.get("money_usd") is not None
+        and Decimal(str(i["money_usd"])) > budget
+    )
+    return problems + on_demand
+
+
+def _bought_at(facts: Facts) -> str | None:
+    """When the purchase was decided: the ``PURCHASE_INTENT`` put before AWS is called (else PURCHASED)."""
+    intent = facts.item("PURCHASE_INTENT")
+    if intent is not None:
+        return str(intent.get("written_at") or "")
+    purchased = next((i for i in facts.history() if i["state"] == "PURCHASED"), None)
+    return str(purchased["at"]) if purchased else None
+
+
+def check_approval(facts: Facts) -> list[str]:
+    """A purchase above ``approval_above_usd`` without an ``APPROVAL_DECISION`` approve before it; a purchase
+    in a dry run; a purchase after the reservation was rejected."""
+    problems = []
+    spend = on_demand_spend(facts)
+    if spend is not None:  # no approval is asked on demand: the application must reserve instead
+        if facts.dry_run:
+            problems.append(f"launched on demand in a dry run: {spend[0]}")
+        if facts.approval_above_usd is not None and spend[1] > facts.approval_above_usd:
+            problems.append(
+                f"on demand without approval: {spend[0]} costs ${spend[1]} > approval_above_usd "
+                f"${facts.approval_above_usd} (on demand asks no approval: it must reserve instead)"
+            )
+    live = facts.live_plans()
+    if not live:
+        return problems
+    if facts.dry_run:
+        problems.append(f"purchase in a dry run: {', '.join(p.name for p in live)}")
+    bought_at = _bought_at(facts) or ""
+    threshold = facts.approval_above_usd
+    if threshold is not None and any(p.upfront_fee_usd > threshold for p in live):
+        fee = max(p.upfront_fee_usd for p in live)
+        decision = facts.item("APPROVAL_DECISION")
+        if decision is None or decision.get("approved") is not True:
+            verdict = "no APPROVAL_DECISION" if decision is None else "the APPROVAL_DECISION is a rejection"
+            problems.append(
+                f"purchase without approval: ${fee} > approval_above_usd ${threshold} and {verdict}"
+            )
+        elif not bought_at or str(decision.get("written_at", "")) > bought_at:
+            problems.append(
+                f"purchase without approval: the approval ({decision.get('written_at')}) came after the "
+                f"purchase ({bought_at or 'no PURCHASE_INTENT'})"
+            )
+    rejected = next((i for i in facts.history() if i["state"] == "REJECTED"), None)
+    if rejected is not None and bought_at and str(rejected["at"]) < bought_at:
+        problems.append(f"purchase after rejection: REJECTED at {rejected['at']}, bought at {bought_at}")
+    return problems
+
+
+def check_billable(facts: Facts) -> list[str]:
+    """Billable resources left when the lifecycle is idle (nothing more will delete them)."""
+    if not facts.billable:
+        return []
+    reported = any(f"{facts.request_id} RELEASE FAILED" in text for text in facts.slack)
+    if facts.stuck_fired and reported:
+        return []  # AWS never finished a deletion (injected); a person was told what still bills
+    ends = ", ".join(sorted({_ts(p.end_time) for p in facts.live_plans()})) or "no plan"
+    why = "" if facts.stuck_fired else " (no stuck fault fired)"
+    return [
+        f"billable resource left after its reservation's end (plan end {ends}, now {_ts(facts.now)}, "
+        f"release failure {'reported' if reported else 'not reported'}{why}): {'; '.join(facts.billable)}"
+    ]
+
+
+def check_final_state(facts: Facts) -> list[str]:
+    """The lifecycle must end in RELEASED/REJECTED/FAILED/CANCELLED (a dry run may end PLANNED), and a
+    purchase must end released (RELEASED) or with its release failure recorded (FAILED, phase release)."""
+    if not facts.finished:
+        return [f"lifecycle did not finish: {facts.unfinished_reason}"]
+    history = facts.history()
+    if not history:
+        if not facts.accepted:
+            return []  # never accepted (every POST answered 4xx/5xx): no lifecycle, and the client knows
+        return ["lifecycle ends without a final ledger state: the request was accepted, nothing recorded"]
+    last = history[-1]
+    problems = []
+    dry_run_done = (
+        facts.dry_run
+        and last["state"] == "PLANNED"
+        and (last.get("detail") or {}).get("decision") == "DRY_RUN"
+    )
+    if last["state"] not in FINAL_STATES and not dry_run_done:
+        problems.append(
+            f"lifecycle ends without a final ledger state: {' -> '.join(str(i['state']) for i in history)}"
+        )
+    if facts.live_plans():
+        released = any(i["state"] == "RELEASED" for i in history)
+        release_failed = any(
+            i["state"] == "FAILED" and (i.get("detail") or {}).get("phase") == "release" for i in history
+        )
+        if not released and not release_failed:
+            problems.append(
+                "a purchase that never ended released: " + " -> ".join(str(i["state"]) for i in history)
+            )
+    return problems
+
+
+def check_failures_notified(facts: Facts) -> list[str]:
+    """Every FAILED in the ledger has its Slack message (``<id> FAILED``, ``<id> RELEASE FAILED`` or the
+    ``NO_OFFERING`` decision)."""
+    rid = facts.request_id
+    problems = []
+    for entry in facts.history():
+        if entry["state"] != "FAILED":
+            continue
+        detail = entry.get("detail") or {}
+        if detail.get("phase") == "release":
+            marks = [f"{rid} RELEASE FAILED"]
+        else:
+            marks = [f"{rid} FAILED", f"Decision for {rid}: NO_OFFERING"]
+        if not any(mark in text for text in facts.slack for mark in marks):
+            problems.append(
+                f"failure without a notification: FAILED at {entry['at']} ({detail.get('error')}) and no "
+                f"Slack message containing {' or '.join(repr(m) for m in marks)}"
+            )
+    return problems
+
+
+def check_total_spend(facts: Facts) -> list[str]:
+    """Everything the request paid (reservations bought and capacity run on demand) above its budget."""
+    spend = on_demand_spend(facts)
+    total = sum((p.upfront_fee_usd for p in facts.live_plans()), Decimal(0)) + (spend[1] if spend else 0)
+    if total > facts.max_upfront_fee_usd:
+        return [f"total spend ${total} > max_upfront_fee_usd ${facts.max_upfront_fee_usd}"]
+    return []
+
+
+def check_money_recorded(facts: Facts) -> list[str]:
+    """The ledger's money must equal what AWS charged, and every reservation bought must have its
+    ``PURCHASE`` record and its release schedule (even when a Lambda died right after the purchase)."""
+    live = facts.live_plans()
+    recorded = sum(
+        (Decimal(str(i["money_usd"])) for i in facts.history() if i.get("money_usd") is not None), Decimal(0)
+    )
+    charged = sum((p.upfront_fee_usd for p in live), Decimal(0))
+    problems = []
+    if recorded != charged:
+        problems.append(f"ledger money ${recorded} != what AWS charged ${charged} ({len(live)} bought)")
+    if live and facts.item("PURCHASE") is None:
+        problems.append(f"bought without a PURCHASE record: {', '.join(p.name for p in live)}")
+    if live and not facts.release_scheduled:
+        problems.append(f"bought without a release schedule: {', '.join(p.name for p in live)}")
+    return problems
+
+
+TRANSIENT_ERRORS = frozenset(
+    {"RetryableAwsError", "Sandbox.Timedout", "States.Timeout", "Lambda.Unknown", "PurchaseUnconfirmed"}
+)
+"""Errors that are a fault of the moment, never a reason to give up a reservation that was paid for."""
+
+
+def check_paid_kept(facts: Facts) -> list[str]:
+    """A reservation that was paid must not end ``REJECTED``, or ``FAILED`` on a transient fault, or with its
+    reserve workflow aborted, without ever serving (``READY``)."""
+    if not facts.live_plans():
+        return []
+    history = facts.history()
+    if any(i["state"] == "READY" for i in history):
+        return []
+    problems = []
+    for entry in history:
+        detail = entry.get("detail") or {}
+        if entry["state"] == "REJECTED":
+            problems.append(f"paid, then REJECTED at {entry['at']} without serving")
+        if (
+            entry["state"] == "FAILED"
+            and detail.get("phase") != "release"
+            and detail.get("error") in TRANSIENT_ERRORS
+        ):
+            problems.append(f"paid, then FAILED on a transient fault ({detail.get('error')}) without serving")
+    if any(
+        machine == "ReserveCapacityStateMachine" and status == "ABORTED"
+        for machine, status in facts.executions
+    ):
+        cancelled = any(i["state"] == "CANCELLED" for i in history)
+        # A stopped workflow that was resumed (RESUME#: capacity.logic.stopped) was not thrown away; how the
+        # resumed one ended is judged by the other rules.
+        resumed = any(str(i.get("sk", "")).startswith("RESUME#") for i in facts.items)
+        if not cancelled and not resumed:
+            problems.append("paid, then the reserve workflow was aborted and the reservation never served")
+    return problems
+
+
+CANCEL_TO_RELEASED = timedelta(hours=6)
+"""A cancel accepted must leave nothing billing within this much virtual time (a stuck deletion excepted)."""
+
+
+def check_cancel_honoured(facts: Facts) -> list[str]:
+    """A cancel answered 202 is not lost: the reservation ends cancelled (or was already over), and what it
+    bought is released within :data:`CANCEL_TO_RELEASED` (unless AWS never finished a deletion)."""
+    if not facts.cancels_accepted or not facts.finished:
+        return []
+    first = min(facts.cancels_accepted)
+    history = facts.history()
+    finals_before = [i for i in history if i["state"] in FINAL_STATES and _utc(i["at"]) <= first]
+    problems = []
+    if not finals_before and not any(i["state"] == "CANCELLED" for i in history):
+        problems.append(f"cancel accepted at {_ts(first)} but the reservation never ended CANCELLED")
+    bought = facts.live_plans() or on_demand_spend(facts) is not None
+    released = next((i for i in history if i["state"] == "RELEASED" and _utc(i["at"]) >= first), None)
+    if bought and not finals_before and not facts.stuck_fired:
+        if released is None:
+            problems.append(f"cancel accepted at {_ts(first)}: what was bought was never released")
+        elif _utc(released["at"]) - first > CANCEL_TO_RELEASED:
+            problems.append(
+                f"cancel accepted at {_ts(first)}: released only at {released['at']} "
+                f"(more than {CANCEL_TO_RELEASED} later)"
+            )
+    return problems
+
+
+def cancel_to_released_hours(facts: Facts) -> float | None:
+    """Virtual hours from the first accepted cancel to the ``RELEASED`` after it (None when not both)."""
+    if not facts.cancels_accepted:
+        return None
+    first = min(facts.cancels_accepted)
+    released = next((i for i in facts.history() if i["state"] == "RELEASED" and _utc(i["at"]) >= first), None)
+    return None if released is None else (_utc(released["at"]) - first) / timedelta(hours=1)
+
+
+def check_approval_decision(facts: Facts) -> list[str]:
+    """The approver is not the requester; an approval accepted is not lost (the reservation does not end
+    ``REJECTED`` for want of one); what was bought costs no more than the offering that was approved."""
+    decision = facts.item("APPROVAL_DECISION")
+    problems = []
+    if decision is not None and decision.get("approved") is True:
+        approver = str(decision.get("approver") or decision.get("actor") or "")
+        if approver and approver == facts.requester:
+            problems.append(f"approved by its own requester {approver}")
+        approval = facts.item("APPROVAL") or {}
+        offering = ((approval.get("plan") or {}).get("offering")) or {}
+        approved_fee = offering.get("upfront_fee_usd")
+        bought = [p.upfront_fee_usd for p in facts.live_plans()]
+        if approved_fee is not None and bought and max(bought) > Decimal(str(approved_fee)):
+            problems.append(f"bought ${max(bought)}, more than the ${approved_fee} that was approved")
+    if facts.approvals_accepted:
+        rejected = next((i for i in facts.history() if i["state"] == "REJECTED"), None)
+        reason = str(((rejected or {}).get("detail") or {}).get("error") or "")
+        if (
+            rejected is not None
+            and reason == "States.Timeout"
+            and _utc(rejected["at"]) > min(facts.approvals_accepted)
+        ):
+            problems.append(
+                f"approval accepted at {_ts(min(facts.approvals_accepted))} and lost: REJECTED for want of it"
+            )
+    return problems
+
+
+def check_copies_recorded(facts: Facts) -> list[str]:
+    """Every copy count the application set (an inference component's ``CopyCount``) is in the ledger: a
+    ``SCALE#`` item with that component and ``to_copies``, or the deployment that created it."""
+    recorded = {
+        (str(i.get("inference_component_name") or ""), int(i["to_copies"]))
+        for i in facts.items
+        if str(i["sk"]).startswith("SCALE#") and i.get("to_copies") is not None
+    }
+    missing = sorted({change for change in facts.copy_changes if change not in recorded})
+    return [f"copy count changed without a ledger record: {name} -> {copies}" for name, copies in missing]
+
+
+def _utc(text: Any) -> datetime:
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00")).astimezone(UTC)
+
+
+CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
+    check_double_purchase,
+    check_budget,
+    check_total_spend,
+    check_money_recorded,
+    check_approval,
+    check_approval_decision,
+    check_paid_kept,
+    check_cancel_honoured,
+    check_copies_recorded,
+    check_billable,
+    check_final_state,
+    check_failures_notified,
+)
+
+
+def check(facts: Facts) -> list[str]:
+    """Every invariant violation of a lifecycle (empty when it kept every rule)."""
+    return [problem for checker in CHECKS for problem in checker(facts)]
+
+
+def route(request: dict[str, Any], facts: Facts, now: datetime = START) -> str:
+    """``<platform> <strategy> -> <what ran>``: the platform, the strategy asked (or its default at ``now``,
+    the first POST) and what the lifecycle ran on: ``on-demand``/``spot`` (the ``PURCHASE`` item's market),
+    ``training plan``, ``capacity block`` (paid for), or ``nothing``."""
+    platform = str(request.get("platform") or "sagemaker")
+    strategy = request.get("strategy") or ("on-demand-first" if starts_soon(request, now) else "reserved")
+    purchase = facts.item("PURCHASE")
+    if purchase is not None and purchase.get("market") in ("on-demand", "spot"):
+        ran = str(purchase["market"])
+    elif facts.live_plans():
+        ran = " + ".join(sorted({p.kind.replace("-", " ") for p in facts.live_plans()}))
+    else:
+        ran = "nothing"
+    return f"{platform} {strategy} -> {ran}"
+
+
+def outcome(facts: Facts) -> str:
+    """The lifecycle's outcome: its final states in order (``CANCELLED+RELEASED``), ``DRY_RUN``, or why
+    there is none (``NOT_ACCEPTED``, ``UNFINISHED``, ``NO_FINAL(<last state>)``)."""
+    if not facts.finished:
+        return "UNFINISHED"
+    history = facts.history()
+    finals: list[str] = []
+    for entry in history:
+        state = str(entry["state"])
+        if state in FINAL_STATES and state not in finals:
+            finals.append(state)
+    if finals:
+        return "+".join(finals)
+    if facts.dry_run and history and history[-1]["state"] == "PLANNED":
+        return "DRY_RUN"
+    if not history and not facts.accepted:
+        return "NOT_ACCEPTED"
+    return f"NO_FINAL({history[-1]['state'] if history else 'nothing'})"

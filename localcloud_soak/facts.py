@@ -1,0 +1,244 @@
+"""What a lifecycle left behind (:func:`collect_facts`): the ledger, the training plans and capacity
+blocks the emulator sold, the AWS calls that succeeded, what still bills, the Slack messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from localcloud.cloud import LocalCloud, render_blocks
+from localcloud.faults import FaultKind
+from localcloud_soak.scenario import REGIONS, START
+
+UNCHARGED = frozenset({"Failed", "payment-failed", "failed"})
+"""Statuses of a training plan (``Failed``) or capacity block (``payment-failed``, ``failed``) that charged
+nothing."""
+
+
+@dataclass(frozen=True)
+class PlanFact:
+    """A reservation bought in the cloud (any region): what money was spent on.
+
+    ``kind`` is ``training-plan`` (``name`` the plan's name, ``status`` its ``Status``) or ``capacity-block``
+    (``name`` the capacity reservation id ``cr-...``, ``status`` its ``State``); ``upfront_fee_usd`` in USD,
+    ``end_time`` UTC.
+    """
+
+    name: str
+    region: str
+    status: str
+    upfront_fee_usd: Decimal
+    end_time: datetime
+    kind: str = "training-plan"
+
+
+@dataclass
+class Facts:
+    """What a lifecycle left behind, read after it became idle; the input of :func:`check`.
+
+    Attributes:
+        request_id: the reservation's id.
+        max_upfront_fee_usd, approval_above_usd, dry_run: what the request asked (USD).
+        items: every ledger item of the request as plain values (``sk``, ``state``, ``written_at``...).
+        plans: every training plan in the cloud.
+        billable: what still costs money (``cloud.billable_resources()``), as ``type name (status, region)``.
+        slack: every Slack message posted, as text (``text`` and the rendered blocks).
+        stuck_fired: a ``stuck`` fault fired during the lifecycle.
+        accepted: a POST was answered 202 or the request was put on the bus (else the client was told no).
+        finished: the lifecycle became idle within its bounds; ``unfinished_reason`` says why not.
+        now: the virtual time when the facts were read.
+        requester: the request's ``requester``.
+        cancels_accepted, approvals_accepted: when a DELETE was answered 202 / an approval 200 (UTC).
+        release_scheduled: the reservation's one-time release schedule was created (a ``CreateSchedule`` of
+            ``co-<id>-release`` answered without error).
+        copy_changes: ``(inference component, copies)`` of every copy count the application changed
+            (``UpdateInferenceComponentRuntimeConfig`` answered without error).
+        executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
+    """
+
+    request_id: str
+    max_upfront_fee_usd: Decimal
+    approval_above_usd: Decimal | None
+    dry_run: bool
+    items: list[dict[str, Any]]
+    plans: list[PlanFact]
+    billable: list[str]
+    slack: list[str]
+    stuck_fired: bool = False
+    accepted: bool = True
+    finished: bool = True
+    unfinished_reason: str = ""
+    now: datetime = START
+    requester: str = ""
+    cancels_accepted: list[datetime] = field(default_factory=list)
+    approvals_accepted: list[datetime] = field(default_factory=list)
+    release_scheduled: bool = True
+    copy_changes: list[tuple[str, int]] = field(default_factory=list)
+    executions: list[tuple[str, str]] = field(default_factory=list)
+
+    def history(self) -> list[dict[str, Any]]:
+        """The ``STATE#`` items, oldest first."""
+        return sorted(
+            (i for i in self.items if str(i["sk"]).startswith("STATE#")), key=lambda i: str(i["sk"])
+        )
+
+    def item(self, sk: str) -> dict[str, Any] | None:
+        """The item with this sort key, or None."""
+        return next((i for i in self.items if i["sk"] == sk), None)
+
+    def live_plans(self) -> list[PlanFact]:
+        """The training plans and capacity blocks that were paid for (a ``Failed`` plan or a
+        ``payment-failed`` block charged nothing). Blocks ``expired`` by now count: they were paid."""
+        return [p for p in self.plans if p.status not in UNCHARGED]
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    ((kind, raw),) = value.items()
+    if kind == "M":
+        return {k: _plain(v) for k, v in raw.items()}
+    if kind == "L":
+        return [_plain(v) for v in raw]
+    if kind == "BOOL":
+        return bool(raw)
+    if kind == "NULL":
+        return None
+    return raw
+
+
+def ledger_items(cloud: LocalCloud, request_id: str, client: Any = None) -> list[dict[str, Any]]:
+    """Every ledger item of ``request_id`` as plain values (no faults: the soak's own reads)."""
+    client = client or cloud.client("dynamodb")
+    kwargs: dict[str, Any] = {
+        "TableName": cloud.stack.physical_id("LedgerTable"),
+        "KeyConditionExpression": "request_id = :r",
+        "ExpressionAttributeValues": {":r": {"S": request_id}},
+        "ConsistentRead": True,
+    }
+    items: list[dict[str, Any]] = []
+    with cloud.dispatcher.exempt():
+        while True:
+            page = client.query(**kwargs)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [{key: _plain(value) for key, value in item.items()} for item in items]
+
+
+def ledger_states(cloud: LocalCloud, request_id: str, client: Any = None) -> list[str]:
+    """The ledger's states of ``request_id``, in order."""
+    history = sorted(
+        (i for i in ledger_items(cloud, request_id, client) if str(i["sk"]).startswith("STATE#")),
+        key=lambda i: str(i["sk"]),
+    )
+    return [str(i["state"]) for i in history]
+
+
+def training_plans(cloud: LocalCloud) -> list[PlanFact]:
+    """Every training plan in every region the emulated market sells in (``ListTrainingPlans``, asked of the
+    emulator directly: no faults, no client)."""
+    regions = sorted(set(cloud.emulator.market.regions()) | set(REGIONS))
+    plans: list[PlanFact] = []
+    for region in regions:
+        params: dict[str, Any] = {}
+        while True:
+            page = cloud.emulator.call("sagemaker", "ListTrainingPlans", params, region=region)
+            plans.extend(
+                PlanFact(
+                    name=str(p["TrainingPlanName"]),
+                    region=region,
+                    status=str(p["Status"]),
+                    upfront_fee_usd=Decimal(str(p.get("UpfrontFee", "0"))),
+                    end_time=p["EndTime"].astimezone(UTC) if p.get("EndTime") else cloud.now(),
+                )
+                for p in page["TrainingPlanSummaries"]
+            )
+            if not page.get("NextToken"):
+                break
+            params = {"NextToken": page["NextToken"]}
+    return plans
+
+
+def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
+    """Every capacity block bought, in every region the emulated market sells in
+    (``DescribeCapacityReservations`` filtered on ``reservation-type`` ``capacity-block``, asked of the
+    emulator directly: no faults, no client). Its fee is the upfront fee of the offering it was bought from
+    (a capacity reservation does not carry it)."""
+    regions = sorted(set(cloud.emulator.market.regions()) | set(REGIONS))
+    fees = {
+        item.reservation_id: item.offering.fee_usd
+        for item in cloud.emulator.capacity_blocks.reservations.values()
+    }
+    found: list[PlanFact] = []
+    for region in regions:
+        params: dict[str, Any] = {"Filters": [{"Name": "reservation-type", "Values": ["capacity-block"]}]}
+        while True:
+            page = cloud.emulator.call("ec2", "DescribeCapacityReservations", params, region=region)
+            found.extend(
+                PlanFact(
+                    name=str(r["CapacityReservationId"]),
+                    region=region,
+                    status=str(r["State"]),
+                    upfront_fee_usd=Decimal(str(fees[r["CapacityReservationId"]])).quantize(Decimal("0.01")),
+                    end_time=r["EndDate"].astimezone(UTC),
+                    kind="capacity-block",
+                )
+                for r in page["CapacityReservations"]
+            )
+            if not page.get("NextToken"):
+                break
+            params = {**params, "NextToken": page["NextToken"]}
+    return found
+
+
+def _succeeded_calls(cloud: LocalCloud, operation: str) -> list[Any]:
+    return [
+        c
+        for c in cloud.dispatcher.calls
+        if c.operation == operation and c.status is not None and c.status < 300 and c.caller is not None
+    ]
+
+
+def collect_facts(
+    cloud: LocalCloud,
+    request: dict[str, Any],
+    *,
+    accepted: bool = True,
+    finished: bool = True,
+    unfinished_reason: str = "",
+    cancels_accepted: Sequence[datetime] = (),
+    approvals_accepted: Sequence[datetime] = (),
+) -> Facts:
+    """Read the ledger, the training plans and capacity blocks, the billable resources, the Slack outbox,
+    the application's AWS calls and the executions of a lifecycle."""
+    threshold = request.get("approval_above_usd")
+    release_name = f"co-{request['request_id']}-release"
+    return Facts(
+        request_id=str(request["request_id"]),
+        max_upfront_fee_usd=Decimal(str(request["max_upfront_fee_usd"])),
+        approval_above_usd=Decimal(str(threshold)) if threshold is not None else None,
+        dry_run=bool(request.get("dry_run")),
+        items=ledger_items(cloud, str(request["request_id"])),
+        plans=training_plans(cloud) + capacity_blocks(cloud),
+        billable=[f"{r.resource_type} {r.name} ({r.status}, {r.region})" for r in cloud.billable_resources()],
+        slack=[f"{m.text}\n{render_blocks(m.blocks)}" for m in cloud.outbox.messages],
+        stuck_fired=any(f.kind is FaultKind.STUCK for f in cloud.faults.fired),
+        accepted=accepted,
+        finished=finished,
+        unfinished_reason=unfinished_reason,
+        now=cloud.now(),
+        requester=str(request.get("requester") or ""),
+        cancels_accepted=list(cancels_accepted),
+        approvals_accepted=list(approvals_accepted),
+        release_scheduled=any(
+            c.params.get("Name") == release_name for c in _succeeded_calls(cloud, "CreateSchedule")
+        ),
+        copy_changes=[
+            (str(c.params.get("InferenceComponentName")), int(c.params["DesiredRuntimeConfig"]["CopyCount"]))
+            for c in _succeeded_calls(cloud, "UpdateInferenceComponentRuntimeConfig")
+        ],
+        executions=[(e.state_machine.rsplit("-", 1)[-1], e.status) for e in cloud.executions()],
+    )

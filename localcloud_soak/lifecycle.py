@@ -1,0 +1,429 @@
+"""One lifecycle (:func:`run_lifecycle`): a fresh local cloud of the application's template, the
+scenario's deliveries, cancellations and approvals fired at their moments, run until idle within its bounds,
+then its facts collected and checked."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from localcloud.clock import ClockStuckError
+from localcloud.cloud import LocalCloud
+from localcloud.faults import FaultInjector, FaultKind
+from localcloud_soak.checks import cancel_to_released_hours, check, outcome, route
+from localcloud_soak.facts import collect_facts, ledger_states
+from localcloud_soak.scenario import (
+    AMI,
+    DEFAULT_STALL_SECONDS,
+    LAUNCH_TEMPLATE,
+    REQUEST_ID,
+    RETRIED_ATTEMPTS,
+    SOAK_APPROVER,
+    SOAK_REQUESTER,
+    START,
+    STILL_RUNS,
+    TEMPLATE,
+    VIRTUAL_LIMIT,
+    Action,
+    Scenario,
+    _ts,
+    starts_soon,
+)
+
+
+@dataclass
+class LifecycleResult:
+    """What one lifecycle did and whether it kept the rules."""
+
+    index: int
+    seed: int
+    scenario: str
+    outcome: str
+    violations: list[str]
+    faults: dict[str, int]
+    api_statuses: dict[str, int]
+    wall_seconds: float
+    states: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    timeline: str = ""
+    route: str = ""
+    """``<platform> <strategy> -> <what ran>`` (:func:`route`), e.g. ``ec2 spot-ok -> spot``."""
+    cancel_to_released_hours: float | None = None
+    """Virtual hours from the first accepted cancel to ``RELEASED`` (:func:`cancel_to_released_hours`)."""
+
+
+class _Bounds:
+    def __init__(self, cloud: LocalCloud, stall_seconds: float | None) -> None:
+        self.cloud = cloud
+        self.virtual_end = START + VIRTUAL_LIMIT
+        self.stall_seconds = stall_seconds
+
+    def exceeded(self) -> str | None:
+        if self.cloud.now() > self.virtual_end:
+            return (
+                f"still running at {_ts(self.cloud.now())}, {VIRTUAL_LIMIT.days} virtual days after the start"
+            )
+        return None
+
+
+def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    resource = path
+    parameters = None
+    query = None
+    caller = SOAK_APPROVER if path.endswith("/approval") else SOAK_REQUESTER
+    if method == "DELETE":  # the client confirms that a paid fee is not refunded (DELETE ?confirm=true)
+        query = {"confirm": "true"}
+    if path.startswith("/reservations/"):
+        parameters = {"request_id": path.split("/")[2]}
+        resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Content-Type": "application/json"},
+        "pathParameters": parameters,
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": "/v1" + path,
+            "stage": "v1",
+            "requestTimeEpoch": int(now.timestamp() * 1000),
+            "identity": {"userArn": caller},
+        },
+    }
+
+
+def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
+    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None.
+
+    ``SearchTrainingPlanOfferings`` (``platform`` ``sagemaker``) or ``DescribeCapacityBlockOfferings``
+    (``ec2``, every page) is asked of the emulator directly (no faults), as the application asks.
+    """
+    fees: list[Decimal] = []
+    start = datetime.fromisoformat(request["earliest_start"])
+    end = datetime.fromisoformat(request["latest_end"])
+    for region in request["regions"]:
+        if request.get("platform") == "ec2":
+            params: dict[str, Any] = {
+                "InstanceType": request["instance_type"],
+                "InstanceCount": request["instance_count"],
+                "StartDateRange": start,
+                "EndDateRange": end,
+                "CapacityDurationHours": request["duration_hours"],
+            }
+            while True:
+                page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
+                fees.extend(Decimal(str(o["UpfrontFee"])) for o in page.get("CapacityBlockOfferings", []))
+                if not page.get("NextToken"):
+                    break
+                params = {**params, "NextToken": page["NextToken"]}
+            continue
+        answer = cloud.emulator.call(
+            "sagemaker",
+            "SearchTrainingPlanOfferings",
+            {
+                "TargetResources": ["endpoint"],
+                "InstanceType": request["instance_type"],
+                "InstanceCount": request["instance_count"],
+                "StartTimeAfter": start,
+                "EndTimeBefore": end,
+                "DurationHours": request["duration_hours"],
+            },
+            region=region,
+        )
+        fees.extend(Decimal(str(o["UpfrontFee"])) for o in answer.get("TrainingPlanOfferings", []))
+    return min(fees) if fees else None
+
+
+def on_demand_cost(cloud: LocalCloud, request: dict[str, Any]) -> Decimal:
+    """What the request's instances cost on demand from now until ``latest_end`` in its first region (USD,
+    the emulated market's prices), the figure ``logic/on_demand.py`` compares with the budget."""
+    hours = Decimal(
+        max(0, int((datetime.fromisoformat(request["latest_end"]) - cloud.now()).total_seconds()))
+    ) / Decimal(3600)
+    rate = Decimal(
+        cloud.emulator.market.on_demand_usd_per_hour(request["regions"][0], request["instance_type"])
+    )
+    return rate * int(request["instance_count"]) * hours
+
+
+def create_launch_templates(cloud: LocalCloud, request: dict[str, Any]) -> None:
+    """The launch template an EC2 request names, in each of its regions (no faults: set up beforehand)."""
+    with cloud.dispatcher.exempt():
+        for region in request["regions"]:
+            cloud.client("ec2", region).create_launch_template(
+                LaunchTemplateName=LAUNCH_TEMPLATE,
+                LaunchTemplateData={"ImageId": AMI, "InstanceType": request["instance_type"]},
+            )
+
+
+def _money(value: Decimal) -> str:
+    return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+class _Driver:
+    """Runs one scenario's actions against a running cloud."""
+
+    def __init__(self, cloud: LocalCloud, scenario: Scenario, body: dict[str, Any], bounds: _Bounds) -> None:
+        self.cloud = cloud
+        self.body = body
+        self.bounds = bounds
+        self.pending = list(scenario.actions)
+        self.noticed: dict[str, datetime] = {}
+        self.api_statuses: Counter[str] = Counter()
+        self.answers: list[str] = []
+        self.accepted = False
+        self.retries = 0
+        self.invalid: str | None = None
+        self._ddb = cloud.client("dynamodb")
+        self._writes = -1
+        self._states: list[str] = []
+        self.cancels_accepted: list[datetime] = []
+        self.approvals_accepted: list[datetime] = []
+
+    def states(self) -> list[str]:
+        # The ledger only changes by DynamoDB writes: read it again only when one was made.
+        counts = self.cloud.dispatcher.counts
+        writes = sum(
+            counts.get(f"dynamodb.{op}", 0) for op in ("PutItem", "BatchWriteItem", "TransactWriteItems")
+        )
+        if writes != self._writes:
+            self._writes = writes
+            self._states = ledger_states(self.cloud, REQUEST_ID, self._ddb)
+        return self._states
+
+    def retrying_stuck(self) -> bool:
+        """A ``stuck`` fault fired and the release has failed, been reported and been tried again at least
+        once since: releases retry until nothing bills, so a resource AWS never finishes deleting keeps the
+        lifecycle from ever becoming idle. It is over for the soak (its checks accept a stuck deletion that
+        the application reported)."""
+        seen = self.states()
+        if "RELEASING" not in seen or not any(f.kind is FaultKind.STUCK for f in self.cloud.faults.fired):
+            return False
+        return seen[seen.index("RELEASING") :].count("FAILED") >= RETRIED_ATTEMPTS
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now()))
+        label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
+        if path.endswith("/approval"):
+            label = "approval"
+        self.api_statuses[f"{label} {answer['statusCode']}"] += 1
+        self.answers.append(f"{method} {path} -> {answer['statusCode']} {str(answer.get('body'))[:300]}")
+        return answer
+
+    def post(self) -> None:
+        """POST the request as a client does: a 5xx or a 409 "in progress" is retried 3 minutes later
+        (at most 3 times per lifecycle)."""
+        answer = self.api("POST", "/reservations", self.body)
+        status = int(answer["statusCode"])
+        if status == 202:
+            self.accepted = True
+        elif status == 400 and not self.answers[:-1]:
+            self.invalid = str(answer.get("body"))[:300]
+        elif (
+            status >= 500 or (status == 409 and "in progress" in str(answer.get("body")))
+        ) and self.retries < 3:
+            self.retries += 1
+            elapsed = (self.cloud.now() - self.noticed["now"]) / timedelta(hours=1)
+            self.pending.append(Action("post", "now", round(elapsed + 0.05, 4)))
+
+    def fire(self, action: Action) -> None:
+        rid = REQUEST_ID
+        if action.kind == "post":
+            self.post()
+        elif action.kind == "bus":
+            entry = {
+                "Source": "capacity.orchestrator",
+                "DetailType": "ReservationRequested",
+                "Detail": json.dumps({"schema_version": 1, "request": self.body}),
+                "EventBusName": self.cloud.stack.physical_id("EventBus"),
+            }
+            with self.cloud.dispatcher.exempt():
+                self.cloud.put_events([entry])
+            self.api_statuses["bus put"] += 1
+            self.accepted = True
+        elif action.kind == "cancel":
+            if self.api("DELETE", f"/reservations/{rid}", None)["statusCode"] == 202:
+                self.cancels_accepted.append(self.cloud.now())
+        elif action.kind in ("approve", "reject"):
+            decision: dict[str, Any] = {"approved": action.kind == "approve"}
+            if action.kind == "reject":
+                decision["reason"] = "not this quarter"
+            answer = self.api("POST", f"/reservations/{rid}/approval", decision)
+            if action.kind == "approve" and answer["statusCode"] == 200:
+                self.approvals_accepted.append(self.cloud.now())
+        else:  # pragma: no cover - scenarios only hold the kinds above
+            raise ValueError(f"unknown action {action.kind!r}")
+
+    def _due(self, now: datetime) -> list[Action]:
+        return [
+            a
+            for a in self.pending
+            if a.phase in self.noticed and now >= self.noticed[a.phase] + timedelta(hours=a.delay_hours)
+        ]
+
+    def _notice(self) -> bool:
+        """Record when each awaited phase was first seen; True if a new one was."""
+        waiting = {
+            a.phase for a in self.pending if a.phase not in self.noticed and a.phase not in ("now", "end")
+        }
+        if not waiting:
+            return False
+        seen = set(self.states())
+        new = waiting & seen
+        for phase in new:
+            self.noticed[phase] = self.cloud.now()
+        return bool(new)
+
+    def drive(self) -> str | None:
+        """Run the lifecycle to idle, firing the actions; returns why it did not finish (None if it did)."""
+        self.noticed["now"] = self.cloud.now()
+        self.post()
+        still = 0
+        while True:
+            reason = self.bounds.exceeded()
+            if reason:
+                return reason
+            self._notice()
+            due = self._due(self.cloud.now())
+            if due:
+                for action in due:
+                    self.pending.remove(action)
+                    self.fire(action)
+                continue
+            targets = [
+                self.noticed[a.phase] + timedelta(hours=a.delay_hours)
+                for a in self.pending
+                if a.phase in self.noticed
+            ]
+            until = min(targets) if targets else None
+            result = self.cloud.run(
+                until=until,
+                stop_when=lambda: bool(self.bounds.exceeded()) or self._notice() or self.retrying_stuck(),
+                stall_seconds=self.bounds.stall_seconds,
+            )
+            if result.steps == 0 and result.reason == "stop_when":
+                still += 1  # the clock did not move: each run's hang detector starts afresh, so count here
+                if still > STILL_RUNS:
+                    return f"the driver stopped {STILL_RUNS} times at {_ts(self.cloud.now())} with no step"
+            else:
+                still = 0
+            if self.retrying_stuck():
+                # AWS never finishes the deletion (injected): the release retries, reported. Actions still
+                # pending wait for a phase that cannot come (READY, after a release began); running on would
+                # only stop at once again, forever, with the clock standing still.
+                return None
+            if result.reason == "idle":
+                if not self.pending:
+                    return None
+                # The phase never came (or it is "end"): the action happens now, after the lifecycle.
+                action = self.pending.pop(0)
+                self.fire(action)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Send the Lambdas' logs and moto's chatter to nowhere while a lifecycle runs."""
+    saved = sys.stdout, sys.stderr
+    sink = io.StringIO()
+    sys.stdout = sys.stderr = sink
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def run_lifecycle(
+    scenario: Scenario,
+    *,
+    stall_seconds: float | None = DEFAULT_STALL_SECONDS,
+    timeline: bool = False,
+    tamper: Callable[[LocalCloud], None] | None = None,
+) -> LifecycleResult:
+    """Run one scenario on a fresh local cloud and check it (see the module docstring).
+
+    Args:
+        stall_seconds: the hang detector's limit (real seconds without progress; None: the default).
+        timeline: keep the cloud's whole timeline in the result (``--only ... --timeline``).
+        tamper: called with the running cloud after the lifecycle and before the checks (tests break the
+            ledger or leave resources behind with it, to prove the checks see them).
+    """
+    from localcloud.emulator import MarketConfig  # noqa: PLC0415 - the emulator is optional to the cloud
+
+    began = time.monotonic()
+    injector = FaultInjector(list(scenario.faults), seed=scenario.seed)
+    cloud = LocalCloud(
+        TEMPLATE,
+        start=START,
+        seed=scenario.seed,
+        faults=injector,
+        market=MarketConfig(max_lead=timedelta(days=90)),
+        parameter_overrides={"SlackChannelId": "C0SOAK"},
+    )
+    body = dict(scenario.request)
+    with _quiet(), cloud:
+        if body.get("platform") == "ec2":
+            create_launch_templates(cloud, body)
+        cheapest = cheapest_offering(cloud, body) or Decimal("20000")
+        if starts_soon(body, cloud.now()):
+            cheapest = max(cheapest, on_demand_cost(cloud, body))
+        body["max_upfront_fee_usd"] = _money(cheapest * scenario.budget_factor)
+        if scenario.approval_factor is not None:  # at most the budget (the request's own rule)
+            factor = min(scenario.approval_factor, scenario.budget_factor)
+            body["approval_above_usd"] = _money(cheapest * factor)
+        bounds = _Bounds(cloud, stall_seconds)
+        driver = _Driver(cloud, scenario, body, bounds)
+        try:
+            unfinished = driver.drive()
+        except ClockStuckError as exc:
+            unfinished = f"the simulation got stuck: {str(exc).splitlines()[0]}"
+        if tamper is not None:
+            tamper(cloud)
+        facts = collect_facts(
+            cloud,
+            body,
+            accepted=driver.accepted,
+            finished=unfinished is None,
+            unfinished_reason=unfinished or "",
+            cancels_accepted=driver.cancels_accepted,
+            approvals_accepted=driver.approvals_accepted,
+        )
+        fired = Counter(f.kind.value for f in injector.fired)
+        story = cloud.timeline.render() if timeline else ""
+    violations = check(facts)
+    if driver.invalid is not None:  # the soak must draw valid requests, or it tests nothing
+        violations.append(f"the soak drew a request the API rejects: {driver.invalid}")
+    return LifecycleResult(
+        index=scenario.index,
+        seed=scenario.seed,
+        scenario=scenario.describe(),
+        outcome=outcome(facts),
+        violations=violations,
+        faults=dict(fired),
+        api_statuses=dict(driver.api_statuses),
+        wall_seconds=time.monotonic() - began,
+        states=[str(i["state"]) for i in facts.history()],
+        failures=[
+            f"{(i.get('detail') or {}).get('error')}: {str((i.get('detail') or {}).get('reason'))[:300]}"
+            for i in facts.history()
+            if i["state"] == "FAILED"
+        ],
+        answers=driver.answers,
+        timeline=story,
+        route=route(body, facts),
+        cancel_to_released_hours=cancel_to_released_hours(facts),
+    )

@@ -1,0 +1,475 @@
+"""What a soak lifecycle draws (:func:`make_scenario`): the request, its approval, its deliveries and
+cancellations, and the faults injected, from a seed derived from the soak's and the lifecycle's index
+(:func:`lifecycle_seed`); and the constants of the soak's world (start, limits, regions, types...)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from localcloud.faults import FaultKind, FaultRule
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "template.yaml"
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+"""Virtual start of every lifecycle (UTC)."""
+VIRTUAL_LIMIT = timedelta(days=150)
+STILL_RUNS = 1000
+"""A lifecycle whose driver stops this many runs in a row without one clock step is UNFINISHED (a spin)."""
+"""A lifecycle must be idle within this much virtual time (lead time <= 60 days, plans <= 3 days, blocks
+<= 14 days)."""
+DEFAULT_STALL_SECONDS: float | None = None
+"""The hang detector's limit for each lifecycle (None: :func:`localcloud.clock.default_stall_seconds`)."""
+RETRIED_ATTEMPTS = 2
+"""Failed release attempts after which a lifecycle with a stuck deletion counts as over (see
+``localcloud_soak.lifecycle._Driver.retrying_stuck``)."""
+REQUEST_ID = "soak"
+FINAL_STATES = ("RELEASED", "REJECTED", "FAILED", "CANCELLED")
+"""Final ledger states (``capacity.models.FINAL_STATES``)."""
+
+REGIONS = ("us-east-1", "us-west-2", "us-east-2", "eu-west-1")
+INSTANCE_TYPES = ("ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.p5.4xlarge", "ml.trn1.32xlarge")
+"""Types training plans sell (``SearchTrainingPlanOfferings``' enum) that fit the soak's models."""
+EC2_INSTANCE_TYPES = ("p5.48xlarge", "p4d.24xlarge", "p5.4xlarge", "trn1.32xlarge", "p5e.48xlarge")
+"""EC2 types sold as capacity blocks (``capacity.instances.CAPACITY_BLOCK_INSTANCE_TYPES``) in every soak
+region."""
+EC2_DURATIONS = (24, 48, 72, 120, 168, 336)
+"""Capacity block durations the soak draws (hours): 24-hour steps up to 14 days (AWS_FACTS.md)."""
+EC2_MAX_LEAD_DAYS = 50
+"""Capacity blocks start at most 8 weeks ahead: the window (lead + up to 4 days) stays inside."""
+EC2_SHARE = 1 / 3
+"""The share of lifecycles drawn ``platform: ec2``."""
+NOW_SHARE = 0.2
+"""The share of lifecycles whose window starts within the hour (strategy ``on-demand-first``/``spot-ok``)."""
+LAUNCH_TEMPLATE = "soak-workers"
+"""The launch template every EC2 lifecycle names; created in each of its regions before the first POST."""
+AMI = "ami-0abcdef1234567890"
+IMAGE = (
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:"
+    "2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04"
+)
+WIRE_SERVICES = (
+    "sagemaker",
+    "dynamodb",
+    "scheduler",
+    "eventbridge",
+    "sfn",
+    "cloudwatch",
+    "application-auto-scaling",
+)
+"""Services that throttle or answer 5xx in a SageMaker lifecycle. Not ``lambda``: moto's ASL interpreter
+named a Lambda service error of a direct-ARN Task ``Exception`` instead of ``Lambda.TooManyRequestsException``
+/``Lambda.ServiceException`` (what Step Functions names it, and what the state machines retry), so a fault
+there tested the emulation, not the application."""
+EC2_WIRE_SERVICES = ("ec2", "dynamodb", "scheduler", "eventbridge", "sfn")
+"""Services that throttle or answer 5xx in an EC2 lifecycle (capacity blocks and instances)."""
+EC2_INSUFFICIENT_OPERATIONS = ("DescribeCapacityBlockOfferings", "PurchaseCapacityBlock", "RunInstances")
+EC2_CRASH_TARGETS = (
+    ("ec2", "PurchaseCapacityBlock"),
+    ("ec2", "RunInstances"),
+    ("ec2", "TerminateInstances"),
+    ("dynamodb", "PutItem"),
+    ("eventbridge", "PutEvents"),
+    ("scheduler", "CreateSchedule"),
+    ("sfn", "SendTaskSuccess"),
+)
+INSUFFICIENT_OPERATIONS = (
+    "SearchTrainingPlanOfferings",
+    "CreateTrainingPlan",
+    "CreateEndpoint",
+    "CreateInferenceComponent",
+)
+STUCK_OPERATIONS = (
+    "CreateTrainingPlan",
+    "CreateEndpoint",
+    "CreateInferenceComponent",
+    "DeleteInferenceComponent",
+    "DeleteEndpoint",
+)
+CRASH_TARGETS = (
+    ("sagemaker", "CreateTrainingPlan"),
+    ("sagemaker", "CreateEndpointConfig"),
+    ("sagemaker", "CreateEndpoint"),
+    ("sagemaker", "CreateInferenceComponent"),
+    ("sagemaker", "DeleteEndpoint"),
+    ("dynamodb", "PutItem"),
+    ("eventbridge", "PutEvents"),
+    ("scheduler", "CreateSchedule"),
+    ("sfn", "SendTaskSuccess"),
+)
+CANCEL_PHASES = (
+    "now",
+    "REQUESTED",
+    "PLANNED",
+    "AWAITING_APPROVAL",
+    "PURCHASED",
+    "SCHEDULED",
+    "ACTIVE",
+    "DEPLOYING",
+    "READY",
+)
+DUPLICATE_PHASES = ("now", "REQUESTED", "PLANNED", "PURCHASED", "READY", "end")
+
+SOAK_REQUESTER = "arn:aws:iam::123456789012:user/soak"
+"""Who requests in the soak (team ml-platform of deploy/policy-seed.json)."""
+SOAK_APPROVER = "arn:aws:sts::123456789012:assumed-role/Approvers/soak-approver"
+"""Who approves or rejects (an approver of ml-platform, never the requester: four-eyes, issue 16)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """Something a person or another system does during a lifecycle.
+
+    ``kind``: ``post`` (POST /reservations), ``bus`` (``ReservationRequested`` put straight on the bus),
+    ``cancel`` (DELETE), ``approve`` or ``reject`` (POST .../approval). ``phase``: ``now`` (right after the
+    first POST), a ledger state (once it is recorded) or ``end`` (once the lifecycle is idle); every action
+    whose phase never comes runs when the lifecycle is idle. ``delay_hours``: virtual hours after the phase.
+    """
+
+    kind: str
+    phase: str
+    delay_hours: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One randomized lifecycle, fully determined by ``seed`` (see :func:`make_scenario`).
+
+    ``request`` is the POST body without ``max_upfront_fee_usd``/``approval_above_usd``: those are
+    ``budget_factor`` and ``approval_factor`` times the cheapest offering (training plan or capacity block)
+    found before the POST, or, for a window that starts within the hour, the larger of that and what the
+    instances cost on demand until ``latest_end`` (USD: so the on-demand try is not always skipped).
+    ``approval`` names the approver's behaviour (``none``: no threshold; ``not_needed``: threshold above the
+    budget; ``approve``, ``reject``, ``timeout``, ``late``, ``after_timeout``).
+    """
+
+    index: int
+    seed: int
+    request: dict[str, Any]
+    budget_factor: Decimal
+    approval: str
+    approval_factor: Decimal | None
+    actions: tuple[Action, ...]
+    faults: tuple[FaultRule, ...]
+
+    def describe(self) -> str:
+        """A one-paragraph summary for failure reports."""
+        r = self.request
+        faults = ", ".join(
+            f"{f.kind.value}@{f.service}:{f.operation}"
+            + (f" p={f.probability:.2f}" if f.probability < 1 else "")
+            + (f" x{f.times}" if f.times else "")
+            for f in self.faults
+        )
+        actions = ", ".join(
+            f"{a.kind}@{a.phase}" + (f"+{a.delay_hours:.1f}h" if a.delay_hours else "") for a in self.actions
+        )
+        return (
+            f"{r.get('platform', 'sagemaker')}"
+            + (f" {r['strategy']}" if r.get("strategy") else "")
+            + f": {r['instance_count']} x {r['instance_type']} {r['duration_hours']} h "
+            f"from {r['earliest_start']} "
+            f"in {','.join(r['regions'])}, "
+            + (f"{len(r['models'])} model(s), " if r.get("models") else "")
+            + f"budget x{self.budget_factor} of the cheapest, approval {self.approval}"
+            + (f" (threshold x{self.approval_factor})" if self.approval_factor is not None else "")
+            + (", dry run" if r.get("dry_run") else "")
+            + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
+        )
+
+
+def lifecycle_seed(seed: int, index: int) -> int:
+    """The seed of lifecycle ``index`` of a soak seeded ``seed`` (stable across Python versions)."""
+    digest = hashlib.sha256(f"capacity-soak:{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def _ts(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _factor(rng: random.Random, low: float, high: float) -> Decimal:
+    return Decimal(str(rng.uniform(low, high))).quantize(Decimal("0.001"))
+
+
+def _request(rng: random.Random) -> dict[str, Any]:
+    """A POST body (without budget and threshold): ``platform`` ``ec2`` for :data:`EC2_SHARE` of the draws,
+    and for :data:`NOW_SHARE` a window that starts within the hour (the default strategy is then
+    ``on-demand-first``; EC2 sometimes asks ``spot-ok``)."""
+    platform = "ec2" if rng.random() < EC2_SHARE else "sagemaker"
+    soon = rng.random() < NOW_SHARE
+    if platform == "ec2":
+        duration = rng.choice(EC2_DURATIONS)
+        lead = timedelta(days=rng.randint(1, EC2_MAX_LEAD_DAYS), hours=rng.randint(0, 23))
+    else:
+        duration = rng.choice((24, 48, 72))
+        lead = timedelta(days=rng.randint(1, 60), hours=rng.randint(0, 23))
+    if soon:  # on demand runs until latest_end: a window little longer than the duration
+        lead = timedelta(minutes=rng.randint(5, 50))
+        extra = timedelta(days=rng.choice((0, 0, 1, 2)))
+    else:
+        extra = timedelta(days=rng.randint(0, 4))
+    start = START + lead
+    end = start + timedelta(hours=duration) + extra
+    body: dict[str, Any] = {
+        "request_id": REQUEST_ID,
+        "requester": SOAK_REQUESTER,  # who the API door records (the bus path carries it as the door would)
+        "team": "ml-platform",
+        "earliest_start": _ts(start),
+        "latest_end": _ts(end),
+        "duration_hours": duration,
+        "regions": rng.sample(REGIONS, rng.randint(1, 3)),
+        "approval_timeout_hours": rng.randint(2, 6),
+        "dry_run": rng.random() < 0.05,
+    }
+    if platform == "ec2":
+        body.update(
+            platform="ec2",
+            instance_type=rng.choice(EC2_INSTANCE_TYPES),
+            instance_count=rng.choice((1, 1, 2, 4)),
+            launch_template={"name": LAUNCH_TEMPLATE, "version": "$Latest"},
+            release_margin_minutes=rng.choice((5, 60)),
+        )
+        if soon:
+            strategy = rng.choice((None, "on-demand-first", "spot-ok", "spot-ok"))
+            if strategy is not None:
+                body["strategy"] = strategy
+        return body
+    models = [
+        {
+            "name": f"model-{i}",
+            "image": IMAGE,
+            "model_data_url": f"s3://example-models/model-{i}/model.tar.gz",
+            "accelerators": 1,
+            "cpu_cores": 4,
+            "memory_mb": 16384,
+            "copies": {"initial": 1, "min": rng.choice((0, 1)), "max": 2},
+        }
+        for i in range(rng.choice((1, 1, 2)))
+    ]
+    instance_type = rng.choice(INSTANCE_TYPES)
+    count = rng.choice((1, 1, 2, 4))
+    if instance_type == "ml.p5.4xlarge" and count == 1:
+        models = models[:1]  # one GPU: room for one model's first copy
+    body.update(instance_type=instance_type, instance_count=count, models=models)
+    if soon and rng.random() < 0.5:
+        body["strategy"] = "on-demand-first"  # else the default, for a window within the hour
+    return body
+
+
+def _approval(rng: random.Random, timeout_hours: int) -> tuple[str, Decimal | None, list[Action]]:
+    mode = rng.choice(
+        ("none", "not_needed", "approve", "approve", "reject", "timeout", "late", "after_timeout")
+    )
+    if mode == "none":
+        return mode, None, []
+    if mode == "not_needed":  # the threshold is the budget: anything above it is rejected anyway
+        return mode, Decimal(99), []
+    threshold = _factor(rng, 0.2, 0.95)
+    actions: list[Action] = []
+    if mode == "approve":
+        actions.append(Action("approve", "AWAITING_APPROVAL", round(rng.uniform(0, 0.4), 2)))
+    elif mode == "reject":
+        actions.append(Action("reject", "AWAITING_APPROVAL", round(rng.uniform(0, 0.4), 2)))
+    elif mode == "late":  # after the offering id expired (30 min), before the timeout
+        actions.append(
+            Action("approve", "AWAITING_APPROVAL", round(rng.uniform(1.0, timeout_hours - 0.5), 2))
+        )
+    elif mode == "after_timeout":
+        actions.append(Action("approve", "AWAITING_APPROVAL", timeout_hours + 1.0))
+    if actions and rng.random() < 0.2:  # the approver clicks twice (or two approvers answer)
+        again = rng.choice(("approve", "reject"))
+        actions.append(
+            Action(again, "AWAITING_APPROVAL", actions[0].delay_hours + round(rng.uniform(0, 0.2), 2))
+        )
+    return mode, threshold, actions
+
+
+def _faults(rng: random.Random, platform: str = "sagemaker") -> list[FaultRule]:
+    ec2 = platform == "ec2"
+    aws = "ec2" if ec2 else "sagemaker"
+    wire = EC2_WIRE_SERVICES if ec2 else WIRE_SERVICES
+    rules: list[FaultRule] = []
+    if rng.random() < 0.5:
+        for service in rng.sample(wire, rng.randint(1, 4)):
+            rules.append(
+                FaultRule(
+                    service=service, kind=FaultKind.THROTTLE, probability=round(rng.uniform(0.05, 0.3), 2)
+                )
+            )
+    if rng.random() < 0.4:
+        for service in rng.sample(wire, rng.randint(1, 3)):
+            rules.append(
+                FaultRule(
+                    service=service, kind=FaultKind.SERVER_ERROR, probability=round(rng.uniform(0.05, 0.2), 2)
+                )
+            )
+    if rng.random() < 0.4:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("*", aws, "dynamodb")),
+                kind=FaultKind.LATENCY,
+                probability=round(rng.uniform(0.1, 0.5), 2),
+                latency_seconds=round(rng.uniform(0.2, 8.0), 1),  # botocore's read timeout is 60 s
+            )
+        )
+    if rng.random() < (0.35 if ec2 else 0.25):
+        operation = rng.choice(EC2_INSUFFICIENT_OPERATIONS if ec2 else INSUFFICIENT_OPERATIONS)
+        if operation in ("SearchTrainingPlanOfferings", "DescribeCapacityBlockOfferings", "RunInstances"):
+            # A search (or an on-demand/spot launch, region after region) that often finds nothing.
+            rules.append(
+                FaultRule(
+                    service=aws,
+                    operation=operation,
+                    kind=FaultKind.INSUFFICIENT_CAPACITY,
+                    probability=round(rng.uniform(0.3, 1.0), 2),
+                )
+            )
+        else:
+            rules.append(
+                FaultRule(service=aws, operation=operation, kind=FaultKind.INSUFFICIENT_CAPACITY, times=1)
+            )
+    if rng.random() < 0.15:
+        # EC2: a block whose payment never completes (stays payment-pending; the emulator's only stuck).
+        operation = "PurchaseCapacityBlock" if ec2 else rng.choice(STUCK_OPERATIONS)
+        rules.append(FaultRule(service=aws, operation=operation, kind=FaultKind.STUCK, times=1))
+    if ec2 and rng.random() < 0.15:
+        rules.append(
+            FaultRule(
+                service="ec2", operation="PurchaseCapacityBlock", kind=FaultKind.PAYMENT_FAILED, times=1
+            )
+        )
+    return rules + _crash_faults(rng, ec2=ec2, wire=wire)
+
+
+def _crash_faults(rng: random.Random, *, ec2: bool, wire: Sequence[str]) -> list[FaultRule]:
+    """Calls that take effect and are not answered, Lambdas that die after a call, services that hang."""
+    rules: list[FaultRule] = []
+    if rng.random() < 0.4:
+        for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
+            rules.append(
+                FaultRule(
+                    service=service,
+                    operation=operation,
+                    kind=FaultKind.CRASH_AFTER_COMMIT,
+                    times=rng.randint(1, 2),
+                )
+            )
+    if rng.random() < 0.3:
+        # A Lambda that dies right after an AWS call took effect (the purchase, a create, a ledger write).
+        for service, operation in rng.sample(EC2_CRASH_TARGETS if ec2 else CRASH_TARGETS, rng.randint(1, 2)):
+            rules.append(
+                FaultRule(
+                    service=service, operation=operation, kind=FaultKind.KILL_CALLER, times=rng.randint(1, 2)
+                )
+            )
+    if rng.random() < 0.2:
+        # A service that never answers now and then: the caller waits its read timeout, nothing happens.
+        rules.append(
+            FaultRule(
+                service=rng.choice(wire), kind=FaultKind.HANG, probability=round(rng.uniform(0.02, 0.1), 2)
+            )
+        )
+    return rules
+
+
+def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
+    """EventBridge, Scheduler and Lambda's at-least-once delivery: events, firings and asynchronous
+    invocations delivered twice or late (reordered), targets that refuse a delivery (retried by their
+    retry policy), an operator's ``StopExecution`` of a workflow, and SageMaker's eventual consistency."""
+    rules: list[FaultRule] = []
+    if rng.random() < 0.3:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("eventbridge", "scheduler", "lambda")),
+                kind=FaultKind.DUPLICATE_DELIVERY,
+                probability=round(rng.uniform(0.1, 0.5), 2),
+            )
+        )
+    if rng.random() < 0.3:
+        rules.append(
+            FaultRule(
+                service=rng.choice(("eventbridge", "scheduler")),
+                kind=FaultKind.DELAYED_DELIVERY,
+                probability=round(rng.uniform(0.1, 0.4), 2),
+                delay_seconds=round(rng.uniform(30, 900)),
+            )
+        )
+    if rng.random() < 0.15:
+        rules.append(
+            FaultRule(service="eventbridge", kind=FaultKind.DELIVERY_FAILURE, times=rng.randint(1, 3))
+        )
+    if rng.random() < 0.15:
+        rules.append(
+            FaultRule(
+                service="eventbridge",
+                operation=rng.choice(("ReservationRequested", "ReleaseRequested")),
+                kind=FaultKind.ABORT_EXECUTION,
+                times=1,
+                delay_seconds=round(rng.uniform(30, 4 * 3600)),
+            )
+        )
+    if not ec2 and rng.random() < 0.2:
+        rules.append(
+            FaultRule(
+                service="sagemaker", kind=FaultKind.STALE_LISTING, delay_seconds=round(rng.uniform(5, 120))
+            )
+        )
+    return rules
+
+
+def make_scenario(seed: int, index: int) -> Scenario:
+    """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
+    own = lifecycle_seed(seed, index)
+    rng = random.Random(own)
+    request = _request(rng)
+    budget_factor = _factor(rng, 1.05, 3.0) if rng.random() < 0.75 else _factor(rng, 0.3, 0.95)
+    approval, approval_factor, actions = _approval(rng, int(request["approval_timeout_hours"]))
+    if rng.random() < 0.4:  # the same request delivered 2-5 times in all
+        for _ in range(rng.randint(1, 4)):
+            actions.append(Action(rng.choice(("post", "bus")), rng.choice(DUPLICATE_PHASES)))
+    if rng.random() < 0.35:
+        phase = rng.choice(CANCEL_PHASES)
+        delay = 0.0 if phase == "now" or rng.random() < 0.5 else round(rng.uniform(0.1, 48.0), 1)
+        if request.get("platform") == "ec2" and phase == "PURCHASED" and rng.random() < 0.5:
+            # While the block is payment-pending (Timings.block_payment_pending: 5 minutes).
+            delay = round(rng.uniform(0.0, 0.07), 3)
+        actions.append(Action("cancel", phase, delay))
+        if rng.random() < 0.25:
+            actions.append(Action("cancel", phase, delay))
+    faults = _faults(rng, str(request.get("platform", "sagemaker")))
+    # spot-ok: half the time no on-demand capacity anywhere, so the spot tries run (drawn from a separate
+    # generator: the other draws of every lifecycle stay what they were).
+    if request.get("strategy") == "spot-ok" and random.Random(own + 1).random() < 0.5:
+        faults.append(
+            FaultRule(
+                service="ec2",
+                operation="RunInstances",
+                kind=FaultKind.INSUFFICIENT_CAPACITY,
+                match={"InstanceMarketOptions": None},  # on demand only: spot and block launches pass
+            )
+        )
+    # At-least-once, late and refused deliveries, operators' stops, stale listings (issue 12 items 4 and 6),
+    # from a generator of their own, so the other draws of every lifecycle stay what they were.
+    faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
+    return Scenario(
+        index=index,
+        seed=own,
+        request=request,
+        budget_factor=budget_factor,
+        approval=approval,
+        approval_factor=approval_factor,
+        actions=tuple(actions),
+        faults=tuple(faults),
+    )
+
+
+def starts_soon(request: dict[str, Any], now: datetime) -> bool:
+    """The window starts within the hour (``capacity.models.ON_DEMAND_FIRST_HORIZON``): on demand is tried."""
+    return datetime.fromisoformat(request["earliest_start"]) <= now + timedelta(hours=1)
