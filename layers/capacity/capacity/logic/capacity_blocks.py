@@ -66,6 +66,7 @@ from capacity.logic.common import (
     void_purchase,
 )
 from capacity.logic.costs import record_usage
+from capacity.logic.ending import record_released
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.models import (
@@ -518,9 +519,6 @@ def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
 
 
 def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
-    # The same ending as the SageMaker path; release.py imports this module, hence the late import.
-    from capacity.logic.release import record_released  # noqa: PLC0415
-
     left = [i.instance_id for i in _live(ec2.find_instances(step.request_id))]
     if left:
         raise LeftoverResources(

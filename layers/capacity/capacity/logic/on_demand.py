@@ -59,8 +59,6 @@ from capacity.logic.common import (
 )
 from capacity.logic.deploy import ENDPOINT_DEADLINE, production_variant
 from capacity.models import (
-    CostSummary,
-    LedgerEntry,
     ReservationPlannedDetail,
     ReservationReadyDetail,
     ReservationRequest,
@@ -68,7 +66,7 @@ from capacity.models import (
 )
 from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
 from capacity.ports import Ports, SageMakerPort
-from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
+from capacity.pricing import on_demand_usd_per_hour
 from capacity.recommendation import on_demand_over_limit
 from capacity.resources import LIVE_INSTANCE_STATES, tags_for
 from capacity.timeutil import iso_z, short
@@ -644,45 +642,4 @@ def _status(request: ReservationRequest, purchase: Purchase, ports: Ports, attem
         )
     return OnDemandOutput(
         outcome="running", region=purchase.region, market=purchase.market, instance_ids=running
-    )
-
-
-def on_demand_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
-) -> CostSummary:
-    """What on-demand (or spot) instances cost: on-demand price x instances x hours served (``READY`` to
-    ``RELEASING``, else ``now``), nothing upfront. Spot is billed at the spot price, which is lower and not
-    known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time from the launch to
-    ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
-    count = purchase.instance_count or 1
-    planned = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
-    served = Decimal(0)
-    if serving is not None:
-        releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
-        stop = min(releasing.at if releasing else now, purchase.end_time)
-        served = max(
-            Decimal(0), Decimal((stop - max(serving.at, purchase.start_time)).total_seconds()) / 3600
-        )
-    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    paid = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
-    return CostSummary(
-        request_id=request_id,
-        training_plan_name=f"{purchase.market} instances",
-        region=purchase.region,
-        instance_type=purchase.instance_type,
-        instance_count=count,
-        upfront_fee_usd=Decimal(0),
-        hours_reserved=planned.quantize(_HOURS),
-        hours_served=served.quantize(_HOURS),
-        on_demand_usd_per_instance_hour=rate,
-        on_demand_equivalent_reserved_usd=(
-            on_demand_equivalent(rate, instance_count=count, hours=planned) if rate is not None else None
-        ),
-        on_demand_equivalent_served_usd=paid,
-        saving_usd=Decimal(0) if paid is not None else None,
-        saving_percent=None,
-        utilisation_percent=(served / planned * 100).quantize(Decimal("0.1")) if planned else Decimal(0),
-        break_even_utilisation_percent=None,
-        effective_usd_per_served_instance_hour=rate if served > 0 else None,
     )

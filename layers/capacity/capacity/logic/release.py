@@ -32,25 +32,20 @@ from decimal import Decimal
 
 from botocore.exceptions import ClientError
 
-from capacity import TAG_REQUEST_ID, messages, money_metrics
+from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
 from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.jsonsafe import check_depth
-from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
+from capacity.ledger import RELEASED_MARKER
 from capacity.logic.capacity_blocks import live_instances, release_block
-from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
-from capacity.logic.costs import read_usage, used_instance_hours
-from capacity.logic.forwarding import retire_forwarding
+from capacity.logic.common import Purchase, load_purchase, post, states
+from capacity.logic.ending import record_released
 from capacity.logic.notify import readable_reason, report_release_failure
-from capacity.logic.on_demand import on_demand_summary
-from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
 from capacity.models import (
     CostSummary,
-    LedgerEntry,
     ReleaseRequestedDetail,
-    ReservationReleasedDetail,
     State,
     parse_model,
 )
@@ -61,17 +56,8 @@ from capacity.naming import (
     endpoint_name,
     inference_component_name,
     release_retry_schedule_name,
-    release_schedule_name,
 )
 from capacity.ports import Ports, SageMakerPort
-from capacity.pricing import (
-    break_even_utilisation,
-    on_demand_equivalent,
-    on_demand_usd_per_hour,
-    saving_percent,
-    usd,
-)
-from capacity.resources import SlackMessage
 from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)
@@ -333,55 +319,6 @@ def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[s
     return found
 
 
-def cost_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime, ports: Ports
-) -> CostSummary:
-    """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
-
-    The saving compares the upfront fee with the on-demand cost of the instance-hours that were in service
-    (:func:`capacity.logic.costs.used_instance_hours`: the recorded instance counts over the served window;
-    negative when the reservation served too little to pay off: a loss; no percentage when it never served).
-    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry
-    after it (else ``now``), clipped to the plan's start and end.
-    """
-    count = purchase.instance_count or 1
-    reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    served, used, observed = used_instance_hours(read_usage(ports, request_id), purchase, history, now)
-    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
-    eq_reserved = (
-        on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
-    )
-    # What ran, not what was reserved: the instance-hours in service at the on-demand price (issue 16).
-    eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
-    return CostSummary(
-        request_id=request_id,
-        brought=purchase.brought,
-        training_plan_name=purchase.training_plan_name,
-        region=purchase.region,
-        instance_type=purchase.instance_type,
-        instance_count=count,
-        upfront_fee_usd=fee,
-        hours_reserved=reserved.quantize(_HOURS),
-        hours_served=served.quantize(_HOURS),
-        on_demand_usd_per_instance_hour=rate,
-        on_demand_equivalent_reserved_usd=eq_reserved,
-        on_demand_equivalent_served_usd=eq_used,
-        saving_usd=usd(eq_used - fee) if eq_used is not None else None,
-        saving_percent=saving_percent(fee, eq_used) if eq_used else None,
-        utilisation_percent=(used / (reserved * count) * 100).quantize(Decimal("0.1"))
-        if reserved
-        else Decimal(0),
-        break_even_utilisation_percent=(
-            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
-        ),
-        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 else None,
-        instance_hours_reserved=(reserved * count).quantize(_HOURS),
-        instance_hours_used=used.quantize(_HOURS),
-        usage_observed=observed,
-    )
-
-
 def retry_delay(attempt: int) -> timedelta:
     """How long after failed attempt ``attempt`` (1, 2, ...) the release is tried again: 10, 20, 40
     minutes, then every hour, for as long as it fails (something may still bill)."""
@@ -461,79 +398,6 @@ def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase
         purchase,
         lambda summary, reason: messages.released(summary, request_id=step.request_id, reason=reason),
     )
-
-
-def record_released(
-    step: ReleaseInput,
-    ports: Ports,
-    purchase: Purchase,
-    message: Callable[[CostSummary, str | None], SlackMessage],
-) -> ReleaseOutput:
-    """The end of every release (training plan, capacity block, on demand, spot), once nothing of the
-    reservation is left: the cost summary (:func:`cost_summary`; on-demand prices for ``market``
-    ``on-demand``/``spot``), then exactly once (the conditional ``RELEASED`` marker item) the
-    ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the release schedule and
-    the Slack post ``message(summary, reason)``.
-
-    A marker without ``RELEASED`` (the release that wrote it died before recording it) is finished here:
-    the event, ``RELEASED`` with the stored summary, the schedule and the post.
-
-    Returns:
-        ``done`` with the summary; ``already_released`` with the stored summary when another release wrote
-        the marker and recorded ``RELEASED`` first.
-    """
-    history = ports.ledger.history(step.request_id)
-    releasing = first_entry(history, State.RELEASING)
-    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = (  # instances or an endpoint run on demand cost their hours at the on-demand price
-        on_demand_summary(step.request_id, purchase, history, now=ports.clock())
-        if purchase.market in ("on-demand", "spot")
-        else cost_summary(step.request_id, purchase, history, now=ports.clock(), ports=ports)
-    )
-    # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
-    # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
-    voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
-    give_back(ports, step.request_id, money=voided, quota=True)
-    created, item = ports.ledger.put_once(
-        step.request_id,
-        RELEASED_MARKER,
-        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
-    )
-    if not created:
-        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
-        if stored is None or first_entry(history, State.RELEASED) is not None:
-            return ReleaseOutput(done=True, already_released=True, summary=stored)
-        # The marker is there but not RELEASED: the release that wrote it died before recording it (a killed
-        # Lambda, a failed write). Finish its bookkeeping with what it stored; the event may go twice.
-        reason, summary = item.get("reason"), stored
-    request = ports.ledger.get_request(step.request_id)
-    money_metrics.released(
-        request.team if request else None,
-        utilisation_percent=summary.utilisation_percent,
-        on_demand_used_usd=summary.on_demand_equivalent_served_usd,
-    )
-    ports.events.put(
-        "ReservationReleased",
-        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
-        resources=[purchase.training_plan_arn],
-    )
-    ports.ledger.append(
-        step.request_id,
-        State.RELEASED,
-        actor=ports.actor,
-        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
-        once=True,
-    )
-    try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
-        ports.scheduler.delete(release_schedule_name(step.request_id))
-    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
-        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    try:  # the last reservation of another region no longer needs its events forwarded
-        retire_forwarding(ports, purchase.region)
-    except Exception as exc:  # a forwarding rule left behind forwards a few events for nothing: harmless
-        logger.warning("could not retire the forwarding rule of %s: %s", purchase.region, exc)
-    post(ports, message(summary, reason))
-    return ReleaseOutput(done=True, summary=summary)
 
 
 _DELETIONS: dict[str, Callable[[SageMakerPort, str, int, Sequence[str]], ReleaseOutput]] = {
