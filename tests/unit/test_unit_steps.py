@@ -32,10 +32,10 @@ from capacity.logic import on_demand
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
-from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.intake import record_request
 from capacity.logic.notify import notify, readable_reason
 from capacity.logic.purchase import purchase_capacity
+from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.search import search_offerings
 from capacity.models import ReservationRequest, State, parse_request
 

@@ -347,7 +347,7 @@ def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:
     return int(min(base * 2 ** min(max(attempt, 0), 16), cap))
 
 
-# 10. scale_components: in = the ``CloudWatch Alarm State Change`` event (see capacity.logic.scaling)
+# 10. scale_components: in = the ``CloudWatch Alarm State Change`` event (capacity.logic.sagemaker.scaling)
 ScaleAction = Literal[
     "ignored",
     "scale_out_from_zero",

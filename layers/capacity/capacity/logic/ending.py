@@ -1,8 +1,8 @@
 """The shared ending of every release (training plan, capacity block, on demand, spot): the ``RELEASED``
 marker, entry, event, schedule clean-up and summary post, exactly once.
 
-Both platform teardowns (:mod:`capacity.logic.release` for SageMaker, :mod:`capacity.logic.capacity_blocks`
-for EC2) end here once nothing of the reservation is left; it imports neither, so the layer has no circle.
+Both platform teardowns (:mod:`capacity.logic.sagemaker.teardown`, :mod:`capacity.logic.ec2.teardown`) end
+here once nothing of the reservation is left; it imports neither, so the layer has no circle.
 """
 
 from __future__ import annotations

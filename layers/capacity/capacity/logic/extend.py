@@ -50,8 +50,7 @@ from capacity.errors import (
     TeamLimitExceeded,
 )
 from capacity.logic import policy
-from capacity.logic.buy_once import refuse_another_owner, wait_for_an_earlier_call
-from capacity.logic.capacity_blocks import LATEST_RELEASE_BEFORE_END
+from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
@@ -61,7 +60,7 @@ from capacity.logic.common import (
     require_purchase,
     states,
 )
-from capacity.logic.purchase import RELEASE_REASON
+from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
 from capacity.models import (
     ExtensionFailedDetail,
     ExtensionOffering,

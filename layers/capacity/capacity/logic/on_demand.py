@@ -47,6 +47,7 @@ from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
 from capacity.logic import policy
+from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (
     STOP_STATES,
@@ -57,7 +58,7 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.deploy import ENDPOINT_DEADLINE, production_variant
+from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
 from capacity.models import (
     ReservationPlannedDetail,
     ReservationReadyDetail,
@@ -74,7 +75,7 @@ from capacity.timeutil import iso_z, short
 logger = logging.getLogger(__name__)
 
 TRY_PREFIX = "ON_DEMAND_TRY#"
-RELEASE_REASON = "reservation-end"
+
 MAX_POLLS = 20
 PHASE_DEADLINE = timedelta(hours=3)
 """The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
