@@ -28,7 +28,7 @@ from capacity.errors import (
     ResourceBusy,
 )
 from capacity.ledger import APPROVAL
-from capacity.logic import on_demand
+from capacity.logic import on_demand_record
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
@@ -520,7 +520,7 @@ def test_a_cancel_while_an_on_demand_launch_records_its_plan_wins(
 
     monkeypatch.setattr(harness.scheduler, "schedule_release", cancel_then_schedule)
     with pytest.raises(ReservationCancelled, match="is CANCELLED; not launching on demand"):
-        on_demand._launched(
+        on_demand_record.launched(
             request, harness.ports, market="on-demand", region="us-east-1", ids=["i-0abc"], now=NOW
         )
     assert states(harness, request.id) == [State.REQUESTED, State.CANCELLED]
