@@ -1,5 +1,7 @@
 """Inputs and outputs of the Lambda handlers: the contract with the state machines.
 
+Over 400 lines: every handler's input and output in workflow order, as the state machines mirror them.
+
 Field names are fixed (the ASL files select them with JSONPath); change them only together with
 ``statemachines/*.asl.json``. Inputs ignore unknown fields (a state may carry more than a step needs);
 outputs are dumped with ``model_dump(mode="json")``: timestamps ``YYYY-MM-DDTHH:MM:SSZ``, money decimal

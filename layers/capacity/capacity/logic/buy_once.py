@@ -1,5 +1,7 @@
 """Buy exactly once: the one skeleton of every purchase (a training plan, a capacity block).
 
+Over 400 lines: the exactly-once skeleton and its after-purchase step are one protocol.
+
 Neither ``CreateTrainingPlan`` nor ``PurchaseCapacityBlock`` takes a client token, neither purchase can be
 cancelled, and both are paid upfront (AWS_FACTS.md). So a purchase is a ledger protocol around one AWS call,
 the same for every platform (each platform is a :class:`Buyer`):

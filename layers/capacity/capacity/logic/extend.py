@@ -2,6 +2,8 @@
 (``PurchaseCapacityBlockExtension``), through ``POST /reservations/{id}/extensions`` and the
 ``ExtensionRequested`` event.
 
+Over 400 lines: one exactly-once extension protocol (purchase, confirmation) shared by both platforms.
+
 Neither purchase takes a client token, both are paid upfront and cannot be cancelled (AWS_FACTS.md,
 "Extensions"), so an extension follows :mod:`capacity.logic.buy_once`'s rules (its
 :func:`~capacity.logic.buy_once.refuse_another_owner` and
