@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.capacity_blocks import expiry_warning
+from capacity.logic.ec2.expiry import expiry_warning
 from capacity.ports import Ports
 from capacity.settings import Settings
 

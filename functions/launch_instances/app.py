@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts import LaunchInput
-from capacity.logic.capacity_blocks import launch_instances
+from capacity.logic.ec2.launch import launch_instances
 from capacity.models import parse_model
 from capacity.ports import Ports
 from capacity.settings import Settings

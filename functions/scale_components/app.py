@@ -3,7 +3,7 @@
 In: the ``CloudWatch Alarm State Change`` event (``source`` ``aws.cloudwatch``) delivered by the rule that
 matches alarm names starting ``capacity-orchestrator/``. Out: ``{"action", "reason", "request_id",
 "model", "from_copies", "to_copies", "failed_requests", "duplicate"}`` (see
-:func:`capacity.logic.scaling.scale_components`). Env: LEDGER_TABLE, EVENT_BUS_NAME, SLACK_*.
+:func:`capacity.logic.sagemaker.scaling.scale_components`). Env: LEDGER_TABLE, EVENT_BUS_NAME, SLACK_*.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.scaling import scale_components
+from capacity.logic.sagemaker.scaling import scale_components
 from capacity.ports import Ports
 from capacity.settings import Settings
 

@@ -1,5 +1,5 @@
 """In-memory Application Auto Scaling and CloudWatch alarms for unit tests (the ports of
-:mod:`capacity.logic.scaling`), recording every call."""
+:mod:`capacity.logic.sagemaker.scaling`), recording every call."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from capacity.errors import (
     SlackUnavailable,
     TrainingPlanNameInUse,
 )
-from capacity.logic.deploy import component_specification, production_variant
+from capacity.logic.sagemaker.deploy import component_specification, production_variant
 from capacity.models import ReservationReleasedDetail, parse_request
 from capacity.resources import SlackMessage, tags_for
 from moto import mock_aws

@@ -7,8 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from capacity.logic.common import Purchase
-from capacity.logic.costs import instance_hours, record_usage
-from capacity.logic.release import cost_summary
+from capacity.logic.costs import cost_summary, instance_hours, record_usage
 from capacity.messages import released
 from capacity.models import State
 

@@ -17,9 +17,10 @@ from capacity.contracts import (
 )
 from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy, RetryableAwsError
 from capacity.logic.choose import choose_offering
-from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.purchase import purchase_capacity
-from capacity.logic.release import MAX_POLL_ATTEMPTS, release_capacity, retry_delay
+from capacity.logic.release import release_capacity, retry_delay
+from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
+from capacity.logic.sagemaker.teardown import MAX_POLL_ATTEMPTS
 from capacity.logic.search import search_offerings
 from capacity.models import State, parse_request
 

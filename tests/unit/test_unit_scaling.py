@@ -21,9 +21,9 @@ from capacity.contracts import (
 )
 from capacity.errors import InvalidRequest
 from capacity.logic.choose import choose_offering
-from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.purchase import purchase_capacity
-from capacity.logic.scaling import SCALE_PREFIX, scale_components
+from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
+from capacity.logic.sagemaker.scaling import SCALE_PREFIX, scale_components
 from capacity.logic.search import search_offerings
 from capacity.models import parse_request
 from capacity.naming import (

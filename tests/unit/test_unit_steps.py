@@ -28,14 +28,14 @@ from capacity.errors import (
     ResourceBusy,
 )
 from capacity.ledger import APPROVAL
-from capacity.logic import on_demand
+from capacity.logic import on_demand_record
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
-from capacity.logic.deploy import create_endpoint, create_inference_components
 from capacity.logic.intake import record_request
 from capacity.logic.notify import notify, readable_reason
 from capacity.logic.purchase import purchase_capacity
+from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.search import search_offerings
 from capacity.models import ReservationRequest, State, parse_request
 
@@ -520,7 +520,7 @@ def test_a_cancel_while_an_on_demand_launch_records_its_plan_wins(
 
     monkeypatch.setattr(harness.scheduler, "schedule_release", cancel_then_schedule)
     with pytest.raises(ReservationCancelled, match="is CANCELLED; not launching on demand"):
-        on_demand._launched(
+        on_demand_record.launched(
             request, harness.ports, market="on-demand", region="us-east-1", ids=["i-0abc"], now=NOW
         )
     assert states(harness, request.id) == [State.REQUESTED, State.CANCELLED]

@@ -1,5 +1,7 @@
 """Inputs and outputs of the Lambda handlers: the contract with the state machines.
 
+Over 400 lines: every handler's input and output in workflow order, as the state machines mirror them.
+
 Field names are fixed (the ASL files select them with JSONPath); change them only together with
 ``statemachines/*.asl.json``. Inputs ignore unknown fields (a state may carry more than a step needs);
 outputs are dumped with ``model_dump(mode="json")``: timestamps ``YYYY-MM-DDTHH:MM:SSZ``, money decimal
@@ -347,7 +349,7 @@ def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:
     return int(min(base * 2 ** min(max(attempt, 0), 16), cap))
 
 
-# 10. scale_components: in = the ``CloudWatch Alarm State Change`` event (see capacity.logic.scaling)
+# 10. scale_components: in = the ``CloudWatch Alarm State Change`` event (capacity.logic.sagemaker.scaling)
 ScaleAction = Literal[
     "ignored",
     "scale_out_from_zero",

@@ -1,5 +1,7 @@
 """The reservations ledger: an append-only DynamoDB history of every state change and every dollar.
 
+Over 400 lines: the ledger's write protocol (conditional puts, CURRENT transactions) is one unit.
+
 Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item is put with
 ``ConditionExpression attribute_not_exists(sk)`` (a state that must not follow an outcome in one
 ``TransactWriteItems`` with a ``ConditionCheck`` on ``OUTCOME``); nothing is ever updated or deleted, and

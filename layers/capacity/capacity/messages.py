@@ -1,5 +1,7 @@
 """The Slack messages a person follows a reservation by (pure formatting, no I/O).
 
+Over 400 lines: every Slack text in one place by design (no wording is written in logic).
+
 These messages are the demo's timeline too, so each one is complete on its own: what happened, to which
 reservation, with the money (USD) and times (UTC). Tables are fixed-width code blocks.
 

@@ -1,5 +1,7 @@
 """Pydantic v2 models: the reservation request, offerings, ledger entries and event details.
 
+Over 400 lines: the split by concept (request, admission, identity, offerings, ledger, events) is to come.
+
 Wire conventions (every model, ``model_dump(mode="json")``): timestamps are ``YYYY-MM-DDTHH:MM:SSZ``
 strings (UTC), money is a decimal string in USD, hours are integers or decimal strings. Every event
 ``detail`` carries ``schema_version`` (:data:`capacity.SCHEMA_VERSION`); a breaking change bumps it.

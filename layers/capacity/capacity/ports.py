@@ -1,5 +1,7 @@
 """Ports: what the workflow logic needs from the outside world, and the container handlers build.
 
+Over 400 lines: the Protocol of every port beside the one container that builds them.
+
 Logic functions (:mod:`capacity.logic`) take a :class:`Ports` and never create AWS clients themselves.
 Handlers build ``Ports(Settings.from_env())``: each adapter is created on first use from the settings
 (so a function only needs the environment variables of the adapters it really uses). Tests pass fakes

@@ -1,5 +1,7 @@
 """EC2 adapter: Capacity Blocks for ML (offerings, purchase, reservations) and the instances run in them.
 
+Over 400 lines: one adapter per AWS service (capacity blocks and the instances in them).
+
 Shapes follow the botocore EC2 model installed with the layer and the EC2 API reference
 (``DescribeCapacityBlockOfferings``, ``PurchaseCapacityBlock``, ``DescribeCapacityReservations``,
 ``RunInstances``, ``DescribeInstances``, ``TerminateInstances``, ``DescribeLaunchTemplateVersions``).

@@ -1,5 +1,7 @@
 """SageMaker adapter: training plans, endpoint configs, endpoints and inference components.
 
+Over 400 lines: one adapter per AWS service, and SageMaker's is the widest API the app calls.
+
 Shapes follow the botocore service model installed with the layer (boto3/botocore 1.44.5) and the
 SageMaker API reference. ``ClientError`` codes become domain errors (``raise X from exc``):
 

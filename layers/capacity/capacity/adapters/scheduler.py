@@ -1,5 +1,5 @@
 """EventBridge Scheduler: the one-time release schedule created right after a purchase (and the one-time
-idle checks of :mod:`capacity.logic.scaling`), and the recurring reservation schedules
+idle checks of :mod:`capacity.logic.sagemaker.scaling`), and the recurring reservation schedules
 (:class:`RequestSchedules`, ``POST /schedules``).
 
 ``CreateSchedule`` (EventBridge Scheduler API reference) with ``ScheduleExpression``

@@ -1,5 +1,7 @@
 """The REST API's logic (``functions/api``): submit, read, approve and cancel reservations.
 
+Over 400 lines: the REST door's operations, one function each, behind one router.
+
 - ``POST /reservations``: validate (:func:`~capacity.models.parse_request`), then put
   ``ReservationRequested`` on the bus once per ``request_id`` (Powertools idempotency keyed on the
   request id, table env ``IDEMPOTENCY_TABLE``): a repeated POST answers the same body and puts nothing.

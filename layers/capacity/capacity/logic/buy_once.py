@@ -1,5 +1,7 @@
 """Buy exactly once: the one skeleton of every purchase (a training plan, a capacity block).
 
+Over 400 lines: the exactly-once skeleton and its after-purchase step are one protocol.
+
 Neither ``CreateTrainingPlan`` nor ``PurchaseCapacityBlock`` takes a client token, neither purchase can be
 cancelled, and both are paid upfront (AWS_FACTS.md). So a purchase is a ledger protocol around one AWS call,
 the same for every platform (each platform is a :class:`Buyer`):
@@ -27,6 +29,7 @@ whatever was bought behind an intent is recorded, with its release schedule, bef
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -38,6 +41,7 @@ from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfi
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
 from capacity.logic.common import (
     keep_released_last,
+    post,
     require_not_final,
     require_within_budget,
     settled_history,
@@ -45,11 +49,15 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.policy import purchase_check, settle_spend
-from capacity.models import OfferingSummary, ReservationRequest, State
+from capacity.models import OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
+from capacity.naming import release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.resources import SlackMessage
 from capacity.timeutil import iso_ms, iso_z, parse_utc
 
+RELEASE_REASON = "reservation-end"
+"""``ReleaseRequested`` reason of the schedule put when a reservation is bought (or launched on demand)."""
 CONSISTENCY_WINDOW = timedelta(minutes=10)
 """How long a purchase call that may have committed is looked for before it is taken as not made."""
 
@@ -77,8 +85,8 @@ class Bought:
 
 
 class Buyer(Protocol):
-    """One platform's part of a purchase (training plans: ``purchase.py``; capacity blocks:
-    ``capacity_blocks.py``)."""
+    """One platform's part of a purchase (training plans: :mod:`capacity.logic.sagemaker.training_plan`;
+    capacity blocks: :mod:`capacity.logic.ec2.capacity_block`)."""
 
     platform: str
     what: str
@@ -346,3 +354,53 @@ def reconcile(
     history = ledger.history(request.id)
     buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
     return item
+
+
+def record_purchased(
+    request: ReservationRequest,
+    item: Mapping[str, Any],
+    ports: Ports,
+    output: PurchaseOutput,
+    *,
+    first: bool,
+    release_at: datetime,
+    detail: Mapping[str, Any],
+    message: SlackMessage,
+) -> PurchaseOutput:
+    """The after-purchase step of every platform (idempotent): the one-time release schedule at ``release_at``
+    (UTC; EventBridge Scheduler, so no later crash can leak what bills), ``ReservationPurchased`` when
+    ``first``, ``PURCHASED`` once with the money (``upfront_fee_usd``) and ``detail`` (the platform's names)
+    plus the window, offering and ``release_at``, and ``message`` posted by the call that recorded it.
+
+    Returns:
+        ``output`` (the :class:`~capacity.contracts.PurchaseOutput` of ``item``).
+    """
+    ports.scheduler.schedule_release(
+        name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
+    )
+    if first:
+        ports.events.put(
+            "ReservationPurchased",
+            ReservationPurchasedDetail(request_id=request.id, **output.model_dump()),
+            resources=[output.training_plan_arn],
+        )
+    written = ports.ledger.append(
+        request.id,
+        State.PURCHASED,
+        actor=ports.actor,
+        detail={
+            **detail,
+            "region": output.region,
+            "start_time": iso_z(output.start_time),
+            "end_time": iso_z(output.end_time),
+            "offering_id": item.get("offering_id"),
+            "re_searched": bool(item.get("re_searched")),
+            "brought": bool(item.get("brought")),
+            "release_at": iso_z(release_at),
+        },
+        money_usd=output.upfront_fee_usd,
+        once=True,
+    )
+    if written is not None:
+        post(ports, message)
+    return output

@@ -1,5 +1,7 @@
 """What a request names, checked before any money moves (issue 13, defects 10 and 13).
 
+Over 400 lines: every check made before money moves, in one place so none is skipped.
+
 Two kinds of check, each written once and used by every door and step that needs it:
 
 - **Scopes** (:func:`scope_problems`, :func:`require_in_scope`): what an administrator allows. A model

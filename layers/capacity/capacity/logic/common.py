@@ -7,10 +7,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import ActivationInput
+from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
 from capacity.errors import (
     ActivationTimeout,
     BudgetExceeded,
@@ -201,25 +201,39 @@ DEADLINE_AFTER_START = timedelta(hours=2)
 def record_activation(
     ports: Ports,
     step: ActivationInput,
-    seen: set[State],
+    history: list[LedgerEntry],
     status: str,
     *,
+    platform: Literal["sagemaker", "ec2"],
+    what: str,
+    state: str,
+    payment_state: str | None,
     name: str,
     arn: str,
     start: datetime | None,
     end: datetime | None,
     scheduled: tuple[dict[str, Any], SlackMessage],
     active: tuple[dict[str, Any], SlackMessage],
-) -> None:
-    """Record what one activation poll of a training plan or capacity block saw, each state once.
+) -> ActivationOutput:
+    """Record what one activation poll of a training plan or capacity block saw, each state once, then hold
+    a reservation that is not ``Active`` to its deadlines (:func:`check_activation_deadlines`: ``what``,
+    ``state``, ``payment_state``, ``start``).
 
     ``status`` is the training plan spelling (``Pending``, ``Scheduled``, ``Active``). ``Scheduled`` or
     ``Active`` records ``SCHEDULED`` (``scheduled`` detail plus ``observed``: whether the poll saw
     ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (``name``: the
     training plan name or capacity reservation id, ``start``/``end`` UTC; resource ``arn``) unless
-    ``ACTIVE`` is in ``seen``, then records ``ACTIVE`` (``active`` detail) and posts its message once.
+    ``ACTIVE`` is in the history, then records ``ACTIVE`` (``active`` detail) and posts its message once.
+
+    Returns:
+        ``status``, ``attempt + 1``, ``next_wait_seconds`` = 60 * 2**attempt (at most 900) and ``platform``.
+
+    Raises:
+        PlanFailed: the payment is :data:`PAYMENT_DEADLINE` late.
+        ActivationTimeout: not active :data:`DEADLINE_AFTER_START` after ``start``.
     """
     request_id = step.request_id
+    seen = {entry.state for entry in history}
     if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
         detail, message = scheduled
         written = ports.ledger.append(
@@ -245,6 +259,16 @@ def record_activation(
         written = ports.ledger.append(request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True)
         if written is not None:
             post(ports, message)
+    else:
+        check_activation_deadlines(
+            history, ports.clock(), what=what, state=state, payment_state=payment_state, start=start
+        )
+    return ActivationOutput(
+        status=status,
+        attempt=step.attempt + 1,
+        next_wait_seconds=backoff_seconds(step.attempt, base=60, cap=900),
+        platform=platform,
+    )
 
 
 def check_activation_deadlines(

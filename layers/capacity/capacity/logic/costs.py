@@ -29,9 +29,15 @@ from typing import Any, Literal
 
 from capacity.ledger import PURCHASE_VOIDED, REQUEST, history_of
 from capacity.logic.common import Purchase, first_entry, purchase_from
-from capacity.models import LedgerEntry, State
+from capacity.models import CostSummary, LedgerEntry, State
 from capacity.ports import Ports
-from capacity.pricing import on_demand_usd_per_hour, usd
+from capacity.pricing import (
+    break_even_utilisation,
+    on_demand_equivalent,
+    on_demand_usd_per_hour,
+    saving_percent,
+    usd,
+)
 from capacity.teams import month_key
 from capacity.timeutil import iso_ms, parse_utc
 
@@ -112,12 +118,117 @@ def used_instance_hours(
     """``(hours served, instance-hours used, observed)`` of the reservation so far (see the module), from its
     :func:`usage_points`."""
     begin, end = served_window(history, purchase, now)
-    hours = Decimal((end - begin).total_seconds()) / 3600
+    hours = served_hours(history, purchase, now)
     serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
     points = [p for p in usage if serving is not None and p[0] >= serving.at]
     if points:
         return hours, instance_hours(points, begin, end), True
     return hours, hours * (purchase.instance_count or 1), False
+
+
+def served_hours(history: list[LedgerEntry], purchase: Purchase, now: datetime) -> Decimal:
+    """Decimal hours of :func:`served_window` (0 when the reservation never served)."""
+    begin, end = served_window(history, purchase, now)
+    return Decimal((end - begin).total_seconds()) / 3600
+
+
+def reserved_hours(purchase: Purchase) -> Decimal:
+    """Decimal hours from the purchase's start to its end (extensions included), never negative."""
+    return max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
+
+
+def release_summary(
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime, ports: Ports
+) -> CostSummary:
+    """The cost summary of a release: :func:`on_demand_summary` for ``market`` ``on-demand``/``spot``
+    (instances or an endpoint run on demand cost their hours at the on-demand price), else
+    :func:`cost_summary` (a training plan or capacity block, against on-demand)."""
+    if purchase.market in ("on-demand", "spot"):
+        return on_demand_summary(request_id, purchase, history, now=now)
+    return cost_summary(request_id, purchase, history, now=now, ports=ports)
+
+
+def cost_summary(
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime, ports: Ports
+) -> CostSummary:
+    """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
+
+    The saving compares the upfront fee with the on-demand cost of the instance-hours that were in service
+    (:func:`capacity.logic.costs.used_instance_hours`: the recorded instance counts over the served window;
+    negative when the reservation served too little to pay off: a loss; no percentage when it never served).
+    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry
+    after it (else ``now``), clipped to the plan's start and end.
+    """
+    count = purchase.instance_count or 1
+    reserved = reserved_hours(purchase)
+    served, used, observed = used_instance_hours(read_usage(ports, request_id), purchase, history, now)
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
+    eq_reserved = (
+        on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
+    )
+    # What ran, not what was reserved: the instance-hours in service at the on-demand price (issue 16).
+    eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
+    return CostSummary(
+        request_id=request_id,
+        brought=purchase.brought,
+        training_plan_name=purchase.training_plan_name,
+        region=purchase.region,
+        instance_type=purchase.instance_type,
+        instance_count=count,
+        upfront_fee_usd=fee,
+        hours_reserved=reserved.quantize(_HOURS),
+        hours_served=served.quantize(_HOURS),
+        on_demand_usd_per_instance_hour=rate,
+        on_demand_equivalent_reserved_usd=eq_reserved,
+        on_demand_equivalent_served_usd=eq_used,
+        saving_usd=usd(eq_used - fee) if eq_used is not None else None,
+        saving_percent=saving_percent(fee, eq_used) if eq_used else None,
+        utilisation_percent=(used / (reserved * count) * 100).quantize(Decimal("0.1"))
+        if reserved
+        else Decimal(0),
+        break_even_utilisation_percent=(
+            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
+        ),
+        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 else None,
+        instance_hours_reserved=(reserved * count).quantize(_HOURS),
+        instance_hours_used=used.quantize(_HOURS),
+        usage_observed=observed,
+    )
+
+
+def on_demand_summary(
+    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
+) -> CostSummary:
+    """What on-demand (or spot) instances cost: on-demand price x instances x hours served (``READY`` to
+    ``RELEASING``, else ``now``), nothing upfront. Spot is billed at the spot price, which is lower and not
+    known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time from the launch to
+    ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
+    count = purchase.instance_count or 1
+    planned = reserved_hours(purchase)
+    served = served_hours(history, purchase, now)
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    paid = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
+    return CostSummary(
+        request_id=request_id,
+        training_plan_name=f"{purchase.market} instances",
+        region=purchase.region,
+        instance_type=purchase.instance_type,
+        instance_count=count,
+        upfront_fee_usd=Decimal(0),
+        hours_reserved=planned.quantize(_HOURS),
+        hours_served=served.quantize(_HOURS),
+        on_demand_usd_per_instance_hour=rate,
+        on_demand_equivalent_reserved_usd=(
+            on_demand_equivalent(rate, instance_count=count, hours=planned) if rate is not None else None
+        ),
+        on_demand_equivalent_served_usd=paid,
+        saving_usd=Decimal(0) if paid is not None else None,
+        saving_percent=None,
+        utilisation_percent=(served / planned * 100).quantize(Decimal("0.1")) if planned else Decimal(0),
+        break_even_utilisation_percent=None,
+        effective_usd_per_served_instance_hour=rate if served > 0 else None,
+    )
 
 
 def reservation_spend(

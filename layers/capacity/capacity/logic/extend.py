@@ -2,6 +2,8 @@
 (``PurchaseCapacityBlockExtension``), through ``POST /reservations/{id}/extensions`` and the
 ``ExtensionRequested`` event.
 
+Over 400 lines: one exactly-once extension protocol (purchase, confirmation) shared by both platforms.
+
 Neither purchase takes a client token, both are paid upfront and cannot be cancelled (AWS_FACTS.md,
 "Extensions"), so an extension follows :mod:`capacity.logic.buy_once`'s rules (its
 :func:`~capacity.logic.buy_once.refuse_another_owner` and
@@ -50,8 +52,7 @@ from capacity.errors import (
     TeamLimitExceeded,
 )
 from capacity.logic import policy
-from capacity.logic.buy_once import refuse_another_owner, wait_for_an_earlier_call
-from capacity.logic.capacity_blocks import LATEST_RELEASE_BEFORE_END
+from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
@@ -61,7 +62,7 @@ from capacity.logic.common import (
     require_purchase,
     states,
 )
-from capacity.logic.purchase import RELEASE_REASON
+from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
 from capacity.models import (
     ExtensionFailedDetail,
     ExtensionOffering,

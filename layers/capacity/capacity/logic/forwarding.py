@@ -3,8 +3,9 @@
 AWS puts its events on the default bus of the region where the resource lives (AWS_FACTS.md "EventBridge
 across regions"): the alarms ``scale_components`` acts on and the expiration warning of a capacity block
 bought in ``us-east-2`` go to ``us-east-2``'s default bus, where the stack has no rule. So, when the
-application creates alarms (:func:`~capacity.logic.scaling.setup_scaling`) or buys a capacity block
-(:func:`~capacity.logic.capacity_blocks.purchase_block`) in another region, it first puts one rule on that
+application creates alarms (:func:`~capacity.logic.sagemaker.scaling.setup_scaling`) or buys a capacity
+block (:class:`~capacity.logic.ec2.capacity_block.CapacityBlockBuyer`) in another region, it first puts one
+rule on that
 region's default bus (:func:`ensure_forwarding`): pattern :data:`FORWARDED_PATTERN` (this application's
 alarm state changes and capacity block expiration warnings, nothing else), one target, the application's
 bus in the stack's region, with the role ``FORWARDING_ROLE_ARN`` (``events:PutEvents`` on that bus only).

@@ -1,5 +1,7 @@
 """Step 4, ``notify``: approval requests, approval outcomes and failures.
 
+Over 400 lines: the notify function handles five kinds that share the outcome bookkeeping.
+
 - ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
   ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
   ``.waitForTaskToken`` task then waits for ``POST /reservations/{id}/approval`` (or a Slack button).

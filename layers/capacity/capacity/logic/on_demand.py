@@ -36,62 +36,38 @@ released the same way.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-from typing import NoReturn
 
 from capacity import messages
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
-from capacity.errors import CapacityUnavailable, EndpointFailed, LaunchFailed, ReservationCancelled
+from capacity.errors import EndpointFailed, ReservationCancelled
 from capacity.ledger import PURCHASE
 from capacity.logic import policy
-from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
-    first_entry,
     load_request,
     post,
     states,
     stop_if_released,
 )
-from capacity.logic.deploy import ENDPOINT_DEADLINE, production_variant
+from capacity.logic.ec2.on_demand import instance_status, instance_tries
+from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries
 from capacity.models import (
-    CostSummary,
-    LedgerEntry,
-    ReservationPlannedDetail,
-    ReservationReadyDetail,
     ReservationRequest,
-    State,
 )
-from capacity.naming import endpoint_config_name, endpoint_name, release_schedule_name
-from capacity.ports import Ports, SageMakerPort
-from capacity.pricing import on_demand_equivalent, on_demand_usd_per_hour
+from capacity.naming import endpoint_config_name, endpoint_name
+from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
-from capacity.resources import LIVE_INSTANCE_STATES, tags_for
-from capacity.timeutil import iso_z, short
+from capacity.resources import LIVE_INSTANCE_STATES
+from capacity.timeutil import iso_z
 
 logger = logging.getLogger(__name__)
 
-TRY_PREFIX = "ON_DEMAND_TRY#"
-RELEASE_REASON = "reservation-end"
-MAX_POLLS = 20
-PHASE_DEADLINE = timedelta(hours=3)
-"""The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
-the deletions after a cancel), counted from ``REQUESTED``."""
+
 _HOURS = Decimal("0.01")
-
-
-def client_token(request_id: str, market: str, region: str) -> str:
-    """The ``RunInstances`` client token of one try (<= 64 ASCII characters)."""
-    return "od-" + hashlib.sha256(f"{request_id}#{market}#{region}".encode()).hexdigest()[:40]
-
-
-def markets(request: ReservationRequest) -> list[str]:
-    """The markets to try, in order: on demand, then spot for ``spot-ok``."""
-    return ["on-demand", "spot"] if request.strategy == "spot-ok" else ["on-demand"]
 
 
 def _team_refusal(request: ReservationRequest, ports: Ports) -> str | None:
@@ -144,305 +120,18 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
             )
-        return _status(request, Purchase(existing), ports, step.attempt)
+        return instance_status(request, Purchase(existing), ports, step.attempt)
     if step.action == "try":
         reason = _skip_reason(request, now) or _team_refusal(request, ports)
         if reason is not None:
             post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")
     if request.platform == "sagemaker":
-        return _sagemaker(request, ports, step.attempt, now)
+        tried = endpoint_tries(request, ports, step.attempt, now)
+        return tried if tried is not None else _abandon(request, ports, step.attempt)
     if step.action == "status":
         return OnDemandOutput(outcome="unavailable")
-    return _ec2_tries(request, ports, now)
-
-
-def _ec2_tries(request: ReservationRequest, ports: Ports, now: datetime) -> OnDemandOutput:
-    """``RunInstances`` on demand (then spot) region by region; a region where the launch template cannot
-    be used (:func:`~capacity.logic.checks.region_problems`) is recorded and skipped."""
-    tries: list[str] = []
-    unusable = {region: region_problems(request, ports, region) for region in request.regions}
-    for market in markets(request):
-        for region in request.regions:
-            if unusable[region]:  # the launch template is missing there (or its role is not allowed)
-                why = "; ".join(p.message for p in unusable[region])
-                _record_try(
-                    ports,
-                    request,
-                    market=market,
-                    region=region,
-                    order=len(tries) + 1,
-                    outcome="not-usable",
-                    error=why,
-                )
-                tries.append(f"{market} in {region}: {why}")
-                continue
-            ec2 = ports.ec2(region)
-            try:
-                ids = ec2.run_instances(
-                    count=request.instance_count,
-                    instance_type=request.instance_type,
-                    launch_template=request.launch_template.as_aws() if request.launch_template else None,
-                    client_token=client_token(request.id, market, region),
-                    tags=tags_for(request.id),
-                    market_type="spot" if market == "spot" else None,
-                )
-            except CapacityUnavailable as exc:
-                _record_try(
-                    ports,
-                    request,
-                    market=market,
-                    region=region,
-                    order=len(tries) + 1,
-                    outcome="insufficient-capacity",
-                    error=str(exc),
-                )
-                tries.append(f"{market} in {region}: no capacity")
-                continue
-            _record_try(
-                ports,
-                request,
-                market=market,
-                region=region,
-                order=len(tries) + 1,
-                outcome="launched",
-                error=None,
-                instance_ids=ids,
-            )
-            return _launched(request, ports, market=market, region=region, ids=ids, now=now)
-    post(
-        ports,
-        messages.no_on_demand_instances(request, tries=tries),
-    )
-    return OnDemandOutput(outcome="unavailable")
-
-
-def _record_try(
-    ports: Ports,
-    request: ReservationRequest,
-    *,
-    market: str,
-    region: str,
-    order: int,
-    outcome: str,
-    error: str | None,
-    instance_ids: list[str] | None = None,
-) -> None:
-    ports.ledger.put_once(
-        request.id,
-        f"{TRY_PREFIX}{market}#{region}",
-        {
-            "actor": ports.actor,
-            "order": order,
-            "market": market,
-            "region": region,
-            "outcome": outcome,
-            "error": error,
-            "instance_ids": instance_ids or [],
-            "at": iso_z(ports.clock()),
-        },
-    )
-
-
-def _sagemaker(  # noqa: PLR0911 - one return per endpoint state
-    request: ReservationRequest, ports: Ports, attempt: int, now: datetime
-) -> OnDemandOutput:
-    """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
-    ``ON_DEMAND_TRY#`` ledger items."""
-    name = endpoint_name(request.id)
-    wait = OnDemandOutput(
-        outcome="launched",
-        market="on-demand",
-        next_wait_seconds=backoff_seconds(min(attempt, 3), base=30, cap=300),
-        attempt=attempt + 1,
-    )
-    failed: list[str] = []
-    for order, region in enumerate(request.regions, start=1):
-        if ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{region}") is not None:
-            failed.append(region)
-            continue
-        sagemaker = ports.sagemaker(region)
-        info = sagemaker.describe_endpoint(name)
-        if info is None:
-            if not _cleaned(ports, request.id, failed):
-                _check_phase_deadline(
-                    request, ports, failed, now, "a failed region's endpoint still deleting"
-                )
-                return wait  # an earlier region's endpoint is still deleting
-            if not _usable(request, ports, region, order):  # a model is missing here: try the next region
-                failed.append(region)
-                continue
-            _create_endpoint(request, ports, sagemaker)
-            if states(ports.ledger.history(request.id)) & STOP_STATES:  # cancelled during the creates
-                return _abandon(request, ports, attempt)
-            return wait.model_copy(update={"region": region})
-        if info.status == "InService":
-            _record_try(
-                ports,
-                request,
-                market="on-demand",
-                region=region,
-                order=order,
-                outcome="in-service",
-                error=None,
-            )
-            _launched(request, ports, market="on-demand", region=region, ids=[], now=now)
-            return OnDemandOutput(outcome="endpoint_ready", region=region, market="on-demand")
-        if info.status == "Failed" and "capacity" in (info.failure_reason or "").lower():
-            _record_try(
-                ports,
-                request,
-                market="on-demand",
-                region=region,
-                order=order,
-                outcome="insufficient-capacity",
-                error=info.failure_reason,
-            )
-            sagemaker.delete_endpoint(name)
-            failed.append(region)
-            continue
-        if info.status == "Failed":
-            raise EndpointFailed(f"on-demand endpoint {name} in {region} failed: {info.failure_reason}")
-        created = info.created or _requested_at(ports, request.id, now)
-        if now > created + ENDPOINT_DEADLINE:
-            minutes = int((now - created).total_seconds() // 60)
-            _give_up(
-                request,
-                ports,
-                region,
-                f"on-demand endpoint {name} in {region} is still {info.status} {minutes} minutes after its "
-                f"creation (deadline {int(ENDPOINT_DEADLINE.total_seconds() // 60)} minutes)",
-                order=order,
-            )
-        return wait.model_copy(update={"region": region})
-    if not _cleaned(ports, request.id, failed):
-        _check_phase_deadline(request, ports, failed, now, "a failed region's endpoint still deleting")
-        return wait
-    outcomes = [ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{r}") or {} for r in request.regions]
-    if all(t.get("outcome") == "not-usable" for t in outcomes):  # nowhere to run: do not reserve either
-        raise not_deployable(request, {r: region_problems(request, ports, r) for r in request.regions})
-    post(
-        ports,
-        messages.no_on_demand_endpoint(request),
-    )
-    return OnDemandOutput(outcome="unavailable")
-
-
-def _usable(request: ReservationRequest, ports: Ports, region: str, order: int) -> bool:
-    """What the request names exists in ``region`` (:func:`~capacity.logic.checks.region_problems`), checked
-    before anything bills there; when not, the try is recorded (``not-usable``, why) and False."""
-    problems = region_problems(request, ports, region)
-    if problems:
-        why = "; ".join(p.message for p in problems)
-        _record_try(
-            ports, request, market="on-demand", region=region, order=order, outcome="not-usable", error=why
-        )
-    return not problems
-
-
-def _create_endpoint(request: ReservationRequest, ports: Ports, sagemaker: SageMakerPort) -> None:
-    """The on-demand endpoint config (no ``CapacityReservationConfig``) and endpoint, of the reservation's
-    names (a retry finds them)."""
-    name, config = endpoint_name(request.id), endpoint_config_name(request.id)
-    if sagemaker.describe_endpoint_config(config) is None:
-        variant = production_variant(request, "")
-        del variant["CapacityReservationConfig"]  # on demand: no training plan
-        sagemaker.create_endpoint_config(
-            name=config,
-            variant=variant,
-            execution_role_arn=ports.settings.need("endpoint_execution_role_arn"),
-            tags=tags_for(request.id),
-        )
-    # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
-    sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
-
-
-def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
-    """Delete the failed on-demand endpoints and their configs in ``regions``; True once all are gone."""
-    name, config = endpoint_name(request_id), endpoint_config_name(request_id)
-    done = True
-    for region in regions:
-        sagemaker = ports.sagemaker(region)
-        info = sagemaker.describe_endpoint(name)
-        if info is not None:
-            if info.status != "Deleting":
-                sagemaker.delete_endpoint(name)
-            done = False
-            continue
-        sagemaker.delete_endpoint_config(config)
-    return done
-
-
-def _requested_at(ports: Ports, request_id: str, now: datetime) -> datetime:
-    requested = first_entry(ports.ledger.history(request_id), State.REQUESTED)
-    return requested.at if requested is not None else now
-
-
-def _check_phase_deadline(
-    request: ReservationRequest, ports: Ports, regions: list[str], now: datetime, waiting: str
-) -> None:
-    """Give up (:func:`_give_up`, in the first of ``regions`` where an endpoint remains) once the on-demand
-    tries have waited :data:`PHASE_DEADLINE` since ``REQUESTED``."""
-    since = _requested_at(ports, request.id, now)
-    if now <= since + PHASE_DEADLINE:
-        return
-    name = endpoint_name(request.id)
-    region = next((r for r in regions if ports.sagemaker(r).describe_endpoint(name) is not None), None)
-    if region is None:
-        return  # gone meanwhile: the next poll goes on
-    hours = PHASE_DEADLINE.total_seconds() / 3600
-    _give_up(
-        request, ports, region, f"on demand still waiting for {waiting} in {region} after {hours:g} hours"
-    )
-
-
-def _give_up(
-    request: ReservationRequest, ports: Ports, region: str, why: str, *, order: int | None = None
-) -> NoReturn:
-    """The deadline passed with an endpoint still in ``region``: record the try (``timed-out``), hand the
-    region to the release (a ``PURCHASE`` item marked ``timed_out``, no fee: no release knows the region
-    otherwise), and stop.
-
-    Raises:
-        EndpointFailed: the workflow records ``FAILED``, tells the requester and requests the release.
-        ReservationCancelled: a stop state is recorded: the release is requested again here.
-    """
-    _record_try(
-        ports,
-        request,
-        market="on-demand",
-        region=region,
-        order=order or request.regions.index(region) + 1,
-        outcome="timed-out",
-        error=why,
-    )
-    reason = f"{why}; giving up: it is deleted as soon as SageMaker allows (the release retries until then)"
-    rate = on_demand_usd_per_hour(region, request.instance_type)
-    now = ports.clock()
-    ports.ledger.put_once(
-        request.id,
-        PURCHASE,
-        {
-            "actor": ports.actor,
-            "platform": request.platform,
-            "market": "on-demand",
-            "timed_out": reason,
-            "training_plan_arn": "",
-            "training_plan_name": "",
-            "capacity_reservation_id": "",
-            "availability_zone": "",
-            "region": region,
-            "start_time": iso_z(now),
-            "end_time": iso_z(max(now, request.latest_end)),
-            "upfront_fee_usd": "0",
-            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
-            "instance_type": request.instance_type,
-            "instance_count": request.instance_count,
-            "instance_ids": [],
-        },
-    )
-    stop_if_released(ports, request.id, "waiting for on-demand capacity")  # cancelled: release requested
-    raise EndpointFailed(reason)
+    return instance_tries(request, ports, now)
 
 
 def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDemandOutput:
@@ -479,7 +168,7 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
     if left:
         logger.info("%s stopped while on demand: deleting %s", request.id, ", ".join(left))
         if request.platform == "sagemaker":  # a Creating endpoint cannot be deleted: not forever here
-            _check_phase_deadline(
+            check_phase_deadline(
                 request,
                 ports,
                 list(request.regions),
@@ -493,196 +182,3 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
             attempt=attempt + 1,
         )
     raise ReservationCancelled(f"reservation {request.id} was stopped; nothing launched on demand is left")
-
-
-def _launched(
-    request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
-) -> OnDemandOutput:
-    rate = on_demand_usd_per_hour(region, request.instance_type)
-    ports.ledger.put_once(
-        request.id,
-        PURCHASE,
-        {
-            "actor": ports.actor,
-            "platform": request.platform,
-            "market": market,
-            "training_plan_arn": "",
-            "training_plan_name": "",
-            "capacity_reservation_id": "",
-            "availability_zone": "",
-            "region": region,
-            "start_time": iso_z(now),
-            "end_time": iso_z(request.latest_end),
-            "upfront_fee_usd": "0",
-            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
-            "instance_type": request.instance_type,
-            "instance_count": request.instance_count,
-            "instance_ids": ids,
-        },
-    )
-    # Cancelled while launching: the PURCHASE now tells a new release what to delete (a release that ran
-    # before it found nothing).
-    stop_if_released(ports, request.id, "launching on demand")
-    release_at = request.latest_end - timedelta(minutes=request.release_margin_minutes)
-    ports.scheduler.schedule_release(
-        name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
-    )
-    reason = (
-        f"{request.instance_count} x {request.instance_type} on {market} in {region} now, until "
-        f"{short(request.latest_end)} UTC (latest_end): no reservation needed"
-        + (f"; about ${rate:.2f} per instance-hour" if rate is not None else "")
-        + "."
-    )
-    try:
-        # Only while no outcome is recorded (one transaction each): a DELETE after the check above must not
-        # be followed by PLANNED/DEPLOYING; the check, run again, requests the release once more and raises.
-        _record_launch(request, ports, market=market, region=region, ids=ids, reason=reason, at=release_at)
-    except ReservationCancelled:
-        stop_if_released(ports, request.id, "launching on demand")
-        raise
-    if request.platform == "sagemaker":
-        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
-    return OnDemandOutput(
-        outcome="launched",
-        region=region,
-        market=market,
-        instance_ids=sorted(ids),
-        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
-        attempt=1,
-    )
-
-
-def _record_launch(
-    request: ReservationRequest,
-    ports: Ports,
-    *,
-    market: str,
-    region: str,
-    ids: list[str],
-    reason: str,
-    at: datetime,
-) -> None:
-    """``PLANNED`` (decision ``ON_DEMAND``, with its event and post) then ``DEPLOYING``, each once.
-
-    Raises:
-        ReservationCancelled: an outcome is recorded (see :meth:`capacity.ledger.Ledger.append`).
-    """
-    written = ports.ledger.append(
-        request.id,
-        State.PLANNED,
-        actor=ports.actor,
-        detail={"decision": "ON_DEMAND", "reason": reason, "market": market, "region": region},
-        once=True,
-        unless_outcome=True,
-    )
-    if written is not None:
-        ports.events.put(
-            "ReservationPlanned",
-            ReservationPlannedDetail(request_id=request.id, decision="ON_DEMAND", reason=reason),
-        )
-        post(ports, messages.on_demand_decision(request.id, reason=reason))
-    ports.ledger.append(
-        request.id,
-        State.DEPLOYING,
-        actor=ports.actor,
-        detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(at)},
-        once=True,
-        unless_outcome=True,
-    )
-
-
-def _status(request: ReservationRequest, purchase: Purchase, ports: Ports, attempt: int) -> OnDemandOutput:
-    instances = ports.ec2(purchase.region).find_instances(request.id)
-    gone = [i.instance_id for i in instances if i.state not in ("pending", "running")]
-    if gone:
-        raise LaunchFailed(
-            f"instance(s) {', '.join(gone)} of {request.id} stopped or terminated while starting"
-        )
-    running = sorted(i.instance_id for i in instances if i.state == "running")
-    if len(running) < request.instance_count:
-        if attempt >= MAX_POLLS:
-            raise LaunchFailed(
-                f"{len(running)} of {request.instance_count} on-demand instances of {request.id} running "
-                f"after {attempt} polls"
-            )
-        return OnDemandOutput(
-            outcome="launched",
-            region=purchase.region,
-            market=purchase.market,
-            instance_ids=sorted(i.instance_id for i in instances),
-            next_wait_seconds=backoff_seconds(attempt, base=30, cap=300),
-            attempt=attempt + 1,
-        )
-    zones = sorted({i.availability_zone for i in instances if i.availability_zone})
-    written = ports.ledger.append(
-        request.id,
-        State.READY,
-        actor=ports.actor,
-        detail={
-            "market": purchase.market,
-            "region": purchase.region,
-            "zones": zones,
-            "instance_ids": running,
-        },
-        once=True,
-    )
-    if written is not None:
-        ports.events.put(
-            "ReservationReady",
-            ReservationReadyDetail(
-                request_id=request.id,
-                region=purchase.region,
-                availability_zone=",".join(zones) or None,
-                instance_ids=running,
-            ),
-        )
-        post(
-            ports,
-            messages.instances_ready(
-                request, market=purchase.market, running=running, zones=zones or [purchase.region]
-            ),
-        )
-    return OnDemandOutput(
-        outcome="running", region=purchase.region, market=purchase.market, instance_ids=running
-    )
-
-
-def on_demand_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
-) -> CostSummary:
-    """What on-demand (or spot) instances cost: on-demand price x instances x hours served (``READY`` to
-    ``RELEASING``, else ``now``), nothing upfront. Spot is billed at the spot price, which is lower and not
-    known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time from the launch to
-    ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
-    count = purchase.instance_count or 1
-    planned = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    serving = first_entry(history, State.READY) or first_entry(history, State.DEPLOYING)
-    served = Decimal(0)
-    if serving is not None:
-        releasing = next((e for e in history if e.state is State.RELEASING and e.at >= serving.at), None)
-        stop = min(releasing.at if releasing else now, purchase.end_time)
-        served = max(
-            Decimal(0), Decimal((stop - max(serving.at, purchase.start_time)).total_seconds()) / 3600
-        )
-    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    paid = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
-    return CostSummary(
-        request_id=request_id,
-        training_plan_name=f"{purchase.market} instances",
-        region=purchase.region,
-        instance_type=purchase.instance_type,
-        instance_count=count,
-        upfront_fee_usd=Decimal(0),
-        hours_reserved=planned.quantize(_HOURS),
-        hours_served=served.quantize(_HOURS),
-        on_demand_usd_per_instance_hour=rate,
-        on_demand_equivalent_reserved_usd=(
-            on_demand_equivalent(rate, instance_count=count, hours=planned) if rate is not None else None
-        ),
-        on_demand_equivalent_served_usd=paid,
-        saving_usd=Decimal(0) if paid is not None else None,
-        saving_percent=None,
-        utilisation_percent=(served / planned * 100).quantize(Decimal("0.1")) if planned else Decimal(0),
-        break_even_utilisation_percent=None,
-        effective_usd_per_served_instance_hour=rate if served > 0 else None,
-    )

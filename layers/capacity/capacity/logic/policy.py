@@ -1,5 +1,7 @@
 """Who may spend what (issue 16): team membership, approvers, admission and the atomic purchase check.
 
+Over 400 lines: the team rules and the atomic purchase check they feed are read together.
+
 The policy is an administrator's (:mod:`capacity.teams`, table ``POLICY_TABLE``); every function here
 reads it through ``ports.policy`` and does nothing when the deployment has none (``ports.policy`` None).
 

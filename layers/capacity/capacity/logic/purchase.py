@@ -1,157 +1,39 @@
 """Step 5, ``purchase_capacity``: buy the training plan (or capacity block) exactly once, then schedule its
 release.
 
-The exactly-once protocol is :mod:`capacity.logic.buy_once`'s, for both platforms; the training plan's part
-(:class:`TrainingPlanBuyer`):
-
-1. the ``TrainingPlanName`` is derived from the request id (:func:`capacity.naming.training_plan_name`),
-   so AWS itself refuses a second plan (``ResourceInUse``), which is adopted;
-2. when the intent already existed (a retry, a crash after commit), the plan is looked up first
-   (``DescribeTrainingPlan`` by name, then ``ListTrainingPlans``) and adopted if found;
-3. an expired offering id triggers exactly one fresh search (same region, duration, window and count) and
-   the best offering within budget is bought; otherwise :class:`~capacity.errors.OfferingExpired`;
-4. nothing above ``max_upfront_fee_usd`` is ever bought; a re-searched offering above the approval
-   threshold must not cost more than the one that was approved.
+A router by platform: the exactly-once protocol is :mod:`capacity.logic.buy_once`'s, for both platforms;
+each platform's part is its :class:`~capacity.logic.buy_once.Buyer` (:data:`BUYERS`:
+:class:`~capacity.logic.sagemaker.training_plan.TrainingPlanBuyer`,
+:class:`~capacity.logic.ec2.capacity_block.CapacityBlockBuyer`). Nothing above ``max_upfront_fee_usd`` is
+ever bought; a re-searched offering above the approval threshold must not cost more than the one that was
+approved.
 
 A request that brings its own reservation (``training_plan_arn``, ``capacity_reservation_id``; issue 17)
 is not bought: :func:`adopt_reservation` checks it (:func:`~capacity.logic.checks.brought_reservation`)
 and records it as the ``PURCHASE`` with ``upfront_fee_usd`` 0 and ``brought: true``, with no intent and
 no team hold (:func:`~capacity.logic.policy.purchase_check` is never called); the rest is the same.
-
-After the plan exists: ``PURCHASE`` item, ``PURCHASED`` state (money), the one-time release schedule at
-``end - release_margin_minutes`` (EventBridge Scheduler), ``ReservationPurchased`` and a Slack message.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
-from capacity import messages
 from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
-from capacity.errors import NameCollision, PurchaseFailed, TrainingPlanNameInUse
+from capacity.errors import NameCollision
 from capacity.ledger import PURCHASE
 from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile, record_purchase
-from capacity.logic.capacity_blocks import CapacityBlockBuyer
-from capacity.logic.checks import brought_reservation, require_deployable
+from capacity.logic.checks import brought_reservation
 from capacity.logic.common import (
-    ensure_owned,
     load_request,
-    post,
     require_not_final,
     settled_history,
     states,
     stop_if_released,
 )
-from capacity.logic.search import search_plans
-from capacity.models import Offering, OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
-from capacity.naming import release_schedule_name, training_plan_name
-from capacity.ports import Ports, SageMakerPort
-from capacity.ranking import replacement
-from capacity.resources import TrainingPlan, tags_for
-from capacity.timeutil import iso_z, short
-
-RELEASE_REASON = "reservation-end"
-
-
-class TrainingPlanBuyer:
-    """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
-
-    platform = "sagemaker"
-    what = "training plan"
-    unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
-
-    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
-        """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
-        :func:`~capacity.logic.checks.require_deployable`)."""
-        require_deployable(request, ports, region)
-
-    def find(
-        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
-    ) -> Bought | None:
-        """The plan called :func:`~capacity.naming.training_plan_name` of the request, if it is this
-        request's (``NameCollision`` if another's)."""
-        plan = _adopt(ports.sagemaker(region), training_plan_name(request.id), request.id)
-        return None if plan is None else _bought(plan, offering)
-
-    def buy(
-        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
-    ) -> Bought:
-        """``CreateTrainingPlan`` (tagged with the request id); ``ResourceInUse`` adopts the existing plan."""
-        sagemaker = ports.sagemaker(region)
-        name = training_plan_name(request.id)
-        try:
-            created = sagemaker.create_training_plan(
-                name=name, offering_id=offering.offering_id, tags=tags_for(request.id)
-            )
-        except TrainingPlanNameInUse as exc:
-            plan = _adopt(sagemaker, name, request.id)
-            if plan is None:
-                raise PurchaseFailed(
-                    f"training plan name {name} is in use but the plan cannot be found"
-                ) from exc
-            return _bought(plan, offering)
-        # Read it back for the real times and fee.
-        plan = sagemaker.describe_training_plan(name) or TrainingPlan(
-            arn=created,
-            name=name,
-            status="Pending",
-            status_message=None,
-            start_time=offering.start_time,
-            end_time=offering.end_time,
-            upfront_fee_usd=offering.upfront_fee_usd,
-            total_instance_count=None,
-            instance_type=offering.instance_type,
-        )
-        return _bought(plan, offering)
-
-    def research(
-        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
-    ) -> OfferingSummary | None:
-        """One fresh search like the stale offering's (:func:`research`)."""
-        fresh = research(ports.sagemaker(region), request, stale)
-        return fresh.summary() if fresh is not None else None
-
-    def after(
-        self, request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
-    ) -> PurchaseOutput:
-        """Release schedule, ``PURCHASED`` (money), ``ReservationPurchased``, message."""
-        return _after_purchase(request, item, ports, first=first)
-
-
-def _bought(plan: TrainingPlan, offering: OfferingSummary) -> Bought:
-    return Bought(
-        arn=plan.arn,
-        name=plan.name,
-        start_time=plan.start_time,
-        end_time=plan.end_time,
-        upfront_fee_usd=plan.upfront_fee_usd,
-        offering=offering,
-        extra={},
-    )
-
-
-def _adopt(sagemaker: SageMakerPort, name: str, request_id: str) -> TrainingPlan | None:
-    """The existing plan called ``name``, if it is this request's (``NameCollision`` if another's)."""
-    plan = sagemaker.describe_training_plan(name) or sagemaker.find_training_plan(name)
-    if plan is not None:
-        ensure_owned(sagemaker, plan.arn, request_id, "training plan")
-    return plan
-
-
-def research(
-    sagemaker: SageMakerPort, request: ReservationRequest, stale: OfferingSummary
-) -> Offering | None:
-    """One fresh search like the stale offering's; the best feasible offering we may buy, or None.
-
-    May buy: fee within ``max_upfront_fee_usd`` and, when above ``approval_above_usd``, not more than
-    the stale offering's fee (the amount that was approved or under the threshold).
-    """
-    found = search_plans(
-        sagemaker, request, duration_hours=request.duration_hours, count=request.instance_count
-    )
-    return replacement(found, request, stale)
-
+from capacity.logic.ec2.capacity_block import CapacityBlockBuyer
+from capacity.logic.sagemaker.training_plan import TrainingPlanBuyer
+from capacity.models import OfferingSummary, State
+from capacity.ports import Ports
 
 BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}
 """The buyer of each platform (``ReservationRequest.platform``)."""
@@ -248,54 +130,3 @@ def reconcile_purchase(ports: Ports, request_id: str) -> dict[str, object] | Non
         return reconcile(request, ports, BUYERS[request.platform])
     except NameCollision:  # what the intent's name finds belongs to another request: nothing of ours
         return None
-
-
-def _after_purchase(
-    request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
-) -> PurchaseOutput:
-    output = PurchaseOutput.from_purchase_item(item)
-    # The release is scheduled as soon as the money is spent, so no later crash can leak an endpoint.
-    ports.scheduler.schedule_release(
-        name=release_schedule_name(request.id),
-        at=output.end_time - timedelta(minutes=request.release_margin_minutes),
-        request_id=request.id,
-        reason=RELEASE_REASON,
-    )
-    if first:
-        ports.events.put(
-            "ReservationPurchased",
-            ReservationPurchasedDetail(request_id=request.id, **output.model_dump()),
-            resources=[output.training_plan_arn],
-        )
-    written = ports.ledger.append(
-        request.id,
-        State.PURCHASED,
-        actor=ports.actor,
-        detail={
-            "training_plan_arn": output.training_plan_arn,
-            "training_plan_name": output.training_plan_name,
-            "region": output.region,
-            "start_time": iso_z(output.start_time),
-            "end_time": iso_z(output.end_time),
-            "offering_id": item.get("offering_id"),
-            "re_searched": bool(item.get("re_searched")),
-            "brought": bool(item.get("brought")),
-            "release_at": iso_z(output.end_time - timedelta(minutes=request.release_margin_minutes)),
-        },
-        money_usd=output.upfront_fee_usd,
-        once=True,
-    )
-    if written is not None:
-        post(
-            ports,
-            messages.purchased(
-                request.id,
-                plan_name=output.training_plan_name,
-                plan_arn=output.training_plan_arn,
-                region=output.region,
-                start=short(output.start_time) + " UTC",
-                end=short(output.end_time) + " UTC",
-                fee=output.upfront_fee_usd,
-            ),
-        )
-    return output

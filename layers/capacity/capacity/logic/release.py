@@ -1,15 +1,10 @@
 """Step 9, ``release_capacity``: delete what the reservation created, verify, report the cost.
 
-Order (AWS_FACTS.md; issue 4): stop scale-out first (``delete_scaling``: delete the components' scaling
-policies and deregister their scalable targets, so nothing scales a component while it is deleted), then
-``delete_alarms`` (every alarm under the reservation's alarm prefix, so no alarm starts a copy again), then
-inference components, then the endpoint (SageMaker refuses to delete an endpoint
-that still hosts components, or one that is ``Creating``/``Updating``), then the endpoint config (refused
-while an endpoint uses it). Each action is idempotent; the state machine loops on ``remaining`` /
-``next_wait_seconds`` and retries :class:`~capacity.errors.ResourceBusy`. The polls of
-``delete_components`` and ``delete_endpoint`` back off (30 s doubling to 300 s, by ``attempt``) and stop
-after :data:`MAX_POLL_ATTEMPTS` (about two hours) with :class:`~capacity.errors.ReleaseStuck`, naming
-what is still billing, so the workflow's ``Catch`` tells a person instead of polling forever.
+A router by platform: the ``PURCHASE`` item's ``platform`` picks the teardown (:data:`TEARDOWNS`:
+:mod:`capacity.logic.sagemaker.teardown` deletes scaling, alarms, inference components, the endpoint and its
+config; :mod:`capacity.logic.ec2.teardown` terminates the instances), and both end in
+:func:`capacity.logic.ending.record_released`. Here: the checks every release makes first (a valid
+``ReleaseRequested``, an intent reconciled, the ``RELEASED`` marker) and a failed attempt's retry.
 
 Exactly one ``RELEASED`` entry even when two releases race: ``finish`` puts a conditional ``RELEASED``
 marker item first; only its writer records the state, puts ``ReservationReleased`` and posts the
@@ -17,70 +12,40 @@ summary. ``begin`` answers ``already_released`` on that marker only when nothing
 exists (:func:`still_billing`): a deployment step that created something after a release's pass puts a new
 ``ReleaseRequested`` (:func:`~capacity.logic.common.stop_if_released`), and that release deletes it.
 A reservation that never bought anything has nothing to release: every action is a no-op.
-
-Re-entrant with a reserve workflow still deploying: ``delete_endpoint`` deletes components that appeared
-after ``delete_components`` (and waits), and ``finish`` removes scaling and alarms once more (a deployment
-may have put them after ``delete_scaling``) before it verifies that nothing of the reservation is left.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from botocore.exceptions import ClientError
-
-from capacity import TAG_REQUEST_ID, messages, money_metrics
-from capacity.contracts import ReleaseInput, ReleaseOutput, StepError, backoff_seconds
-from capacity.errors import FieldError, InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy
+from capacity import messages
+from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
+from capacity.errors import FieldError, InvalidRequest
 from capacity.jsonsafe import check_depth
-from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
-from capacity.logic.capacity_blocks import live_instances, release_block
-from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
-from capacity.logic.costs import read_usage, used_instance_hours
-from capacity.logic.forwarding import retire_forwarding
+from capacity.ledger import RELEASED_MARKER
+from capacity.logic.common import Purchase, load_purchase, post, states
+from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.notify import readable_reason, report_release_failure
-from capacity.logic.on_demand import on_demand_summary
-from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
-from capacity.logic.scaling import delete_alarms, scaling_leftovers, stop_scaling
+from capacity.logic.sagemaker import teardown as sagemaker_teardown
 from capacity.models import (
     CostSummary,
-    LedgerEntry,
     ReleaseRequestedDetail,
-    ReservationReleasedDetail,
     State,
     parse_model,
 )
 from capacity.naming import (
-    alarm_prefix,
-    base_name,
-    endpoint_config_name,
-    endpoint_name,
-    inference_component_name,
     release_retry_schedule_name,
-    release_schedule_name,
 )
-from capacity.ports import Ports, SageMakerPort
-from capacity.pricing import (
-    break_even_utilisation,
-    on_demand_equivalent,
-    on_demand_usd_per_hour,
-    saving_percent,
-    usd,
-)
-from capacity.resources import SlackMessage
+from capacity.ports import Ports
 from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 30
-MAX_POLL_SECONDS = 300
-# Waits of 30, 60, 120, 240 then 300 s: 28 polls are about two hours of waiting per deletion.
-MAX_POLL_ATTEMPTS = 28
-_BUSY_ENDPOINT = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 _HOURS = Decimal("0.01")
 RETRY_FIRST = timedelta(minutes=10)
 RETRY_EVERY = timedelta(hours=1)
@@ -142,244 +107,53 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
-    if purchase.platform == "ec2":  # a capacity block: terminate its instances (issue 6)
-        return release_block(step, ports, purchase)
+    return TEARDOWNS[purchase.platform].run(step, ports, purchase)
 
-    sagemaker = ports.sagemaker(purchase.region)
-    if step.action == "begin":
-        ledger.append(
-            step.request_id,
-            State.RELEASING,
-            actor=ports.actor,
-            detail={"reason": step.reason or "requested"},
-            once=True,
-        )
-        return ReleaseOutput(done=False)
-    if step.action == "finish":
-        return _finish(step, ports, sagemaker, purchase)
-    if step.action in ("delete_scaling", "delete_alarms"):
-        output = _stop_scaling_or_alarms(step, ports, purchase)
-    else:
-        models = _model_names(ports, step.request_id)
-        components = [inference_component_name(step.request_id, model) for model in models]
-        output = _DELETIONS[step.action](sagemaker, step.request_id, step.attempt, components)
-    return output
+
+@dataclass(frozen=True)
+class Teardown:
+    """One platform's part of a release (:mod:`capacity.logic.sagemaker.teardown`,
+    :mod:`capacity.logic.ec2.teardown`).
+
+    Attributes:
+        run: one release action (``begin`` ... ``finish``) for a purchase of the platform.
+        still_billing: what of the reservation still exists in the purchase's region, each named.
+        checks: ``(what is looked for, the lookup)`` pairs for :func:`named_leftovers`.
+    """
+
+    run: Callable[[ReleaseInput, Ports, Purchase], ReleaseOutput]
+    still_billing: Callable[[Ports, str, Purchase], list[str]]
+    checks: Callable[[Ports, str, Purchase], list[tuple[str, Callable[[], list[str]]]]]
+
+
+TEARDOWNS: dict[str, Teardown] = {
+    "sagemaker": Teardown(
+        sagemaker_teardown.release_endpoint,
+        sagemaker_teardown.still_billing,
+        sagemaker_teardown.leftover_checks,
+    ),
+    "ec2": Teardown(ec2_teardown.release_block, ec2_teardown.still_billing, ec2_teardown.leftover_checks),
+}
+"""The teardown of each platform (the ``PURCHASE`` item's ``platform``)."""
 
 
 def still_billing(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
     """What of the reservation still exists in the purchase's region: instances (``platform`` ``ec2``), or
     inference components, the endpoint, its config, scalable targets, scaling policies and alarms."""
-    if purchase.platform == "ec2":
-        return [f"instance {i}" for i in live_instances(ports, purchase, request_id)]
-    models = _model_names(ports, request_id)
-    found = leftovers(ports.sagemaker(purchase.region), request_id, models)
-    return found + scaling_leftovers(ports, request_id, models, purchase.region)
-
-
-def _model_names(ports: Ports, request_id: str) -> list[str]:
-    request = ports.ledger.get_request(request_id)
-    return [m.name for m in request.models] if request else []
-
-
-def _poll(attempt: int, request_id: str, still: list[str]) -> ReleaseOutput:
-    """Wait and poll again, or raise :class:`ReleaseStuck` once the attempts are used up."""
-    if attempt >= MAX_POLL_ATTEMPTS:
-        waited = sum(backoff_seconds(a, base=POLL_SECONDS, cap=MAX_POLL_SECONDS) for a in range(attempt))
-        raise ReleaseStuck(
-            f"release of {request_id} gave up after {attempt} polls (about {waited // 60} minutes); "
-            f"still billing: {', '.join(still)}. A person must delete these and check why they are stuck."
-        )
-    return ReleaseOutput(
-        done=False,
-        remaining=len(still),
-        next_wait_seconds=backoff_seconds(attempt, base=POLL_SECONDS, cap=MAX_POLL_SECONDS),
-        attempt=attempt + 1,
-    )
-
-
-def _delete_endpoint_config(
-    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
-) -> ReleaseOutput:
-    if sagemaker.describe_endpoint(endpoint_name(request_id)) is not None:
-        raise ResourceBusy(f"endpoint {endpoint_name(request_id)} still exists; its config must wait")
-    sagemaker.delete_endpoint_config(endpoint_config_name(request_id))
-    return ReleaseOutput(done=True)
-
-
-def _delete_components(
-    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
-) -> ReleaseOutput:
-    """Delete the listed components of the endpoint and the reservation's own ``components`` by name: a
-    listing may lag behind a create (eventually consistent), ``DeleteInferenceComponent`` does not (it
-    answers not-found only for what does not exist)."""
-    listed = sagemaker.list_inference_components(endpoint_name=endpoint_name(request_id))
-    for component in listed:
-        if component.status == "Deleting":
-            continue
-        try:
-            sagemaker.delete_inference_component(component.name)
-        except ResourceBusy as exc:  # still Creating/Updating: counted as remaining, tried again next time
-            logger.info("inference component %s busy: %s", component.name, exc)
-    # Every listed component still bills, ``Deleting`` ones included, until it is gone from the listing.
-    still = [f"inference component {c.name} ({c.status})" for c in listed]
-    names = {c.name for c in listed}
-    for name in components:
-        if name in names:
-            continue
-        try:
-            if sagemaker.delete_inference_component(name):
-                still.append(f"inference component {name} (not listed yet)")
-        except ResourceBusy:  # it exists and is busy: not listed yet, still billing
-            still.append(f"inference component {name} (busy, not listed yet)")
-    if not still:
-        return ReleaseOutput(done=True)
-    return _poll(attempt, request_id, still)
-
-
-def _delete_endpoint(
-    sagemaker: SageMakerPort, request_id: str, attempt: int = 0, components: Sequence[str] = ()
-) -> ReleaseOutput:
-    name = endpoint_name(request_id)
-    listed = sagemaker.list_inference_components(endpoint_name=name)
-    if listed:
-        # Created after delete_components (a deployment still running): delete them too, then wait.
-        _delete_components(sagemaker, request_id, components=components)
-        raise ResourceBusy(f"endpoint {name} still hosts {len(listed)} inference component(s)")
-    info = sagemaker.describe_endpoint(name)
-    if info is None:
-        # DescribeEndpoint may lag behind CreateEndpoint; DeleteEndpoint does not: not found means gone.
-        if not sagemaker.delete_endpoint(name):
-            return ReleaseOutput(done=True)
-        return _poll(attempt, request_id, [f"endpoint {name} (not described yet, deleting)"])
-    if info.status in _BUSY_ENDPOINT:
-        raise ResourceBusy(f"endpoint {name} is {info.status}; SageMaker refuses to delete it now")
-    if info.status != "Deleting" and not sagemaker.delete_endpoint(name):
-        return ReleaseOutput(done=True)
-    return _poll(attempt, request_id, [f"endpoint {name} ({info.status})"])
-
-
-def leftovers(sagemaker: SageMakerPort, request_id: str, model_names: list[str]) -> list[str]:
-    """Endpoints, endpoint configs and inference components of the reservation still present, each named
-    with its kind (``endpoint co-x (Deleting)``, ``endpoint config co-x-config``, ``inference component
-    co-x-m (InService)``), sorted.
-
-    A resource counts when it carries the tag ``capacity-orchestrator:request-id`` = ``request_id``,
-    or (when its tags cannot be read) when it has one of the reservation's deterministic names.
-    """
-    base = base_name(request_id)
-    endpoint, config = endpoint_name(request_id), endpoint_config_name(request_id)
-    expected = {endpoint, config, *(inference_component_name(request_id, m) for m in model_names)}
-
-    def ours(name: str, arn: str) -> bool:
-        tags = sagemaker.resource_tags(arn)
-        return tags.get(TAG_REQUEST_ID) == request_id if tags is not None else name in expected
-
-    def listings() -> Iterator[Callable[[], list[tuple[str, str, str]]]]:
-        def components(*, on: str | None = None, named: str | None = None) -> list[tuple[str, str, str]]:
-            found = sagemaker.list_inference_components(endpoint_name=on, name_contains=named)
-            return [(c.name, c.arn, f"inference component {c.name} ({c.status})") for c in found]
-
-        yield lambda: components(on=endpoint)
-        yield lambda: components(named=base)
-        yield lambda: [(n, a, f"endpoint {n}") for n, a in sagemaker.list_endpoint_names(base)]
-        yield lambda: [(n, a, f"endpoint config {n}") for n, a in sagemaker.list_endpoint_config_names(base)]
-
-    found: dict[str, str] = {}
-    for listing in listings():
-        try:
-            found.update((name, label) for name, arn, label in listing() if ours(name, arn))
-        except ClientError as exc:  # an unsupported listing must not hide the direct checks below
-            logger.warning("listing for leftovers failed: %s", exc)
-    info = sagemaker.describe_endpoint(endpoint)
-    if info is not None:
-        found[endpoint] = f"endpoint {endpoint} ({info.status})"
-    if sagemaker.describe_endpoint_config(config) is not None:
-        found[config] = f"endpoint config {config}"
-    return sorted(found.values())
+    return TEARDOWNS[purchase.platform].still_billing(ports, request_id, purchase)
 
 
 def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
     """Everything of the reservation that may still bill, each named with its kind (:func:`still_billing`),
     for a person to act on. Best effort: a listing that fails (often the very trouble that failed the
     release) is replaced by what it would have looked for, marked "not checked"."""
-    if purchase.platform == "ec2":
-        checks: list[tuple[str, Callable[[], list[str]]]] = [
-            (
-                f"instances tagged {TAG_REQUEST_ID}={request_id} in {purchase.region}",
-                lambda: [f"instance {i}" for i in live_instances(ports, purchase, request_id)],
-            )
-        ]
-    else:
-        models = _model_names(ports, request_id)
-        components = ", ".join(inference_component_name(request_id, m) for m in models)
-        checks = [
-            (
-                f"endpoint {endpoint_name(request_id)}, endpoint config {endpoint_config_name(request_id)}, "
-                f"inference components {components or '(none)'} in {purchase.region}",
-                lambda: leftovers(ports.sagemaker(purchase.region), request_id, models),
-            ),
-            (
-                f"scalable targets, scaling policies and alarms {alarm_prefix(request_id)}* in "
-                f"{purchase.region}",
-                lambda: scaling_leftovers(ports, request_id, models, purchase.region),
-            ),
-        ]
     found: list[str] = []
-    for expected, check in checks:
+    for expected, check in TEARDOWNS[purchase.platform].checks(ports, request_id, purchase):
         try:
             found.extend(check())
         except Exception as exc:
             found.append(f"{expected} (not checked: {exc})")
     return found
-
-
-def cost_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime, ports: Ports
-) -> CostSummary:
-    """What the reservation cost against on-demand (USD; hours from the ledger's timestamps).
-
-    The saving compares the upfront fee with the on-demand cost of the instance-hours that were in service
-    (:func:`capacity.logic.costs.used_instance_hours`: the recorded instance counts over the served window;
-    negative when the reservation served too little to pay off: a loss; no percentage when it never served).
-    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry
-    after it (else ``now``), clipped to the plan's start and end.
-    """
-    count = purchase.instance_count or 1
-    reserved = max(Decimal(0), Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600)
-    served, used, observed = used_instance_hours(read_usage(ports, request_id), purchase, history, now)
-    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    fee = purchase.upfront_fee_usd + purchase.extension_fees_usd  # what was paid, extensions included
-    eq_reserved = (
-        on_demand_equivalent(rate, instance_count=count, hours=reserved) if rate is not None else None
-    )
-    # What ran, not what was reserved: the instance-hours in service at the on-demand price (issue 16).
-    eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
-    return CostSummary(
-        request_id=request_id,
-        brought=purchase.brought,
-        training_plan_name=purchase.training_plan_name,
-        region=purchase.region,
-        instance_type=purchase.instance_type,
-        instance_count=count,
-        upfront_fee_usd=fee,
-        hours_reserved=reserved.quantize(_HOURS),
-        hours_served=served.quantize(_HOURS),
-        on_demand_usd_per_instance_hour=rate,
-        on_demand_equivalent_reserved_usd=eq_reserved,
-        on_demand_equivalent_served_usd=eq_used,
-        saving_usd=usd(eq_used - fee) if eq_used is not None else None,
-        saving_percent=saving_percent(fee, eq_used) if eq_used else None,
-        utilisation_percent=(used / (reserved * count) * 100).quantize(Decimal("0.1"))
-        if reserved
-        else Decimal(0),
-        break_even_utilisation_percent=(
-            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
-        ),
-        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 else None,
-        instance_hours_reserved=(reserved * count).quantize(_HOURS),
-        instance_hours_used=used.quantize(_HOURS),
-        usage_observed=observed,
-    )
 
 
 def retry_delay(attempt: int) -> timedelta:
@@ -431,113 +205,3 @@ def _attempt_failed(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         retry_at=retry_at,
     )
     return ReleaseOutput(done=False, remaining=len(left), attempt=attempt, leftovers=left, retry_at=retry_at)
-
-
-def _stop_scaling_or_alarms(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput:
-    """``delete_scaling`` (policies, then scalable targets) or ``delete_alarms``: stop scale-out first."""
-    if step.action == "delete_scaling":
-        models = _model_names(ports, step.request_id)
-        removed = stop_scaling(ports, step.request_id, models, purchase.region)
-    else:
-        removed = delete_alarms(ports, step.request_id, purchase.region)
-    logger.info("release of %s: %s removed %s", step.request_id, step.action, removed or "nothing")
-    return ReleaseOutput(done=True)
-
-
-def _finish(step: ReleaseInput, ports: Ports, sagemaker: SageMakerPort, purchase: Purchase) -> ReleaseOutput:
-    models = _model_names(ports, step.request_id)
-    # A deployment racing this release may have put scaling or alarms after delete_scaling/delete_alarms.
-    stop_scaling(ports, step.request_id, models, purchase.region)
-    delete_alarms(ports, step.request_id, purchase.region)
-    left = leftovers(sagemaker, step.request_id, models)
-    left += scaling_leftovers(ports, step.request_id, models, purchase.region)
-    if left:
-        raise LeftoverResources(
-            f"release of {step.request_id} left resources tagged with it: {', '.join(left)}"
-        )
-    return record_released(
-        step,
-        ports,
-        purchase,
-        lambda summary, reason: messages.released(summary, request_id=step.request_id, reason=reason),
-    )
-
-
-def record_released(
-    step: ReleaseInput,
-    ports: Ports,
-    purchase: Purchase,
-    message: Callable[[CostSummary, str | None], SlackMessage],
-) -> ReleaseOutput:
-    """The end of every release (training plan, capacity block, on demand, spot), once nothing of the
-    reservation is left: the cost summary (:func:`cost_summary`; on-demand prices for ``market``
-    ``on-demand``/``spot``), then exactly once (the conditional ``RELEASED`` marker item) the
-    ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the release schedule and
-    the Slack post ``message(summary, reason)``.
-
-    A marker without ``RELEASED`` (the release that wrote it died before recording it) is finished here:
-    the event, ``RELEASED`` with the stored summary, the schedule and the post.
-
-    Returns:
-        ``done`` with the summary; ``already_released`` with the stored summary when another release wrote
-        the marker and recorded ``RELEASED`` first.
-    """
-    history = ports.ledger.history(step.request_id)
-    releasing = first_entry(history, State.RELEASING)
-    reason = step.reason or (str(releasing.detail.get("reason")) if releasing else None)
-    summary = (  # instances or an endpoint run on demand cost their hours at the on-demand price
-        on_demand_summary(step.request_id, purchase, history, now=ports.clock())
-        if purchase.market in ("on-demand", "spot")
-        else cost_summary(step.request_id, purchase, history, now=ports.clock(), ports=ports)
-    )
-    # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
-    # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
-    voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
-    give_back(ports, step.request_id, money=voided, quota=True)
-    created, item = ports.ledger.put_once(
-        step.request_id,
-        RELEASED_MARKER,
-        {"actor": ports.actor, "reason": reason, "summary": summary.model_dump(mode="json")},
-    )
-    if not created:
-        stored = CostSummary.model_validate(item["summary"]) if item.get("summary") else None
-        if stored is None or first_entry(history, State.RELEASED) is not None:
-            return ReleaseOutput(done=True, already_released=True, summary=stored)
-        # The marker is there but not RELEASED: the release that wrote it died before recording it (a killed
-        # Lambda, a failed write). Finish its bookkeeping with what it stored; the event may go twice.
-        reason, summary = item.get("reason"), stored
-    request = ports.ledger.get_request(step.request_id)
-    money_metrics.released(
-        request.team if request else None,
-        utilisation_percent=summary.utilisation_percent,
-        on_demand_used_usd=summary.on_demand_equivalent_served_usd,
-    )
-    ports.events.put(
-        "ReservationReleased",
-        ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
-        resources=[purchase.training_plan_arn],
-    )
-    ports.ledger.append(
-        step.request_id,
-        State.RELEASED,
-        actor=ports.actor,
-        detail={"reason": reason, "summary": summary.model_dump(mode="json")},
-        once=True,
-    )
-    try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
-        ports.scheduler.delete(release_schedule_name(step.request_id))
-    except Exception as exc:  # the schedule firing later is harmless: release answers already_released
-        logger.warning("could not delete the release schedule of %s: %s", step.request_id, exc)
-    try:  # the last reservation of another region no longer needs its events forwarded
-        retire_forwarding(ports, purchase.region)
-    except Exception as exc:  # a forwarding rule left behind forwards a few events for nothing: harmless
-        logger.warning("could not retire the forwarding rule of %s: %s", purchase.region, exc)
-    post(ports, message(summary, reason))
-    return ReleaseOutput(done=True, summary=summary)
-
-
-_DELETIONS: dict[str, Callable[[SageMakerPort, str, int, Sequence[str]], ReleaseOutput]] = {
-    "delete_components": _delete_components,
-    "delete_endpoint": _delete_endpoint,
-    "delete_endpoint_config": _delete_endpoint_config,
-}

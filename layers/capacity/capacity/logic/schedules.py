@@ -1,5 +1,7 @@
 """Recurring reservations: ``POST/GET/DELETE /schedules`` and the ``scheduled_request`` function.
 
+Over 400 lines: the schedules API and the function the schedules fire share their validation.
+
 A schedule is an EventBridge Scheduler schedule (``cron(...)`` or ``rate(...)`` with an explicit IANA time
 zone) in the application's request schedule group. Its target is the ``scheduled_request`` function with
 ``Input`` = ``{"schedule": <definition>, "scheduled_time": "<aws.scheduler.scheduled-time>"}``: Scheduler

@@ -1,5 +1,7 @@
 """The Slack door (``functions/slack``): the ``/gpu`` slash command and the approval buttons.
 
+Over 400 lines: one door read top to bottom (verify, parse, command, answer); its commands share the parsing.
+
 Every request is verified first (:func:`verify`): the body as Slack sent it (API Gateway's base64 decoded),
 ``X-Slack-Signature`` = ``v0=`` + HMAC-SHA256(signing secret, ``v0:{timestamp}:{body}``) checked with
 ``slack_sdk``'s ``SignatureVerifier``, ``X-Slack-Request-Timestamp`` within 5 minutes of now, and the

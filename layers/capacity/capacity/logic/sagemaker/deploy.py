@@ -11,7 +11,7 @@ Inference components (``CreateInferenceComponent``): ``Specification`` with ``Co
 ``ArtifactUrl``} (no SageMaker Model needed) or ``ModelName``, ``ComputeResourceRequirements`` from the
 request, ``RuntimeConfig.CopyCount`` = max(1, initial) (zero is reached by scaling, never at creation).
 
-Scaling (issue 4, :mod:`capacity.logic.scaling`): once every component is ``InService`` and before
+Scaling (issue 4, :mod:`capacity.logic.sagemaker.scaling`): once every component is ``InService`` and before
 ``READY``, each component is registered with Application Auto Scaling (``MinCapacity`` = ``copies.min``,
 0 included; ``MaxCapacity`` = ``copies.max``) with a target-tracking policy on
 ``SageMakerInferenceComponentInvocationsPerCopy``, and the scale-to-zero / scale-from-zero / idle-release
@@ -47,7 +47,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.costs import record_usage
-from capacity.logic.scaling import setup_scaling
+from capacity.logic.sagemaker.scaling import setup_scaling
 from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports

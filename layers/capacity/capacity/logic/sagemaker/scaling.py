@@ -1,6 +1,8 @@
 """Scaling inference components: what deployment sets up, what release tears down, and ``scale_components``
 (seed 004; AWS_FACTS.md "Scaling inference components"; issue 4).
 
+Over 400 lines: the spec table at the top and the alarm handler that follows it belong on one page.
+
 Set up (:func:`setup_scaling`, by ``create_inference_components`` once every component is ``InService``):
 
 * per component a scalable target (``MinCapacity`` = ``copies.min``, 0 included; ``MaxCapacity`` =

@@ -1,0 +1,153 @@
+"""The capacity block purchase (``platform`` ``ec2``, issue 6): EC2's part of the one exactly-once skeleton
+(:mod:`capacity.logic.buy_once`).
+
+``PurchaseCapacityBlock`` takes no client token, so it is never retried blindly: the reservation is tagged
+with the request id (``TagSpecifications``) and, before any retry (intent already recorded, or a timeout
+that may have committed), looked up by that tag (``DescribeCapacityReservations``) and adopted.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from capacity import TAG_REQUEST_ID, messages
+from capacity.contracts import (
+    PurchaseOutput,
+)
+from capacity.errors import (
+    PurchaseFailed,
+    RetryableAwsError,
+)
+from capacity.logic.buy_once import Bought, record_purchased
+from capacity.logic.checks import require_deployable
+from capacity.logic.forwarding import ensure_forwarding
+from capacity.logic.search import search_block_duration
+from capacity.models import (
+    OfferingSummary,
+    ReservationRequest,
+)
+from capacity.ports import Ec2Port, Ports
+from capacity.ranking import replacement
+from capacity.resources import CapacityReservation, tags_for
+
+logger = logging.getLogger(__name__)
+
+
+LATEST_RELEASE_BEFORE_END = timedelta(minutes=35)
+"""AWS starts terminating a block's instances 30 minutes before its end (10 minutes after the expiration
+warning, AWS_FACTS.md): the scheduled release is never later than 35 minutes before the end."""
+
+
+def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
+    """The reservation already bought for ``request_id`` (tagged with it), if any."""
+    found = [
+        r for r in ec2.find_capacity_reservations(request_id) if r.tags.get(TAG_REQUEST_ID) == request_id
+    ]
+    if len(found) > 1:  # never expected: tell a person, keep the first
+        logger.error("request %s owns %d capacity blocks: %s", request_id, len(found), found)
+    return found[0] if found else None
+
+
+class CapacityBlockBuyer:
+    """The capacity block part of :func:`~capacity.logic.buy_once.buy_once` (``PurchaseCapacityBlock``).
+
+    The ``PURCHASE`` item names the capacity reservation in the training plan fields the state machine
+    passes on: ``training_plan_arn`` = the reservation ARN, ``training_plan_name`` = the reservation id
+    (``cr-...``); it also has ``platform: ec2``, ``capacity_reservation_id`` and ``availability_zone``.
+    """
+
+    platform = "ec2"
+    what = "capacity block"
+    unique_call = False  # no client token, no name: a second call buys a second block
+
+    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
+        """The launch template and its version exist in the block's region, and its instance profile runs as
+        an allowed role (``LaunchTemplateNotFound``; :func:`~capacity.logic.checks.require_deployable`): the
+        instances start from it days later, when nothing can be undone."""
+        require_deployable(request, ports, region)
+
+    def find(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought | None:
+        """The reservation tagged with the request id in ``region`` (``DescribeCapacityReservations``)."""
+        found = _adopt(ports.ec2(region), request.id)
+        return None if found is None else _bought(found, offering)
+
+    def buy(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought:
+        """``PurchaseCapacityBlock`` once (a client without botocore retries), tagged with the request id.
+
+        Raises:
+            RetryableAwsError: throttling, a 5xx or a timeout (it may have committed: the step is retried
+                and looks the block up first).
+            PurchaseFailed: EC2 returned no capacity reservation.
+        """
+        ec2 = ports.ec2(region)
+        try:
+            reservation = ec2.purchase_capacity_block(
+                offering_id=offering.offering_id, tags=tags_for(request.id)
+            )
+        except RetryableAwsError:
+            found = _adopt(ec2, request.id)  # the timeout may have committed: adopt what is visible already
+            if found is None:
+                raise
+            reservation = found
+        if not reservation.reservation_id:
+            raise PurchaseFailed(f"PurchaseCapacityBlock in {region} returned no capacity reservation")
+        return _bought(reservation, offering)
+
+    def research(
+        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
+    ) -> OfferingSummary | None:
+        """One fresh search like the stale offering's; the cheapest within the rules, or None."""
+        best = replacement(
+            search_block_duration(ports.ec2(region), request, request.duration_hours), request, stale
+        )
+        return best.summary() if best is not None else None
+
+    def after(
+        self, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
+    ) -> PurchaseOutput:
+        """Release schedule (35 minutes before the end at the latest), ``PURCHASED``, event, message."""
+        output = PurchaseOutput.from_purchase_item(item)
+        margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
+        release_at = output.end_time - margin
+        # The expiry warning (40 minutes before the end) is the release's other trigger: outside the stack's
+        # region it reaches us through a forwarding rule, put now (an upsert: every retry puts it again).
+        ensure_forwarding(ports, output.region)
+        zone = str(item.get("availability_zone", ""))
+        return record_purchased(
+            request,
+            item,
+            ports,
+            output,
+            first=first,
+            release_at=release_at,
+            detail={
+                "platform": "ec2",
+                "capacity_reservation_id": output.training_plan_name,
+                "capacity_reservation_arn": output.training_plan_arn,
+                "availability_zone": zone,
+            },
+            message=messages.block_purchased(
+                request, output, where=zone or output.region, release_at=release_at
+            ),
+        )
+
+
+def _bought(reservation: CapacityReservation, offering: OfferingSummary) -> Bought:
+    return Bought(
+        arn=reservation.arn,
+        name=reservation.reservation_id,
+        start_time=reservation.start_time,
+        end_time=reservation.end_time,
+        upfront_fee_usd=None,  # a capacity reservation does not carry its fee: the offering's is recorded
+        offering=offering,
+        extra={
+            "capacity_reservation_id": reservation.reservation_id,
+            "availability_zone": reservation.availability_zone or offering.availability_zone,
+        },
+    )

@@ -1,0 +1,178 @@
+"""The record of on-demand tries, shared by both platforms' on-demand wings
+(:mod:`capacity.logic.ec2.on_demand`, :mod:`capacity.logic.sagemaker.on_demand`): every try an
+``ON_DEMAND_TRY#<market>#<region>`` item, the ``PURCHASE`` of what runs on demand (no upfront fee), its
+release schedule, ``PLANNED`` (decision ``ON_DEMAND``) and ``DEPLOYING``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from capacity import messages
+from capacity.contracts import OnDemandOutput, backoff_seconds
+from capacity.errors import ReservationCancelled
+from capacity.ledger import PURCHASE
+from capacity.logic.buy_once import RELEASE_REASON
+from capacity.logic.common import (
+    first_entry,
+    post,
+    stop_if_released,
+)
+from capacity.models import (
+    ReservationPlannedDetail,
+    ReservationRequest,
+    State,
+)
+from capacity.naming import release_schedule_name
+from capacity.ports import Ports
+from capacity.pricing import on_demand_usd_per_hour
+from capacity.timeutil import iso_z, short
+
+TRY_PREFIX = "ON_DEMAND_TRY#"
+
+
+def record_try(
+    ports: Ports,
+    request: ReservationRequest,
+    *,
+    market: str,
+    region: str,
+    order: int,
+    outcome: str,
+    error: str | None,
+    instance_ids: list[str] | None = None,
+) -> None:
+    ports.ledger.put_once(
+        request.id,
+        f"{TRY_PREFIX}{market}#{region}",
+        {
+            "actor": ports.actor,
+            "order": order,
+            "market": market,
+            "region": region,
+            "outcome": outcome,
+            "error": error,
+            "instance_ids": instance_ids or [],
+            "at": iso_z(ports.clock()),
+        },
+    )
+
+
+def requested_at(ports: Ports, request_id: str, now: datetime) -> datetime:
+    requested = first_entry(ports.ledger.history(request_id), State.REQUESTED)
+    return requested.at if requested is not None else now
+
+
+def launched(
+    request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
+) -> OnDemandOutput:
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    put_purchase(ports, request, market=market, region=region, start=now, end=request.latest_end, ids=ids)
+    # Cancelled while launching: the PURCHASE now tells a new release what to delete (a release that ran
+    # before it found nothing).
+    stop_if_released(ports, request.id, "launching on demand")
+    release_at = request.latest_end - timedelta(minutes=request.release_margin_minutes)
+    ports.scheduler.schedule_release(
+        name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
+    )
+    reason = (
+        f"{request.instance_count} x {request.instance_type} on {market} in {region} now, until "
+        f"{short(request.latest_end)} UTC (latest_end): no reservation needed"
+        + (f"; about ${rate:.2f} per instance-hour" if rate is not None else "")
+        + "."
+    )
+    try:
+        # Only while no outcome is recorded (one transaction each): a DELETE after the check above must not
+        # be followed by PLANNED/DEPLOYING; the check, run again, requests the release once more and raises.
+        record_launch(request, ports, market=market, region=region, ids=ids, reason=reason, at=release_at)
+    except ReservationCancelled:
+        stop_if_released(ports, request.id, "launching on demand")
+        raise
+    if request.platform == "sagemaker":
+        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
+    return OnDemandOutput(
+        outcome="launched",
+        region=region,
+        market=market,
+        instance_ids=sorted(ids),
+        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
+        attempt=1,
+    )
+
+
+def record_launch(
+    request: ReservationRequest,
+    ports: Ports,
+    *,
+    market: str,
+    region: str,
+    ids: list[str],
+    reason: str,
+    at: datetime,
+) -> None:
+    """``PLANNED`` (decision ``ON_DEMAND``, with its event and post) then ``DEPLOYING``, each once.
+
+    Raises:
+        ReservationCancelled: an outcome is recorded (see :meth:`capacity.ledger.Ledger.append`).
+    """
+    written = ports.ledger.append(
+        request.id,
+        State.PLANNED,
+        actor=ports.actor,
+        detail={"decision": "ON_DEMAND", "reason": reason, "market": market, "region": region},
+        once=True,
+        unless_outcome=True,
+    )
+    if written is not None:
+        ports.events.put(
+            "ReservationPlanned",
+            ReservationPlannedDetail(request_id=request.id, decision="ON_DEMAND", reason=reason),
+        )
+        post(ports, messages.on_demand_decision(request.id, reason=reason))
+    ports.ledger.append(
+        request.id,
+        State.DEPLOYING,
+        actor=ports.actor,
+        detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(at)},
+        once=True,
+        unless_outcome=True,
+    )
+
+
+def put_purchase(
+    ports: Ports,
+    request: ReservationRequest,
+    *,
+    market: str,
+    region: str,
+    start: datetime,
+    end: datetime,
+    ids: list[str],
+    timed_out: str | None = None,
+) -> None:
+    """The ``PURCHASE`` item of capacity run on demand (once): ``market`` ``on-demand``/``spot``, no upfront
+    fee, ``start``/``end`` UTC, the on-demand rate (USD per instance-hour) and the instance ids; ``timed_out``
+    (the reason) when the tries gave up with an endpoint left in ``region`` for the release to delete."""
+    rate = on_demand_usd_per_hour(region, request.instance_type)
+    ports.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "actor": ports.actor,
+            "platform": request.platform,
+            "market": market,
+            **({"timed_out": timed_out} if timed_out is not None else {}),
+            "training_plan_arn": "",
+            "training_plan_name": "",
+            "capacity_reservation_id": "",
+            "availability_zone": "",
+            "region": region,
+            "start_time": iso_z(start),
+            "end_time": iso_z(end),
+            "upfront_fee_usd": "0",
+            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
+            "instance_type": request.instance_type,
+            "instance_count": request.instance_count,
+            "instance_ids": ids,
+        },
+    )

@@ -1,0 +1,149 @@
+"""The training plan purchase (``platform`` ``sagemaker``): SageMaker's part of the one exactly-once skeleton
+(:mod:`capacity.logic.buy_once`).
+
+1. the ``TrainingPlanName`` is derived from the request id (:func:`capacity.naming.training_plan_name`),
+   so AWS itself refuses a second plan (``ResourceInUse``), which is adopted;
+2. when the intent already existed (a retry, a crash after commit), the plan is looked up first
+   (``DescribeTrainingPlan`` by name, then ``ListTrainingPlans``) and adopted if found;
+3. an expired offering id triggers exactly one fresh search (same region, duration, window and count).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from capacity import messages
+from capacity.contracts import PurchaseOutput
+from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
+from capacity.logic.buy_once import Bought, record_purchased
+from capacity.logic.checks import require_deployable
+from capacity.logic.common import (
+    ensure_owned,
+)
+from capacity.logic.search import search_plans
+from capacity.models import Offering, OfferingSummary, ReservationRequest
+from capacity.naming import training_plan_name
+from capacity.ports import Ports, SageMakerPort
+from capacity.ranking import replacement
+from capacity.resources import TrainingPlan, tags_for
+from capacity.timeutil import short
+
+
+class TrainingPlanBuyer:
+    """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
+
+    platform = "sagemaker"
+    what = "training plan"
+    unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
+
+    def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
+        """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
+        :func:`~capacity.logic.checks.require_deployable`)."""
+        require_deployable(request, ports, region)
+
+    def find(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought | None:
+        """The plan called :func:`~capacity.naming.training_plan_name` of the request, if it is this
+        request's (``NameCollision`` if another's)."""
+        plan = _adopt(ports.sagemaker(region), training_plan_name(request.id), request.id)
+        return None if plan is None else _bought(plan, offering)
+
+    def buy(
+        self, request: ReservationRequest, ports: Ports, region: str, offering: OfferingSummary
+    ) -> Bought:
+        """``CreateTrainingPlan`` (tagged with the request id); ``ResourceInUse`` adopts the existing plan."""
+        sagemaker = ports.sagemaker(region)
+        name = training_plan_name(request.id)
+        try:
+            created = sagemaker.create_training_plan(
+                name=name, offering_id=offering.offering_id, tags=tags_for(request.id)
+            )
+        except TrainingPlanNameInUse as exc:
+            plan = _adopt(sagemaker, name, request.id)
+            if plan is None:
+                raise PurchaseFailed(
+                    f"training plan name {name} is in use but the plan cannot be found"
+                ) from exc
+            return _bought(plan, offering)
+        # Read it back for the real times and fee.
+        plan = sagemaker.describe_training_plan(name) or TrainingPlan(
+            arn=created,
+            name=name,
+            status="Pending",
+            status_message=None,
+            start_time=offering.start_time,
+            end_time=offering.end_time,
+            upfront_fee_usd=offering.upfront_fee_usd,
+            total_instance_count=None,
+            instance_type=offering.instance_type,
+        )
+        return _bought(plan, offering)
+
+    def research(
+        self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
+    ) -> OfferingSummary | None:
+        """One fresh search like the stale offering's (:func:`research`)."""
+        fresh = research(ports.sagemaker(region), request, stale)
+        return fresh.summary() if fresh is not None else None
+
+    def after(
+        self, request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
+    ) -> PurchaseOutput:
+        """Release schedule, ``PURCHASED`` (money), ``ReservationPurchased``, message."""
+        output = PurchaseOutput.from_purchase_item(item)
+        return record_purchased(
+            request,
+            item,
+            ports,
+            output,
+            first=first,
+            release_at=output.end_time - timedelta(minutes=request.release_margin_minutes),
+            detail={
+                "training_plan_arn": output.training_plan_arn,
+                "training_plan_name": output.training_plan_name,
+            },
+            message=messages.purchased(
+                request.id,
+                plan_name=output.training_plan_name,
+                plan_arn=output.training_plan_arn,
+                region=output.region,
+                start=short(output.start_time) + " UTC",
+                end=short(output.end_time) + " UTC",
+                fee=output.upfront_fee_usd,
+            ),
+        )
+
+
+def _bought(plan: TrainingPlan, offering: OfferingSummary) -> Bought:
+    return Bought(
+        arn=plan.arn,
+        name=plan.name,
+        start_time=plan.start_time,
+        end_time=plan.end_time,
+        upfront_fee_usd=plan.upfront_fee_usd,
+        offering=offering,
+        extra={},
+    )
+
+
+def _adopt(sagemaker: SageMakerPort, name: str, request_id: str) -> TrainingPlan | None:
+    """The existing plan called ``name``, if it is this request's (``NameCollision`` if another's)."""
+    plan = sagemaker.describe_training_plan(name) or sagemaker.find_training_plan(name)
+    if plan is not None:
+        ensure_owned(sagemaker, plan.arn, request_id, "training plan")
+    return plan
+
+
+def research(
+    sagemaker: SageMakerPort, request: ReservationRequest, stale: OfferingSummary
+) -> Offering | None:
+    """One fresh search like the stale offering's; the best feasible offering we may buy, or None.
+
+    May buy: fee within ``max_upfront_fee_usd`` and, when above ``approval_above_usd``, not more than
+    the stale offering's fee (the amount that was approved or under the threshold).
+    """
+    found = search_plans(
+        sagemaker, request, duration_hours=request.duration_hours, count=request.instance_count
+    )
+    return replacement(found, request, stale)
