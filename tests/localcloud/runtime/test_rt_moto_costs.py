@@ -265,10 +265,12 @@ def test_step_functions_tasks_share_one_client_per_region_and_service(installed:
         state_task_service_events,
     )
 
+    lambda_client_for: Any = lambda_eval_utils.__dict__["boto_client_for"]
+    events_client_for: Any = state_task_service_events.__dict__["boto_client_for"]
     made: list[Any] = []
 
     def make() -> None:  # a region no session of this process has opened a loader for yet
-        made.append(lambda_eval_utils.boto_client_for("ap-southeast-4", "lambda", object()))
+        made.append(lambda_client_for("ap-southeast-4", "lambda", object()))
 
     # Making one opens a session, whose loader takes the shared loaders' lock: no deadlock on it
     worker = threading.Thread(target=make, daemon=True)
@@ -276,9 +278,9 @@ def test_step_functions_tasks_share_one_client_per_region_and_service(installed:
     worker.join(timeout=60)
     assert not worker.is_alive()
 
-    again = lambda_eval_utils.boto_client_for("ap-southeast-4", "lambda", None)
-    other_region = lambda_eval_utils.boto_client_for("eu-west-1", "lambda", None)
-    events = state_task_service_events.boto_client_for("ap-southeast-4", "events", None)
+    again = lambda_client_for("ap-southeast-4", "lambda", None)
+    other_region = lambda_client_for("eu-west-1", "lambda", None)
+    events = events_client_for("ap-southeast-4", "events", None)
     assert made == [again]
     assert other_region is not again
     assert other_region.meta.region_name == "eu-west-1"
