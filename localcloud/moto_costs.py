@@ -27,6 +27,9 @@
 - moto's XML answers (IAM, CloudWatch, SNS...) go through ``xmltodict.unparse``, which checks every element
   name character by character on every answer: a name that passed once passes again (a bad one is
   checked, and refused, each time).
+- moto's Step Functions makes a new boto3 client for every task it runs (``boto_client_for``: a Lambda
+  invocation, an EventBridge ``PutEvents``...), about ten milliseconds each. Its clients differ only by
+  region, service and whether moto intercepts calls, and carry no state between calls: one per kind is kept.
 - A KMS key moto creates (every DynamoDB table with server-side encryption gets one) generates an RSA
   key pair: a fifteenth of a cloud's start-up. Keys of one key spec share one key pair, made once; nothing
   here signs or encrypts with them.
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -46,6 +50,7 @@ from botocore import loaders as botocore_loaders
 from botocore import session as botocore_session
 from botocore import useragent as botocore_useragent
 from moto.core import responses as moto_responses
+from moto.core.models import botocore_stubber as moto_botocore_stubber
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
@@ -62,6 +67,18 @@ _method_names: dict[type, list[str]] = {}
 _trees: dict[str, Any] = {}
 _valid: set[str] = set()
 _lock = threading.Lock()
+_STATE_TASK = "moto.stepfunctions.parser.asl.component.state.exec.state_task"
+_TASK_CLIENT_USERS: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(name)
+    for name in (
+        f"{_STATE_TASK}.lambda_eval_utils",
+        *(
+            f"{_STATE_TASK}.service.state_task_service_{service}"
+            for service in ("aws_sdk", "batch", "dynamodb", "ecs", "events", "glue", "sfn", "sns", "sqs")
+        ),
+    )
+)
+"""The modules of moto's Step Functions that make a boto3 client per task (each imported its own name)."""
 _in_transaction = threading.local()
 _loaders: dict[str | None, botocore_loaders.Loader] = {}
 _valid_names: set[tuple[Any, str]] = set()
@@ -111,6 +128,23 @@ def _shared_loader(
             return loader
 
     return create_loader
+
+
+def _shared_task_clients(original: Callable[..., Any]) -> Callable[..., Any]:
+    clients: dict[tuple[str, str, bool], Any] = {}
+    # Its own lock: making a client opens a session, whose data loader takes ``_lock``.
+    lock = threading.Lock()
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        # moto's own ignores ``state_credentials`` too: every client it makes signs with the same fixed keys.
+        key = (region, service, bool(moto_botocore_stubber.enabled))
+        with lock:
+            client = clients.get(key)
+            if client is None:
+                client = clients[key] = original(region, service, state_credentials)
+            return client
+
+    return boto_client_for
 
 
 class _TableBackupShim(ModuleType):
@@ -251,6 +285,10 @@ def install() -> None:
     generate = kms_models.__dict__["generate_private_key"]  # imported there from moto.kms.utils
     _saved.append((kms_models, "generate_private_key", generate))
     setattr(kms_models, "generate_private_key", _one_key_pair_per_spec(generate))  # noqa: B010
+    for module in _TASK_CLIENT_USERS:
+        make = module.__dict__["boto_client_for"]  # each module imported its own name
+        _saved.append((module, "boto_client_for", make))
+        setattr(module, "boto_client_for", _shared_task_clients(make))  # noqa: B010
     _saved.append((dynamodb_models, "copy", dynamodb_models.__dict__["copy"]))
     setattr(dynamodb_models, "copy", _TableBackupShim())  # noqa: B010
     transact = DynamoDBBackend.__dict__["transact_write_items"]

@@ -333,13 +333,15 @@ def test_garbage_collection_pauses_are_not_counted_as_a_hang(clock: VirtualClock
     # time stands still, spends over three times the hang limit in the garbage collector (a full pass over
     # a large heap on a loaded machine stops every thread for seconds)
     ballast = [[n] for n in range(400_000)]
-    collections: list[int] = []
+    in_collector: list[float] = []
 
     def collecting_worker() -> None:
         began = time.monotonic()
         while time.monotonic() - began < 1.0:
+            start = time.monotonic()
             gc.collect()
-            collections.append(len(ballast))
+            in_collector.append(time.monotonic() - start)
+        assert ballast
         clock.sleep(60)
 
     _spawn(collecting_worker, "collecting-worker")
@@ -348,7 +350,8 @@ def test_garbage_collection_pauses_are_not_counted_as_a_hang(clock: VirtualClock
     # Then the run ends idle with the worker's sleep done: only time outside the collector can be a hang
     assert result.reason == "idle"
     assert result.now == START + timedelta(seconds=60)
-    assert len(collections) >= 2
+    # and the collector did hold the worker past the limit (one pass or many, however loaded the machine)
+    assert sum(in_collector) > 2 * 0.3
 
 
 def test_the_stall_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

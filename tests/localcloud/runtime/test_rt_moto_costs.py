@@ -255,3 +255,34 @@ def test_a_user_agent_component_is_sanitized_once_with_botocores_answer(installe
         assert sanitize("Boto3/1.x (linux; #1)", False) == original("Boto3/1.x (linux; #1)", False)
     assert sanitize("md/#x", True) == "md-#x"
     assert sanitize.cache_info().hits - before >= 2  # type: ignore[attr-defined]
+
+
+def test_step_functions_tasks_share_one_client_per_region_and_service(installed: None) -> None:
+    import threading
+
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_events,
+    )
+
+    lambda_client_for: Any = lambda_eval_utils.__dict__["boto_client_for"]
+    events_client_for: Any = state_task_service_events.__dict__["boto_client_for"]
+    made: list[Any] = []
+
+    def make() -> None:  # a region no session of this process has opened a loader for yet
+        made.append(lambda_client_for("ap-southeast-4", "lambda", object()))
+
+    # Making one opens a session, whose loader takes the shared loaders' lock: no deadlock on it
+    worker = threading.Thread(target=make, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+
+    again = lambda_client_for("ap-southeast-4", "lambda", None)
+    other_region = lambda_client_for("eu-west-1", "lambda", None)
+    events = events_client_for("ap-southeast-4", "events", None)
+    assert made == [again]
+    assert other_region is not again
+    assert other_region.meta.region_name == "eu-west-1"
+    assert events.meta.service_model.service_name == "events"
+    assert again.meta.config.retries["total_max_attempts"] == 1  # moto's own client settings
