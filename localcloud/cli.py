@@ -33,11 +33,12 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -472,13 +473,94 @@ def group_repeats(entries: list[TimelineEntry]) -> list[TimelineEntry | tuple[in
     return out
 
 
+_WORD = re.compile(r"\w")
+_MERGED_KINDS = frozenset({Kind.EVENT, Kind.SCHEDULE})
+"""Kinds whose same-second lines are merged: events and schedule firings come in one per model."""
+
+
+def _shared_length(one: str, two: str) -> int:
+    """How many leading characters ``one`` and ``two`` share."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(one, two, strict=False)) if a != b), min(len(one), len(two))
+    )
+
+
+def _variants(first: str, other: str) -> tuple[str, str, str, str] | None:
+    """``(prefix, first's word, other's word, suffix)`` when two one-line texts differ in one word (the
+    varying part widened to whole words, holding no space, and no upper-case status), else None."""
+    if "\n" in first or "\n" in other:
+        return None
+    start = _shared_length(first, other)
+    end = _shared_length(first[start:][::-1], other[start:][::-1])
+    while start > 0 and _WORD.match(first[start - 1]):
+        start -= 1
+    while end > 0 and _WORD.match(first[len(first) - end]):
+        end -= 1
+    one, two = first[start : len(first) - end], other[start : len(other) - end]
+    # A status (ALARM, OK, IN_SERVICE...) that differs is a change, not a sibling.
+    if " " in one or " " in two or one.isupper() or two.isupper():
+        return None
+    return first[:start], one, two, first[len(first) - end :]
+
+
+@dataclass
+class _Siblings:
+    """Lines merged into one: the first, the varying word of each, and what they share around it."""
+
+    head: TimelineEntry
+    words: list[str]
+    prefix: str
+    suffix: str
+
+    def take(self, entry: TimelineEntry) -> bool:
+        """Add ``entry`` if it differs from the others in the same word only."""
+        found = _variants(self.head.text, entry.text)
+        if found is None or (found[0], found[3]) != (self.prefix, self.suffix):
+            return False
+        self.words.append(found[2])
+        return True
+
+    def entry(self) -> TimelineEntry:
+        distinct = list(dict.fromkeys(self.words))
+        if len(distinct) == 1:
+            return replace(self.head, text=f"{self.head.text} (x{len(self.words)})")
+        return replace(self.head, text=self.prefix + "{" + ", ".join(distinct) + "}" + self.suffix)
+
+
+def merge_siblings(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    """Event and schedule lines of one second that differ in one word only (the same alarm of two models,
+    one idle check per model) as one line naming the variants, ``.../llama-3-8b-{eu, us}/idle,
+    state=ALARM``, at the first one's place; a line repeated as is gets ``(x2)``."""
+    merged: list[TimelineEntry | _Siblings] = []
+    for entry in entries:
+        if entry.kind in _MERGED_KINDS:
+            second = entry.at.replace(microsecond=0)
+            for index, item in enumerate(merged):
+                head = item.head if isinstance(item, _Siblings) else item
+                if head.kind != entry.kind or head.at.replace(microsecond=0) != second:
+                    continue
+                if isinstance(item, _Siblings):
+                    if item.take(entry):
+                        break
+                    continue
+                found = _variants(head.text, entry.text)
+                if found is not None:
+                    merged[index] = _Siblings(head, [found[1], found[2]], found[0], found[3])
+                    break
+            else:
+                merged.append(entry)
+            continue
+        merged.append(entry)
+    return [item.entry() if isinstance(item, _Siblings) else item for item in merged]
+
+
 def format_timeline(entries: list[TimelineEntry], *, verbose: bool) -> str:
-    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line. A block of
-    lines repeated in a row (:func:`group_repeats`) is printed once with how often it repeated, unless
-    ``verbose``."""
+    """The timeline; with ``verbose``, every line and each Lambda invocation's log under its line. Unless
+    ``verbose``, lines of one second that differ in one word are one line (:func:`merge_siblings`), and a
+    block of lines repeated in a row (:func:`group_repeats`) is printed once with how often it repeated."""
     lines: list[str] = []
     shown = [entry for entry in entries if verbose or not _routine(entry)]
-    for item in shown if verbose else group_repeats(shown):
+    for item in shown if verbose else group_repeats(merge_siblings(shown)):
         if isinstance(item, tuple):
             size, more, last = item
             what = "the line above" if size == 1 else f"the {size} lines above"

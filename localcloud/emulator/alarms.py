@@ -34,7 +34,10 @@ Idle cost: :meth:`AlarmEvaluator.next_due` returns only instants at which some a
 an alarm's result can only change at a boundary while a period holding data is inside its evaluation range
 (or just left it), so the evaluator checks those boundaries (and the next one) and returns the first that
 changes a state, or None. Weeks without datapoints cost no steps. The work is background: it does not
-keep a run going.
+keep a run going. It is a bounded ticker (:class:`~localcloud.contracts.BoundedTicker`): the clock asks it
+last, with the earliest instant something else is due, and it looks no further (a busy metric makes every
+boundary a candidate, and the clock steps there and asks again anyway); the evaluation made while looking
+ahead is reused when the clock reaches that boundary, if no datapoint before it was added since.
 
 A state set from outside (``SetAlarmState``) gets its event too (foreground work: it follows from a call),
 and the alarm's actions run; the next evaluation corrects it, as on AWS.

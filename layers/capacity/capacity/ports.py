@@ -26,7 +26,6 @@ from capacity.adapters.iam import IamAdapter
 from capacity.adapters.policy_store import PolicyStore as PolicyStore  # noqa: PLC0414 - re-exported: the port logic names
 from capacity.adapters.sagemaker import ComponentInfo, EndpointInfo, SageMakerAdapter
 from capacity.adapters.scheduler import ReleaseScheduler, RequestSchedules
-from capacity.adapters.slack import SlackDirectory, SlackNotifier, respond, token_from_secret
 from capacity.adapters.stepfunctions import TaskTokens
 from capacity.ledger import Ledger
 from capacity.resources import AlarmSpec, CapacityReservation, Extension, Instance, SlackMessage, TrainingPlan
@@ -448,6 +447,8 @@ class Ports:
     def slack(self) -> NotifierPort:
         """Slack (no-op when ``SLACK_CHANNEL_ID`` or ``SLACK_BOT_TOKEN_SECRET_ARN`` is missing)."""
         if self._slack is None:
+            from capacity.adapters.slack import SlackNotifier, token_from_secret  # noqa: PLC0415 - slack_sdk, when used
+
             secret = self.settings.slack_token_secret_arn
             provider = (lambda: token_from_secret(secret)) if secret else None
             self._slack = SlackNotifier(self.settings.slack_channel_id, provider)
@@ -458,6 +459,8 @@ class Ports:
         """Slack user groups, read with the bot token (every lookup raises ``ConfigurationError`` when
         ``SLACK_BOT_TOKEN_SECRET_ARN`` is not set)."""
         if self._slack_directory is None:
+            from capacity.adapters.slack import SlackDirectory, token_from_secret  # noqa: PLC0415 - slack_sdk, when used
+
             secret = self.settings.slack_token_secret_arn
             provider = (lambda: token_from_secret(secret)) if secret else None
             timeouts = self.settings.call_timeouts
@@ -493,6 +496,8 @@ class Ports:
         """Answer a Slack command or interaction through its ``response_url``
         (:func:`capacity.adapters.slack.respond`: ``blocks``, ``ephemeral``, ``replace_original``); False
         when Slack did not take it (logged, never raised)."""
+        from capacity.adapters.slack import respond  # noqa: PLC0415 - slack_sdk, for the Slack door
+
         return respond(response_url, text, **options)
 
     def idempotency_store(self) -> DynamoDBPersistenceLayer:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from localcloud.cli import ProgressLine, event_kind, event_time, format_timeline, main
+from localcloud.cli import ProgressLine, event_kind, event_time, format_timeline, main, merge_siblings
 from localcloud.clock import RunProgress
 from localcloud.timeline import Kind, TimelineEntry
 
@@ -159,3 +159,35 @@ def test_a_repeated_block_of_lines_is_printed_once_with_its_count() -> None:
         "2026-12-08T12:42:00Z  note       done",
     ]
     assert len(format_timeline(entries, verbose=True).splitlines()) == len(entries)
+
+
+def test_lines_of_one_second_that_differ_in_one_word_are_one_line_naming_the_variants() -> None:
+    at = datetime(2026, 12, 8, 11, 56, tzinfo=UTC)
+    alarm = "Alarm State Change [alarmName=co/llama-3-8b-{}/idle, state={}] -> ScaleComponents"
+    schedule = "schedule release/co-idle-{} (at(2026-12-08T11:56:00)) fired -> bus"
+    due = "IdleAlarmDue on bus [request_id=r] -> ScaleComponentsIdleAlarmDue"
+    entries = [
+        TimelineEntry(at, Kind.SCHEDULE, schedule.format("0da2265435")),
+        TimelineEntry(at, Kind.EVENT, due),
+        TimelineEntry(at, Kind.SCHEDULE, schedule.format("678a9a4738")),
+        TimelineEntry(at, Kind.EVENT, due),
+        TimelineEntry(at, Kind.EVENT, alarm.format("eu", "ALARM")),
+        TimelineEntry(at, Kind.EVENT, alarm.format("us", "ALARM")),
+        TimelineEntry(at, Kind.EVENT, alarm.format("eu", "OK")),  # a status that differs is a change
+        TimelineEntry(at, Kind.API, "POST /reservations -> 202"),
+        TimelineEntry(at, Kind.API, "POST /reservations -> 409"),  # only events and schedules merge
+        TimelineEntry(at + timedelta(seconds=1), Kind.EVENT, alarm.format("us", "OK")),  # another second
+    ]
+
+    texts = [entry.text for entry in merge_siblings(entries)]
+
+    assert texts == [
+        schedule.format("{0da2265435, 678a9a4738}"),
+        due + " (x2)",
+        alarm.format("{eu, us}", "ALARM"),
+        alarm.format("eu", "OK"),
+        "POST /reservations -> 202",
+        "POST /reservations -> 409",
+        alarm.format("us", "OK"),
+    ]
+    assert format_timeline(entries, verbose=True).count("\n") == len(entries) - 1  # verbose shows them all
