@@ -82,6 +82,28 @@ def interaction_body(
     request_id: str, *, approve: bool, user_id: str, channel_id: str = CHANNEL, message_ts: str = "1.000001"
 ) -> str:
     """A ``block_actions`` interaction (the Approve or Reject button of the approval message)."""
+    return button_body(
+        "approve_reservation" if approve else "reject_reservation",
+        request_id,
+        user_id=user_id,
+        label="Approve" if approve else "Reject",
+        block_id=f"approval:{request_id}",
+        channel_id=channel_id,
+        message_ts=message_ts,
+    )
+
+
+def button_body(
+    action_id: str,
+    value: str,
+    *,
+    user_id: str,
+    label: str = "Button",
+    block_id: str = "actions",
+    channel_id: str = CHANNEL,
+    message_ts: str = "1.000001",
+) -> str:
+    """A ``block_actions`` interaction: ``user_id`` pressed the button ``action_id`` carrying ``value``."""
     payload = {
         "type": "block_actions",
         "team": {"id": TEAM, "domain": "localcloud"},
@@ -94,10 +116,10 @@ def interaction_body(
         "actions": [
             {
                 "type": "button",
-                "action_id": "approve_reservation" if approve else "reject_reservation",
-                "block_id": f"approval:{request_id}",
-                "value": request_id,
-                "text": {"type": "plain_text", "text": "Approve" if approve else "Reject"},
+                "action_id": action_id,
+                "block_id": block_id,
+                "value": value,
+                "text": {"type": "plain_text", "text": label},
                 "action_ts": "1.000002",
             }
         ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -130,3 +131,45 @@ def test_the_thread_opens_with_who_asked_for_what() -> None:
     assert fields["*Capacity*"] == "2 x ml.p5.48xlarge"
     assert fields["*Budget*"] == "$30,000.00"
     assert message.text.startswith("*Reservation slack-1* for <@U0REQUESTER>: 2 x ml.p5.48xlarge for 72 h")
+
+
+def test_extension_offers_give_a_confirmed_button_only_to_what_the_rules_allow() -> None:
+    def offer(offering_id: str, fee: str, *, allowed: bool) -> dict[str, object]:
+        return {
+            "offering_id": offering_id,
+            "availability_zone": "us-east-1a",
+            "end_time": "2026-12-12T11:30:00Z",
+            "upfront_fee_usd": fee,
+            "on_demand_equivalent_usd": "2641.92",
+            "allowed": allowed,
+            "problem": None if allowed else "above the budget <$12,000.00>; nothing was bought",
+        }
+
+    dry_run = {
+        "current_end": "2026-12-11T11:30:00Z",
+        "offerings": [offer("tpe-1", "663.53", allowed=True), offer("tpe-2", "9999", allowed=False)],
+    }
+
+    message = messages.extension_offers("eval-week-49", 24, dry_run)
+
+    assert (
+        "1. to 2026-12-12T11:30:00Z in us-east-1a: $663.53 upfront, on demand $2,641.92; allowed"
+        in message.text
+    )
+    assert "2. to 2026-12-12T11:30:00Z in us-east-1a: $9,999.00 upfront" in message.text
+    assert "not allowed: above the budget &lt;$12,000.00&gt;" in message.text  # escaped
+    (actions,) = [block for block in message.blocks if block["type"] == "actions"]
+    (button,) = actions["elements"]  # none for the offering the rules refuse
+    assert button["action_id"] == f"{messages.EXTEND_BUTTON}:1"
+    assert json.loads(button["value"]) == {
+        "request_id": "eval-week-49",
+        "offering_id": "tpe-1",
+        "duration_hours": 24,
+    }
+    assert "not refunded" in button["confirm"]["text"]["text"]
+
+    nothing = messages.extension_offers(
+        "eval-week-49", 48, {"current_end": "2026-12-11T11:30:00Z", "offerings": []}
+    )
+    assert "No extension of 48 h is offered now" in nothing.text
+    assert not [block for block in nothing.blocks if block["type"] == "actions"]

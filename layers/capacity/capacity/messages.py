@@ -18,6 +18,7 @@ shows in notifications and clients without blocks. Each names its ``request_id``
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -567,6 +568,77 @@ def extended(
     )
     fields = [("Extension fee", format_usd(fee)), ("New end (UTC)", new_end), ("Release (UTC)", release_at)]
     return _message(text, f"Extended: {request_id}", request_id=request_id, fields=fields)
+
+
+EXTEND_BUTTON = "extend_reservation"
+"""``action_id`` of an extension offering's Extend button (value: JSON ``request_id``, ``offering_id``,
+``duration_hours``)."""
+EXTEND_BUTTONS_LIMIT = 5
+"""Extend buttons shown at most (the cheapest allowed offerings first, as AWS lists them)."""
+
+
+def extension_offers(request_id: str, hours: int, dry_run: dict[str, Any]) -> SlackMessage:
+    """``/gpu extend``'s answer: the extension offerings of a dry run
+    (:func:`capacity.logic.extend.request_extension` without ``offering_id``), each with its new end, upfront
+    fee (USD), on-demand equivalent and whether the money rules allow it, and an Extend button per allowed
+    one asking to confirm (Block Kit ``confirm``: the fee is paid upfront and not refunded). Nothing is
+    bought until a button is pressed."""
+    offerings = [item for item in dry_run.get("offerings") or [] if isinstance(item, dict)]
+    lines = [
+        f"*Extensions of {escape(request_id)} by {hours} h* (it ends {escape(dry_run.get('current_end'))} "
+        "now); an extension is paid upfront and is not refunded."
+    ]
+    if not offerings:
+        lines.append(f"No extension of {hours} h is offered now: try another duration, or later.")
+    buttons: list[dict[str, Any]] = []
+    for index, item in enumerate(offerings, start=1):
+        fee = format_usd(Decimal(str(item.get("upfront_fee_usd"))))
+        equivalent = item.get("on_demand_equivalent_usd")
+        on_demand = f", on demand {format_usd(Decimal(str(equivalent)))}" if equivalent is not None else ""
+        verdict = "allowed" if item.get("allowed") else f"not allowed: {escape(item.get('problem'))}"
+        lines.append(
+            f"{index}. to {escape(item.get('end_time'))} in {escape(item.get('availability_zone'))}: "
+            f"{fee} upfront{on_demand}; {verdict}"
+        )
+        if item.get("allowed") and len(buttons) < EXTEND_BUTTONS_LIMIT:
+            value = {
+                "request_id": request_id,
+                "offering_id": item.get("offering_id"),
+                "duration_hours": hours,
+            }
+            buttons.append(
+                {
+                    "type": "button",
+                    "action_id": f"{EXTEND_BUTTON}:{index}",
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": f"Extend #{index} ({fee})"[:75]},
+                    "value": json.dumps(value, separators=(",", ":"))[:2000],
+                    "confirm": {
+                        "title": {"type": "plain_text", "text": "Buy this extension?"},
+                        "text": {
+                            "type": "mrkdwn",
+                            "text": f"{fee} upfront, not refunded; {request_id} then ends "
+                            f"{item.get('end_time')}.",
+                        },
+                        "confirm": {"type": "plain_text", "text": "Buy it"},
+                        "deny": {"type": "plain_text", "text": "Not now"},
+                    },
+                }
+            )
+    text = "\n".join(lines)
+    extra = [{"type": "actions", "elements": buttons}] if buttons else []
+    return _message(text, f"Extend {request_id}", request_id=request_id, extra=extra)
+
+
+def extension_requested(request_id: str, offering: dict[str, Any], *, by: str) -> SlackMessage:
+    """An Extend button pressed: the extension is requested (bought once by the ExtendCapacity workflow,
+    then its payment confirmed; the thread hears the outcome)."""
+    fee = format_usd(Decimal(str(offering.get("upfront_fee_usd"))))
+    return SlackMessage(
+        f"{mention(by)} asked to extend *{escape(request_id)}* to {escape(offering.get('end_time'))} for "
+        f"{fee} upfront: it is bought once and its payment confirmed; the outcome follows in its thread.",
+        request_id=request_id,
+    )
 
 
 def extension_failed(request_id: str, reason: str) -> SlackMessage:

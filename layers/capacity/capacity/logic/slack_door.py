@@ -18,9 +18,12 @@ Slash command (``application/x-www-form-urlencoded``: ``command``, ``text``, ``u
   the answer still comes within Slack's 3 seconds; regions not searched in time are named (the REST API's
   ``POST /plans`` searches longer).
 - ``status <id>``: the reservation's state and last steps. ``cancel <id>``: the requester or an approver
-  only. ``help`` (or nothing): the usage. Anything else: the usage with what was wrong.
+  only. ``extend <id> [<duration>]``: the extension offerings (a dry run), each with an Extend button.
+  ``help`` (or nothing): the usage. Anything else: the usage with what was wrong.
 
-Interactions (``payload`` = JSON ``block_actions``): the Approve/Reject buttons of the approval message.
+Interactions (``payload`` = JSON ``block_actions``): the Approve/Reject buttons of the approval message,
+the Cancel anyway button of a paid reservation, and the Extend buttons of ``/gpu extend`` (after Slack's
+confirm dialog: the extension is requested, bought once by the ExtendCapacity workflow).
 Only users in env ``SLACK_APPROVER_IDS`` may press them (others get an ephemeral refusal); the decision
 goes through :func:`capacity.logic.api.decide_approval` (the approver ``slack:<user id>`` is recorded in the
 ledger, the waiting task is answered) and the approval message is replaced by the outcome.
@@ -43,8 +46,10 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from capacity import jsonsafe, messages
 from capacity.errors import (
+    BudgetExceeded,
     CapacityError,
     ConfigurationError,
+    ExtensionRefused,
     InvalidRequest,
     NotAwaitingApproval,
     NotPermitted,
@@ -56,8 +61,9 @@ from capacity.errors import (
     ScheduleNotFound,
     SlackUnauthorized,
     SlackUnavailable,
+    TeamLimitExceeded,
 )
-from capacity.logic import api, costs, schedules
+from capacity.logic import api, costs, extend, schedules
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import charged_to
 from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
@@ -82,6 +88,9 @@ the alternatives, the break-even utilisation of reserving, where capacity is (bu
 • `/gpu status [<request id>]`: the reservation's state and history (without an id: the newest ones)
 • `/gpu cancel <request id>`: release it now (the requester or an approver); a paid fee is not refunded, \
 so a paid reservation asks first (a Cancel anyway button)
+• `/gpu extend <request id> [<duration>]`: the extension offerings of a reservation (default `1d`: fee, \
+new end, on-demand equivalent), each with an Extend button that asks to confirm (the requester, its team or \
+an approver)
 • `/gpu costs [team=<team>] [month=<yyyy-mm>] [by=team|instance_type|region]`: paid, used and on-demand \
 equivalent per team and month
 • `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
@@ -458,6 +467,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
         "costs": lambda: _costs(args, ports),
+        "extend": lambda: _extend(args, ports, door, user_id=user_id),
     }
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
@@ -473,7 +483,17 @@ def _failure(exc: Exception) -> SlackAnswer:
     if isinstance(exc, InvalidRequest):
         return _ephemeral(_invalid_text(exc))
     if isinstance(
-        exc, (ReservationNotFound, ReservationClosed, ScheduleExists, ScheduleNotFound, NotPermitted)
+        exc,
+        (
+            ReservationNotFound,
+            ReservationClosed,
+            ScheduleExists,
+            ScheduleNotFound,
+            NotPermitted,
+            ExtensionRefused,
+            BudgetExceeded,
+            TeamLimitExceeded,
+        ),
     ):
         return _ephemeral(messages.escape(exc))
     if isinstance(exc, SlackUnavailable):  # a user group of a team could not be read: nothing was done
@@ -621,17 +641,75 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     )
 
 
-def _may_not_cancel(request_id: str, user_id: str, ports: Ports, door: Door) -> str | None:
-    """Why ``user_id`` may not cancel ``request_id`` (None: it may): the deployment's Slack approvers may,
-    and so may the requester, the members of its team and its approvers (the API's rule,
-    :func:`capacity.logic.api.require_may_act`)."""
+def _may_not_cancel(
+    request_id: str, user_id: str, ports: Ports, door: Door, *, doing: str = "cancel"
+) -> str | None:
+    """Why ``user_id`` may not cancel (or extend: ``doing``) ``request_id`` (None: it may): the deployment's
+    Slack approvers may, and so may the requester, the members of its team and its approvers (the API's
+    rule, :func:`capacity.logic.api.require_may_act`)."""
     if user_id in door.approvers:
         return None
     try:
-        api.require_may_act(request_id, f"slack:{user_id}", ports, doing="cancel")
+        api.require_may_act(request_id, f"slack:{user_id}", ports, doing=doing)
     except NotPermitted as refused:
         return messages.escape(str(refused)) + "."
     return None
+
+
+def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    """``/gpu extend <id> [<duration>]`` (default ``1d``): the extension offerings with an Extend button each
+    (:func:`capacity.messages.extension_offers`); a dry run, nothing is bought here."""
+    if not args or len(args) > 2:
+        raise UsageError("give the reservation and how long: `/gpu extend <request id> 1d`")
+    request_id = args[0]
+    hours = _duration_hours(args[1]) if len(args) == 2 else 24
+    api.get_reservation(request_id, ports)  # 404 first
+    refused = _may_not_cancel(request_id, user_id, ports, door, doing="extend")
+    if refused is not None:
+        return _ephemeral(refused)
+    dry_run = extend.request_extension(
+        request_id, {"duration_hours": hours}, ports, requester=f"slack:{user_id}"
+    )
+    offers = messages.extension_offers(request_id, hours, dry_run)
+    return SlackAnswer(
+        200, {"response_type": "ephemeral", "text": offers.text, "blocks": list(offers.blocks)}
+    )
+
+
+def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports, door: Door) -> None:
+    """An Extend button pressed (after its confirm dialog): the same rule as ``/gpu extend``, then the
+    purchase is requested with the offering the button names (:func:`capacity.logic.extend.request_extension`
+    puts ``ExtensionRequested``; the workflow buys it once however often the button is pressed). A stale
+    offering, the budget or the team's month refuse it with the reason; nothing is bought then."""
+    respond = _responder(door, ports)
+    try:
+        chosen = json.loads(value)
+    except ValueError:
+        chosen = None
+    if not isinstance(chosen, dict) or not all(
+        isinstance(chosen.get(key), kind)
+        for key, kind in (("request_id", str), ("offering_id", str), ("duration_hours", int))
+    ):
+        respond(response_url, "This Extend button carries no offering; nothing was bought.", ephemeral=True)
+        return
+    request_id = str(chosen["request_id"])
+    try:
+        api.get_reservation(request_id, ports)  # 404 first
+        refused = _may_not_cancel(request_id, user_id, ports, door, doing="extend") if user_id else "no user"
+        if refused is not None:
+            respond(response_url, f"{refused} Nothing was bought.", ephemeral=True)
+            return
+        result = extend.request_extension(
+            request_id,
+            {"duration_hours": chosen["duration_hours"], "offering_id": chosen["offering_id"]},
+            ports,
+            requester=f"slack:{user_id}",
+        )
+    except CapacityError as exc:
+        respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    requested = messages.extension_requested(request_id, result["offering"], by=f"slack:{user_id}")
+    respond(response_url, requested.text, ephemeral=True, replace_original=True)
 
 
 def _costs(args: Sequence[str], ports: Ports) -> SlackAnswer:
@@ -819,25 +897,40 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
     if payload.get("type") != "block_actions":
         return SlackAnswer(200, {})
     actions = [a for a in payload.get("actions") or [] if isinstance(a, dict)]
-    action = next((a for a in actions if a.get("action_id") in (APPROVE, REJECT, CANCEL_CONFIRMED)), None)
+    action = next(
+        (
+            a
+            for a in actions
+            if a.get("action_id") in (APPROVE, REJECT, CANCEL_CONFIRMED)
+            or str(a.get("action_id") or "").startswith(f"{messages.EXTEND_BUTTON}:")
+        ),
+        None,
+    )
     user_id = str((payload.get("user") or {}).get("id") or "")
     response_url = str(payload.get("response_url") or "")
     if action is None:
         return SlackAnswer(200, {})
-    if action.get("action_id") == CANCEL_CONFIRMED:
-        _cancel_confirmed(str(action.get("value") or ""), user_id, response_url, ports, door)
-        return SlackAnswer(200, {})
-    request_id = str(action.get("value") or "")
-    approved = action.get("action_id") == APPROVE
-    if not user_id or user_id not in door.approvers:
+    pressed, value = str(action.get("action_id") or ""), str(action.get("value") or "")
+    if pressed.startswith(f"{messages.EXTEND_BUTTON}:"):
+        _extend_confirmed(value, user_id, response_url, ports, door)
+    elif pressed == CANCEL_CONFIRMED:
+        _cancel_confirmed(value, user_id, response_url, ports, door)
+    elif not user_id or user_id not in door.approvers:
         _responder(door, ports)(
             response_url,
             f"Sorry {messages.mention(f'slack:{user_id}')}, only approvers may approve or reject "
-            f"{messages.escape(request_id)}; nothing was changed.",
+            f"{messages.escape(value)}; nothing was changed.",
             ephemeral=True,
         )
-        return SlackAnswer(200, {})
-    _decide(request_id, approved=approved, user_id=user_id, response_url=response_url, ports=ports, door=door)
+    else:
+        _decide(
+            value,
+            approved=pressed == APPROVE,
+            user_id=user_id,
+            response_url=response_url,
+            ports=ports,
+            door=door,
+        )
     return SlackAnswer(200, {})
 
 

@@ -1,0 +1,107 @@
+"""``/gpu extend`` on the local cloud (issue 17): the extension offerings with an Extend button each, for
+the requester's side only, and a press (after Slack's confirm dialog) that buys the extension once, however
+often it is pressed."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from events.slack_signed_request import button_body, command_body, local_secret, proxy_event
+from localcloud.cloud import LocalCloud
+from localcloud.emulator.market import MarketConfig
+from tests.integration.support import START, TEMPLATE, base_request, ledger_items, post_reservation, states
+
+pytestmark = pytest.mark.integration
+RID = "eval-week-49"
+APPROVER, STRANGER = "U0APPROVER", "U0STRANGER"
+
+
+def _cloud() -> LocalCloud:
+    return LocalCloud(
+        TEMPLATE,
+        start=START,
+        seed=7,
+        market=MarketConfig(capacity={"*": 8}),  # the plan can always be extended by a day
+        parameter_overrides={"SlackChannelId": "C0TESTS", "SlackApproverIds": APPROVER},
+    )
+
+
+def _slack(cloud: LocalCloud, path: str, body: str) -> dict[str, Any]:
+    event = proxy_event(path, body, secret=local_secret(), timestamp=int(cloud.now().timestamp()))
+    answer = cloud.api_request(event)
+    assert answer["statusCode"] == 200, answer
+    return json.loads(answer["body"]) if answer.get("body") else {}
+
+
+def _extend(cloud: LocalCloud, user: str, text: str = f"extend {RID} 1d") -> dict[str, Any]:
+    return _slack(cloud, "/slack/commands", command_body(text, user_id=user))
+
+
+def _press(cloud: LocalCloud, user: str, button: dict[str, Any]) -> str:
+    """``user`` presses ``button``; what Slack's response_url received."""
+    _slack(cloud, "/slack/interactions", button_body(button["action_id"], button["value"], user_id=user))
+    told = cloud.outbox.messages[-1]
+    assert told.kind == "response_url"
+    return str(told.text)
+
+
+def _extend_calls(cloud: LocalCloud) -> list[Any]:
+    return [
+        c for c in cloud.dispatcher.calls if c.operation == "ExtendTrainingPlan" and (c.status or 500) < 300
+    ]
+
+
+def test_gpu_extend_lists_the_offerings_and_a_press_buys_the_extension_once() -> None:
+    with _cloud() as cloud:
+        post_reservation(cloud, base_request())
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
+
+        # Someone who is neither the requester's side nor an approver: refused, nothing searched or bought
+        refused = _extend(cloud, STRANGER)
+        assert refused["response_type"] == "ephemeral"
+        assert "may not extend" in refused["text"]
+        assert not [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OFFER#")]
+
+        offers = _extend(cloud, APPROVER)
+        assert offers["response_type"] == "ephemeral"
+        assert f"Extensions of {RID} by 24 h" in offers["text"]
+        assert "allowed" in offers["text"]
+        (actions,) = [block for block in offers["blocks"] if block["type"] == "actions"]
+        (button,) = actions["elements"]
+        assert button["confirm"]["title"]["text"] == "Buy this extension?"
+        chosen = json.loads(button["value"])
+        assert (chosen["request_id"], chosen["duration_hours"]) == (RID, 24)
+        assert _extend_calls(cloud) == []  # the dry run bought nothing
+
+        # The stranger presses the approver's button: refused
+        assert "may not extend" in _press(cloud, STRANGER, button)
+        told = _press(cloud, APPROVER, button)
+        assert f"asked to extend *{RID}*" in told
+        cloud.run(until=cloud.now() + timedelta(seconds=5))  # a second press, signed at another instant
+        again = _press(cloud, APPROVER, button)  # pressed twice: the workflow buys once
+        assert f"asked to extend *{RID}*" in again
+
+        cloud.run(stop_when=lambda: "EXTENDED" in states(cloud, RID))
+        cloud.run(until=cloud.now().replace(hour=23))
+        assert len(_extend_calls(cloud)) == 1
+        extended = [
+            i for i in ledger_items(cloud, RID) if i["sk"].startswith("STATE#") and i["state"] == "EXTENDED"
+        ]
+        assert len(extended) == 1
+        purchase = next(i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE")
+        day_later = datetime.fromisoformat(purchase["end_time"]) + timedelta(days=1)
+        assert datetime.fromisoformat(extended[0]["detail"]["end_time"]) == day_later
+
+
+def test_gpu_extend_without_an_id_or_with_a_bad_duration_says_what_to_fix() -> None:
+    with _cloud() as cloud:
+        assert "/gpu extend &lt;request id&gt; 1d" in _extend(cloud, APPROVER, "extend")["text"]
+        assert "`soon` is not a duration" in _extend(cloud, APPROVER, f"extend {RID} soon")["text"]
+        assert (
+            _extend(cloud, APPROVER, "extend no-such-request 1d")["text"]
+            == "no reservation 'no-such-request'"
+        )
