@@ -35,8 +35,9 @@ alone with ``--only INDEX``. A lifecycle draws (``scenario.make_scenario``):
   Functions).
 
 After the lifecycle is idle (nothing scheduled, nothing running) the invariants are checked
-(``checks.check``): no double purchase (training plans and capacity blocks, asked of the emulator directly),
-nothing above budget (a plan's or block's upfront fee, or what ran on demand until its end), no purchase
+(``checks.check``): no double purchase (training plans and capacity blocks, asked of the emulator directly)
+and no extension bought twice or left unrecorded, nothing above budget (a plan's or block's upfront fee, its
+extensions, or what ran on demand until its end), no purchase
 without the approval it needed (or in a dry run, or after a rejection; on demand, which asks no approval,
 never above the threshold), nothing billable left behind (endpoints, instances...; unless AWS never
 finished a deletion because of an injected ``stuck`` fault and the application reported it: "RELEASE

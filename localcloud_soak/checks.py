@@ -32,6 +32,36 @@ def check_double_purchase(facts: Facts) -> list[str]:
     return problems
 
 
+def check_extensions(facts: Facts) -> list[str]:
+    """The money rules of extensions (issue 17): an extension offering bought more than once, a paid
+    extension with no ``EXTENDED`` of its fee in the ledger (every dollar recorded), or an ``EXTENDED``
+    recorded twice for one extension (the budget over them all: :func:`check_total_spend`)."""
+    problems = []
+    bought = [e.offering_id for e in facts.extensions]
+    for offering_id in sorted({o for o in bought if bought.count(o) > 1}):
+        problems.append(f"double extension: offering {offering_id} bought {bought.count(offering_id)} times")
+    recorded = [i for i in facts.history() if i["state"] == "EXTENDED" and isinstance(i.get("detail"), dict)]
+    ids = [str(i["detail"].get("extension_id")) for i in recorded]
+    for extension_id in sorted({x for x in ids if ids.count(x) > 1}):
+        problems.append(
+            f"double extension: EXTENDED recorded {ids.count(extension_id)} times for {extension_id}"
+        )
+    fees = {str(i["detail"].get("extension_id")): Decimal(str(i.get("money_usd") or "0")) for i in recorded}
+    for paid in (e for e in facts.extensions if e.payment == "succeeded"):
+        if fees.get(paid.offering_id) != paid.upfront_fee_usd:
+            problems.append(
+                f"extension not recorded: {paid.offering_id} of {paid.reservation} paid "
+                f"${paid.upfront_fee_usd}, ledger says {fees.get(paid.offering_id, 'nothing')}"
+            )
+    return problems
+
+
+def extension_spend(facts: Facts) -> Decimal:
+    """What the extensions cost (USD): the paid ones and those still being paid (a failed payment charged
+    nothing)."""
+    return sum((e.upfront_fee_usd for e in facts.extensions if e.payment != "failed"), Decimal(0))
+
+
 def on_demand_spend(facts: Facts) -> tuple[str, Decimal] | None:
     """What the instances (or endpoint) launched on demand or on spot cost until the end the application
     set for them (USD, at the on-demand rate its ``PURCHASE`` item records for the region launched in), with
@@ -194,9 +224,14 @@ def check_failures_notified(facts: Facts) -> list[str]:
 
 
 def check_total_spend(facts: Facts) -> list[str]:
-    """Everything the request paid (reservations bought and capacity run on demand) above its budget."""
+    """Everything the request paid (reservations bought, their extensions, capacity run on demand) above
+    its budget."""
     spend = on_demand_spend(facts)
-    total = sum((p.upfront_fee_usd for p in facts.live_plans()), Decimal(0)) + (spend[1] if spend else 0)
+    total = (
+        sum((p.upfront_fee_usd for p in facts.live_plans()), Decimal(0))
+        + extension_spend(facts)
+        + (spend[1] if spend else 0)
+    )
     if total > facts.max_upfront_fee_usd:
         return [f"total spend ${total} > max_upfront_fee_usd ${facts.max_upfront_fee_usd}"]
     return []
@@ -209,7 +244,9 @@ def check_money_recorded(facts: Facts) -> list[str]:
     recorded = sum(
         (Decimal(str(i["money_usd"])) for i in facts.history() if i.get("money_usd") is not None), Decimal(0)
     )
-    charged = sum((p.upfront_fee_usd for p in live), Decimal(0))
+    charged = sum((p.upfront_fee_usd for p in live), Decimal(0)) + sum(
+        (e.upfront_fee_usd for e in facts.extensions if e.payment == "succeeded"), Decimal(0)
+    )
     problems = []
     if recorded != charged:
         problems.append(f"ledger money ${recorded} != what AWS charged ${charged} ({len(live)} bought)")
@@ -343,6 +380,7 @@ def _utc(text: Any) -> datetime:
 CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_double_purchase,
     check_budget,
+    check_extensions,
     check_total_spend,
     check_money_recorded,
     check_approval,

@@ -35,6 +35,19 @@ class PlanFact:
     kind: str = "training-plan"
 
 
+@dataclass(frozen=True)
+class ExtensionFact:
+    """An extension bought in the cloud (``ExtendTrainingPlan`` or ``PurchaseCapacityBlockExtension``):
+    the reservation it extends (plan name or ``cr-...``), the extension offering id, its upfront fee (USD),
+    the hours it adds and its payment (``pending``, ``succeeded``, ``failed``: only ``succeeded`` is paid)."""
+
+    reservation: str
+    offering_id: str
+    upfront_fee_usd: Decimal
+    hours: int
+    payment: str
+
+
 @dataclass
 class Facts:
     """What a lifecycle left behind, read after it became idle; the input of :func:`check`.
@@ -57,6 +70,7 @@ class Facts:
         copy_changes: ``(inference component, copies)`` of every copy count the application changed
             (``UpdateInferenceComponentRuntimeConfig`` answered without error).
         executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
+        extensions: every extension bought, of any reservation (:class:`ExtensionFact`).
     """
 
     request_id: str
@@ -78,6 +92,7 @@ class Facts:
     release_scheduled: bool = True
     copy_changes: list[tuple[str, int]] = field(default_factory=list)
     executions: list[tuple[str, str]] = field(default_factory=list)
+    extensions: list[ExtensionFact] = field(default_factory=list)
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -194,6 +209,26 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
     return found
 
 
+def extensions(cloud: LocalCloud) -> list[ExtensionFact]:
+    """Every extension of every training plan and capacity block, read from the emulator's own records
+    (the soak's view of what was paid, whatever the application recorded)."""
+    now = cloud.now()
+    owners: list[tuple[str, Any]] = [
+        (plan.name, plan) for plan in cloud.emulator.training_plans.plans.values()
+    ] + [(block_id, block) for block_id, block in cloud.emulator.capacity_blocks.reservations.items()]
+    return [
+        ExtensionFact(
+            reservation=name,
+            offering_id=str(item.offering.offering_id),
+            upfront_fee_usd=Decimal(str(item.offering.fee_usd)).quantize(Decimal("0.01")),
+            hours=item.hours,
+            payment=item.status(now),
+        )
+        for name, owner in owners
+        for item in owner.extensions
+    ]
+
+
 def _succeeded_calls(cloud: LocalCloud, operation: str) -> list[Any]:
     return [
         c
@@ -241,4 +276,5 @@ def collect_facts(
             for c in _succeeded_calls(cloud, "UpdateInferenceComponentRuntimeConfig")
         ],
         executions=[(e.state_machine.rsplit("-", 1)[-1], e.status) for e in cloud.executions()],
+        extensions=extensions(cloud),
     )

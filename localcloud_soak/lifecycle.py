@@ -221,6 +221,8 @@ class _Driver:
         label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
         if path.endswith("/approval"):
             label = "approval"
+        elif path.endswith("/extensions"):
+            label = "extend"
         self.api_statuses[f"{label} {answer['statusCode']}"] += 1
         self.answers.append(f"{method} {path} -> {answer['statusCode']} {str(answer.get('body'))[:300]}")
         return answer
@@ -240,6 +242,17 @@ class _Driver:
             self.retries += 1
             elapsed = (self.cloud.now() - self.noticed["now"]) / timedelta(hours=1)
             self.pending.append(Action("post", "now", round(elapsed + 0.05, 4)))
+
+    def extend(self) -> None:
+        """A dry run of a one-day extension, then the purchase of its first allowed offering (refusals,
+        such as a reservation already released or no room in the budget, are answers, not failures)."""
+        path = f"/reservations/{REQUEST_ID}/extensions"
+        dry = self.api("POST", path, {"duration_hours": 24})
+        if dry["statusCode"] != 200:
+            return
+        offered = [o for o in json.loads(str(dry["body"])).get("offerings", []) if o.get("allowed")]
+        if offered:
+            self.api("POST", path, {"duration_hours": 24, "offering_id": offered[0]["offering_id"]})
 
     def fire(self, action: Action) -> None:
         rid = REQUEST_ID
@@ -266,6 +279,8 @@ class _Driver:
             answer = self.api("POST", f"/reservations/{rid}/approval", decision)
             if action.kind == "approve" and answer["statusCode"] == 200:
                 self.approvals_accepted.append(self.cloud.now())
+        elif action.kind == "extend":
+            self.extend()
         else:  # pragma: no cover - scenarios only hold the kinds above
             raise ValueError(f"unknown action {action.kind!r}")
 

@@ -170,7 +170,8 @@ def format_report(report: SoakReport) -> str:
     failed = report.failed
     if not failed:
         lines.append(
-            f"invariants: OK in {n} lifecycles (no double purchase, none above budget or the total budget, "
+            f"invariants: OK in {n} lifecycles (no double purchase or extension, none above budget or the "
+            "total budget (extensions included), every extension paid recorded, "
             "the ledger's money equal to what AWS charged, every purchase recorded with its release "
             "schedule, "
             "none without approval or approved by its requester or above the approved fee, no paid "

@@ -127,9 +127,11 @@ class Action:
     """Something a person or another system does during a lifecycle.
 
     ``kind``: ``post`` (POST /reservations), ``bus`` (``ReservationRequested`` put straight on the bus),
-    ``cancel`` (DELETE), ``approve`` or ``reject`` (POST .../approval). ``phase``: ``now`` (right after the
-    first POST), a ledger state (once it is recorded) or ``end`` (once the lifecycle is idle); every action
-    whose phase never comes runs when the lifecycle is idle. ``delay_hours``: virtual hours after the phase.
+    ``cancel`` (DELETE), ``approve`` or ``reject`` (POST .../approval), ``extend`` (a dry run of POST
+    .../extensions for a day, then the purchase of its first allowed offering). ``phase``: ``now`` (right
+    after the first POST), a ledger state (once it is recorded) or ``end`` (once the lifecycle is idle);
+    every action whose phase never comes runs when the lifecycle is idle. ``delay_hours``: virtual hours after
+    the phase.
     """
 
     kind: str
@@ -424,6 +426,22 @@ def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
     return rules
 
 
+EXTEND_PHASES = ("PURCHASED", "ACTIVE", "READY")
+"""When an extension is asked for: once bought (a plan still scheduled), once active, once serving."""
+EXTEND_SHARE = 0.25
+
+
+def _extensions(rng: random.Random) -> list[Action]:
+    """A quarter of the lifecycles ask to extend by a day (issue 17): a dry run of ``POST
+    .../extensions``, then the purchase of the first allowed offering, sent once or twice (a client
+    retrying): bought once either way, within the budget, and released at the final end."""
+    if rng.random() >= EXTEND_SHARE:
+        return []
+    phase = rng.choice(EXTEND_PHASES)
+    delay = 0.0 if rng.random() < 0.5 else round(rng.uniform(0.1, 12.0), 1)
+    return [Action("extend", phase, delay)] * (2 if rng.random() < 0.3 else 1)
+
+
 def make_scenario(seed: int, index: int) -> Scenario:
     """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
     own = lifecycle_seed(seed, index)
@@ -458,6 +476,7 @@ def make_scenario(seed: int, index: int) -> Scenario:
     # At-least-once, late and refused deliveries, operators' stops, stale listings (issue 12 items 4 and 6),
     # from a generator of their own, so the other draws of every lifecycle stay what they were.
     faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
+    actions += _extensions(random.Random(f"{own}:extend"))
     return Scenario(
         index=index,
         seed=own,

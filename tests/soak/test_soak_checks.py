@@ -18,6 +18,7 @@ from localcloud_soak.checks import (
     check_cancel_honoured,
     check_copies_recorded,
     check_double_purchase,
+    check_extensions,
     check_failures_notified,
     check_final_state,
     check_money_recorded,
@@ -27,7 +28,7 @@ from localcloud_soak.checks import (
     outcome,
     route,
 )
-from localcloud_soak.facts import Facts, PlanFact
+from localcloud_soak.facts import ExtensionFact, Facts, PlanFact
 from localcloud_soak.scenario import make_scenario
 
 END = datetime(2026, 12, 20, 11, 30, tzinfo=UTC)
@@ -428,3 +429,42 @@ def test_every_copy_change_needs_its_ledger_record() -> None:
     }
     facts = _facts(copy_changes=[("co-soak-m", 0), ("co-soak-m", 3)], items=[*_facts().items, scale])
     assert check_copies_recorded(facts) == ["copy count changed without a ledger record: co-soak-m -> 3"]
+
+
+def test_an_extension_is_bought_once_recorded_with_its_fee_and_counted_in_the_budget() -> None:
+    paid = ExtensionFact("co-soak", "tpe-1", Decimal("300.00"), 24, "succeeded")
+    extended = {  # while READY, before the release
+        **_state(7, "EXTENDED", money_usd="300.00", detail={"extension_id": "tpe-1"}),
+        "sk": "STATE#2026-11-30T09:07:30.000Z#0000",
+    }
+    kept = _facts(extensions=[paid], items=[*_facts().items, extended])
+    assert check(kept) == []  # $1,000 + $300 within $1,500; the ledger holds both amounts
+
+    assert check_extensions(_facts(extensions=[paid, paid], items=[*_facts().items, extended])) == [
+        "double extension: offering tpe-1 bought 2 times"
+    ]
+    assert check_extensions(_facts(extensions=[paid], items=[*_facts().items, extended, extended])) == [
+        "double extension: EXTENDED recorded 2 times for tpe-1"
+    ]
+    assert check_extensions(_facts(extensions=[paid])) == [
+        "extension not recorded: tpe-1 of co-soak paid $300.00, ledger says nothing"
+    ]
+    assert check_money_recorded(_facts(extensions=[paid])) == [
+        "ledger money $1000.00 != what AWS charged $1300.00 (1 bought)"
+    ]
+    dear = ExtensionFact("co-soak", "tpe-2", Decimal("600.00"), 24, "pending")
+    assert check_total_spend(_facts(extensions=[dear])) == [
+        "total spend $1600.00 > max_upfront_fee_usd $1500.00"
+    ]
+    refused = replace(dear, payment="failed")  # a failed payment charged nothing
+    assert check_total_spend(_facts(extensions=[refused])) == []
+    assert check_extensions(_facts(extensions=[refused])) == []
+
+
+def test_a_quarter_of_the_lifecycles_extend_some_of_them_twice() -> None:
+    drawn = [make_scenario(7, i) for i in range(200)]
+    extending = [[a for a in s.actions if a.kind == "extend"] for s in drawn]
+    share = sum(1 for found in extending if found) / len(drawn)
+    assert 0.15 < share < 0.35
+    assert any(len(found) == 2 for found in extending)  # a client sending the purchase twice
+    assert {a.phase for found in extending for a in found} == {"PURCHASED", "ACTIVE", "READY"}
