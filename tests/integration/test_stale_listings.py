@@ -22,6 +22,7 @@ from tests.integration.support import (
     post_reservation,
     states,
 )
+from tests.integration.test_on_demand_first import sagemaker_now_request
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +59,40 @@ def test_a_cancel_right_after_create_endpoint_on_stale_reads_leaves_nothing_bill
 
         assert states(cloud, RID)[-1] == "RELEASED"
         assert cloud.billable_resources() == []
+
+
+def test_a_cancel_during_the_on_demand_create_on_stale_reads_leaves_no_endpoint_billing() -> None:
+    # Soak seed 308, lifecycle 43: the cancel lands while the on-demand step creates its endpoint; the
+    # release ran before there was anything to see, and the step, asking DescribeEndpoint right after
+    # CreateEndpoint on lagging reads, found nothing, said "nothing launched on demand is left" and ended:
+    # the endpoint billed on with no one to delete it.
+    faults = FaultInjector(
+        [
+            FaultRule(service="sagemaker", kind=FaultKind.STALE_LISTING, delay_seconds=300),
+            FaultRule(
+                service="sagemaker",
+                operation="CreateEndpointConfig",
+                kind=FaultKind.LATENCY,
+                latency_seconds=5,  # under the read timeout: the call answers, late
+            ),
+        ],
+        seed=1,
+    )
+    with make_cloud(faults=faults) as cloud:
+        post_reservation(cloud, sagemaker_now_request())  # from now: on demand is tried first
+        cloud.run(
+            stop_when=lambda: any(c.operation == "CreateEndpointConfig" for c in cloud.dispatcher.calls)
+        )
+        answer: dict[str, Any] = cloud.api_request(
+            api_event(None, method="DELETE", path=f"/reservations/{RID}")
+        )
+        assert answer["statusCode"] == 202, answer
+        cloud.run_until_idle()
+
+        created = [
+            c for c in cloud.dispatcher.calls if c.operation == "CreateEndpoint" and (c.status or 500) < 300
+        ]
+        assert len(created) == 1  # the step did create it after the cancel was recorded
+        assert cloud.billable_resources() == []
+        assert "CANCELLED" in states(cloud, RID)
+        assert "PURCHASED" not in states(cloud, RID)  # it was the on-demand path

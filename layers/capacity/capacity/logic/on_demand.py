@@ -54,7 +54,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries
-from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries
+from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.models import (
     ReservationRequest,
 )
@@ -159,6 +159,9 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
             continue
         sagemaker = ports.sagemaker(region)
         info = sagemaker.describe_endpoint(name)
+        if info is None and maybe_not_visible(ports, request.id, region, ports.clock()):
+            left.append(f"endpoint {name} in {region} (created, not visible yet)")  # poll again
+            continue
         if info is None:
             sagemaker.delete_endpoint_config(config)
             continue

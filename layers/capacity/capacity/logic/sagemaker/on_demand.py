@@ -31,8 +31,17 @@ from capacity.models import (
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports, SageMakerPort
 from capacity.resources import tags_for
+from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)
+
+ENDPOINT_CREATED = "ON_DEMAND_ENDPOINT#"
+"""Ledger item ``ON_DEMAND_ENDPOINT#<region>``, put before ``CreateEndpoint``: an endpoint of the request may
+exist there from ``written_at`` on, whatever ``DescribeEndpoint`` says for a while."""
+NOT_VISIBLE_GRACE = timedelta(minutes=15)
+"""How long after ``CreateEndpoint`` a "not found" from ``DescribeEndpoint`` is not believed: SageMaker's
+reads are eventually consistent (the local cloud's ``stale_listing``), and an endpoint thought gone would bill
+with nothing left to delete it."""
 
 PHASE_DEADLINE = timedelta(hours=3)
 """The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
@@ -66,7 +75,7 @@ def endpoint_tries(  # noqa: PLR0911 - one return per endpoint state
             if not _usable(request, ports, region, order):  # a model is missing here: try the next region
                 failed.append(region)
                 continue
-            _create_endpoint(request, ports, sagemaker)
+            _create_endpoint(request, ports, sagemaker, region)
             if states(ports.ledger.history(request.id)) & STOP_STATES:  # cancelled during the creates
                 return None  # the router abandons the tries
             return wait.model_copy(update={"region": region})
@@ -134,7 +143,9 @@ def _usable(request: ReservationRequest, ports: Ports, region: str, order: int) 
     return not problems
 
 
-def _create_endpoint(request: ReservationRequest, ports: Ports, sagemaker: SageMakerPort) -> None:
+def _create_endpoint(
+    request: ReservationRequest, ports: Ports, sagemaker: SageMakerPort, region: str
+) -> None:
     """The on-demand endpoint config (no ``CapacityReservationConfig``) and endpoint, of the reservation's
     names (a retry finds them)."""
     name, config = endpoint_name(request.id), endpoint_config_name(request.id)
@@ -148,7 +159,16 @@ def _create_endpoint(request: ReservationRequest, ports: Ports, sagemaker: SageM
             tags=tags_for(request.id),
         )
     # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
+    ports.ledger.put_once(request.id, f"{ENDPOINT_CREATED}{region}", {"endpoint": name})
     sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
+
+
+def maybe_not_visible(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
+    """True when the on-demand endpoint in ``region`` was created (``CreateEndpoint`` called, see
+    :data:`ENDPOINT_CREATED`) less than :data:`NOT_VISIBLE_GRACE` ago: a ``DescribeEndpoint`` that does not
+    find it may lag behind, so it must not be taken as gone yet."""
+    created = ports.ledger.get(request_id, f"{ENDPOINT_CREATED}{region}")
+    return created is not None and now < parse_utc(str(created["written_at"])) + NOT_VISIBLE_GRACE
 
 
 def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
