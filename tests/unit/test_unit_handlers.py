@@ -66,6 +66,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
     first = invoke(handler, requested_event())
     assert first == {
         "request_id": "demo-1",
+        "platform": "sagemaker",
         "duplicate": False,
         "regions": ["us-east-1", "us-west-2"],
         "dry_run": False,

@@ -65,7 +65,11 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         created = ledger.record_request(request, actor=ports.actor, write_id=writer)
     except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
         return RecordRequestOutput(
-            request_id=request.id, duplicate=True, regions=list(request.regions), dry_run=request.dry_run
+            request_id=request.id,
+            platform=request.platform,
+            duplicate=True,
+            regions=list(request.regions),
+            dry_run=request.dry_run,
         )
     if created and detail.slack is not None:  # only the execution that recorded the request sets its thread
         ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=writer)
@@ -82,6 +86,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
     return RecordRequestOutput(
         request_id=request.id,
+        platform=request.platform,
         duplicate=not created,
         regions=list(request.regions),
         dry_run=request.dry_run,
@@ -123,6 +128,7 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
     offering = OfferingSummary.model_validate(named) if named else None
     return RecordRequestOutput(
         request_id=request.id,
+        platform=request.platform,
         duplicate=not created,
         regions=list(request.regions),
         dry_run=request.dry_run,

@@ -2,7 +2,8 @@
 
 A router by platform: the ``PURCHASE`` item's ``platform`` picks the teardown (:data:`TEARDOWNS`:
 :mod:`capacity.logic.sagemaker.teardown` deletes scaling, alarms, inference components, the endpoint and its
-config; :mod:`capacity.logic.ec2.teardown` terminates the instances), and both end in
+config; :mod:`capacity.logic.ec2.teardown` terminates the instances; ``begin`` answers the platform and
+the workflow runs only that platform's states), and both end in
 :func:`capacity.logic.ending.record_released`. Here: the checks every release makes first (a valid
 ``ReleaseRequested``, an intent reconciled, the ``RELEASED`` marker) and a failed attempt's retry.
 
@@ -107,7 +108,10 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
-    return TEARDOWNS[purchase.platform].run(step, ports, purchase)
+    output = TEARDOWNS[purchase.platform].run(step, ports, purchase)
+    if step.action == "begin":  # the workflow's ``Platform?`` branches on it: only this platform's states run
+        output = output.model_copy(update={"platform": purchase.platform})
+    return output
 
 
 @dataclass(frozen=True)
