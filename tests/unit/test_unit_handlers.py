@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 import time_machine
-from capacity.models import State
+from capacity.records import State
 
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import bus_queue, drain, invoke, load_handler

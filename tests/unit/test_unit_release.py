@@ -22,7 +22,8 @@ from capacity.logic.release import release_capacity, retry_delay
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.sagemaker.teardown import MAX_POLL_ATTEMPTS
 from capacity.logic.search import search_offerings
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, FakeSageMaker, raw_offering, request_body

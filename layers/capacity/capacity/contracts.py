@@ -15,7 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capacity.models import CostSummary, Money, OfferingSummary, Platform, UtcDatetime
+from capacity.offerings import OfferingSummary
+from capacity.records import CostSummary
+from capacity.request import Platform
+from capacity.wire import Money, UtcDatetime
 
 
 class _In(BaseModel):

@@ -51,6 +51,7 @@ from capacity.errors import (
     PurchaseFailed,
     TeamLimitExceeded,
 )
+from capacity.events import ExtensionFailedDetail, ExtensionRequestedDetail, ReservationExtendedDetail
 from capacity.logic import policy
 from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
 from capacity.logic.common import (
@@ -63,20 +64,15 @@ from capacity.logic.common import (
     states,
 )
 from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
-from capacity.models import (
-    ExtensionFailedDetail,
-    ExtensionOffering,
-    ExtensionRequestedDetail,
-    ReservationExtendedDetail,
-    ReservationRequest,
-    State,
-    parse_model,
-)
 from capacity.naming import release_schedule_name
+from capacity.offerings import ExtensionOffering
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import Extension
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
+from capacity.validation import parse_model
 
 EXTENSION_INTENT = "EXTENSION_INTENT"
 EXTENSION_CALL = "EXTENSION_CALL"

@@ -7,19 +7,16 @@ from typing import Any
 
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
+from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state
-from capacity.models import (
-    OfferingSummary,
-    ReservationRequestedDetail,
-    ResumeOf,
-    State,
-    parse_model,
-    parse_request,
-)
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import parse_request
+from capacity.validation import parse_model
 
 
 def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutput:

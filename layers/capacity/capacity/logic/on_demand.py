@@ -55,13 +55,10 @@ from capacity.logic.common import (
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries
-from capacity.models import (
-    Platform,
-    ReservationRequest,
-)
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
+from capacity.request import Platform, ReservationRequest
 from capacity.resources import LIVE_INSTANCE_STATES
 from capacity.timeutil import iso_z
 

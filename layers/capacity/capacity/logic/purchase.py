@@ -32,8 +32,9 @@ from capacity.logic.common import (
 )
 from capacity.logic.ec2.capacity_block import CapacityBlockBuyer
 from capacity.logic.sagemaker.training_plan import TrainingPlanBuyer
-from capacity.models import OfferingSummary, State
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.records import State
 
 BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}
 """The buyer of each platform (``ReservationRequest.platform``)."""

@@ -26,6 +26,7 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
 from capacity.errors import FieldError, InvalidRequest
+from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.common import Purchase, load_purchase, post, states
@@ -33,17 +34,13 @@ from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.sagemaker import teardown as sagemaker_teardown
-from capacity.models import (
-    CostSummary,
-    ReleaseRequestedDetail,
-    State,
-    parse_model,
-)
 from capacity.naming import (
     release_retry_schedule_name,
 )
 from capacity.ports import Ports
+from capacity.records import CostSummary, State
 from capacity.timeutil import parse_utc
+from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
 

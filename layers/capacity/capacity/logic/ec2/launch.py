@@ -19,6 +19,7 @@ from capacity.errors import (
     LaunchFailed,
     PlanFailed,
 )
+from capacity.events import ReservationReadyDetail
 from capacity.logic.common import (
     Purchase,
     load_purchase,
@@ -27,12 +28,9 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.costs import record_usage
-from capacity.models import (
-    ReservationReadyDetail,
-    ReservationRequest,
-    State,
-)
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import Instance, tags_for
 
 MAX_LAUNCH_POLLS = 20

@@ -14,18 +14,16 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, LaunchFailed
+from capacity.events import ReservationReadyDetail
 from capacity.logic.checks import region_problems
 from capacity.logic.common import (
     Purchase,
     post,
 )
 from capacity.logic.on_demand_record import launched, record_try
-from capacity.models import (
-    ReservationReadyDetail,
-    ReservationRequest,
-    State,
-)
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import tags_for
 
 logger = logging.getLogger(__name__)

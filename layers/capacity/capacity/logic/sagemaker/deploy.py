@@ -37,6 +37,7 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
+from capacity.events import ReservationReadyDetail
 from capacity.logic.common import (
     ensure_owned,
     first_entry,
@@ -48,9 +49,11 @@ from capacity.logic.common import (
 )
 from capacity.logic.costs import record_usage
 from capacity.logic.sagemaker.scaling import setup_scaling
-from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
+from capacity.request_parts import ModelSpec
 from capacity.resources import tags_for
 
 ENDPOINT_DEADLINE = timedelta(minutes=90)
