@@ -23,7 +23,7 @@ import boto3  # noqa: E402
 from capacity.adapters.policy_store import PolicyStore  # noqa: E402
 from capacity.errors import InvalidRequest  # noqa: E402
 from capacity.logic.policy import PolicySeed, apply_seed  # noqa: E402
-from capacity.models import parse_model  # noqa: E402
+from capacity.validation import parse_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,8 +87,9 @@ from capacity.logic.api import ApprovalDecision
 from capacity.logic.extend import ExtensionBody
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
-from capacity.models import ReservationRequest, State
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.settings import Settings
 from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicyBody
 
@@ -167,7 +168,7 @@ def _as_sent(request: ReservationRequest) -> dict[str, Any]:
     """The validated request as a dict, without the ``strategy`` the model defaulted.
 
     The route's validation has no clock, so the model would default ``strategy`` to ``reserved``; the
-    logic's :func:`~capacity.models.parse_request` defaults it again with the (virtual) ``now``, which
+    logic's :func:`~capacity.request.parse_request` defaults it again with the (virtual) ``now``, which
     makes a request whose window starts within the hour ``on-demand-first`` (issue 6).
     """
     body = request.model_dump(mode="json")

@@ -13,9 +13,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts import ChooseInput
 from capacity.logic.choose import choose_offering
-from capacity.models import parse_model
 from capacity.ports import Ports
 from capacity.settings import Settings
+from capacity.validation import parse_model
 
 logger = Logger()
 

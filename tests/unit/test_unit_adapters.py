@@ -29,8 +29,9 @@ from capacity.errors import (
     SlackUnavailable,
     TrainingPlanNameInUse,
 )
+from capacity.events import ReservationReleasedDetail
 from capacity.logic.sagemaker.deploy import component_specification, production_variant
-from capacity.models import ReservationReleasedDetail, parse_request
+from capacity.request import parse_request
 from capacity.resources import SlackMessage, tags_for
 from moto import mock_aws
 from slack_sdk.errors import SlackApiError

@@ -13,7 +13,8 @@ import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, Ledger
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import ROOT, bus_queue, drain, invoke, load_handler

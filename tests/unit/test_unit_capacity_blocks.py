@@ -13,8 +13,10 @@ from capacity.contracts import PurchaseInput
 from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
-from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest, parse_request
 from capacity.resources import CapacityReservation, Extension, Instance
 
 from tests.unit.conftest import Harness

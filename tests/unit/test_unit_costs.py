@@ -9,7 +9,7 @@ from decimal import Decimal
 from capacity.logic.common import Purchase
 from capacity.logic.costs import cost_summary, instance_hours, record_usage
 from capacity.messages import released
-from capacity.models import State
+from capacity.records import State
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW

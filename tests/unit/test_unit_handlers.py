@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 import time_machine
-from capacity.models import State
+from capacity.records import State
 
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
@@ -66,6 +66,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
     first = invoke(handler, requested_event())
     assert first == {
         "request_id": "demo-1",
+        "platform": "sagemaker",
         "duplicate": False,
         "regions": ["us-east-1", "us-west-2"],
         "dry_run": False,

@@ -16,7 +16,7 @@ import time_machine
 from capacity.errors import InvalidRequest
 from capacity.logic import slack_door
 from capacity.logic.intake import record_request
-from capacity.models import parse_request
+from capacity.request import parse_request
 
 from events.slack_signed_request import command_body, local_secret, proxy_event
 from tests.unit.conftest import Harness

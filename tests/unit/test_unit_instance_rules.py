@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from capacity.models import parse_request
+from capacity.request import parse_request
 
 from tests.unit.test_unit_ec2_requests import ec2_body, rejection
 from tests.unit.unit_fakes import NOW, request_body

@@ -11,7 +11,8 @@ from botocore.exceptions import ClientError
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
 from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 
 from tests.unit.conftest import REGION
 from tests.unit.unit_fakes import NOW, Clock, request_body

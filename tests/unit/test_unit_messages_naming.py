@@ -6,9 +6,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 from capacity import messages, naming
-from capacity.models import CostSummary, parse_request
 from capacity.planner import decide
 from capacity.ranking import normalise_offering, rank
+from capacity.records import CostSummary
+from capacity.request import parse_request
 
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
 

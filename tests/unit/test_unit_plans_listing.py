@@ -9,7 +9,8 @@ import pytest
 from capacity.errors import InvalidRequest
 from capacity.logic.api import list_reservations, validation_problems
 from capacity.logic.plans import plan_reservation
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body

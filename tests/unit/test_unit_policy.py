@@ -17,7 +17,8 @@ from capacity.ledger import APPROVAL
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
 from capacity.logic.plans import plan_reservation
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 from capacity.teams import TeamPolicy
 
 from tests.unit.conftest import REGION, Harness

@@ -7,9 +7,10 @@ from decimal import Decimal
 
 import pytest
 from capacity import pricing
-from capacity.models import Offering, ReservationRequest, parse_request
+from capacity.offerings import Offering
 from capacity.planner import Decision, decide
 from capacity.ranking import alternatives, normalise_offering, rank
+from capacity.request import ReservationRequest, parse_request
 
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
 

@@ -17,8 +17,10 @@ from capacity.errors import (
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic import buy_once
 from capacity.logic.purchase import purchase_capacity
-from capacity.models import OfferingSummary, ReservationRequest, State, parse_request
+from capacity.offerings import OfferingSummary
 from capacity.ranking import normalise_offering
+from capacity.records import State
+from capacity.request import ReservationRequest, parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from capacity.models import Offering, parse_request
+from capacity.offerings import Offering
 from capacity.ranking import normalise_block_offering
 from capacity.recommendation import on_demand_over_limit, recommend
+from capacity.request import parse_request
 
 from tests.unit.test_unit_ec2_requests import ec2_body
 from tests.unit.unit_fakes import NOW, request_body

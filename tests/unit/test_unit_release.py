@@ -22,7 +22,8 @@ from capacity.logic.release import release_capacity, retry_delay
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.sagemaker.teardown import MAX_POLL_ATTEMPTS
 from capacity.logic.search import search_offerings
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, FakeSageMaker, raw_offering, request_body
@@ -71,7 +72,7 @@ def delete_everything(h: Harness, sm: FakeSageMaker) -> None:
 def test_full_release_deletes_in_order_and_reports_the_cost(harness: Harness) -> None:
     sm = deployed(harness)
     harness.clock.now = PLAN_START + timedelta(hours=71)  # scheduled release: 1 h before the end
-    assert release(harness, "begin", "reservation-end") == ReleaseOutput(done=False)
+    assert release(harness, "begin", "reservation-end") == ReleaseOutput(done=False, platform="sagemaker")
     # the endpoint refuses to go while components remain
     with pytest.raises(ResourceBusy, match="still hosts 2 inference component"):
         release(harness, "delete_endpoint")
@@ -242,7 +243,7 @@ def test_begin_takes_request_id_and_reason_from_the_detail(harness: Harness) -> 
         ReleaseInput.model_validate({"request_id": "demo-1", "action": "begin", "detail": detail}),
         harness.ports,
     )
-    assert out == ReleaseOutput(done=False)
+    assert out == ReleaseOutput(done=False, platform="sagemaker")
     releasing = harness.ledger.history("demo-1")[-1]
     assert (releasing.state, releasing.detail["reason"]) == (State.RELEASING, "cancelled")
 

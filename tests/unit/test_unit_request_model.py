@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from capacity.errors import InvalidRequest
-from capacity.models import parse_request
+from capacity.request import parse_request
 
 from tests.unit.unit_fakes import NOW, request_body
 
@@ -174,7 +174,7 @@ def test_types_are_strict_at_the_door(field: str, value: Any, phrase: str) -> No
 @pytest.mark.parametrize("value", ["yes", "on", "true", 1, 0, "1"])
 def test_approval_decision_needs_a_json_boolean(value: Any) -> None:
     from capacity.logic.api import ApprovalDecision
-    from capacity.models import parse_model
+    from capacity.validation import parse_model
 
     with pytest.raises(InvalidRequest) as raised:
         parse_model(ApprovalDecision, {"approved": value, "approver": "bob"})

@@ -25,13 +25,13 @@ from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.sagemaker.scaling import SCALE_PREFIX, scale_components
 from capacity.logic.search import search_offerings
-from capacity.models import parse_request
 from capacity.naming import (
     idle_alarm_name,
     idle_check_schedule_name,
     idle_release_alarm_name,
     no_capacity_alarm_name,
 )
+from capacity.request import parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.handler_support import invoke, load_handler

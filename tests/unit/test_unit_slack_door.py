@@ -18,7 +18,8 @@ from capacity.adapters.scheduler import RequestSchedules
 from capacity.ledger import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
 from capacity.logic import schedules, slack_door
 from capacity.logic.common import post
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event, resigned

@@ -17,7 +17,8 @@ from capacity.logic import slack_door
 from capacity.logic.api import decide_approval
 from capacity.logic.choose import choose_offering
 from capacity.logic.notify import notify
-from capacity.models import State, parse_request
+from capacity.records import State
+from capacity.request import parse_request
 from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event

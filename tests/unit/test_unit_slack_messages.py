@@ -7,9 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 from capacity import messages
-from capacity.models import parse_request
 from capacity.planner import decide
 from capacity.ranking import normalise_offering, rank
+from capacity.request import parse_request
 from capacity.resources import SlackMessage
 
 from tests.unit.unit_fakes import NOW, raw_offering, request_body

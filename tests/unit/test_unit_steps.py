@@ -37,7 +37,8 @@ from capacity.logic.notify import notify, readable_reason
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.search import search_offerings
-from capacity.models import ReservationRequest, State, parse_request
+from capacity.records import State
+from capacity.request import ReservationRequest, parse_request
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body

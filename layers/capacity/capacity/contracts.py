@@ -15,11 +15,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capacity.models import CostSummary, Money, OfferingSummary, UtcDatetime
+from capacity.offerings import OfferingSummary
+from capacity.records import CostSummary
+from capacity.request import Platform
+from capacity.wire import Money, UtcDatetime
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+StepPlatform = Platform | None
+"""A step input's ``platform`` (the request's, from :class:`RecordRequestOutput` through the state): None
+when the input lacks it, i.e. a state machine execution started on a definition from before ``platform``
+was carried (executions keep the definition they started with); the step then reads the platform from
+the ledger, as it did before."""
 
 
 class _Out(BaseModel):
@@ -32,11 +42,14 @@ class _Out(BaseModel):
 
 # 1. record_request: in = the EventBridge event (see capacity.logic.intake)
 class RecordRequestOutput(_Out):
-    """``{"request_id", "duplicate", "regions", "dry_run", "resume_offering"}``; ``duplicate`` ends the
-    workflow quietly; ``resume_offering`` (a resumed workflow whose request has a purchase intent) is the
-    offering the intent names: the workflow goes straight back to the purchase."""
+    """``{"request_id", "platform", "duplicate", "regions", "dry_run", "resume_offering", "brought"}``;
+    ``duplicate`` ends the workflow quietly; ``resume_offering`` (a resumed workflow whose request has a
+    purchase intent) is the offering the intent names: the workflow goes straight back to the purchase.
+    ``platform`` is the request's (``sagemaker`` | ``ec2``): the state machine keeps it at ``$.platform``,
+    passes it to the steps that route by it and branches on it."""
 
     request_id: str
+    platform: Platform
     duplicate: bool
     regions: list[str]
     dry_run: bool
@@ -155,19 +168,22 @@ class NotifyOutput(_Out):
 
 # 5. purchase_capacity
 class PurchaseInput(_In):
-    """``{"request_id", "offering": {...}, "execution"}``: the offering chosen by ``choose_offering``, and the
-    Step Functions execution that buys (``$$.Execution.Id``; it owns the purchase intent)."""
+    """``{"request_id", "platform", "offering": {...}, "execution"}``: the offering chosen by
+    ``choose_offering``, and the Step Functions execution that buys (``$$.Execution.Id``; it owns the
+    purchase intent)."""
 
     request_id: str
+    platform: StepPlatform = None
     offering: OfferingSummary
     execution: str | None = None
 
 
 class AdoptInput(_In):
-    """``{"request_id", "execution", "action": "adopt"}``: use the reservation the request brings
+    """``{"request_id", "platform", "execution", "action": "adopt"}``: use the reservation the request brings
     (:func:`capacity.logic.purchase.adopt_reservation`); nothing is bought."""
 
     request_id: str
+    platform: StepPlatform = None
     action: Literal["adopt"]
     execution: str | None = None
 
@@ -194,9 +210,10 @@ class PurchaseOutput(_Out):
 
 # 6. wait_for_activation
 class ActivationInput(_In):
-    """``{"request_id", "region", "training_plan_name", "attempt"}``."""
+    """``{"request_id", "platform", "region", "training_plan_name", "attempt"}``."""
 
     request_id: str
+    platform: StepPlatform = None
     region: str
     training_plan_name: str
     attempt: int = Field(default=0, ge=0)
@@ -205,8 +222,7 @@ class ActivationInput(_In):
 class ActivationOutput(_Out):
     """``{"status", "attempt": attempt + 1, "next_wait_seconds": 60 * 2**attempt capped at 900, "platform"}``.
 
-    ``platform`` ``ec2`` (a capacity block) sends an ``Active`` reservation to ``LaunchInstances`` instead of
-    ``CreateEndpoint``.
+    ``platform`` echoes the reservation's (the state machine branches on ``$.platform``, the request's).
     """
 
     status: str
@@ -274,9 +290,10 @@ class LaunchOutput(_Out):
 
 # 2a. on_demand (strategy on-demand-first / spot-ok, before any search)
 class OnDemandInput(_In):
-    """``{"request_id", "action": "try" | "status", "attempt"?}``."""
+    """``{"request_id", "platform", "action": "try" | "status", "attempt"?}``."""
 
     request_id: str
+    platform: StepPlatform = None
     action: Literal["try", "status"]
     attempt: int = Field(default=0, ge=0)
 
@@ -331,8 +348,9 @@ class ReleaseInput(_In):
 
 class ReleaseOutput(_Out):
     """``{"done", "remaining", "next_wait_seconds", "attempt", "already_released", "summary" | null,
-    "leftovers", "retry_at" | null}`` (``attempt_failed``: what is still there and when the release is tried
-    again, UTC)."""
+    "leftovers", "retry_at" | null, "platform" | null}`` (``attempt_failed``: what is still there and when
+    the release is tried again, UTC). ``platform`` is the ``PURCHASE``'s (null when nothing was bought):
+    the release workflow branches on ``begin``'s to run only its platform's teardown states."""
 
     done: bool
     remaining: int = 0
@@ -342,6 +360,7 @@ class ReleaseOutput(_Out):
     summary: CostSummary | None = None
     leftovers: list[str] = Field(default_factory=list)
     retry_at: UtcDatetime | None = None
+    platform: Platform | None = None
 
 
 def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:

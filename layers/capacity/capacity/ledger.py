@@ -49,8 +49,9 @@ from botocore.exceptions import ClientError
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
 from capacity.errors import ReservationCancelled, RetryableAwsError
-from capacity.models import LedgerEntry, ReservationRequest, State, parse_request
 from capacity.pricing import money_str
+from capacity.records import LedgerEntry, State
+from capacity.request import ReservationRequest, parse_request
 from capacity.timeutil import iso_ms, utcnow
 
 if TYPE_CHECKING:

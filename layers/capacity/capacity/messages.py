@@ -25,9 +25,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from capacity.models import CostSummary, Offering, OfferingSummary, ReservationRequest
+from capacity.offerings import Offering, OfferingSummary
 from capacity.planner import Plan, describe_offering
 from capacity.pricing import format_usd
+from capacity.records import CostSummary
+from capacity.request import ReservationRequest
 from capacity.resources import CapacityReservation, SlackMessage
 from capacity.timeutil import short
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
-from capacity.models import Offering, ReservationRequest
+from capacity.offerings import Offering
 from capacity.pricing import format_usd
 from capacity.ranking import alternatives as nearest_alternatives
 from capacity.ranking import rank
+from capacity.request import ReservationRequest
 from capacity.timeutil import iso_z, short
 
 TOP_N = 5

@@ -3,7 +3,7 @@
 Input: ``TrainingPlanOfferings[]`` items of ``SearchTrainingPlanOfferings`` as botocore parses them
 (``UpfrontFee`` a string, ``ReservedCapacityOfferings[]`` with ``InstanceType``, ``InstanceCount``,
 ``AvailabilityZone``, ``StartTime``, ``EndTime``: AWS SageMaker API reference and the installed botocore
-model). Output: :class:`~capacity.models.Offering` objects with USD figures and a feasibility verdict.
+model). Output: :class:`~capacity.offerings.Offering` objects with USD figures and a feasibility verdict.
 
 Ranking (issue 3): feasible for the window and count first, then lowest upfront fee, then earliest start,
 then the request's region preference (then the offering id, so the order is total and repeatable).
@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from capacity.models import Offering, OfferingSummary, ReservationRequest
+from capacity.offerings import Offering, OfferingSummary
 from capacity.pricing import (
     break_even_utilisation,
     on_demand_equivalent,
@@ -24,6 +24,7 @@ from capacity.pricing import (
     saving_percent,
     usd_per_instance_hour,
 )
+from capacity.request import ReservationRequest
 from capacity.timeutil import as_utc, iso_z
 
 

@@ -24,10 +24,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
+from capacity.admission import ON_DEMAND_FIRST_HORIZON
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
-from capacity.models import ON_DEMAND_FIRST_HORIZON, Offering, ReservationRequest
+from capacity.offerings import Offering
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.ranking import rank
+from capacity.request import ReservationRequest
 from capacity.timeutil import short
 
 Option = Literal["on-demand", "spot", "capacity-block", "training-plan", "none"]

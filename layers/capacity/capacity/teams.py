@@ -27,8 +27,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
-from capacity.models import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
 from capacity.pricing import KNOWN_REGIONS
+from capacity.wire import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
 
 TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 """Team names: 1-63 lower-case letters, digits and hyphens (they appear in keys, metrics and URLs)."""

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from capacity.adapters.clients import call
 from capacity.errors import RetryableAwsError
-from capacity.models import Offering
+from capacity.offerings import Offering
 from capacity.timeutil import iso_z, utcnow
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ rule that forwards another region's AWS events to it (``PutRule``, ``PutTargets`
 ``DeleteRule``; "Sending and receiving events between AWS Regions", EventBridge user guide).
 
 Every event has ``Source`` :data:`capacity.EVENT_SOURCE` and a ``Detail`` that is a versioned pydantic
-model from :mod:`capacity.models` (DESIGN.md section 5). ``PutEvents`` can fail per entry with HTTP 200
+model from :mod:`capacity.events` (DESIGN.md section 5). ``PutEvents`` can fail per entry with HTTP 200
 (``FailedEntryCount`` > 0): that is raised as :class:`~capacity.errors.RetryableAwsError`.
 """
 

@@ -22,7 +22,7 @@ from capacity import EVENT_SOURCE
 from capacity.adapters import clients
 from capacity.adapters.clients import error_code
 from capacity.errors import ConfigurationError, RetryableAwsError
-from capacity.models import ReleaseRequestedDetail
+from capacity.events import ReleaseRequestedDetail
 from capacity.timeutil import as_utc, utcnow
 
 if TYPE_CHECKING:

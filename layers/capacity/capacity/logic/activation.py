@@ -12,10 +12,18 @@ hours"; SageMaker documents none, so the same bound is used), activation within 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from capacity.contracts import ActivationInput, ActivationOutput
 from capacity.logic.ec2.activation import block_activation
 from capacity.logic.sagemaker.activation import plan_activation
 from capacity.ports import Ports
+
+ACTIVATIONS: dict[str, Callable[[ActivationInput, Ports], ActivationOutput]] = {
+    "sagemaker": plan_activation,
+    "ec2": block_activation,
+}
+"""The activation poll of each platform (the step input's ``platform``, the request's)."""
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
@@ -34,7 +42,8 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
         ReservationCancelled: the reservation is releasing or final (cancelled, released, failed...).
         RetryableAwsError: throttling/5xx after retries.
     """
-    request = ports.ledger.get_request(step.request_id)
-    if request is not None and request.platform == "ec2":
-        return block_activation(step, ports)
-    return plan_activation(step, ports)
+    platform = step.platform
+    if platform is None:  # an execution started on a definition that did not carry it: ask the ledger
+        request = ports.ledger.get_request(step.request_id)
+        platform = request.platform if request is not None else "sagemaker"
+    return ACTIVATIONS[platform](step, ports)

@@ -2,7 +2,7 @@
 
 Over 400 lines: the REST door's operations, one function each, behind one router.
 
-- ``POST /reservations``: validate (:func:`~capacity.models.parse_request`), then put
+- ``POST /reservations``: validate (:func:`~capacity.request.parse_request`), then put
   ``ReservationRequested`` on the bus once per ``request_id`` (Powertools idempotency keyed on the
   request id, table env ``IDEMPOTENCY_TABLE``): a repeated POST answers the same body and puts nothing.
 - ``GET /reservations/{id}``: the ledger history and the current state.
@@ -46,6 +46,7 @@ from capacity.errors import (
     ReservationClosed,
     ReservationNotFound,
 )
+from capacity.events import ReleaseRequestedDetail, ReservationRequestedDetail
 from capacity.ledger import (
     APPROVAL,
     APPROVAL_DECISION,
@@ -63,18 +64,13 @@ from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
 from capacity.logic.policy import charged_to, may_act, may_approve
-from capacity.models import (
-    ReleaseRequestedDetail,
-    ReservationRequestedDetail,
-    State,
-    StrictBool,
-    field_problems,
-    parse_model,
-    parse_request,
-)
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.records import State
+from capacity.request import parse_request
 from capacity.timeutil import iso_ms, iso_z, parse_utc
+from capacity.validation import field_problems, parse_model
+from capacity.wire import StrictBool
 
 APPROVAL_REFUSED = "APPROVAL_REFUSED"
 """Ledger sort-key prefix of refused approvals (``APPROVAL_REFUSED#<time>``: identity, approved, reason)."""
@@ -574,5 +570,5 @@ def list_reservations(
 
 def validation_problems(errors: Sequence[Mapping[str, Any]]) -> list[FieldError]:
     """Powertools' ``RequestValidationError.errors()`` as friendly field errors
-    (:func:`capacity.models.field_problems`: the same wording as every other door)."""
+    (:func:`capacity.validation.field_problems`: the same wording as every other door)."""
     return field_problems(errors)

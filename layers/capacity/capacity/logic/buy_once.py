@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
+from capacity.events import ReservationPurchasedDetail
 from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
 from capacity.logic.common import (
     keep_released_last,
@@ -49,10 +50,12 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.policy import purchase_check, settle_spend
-from capacity.models import OfferingSummary, ReservationPurchasedDetail, ReservationRequest, State
 from capacity.naming import release_schedule_name
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import SlackMessage
 from capacity.timeutil import iso_ms, iso_z, parse_utc
 

@@ -44,8 +44,10 @@ from capacity.errors import (
     NotDeployable,
     OutOfScope,
 )
-from capacity.models import FINAL_STATES, Offering, ReservationRequest
+from capacity.offerings import Offering
 from capacity.ports import Ports
+from capacity.records import FINAL_STATES
+from capacity.request import ReservationRequest
 from capacity.settings import Settings
 from capacity.timeutil import iso_z
 

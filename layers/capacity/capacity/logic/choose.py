@@ -20,17 +20,14 @@ from dataclasses import replace
 from capacity import messages
 from capacity.contracts import ChooseInput, ChooseOutput
 from capacity.errors import ReservationCancelled
+from capacity.events import ReservationFailedDetail, ReservationPlannedDetail
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
 from capacity.logic.policy import admit, judge_plan
-from capacity.models import (
-    ReservationFailedDetail,
-    ReservationPlannedDetail,
-    State,
-)
 from capacity.planner import Decision, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
+from capacity.records import State
 
 
 def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:

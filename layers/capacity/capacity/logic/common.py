@@ -19,18 +19,13 @@ from capacity.errors import (
     ReservationCancelled,
     ReservationNotFound,
 )
+from capacity.events import ReleaseRequestedDetail, ReservationActiveDetail
 from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX, history_of
-from capacity.models import (
-    FINAL_STATES,
-    LedgerEntry,
-    OfferingSummary,
-    ReleaseRequestedDetail,
-    ReservationActiveDetail,
-    ReservationRequest,
-    State,
-)
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.records import FINAL_STATES, LedgerEntry, State
+from capacity.request import ReservationRequest
 from capacity.resources import SlackMessage
 from capacity.timeutil import iso_z, parse_utc
 

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 from capacity.ledger import PURCHASE_VOIDED, REQUEST, history_of
 from capacity.logic.common import Purchase, first_entry, purchase_from
-from capacity.models import CostSummary, LedgerEntry, State
 from capacity.ports import Ports
 from capacity.pricing import (
     break_even_utilisation,
@@ -38,6 +37,7 @@ from capacity.pricing import (
     saving_percent,
     usd,
 )
+from capacity.records import CostSummary, LedgerEntry, State
 from capacity.teams import month_key
 from capacity.timeutil import iso_ms, parse_utc
 

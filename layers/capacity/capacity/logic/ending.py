@@ -12,14 +12,15 @@ from collections.abc import Callable
 
 from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
+from capacity.events import ReservationReleasedDetail
 from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.logic.common import Purchase, first_entry, post
 from capacity.logic.costs import release_summary
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.policy import give_back
-from capacity.models import CostSummary, ReservationReleasedDetail, State
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
+from capacity.records import CostSummary, State
 from capacity.resources import SlackMessage
 
 logger = logging.getLogger(__name__)

@@ -51,6 +51,7 @@ from capacity.errors import (
     PurchaseFailed,
     TeamLimitExceeded,
 )
+from capacity.events import ExtensionFailedDetail, ExtensionRequestedDetail, ReservationExtendedDetail
 from capacity.logic import policy
 from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
 from capacity.logic.common import (
@@ -63,20 +64,15 @@ from capacity.logic.common import (
     states,
 )
 from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
-from capacity.models import (
-    ExtensionFailedDetail,
-    ExtensionOffering,
-    ExtensionRequestedDetail,
-    ReservationExtendedDetail,
-    ReservationRequest,
-    State,
-    parse_model,
-)
 from capacity.naming import release_schedule_name
+from capacity.offerings import ExtensionOffering
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import Extension
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
+from capacity.validation import parse_model
 
 EXTENSION_INTENT = "EXTENSION_INTENT"
 EXTENSION_CALL = "EXTENSION_CALL"
@@ -92,6 +88,9 @@ class Extender(Protocol):
 
     platform: str
     what: str
+    latest_release_before_end: timedelta
+    """The release schedule is never later than this before the (new) end (zero: only the request's
+    ``release_margin_minutes``)."""
 
     def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
         """The extension offerings of ``hours`` (``ClientError`` when AWS refuses: its message says why)."""
@@ -112,6 +111,7 @@ class PlanExtender:
 
     platform = "sagemaker"
     what = "training plan"
+    latest_release_before_end = timedelta(0)
 
     def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
         """Extension offerings of the plan."""
@@ -132,6 +132,7 @@ class BlockExtender:
 
     platform = "ec2"
     what = "capacity block"
+    latest_release_before_end = LATEST_RELEASE_BEFORE_END  # AWS terminates a block's instances 30 min early
 
     def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
         """Extension offerings of the block."""
@@ -525,9 +526,8 @@ def _buy(  # noqa: PLR0917
 # ------------------------------------------------------------------------------------------ confirmation
 
 
-def _margin(request: ReservationRequest) -> timedelta:
-    margin = timedelta(minutes=request.release_margin_minutes)
-    return max(margin, LATEST_RELEASE_BEFORE_END) if request.platform == "ec2" else margin
+def _margin(request: ReservationRequest, extender: Extender) -> timedelta:
+    return max(timedelta(minutes=request.release_margin_minutes), extender.latest_release_before_end)
 
 
 def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> ExtendOutput:
@@ -552,14 +552,15 @@ def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> Exten
             end_time=outcome.get("end_time"),
         )
     purchase = require_purchase(ports, request_id)
-    found = _find(EXTENDERS[request.platform], purchase, ports, {str(bought["offering_id"])})
+    extender = EXTENDERS[request.platform]
+    found = _find(extender, purchase, ports, {str(bought["offering_id"])})
     status = found.status if found is not None else "pending"
     if status == "pending":
         raise ExtensionPending(f"the payment of extension {extension_id} of {request_id} is still processing")
     old_end = current_end(ports, request_id, purchase)
     if status == "paid" and found is not None:
         new_end = max(old_end, found.end_time)
-        release_at = new_end - _margin(request)
+        release_at = new_end - _margin(request, extender)
         ports.scheduler.move_release(
             name=release_schedule_name(request_id),
             at=release_at,

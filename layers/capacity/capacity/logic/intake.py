@@ -7,19 +7,16 @@ from typing import Any
 
 from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
+from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state
-from capacity.models import (
-    OfferingSummary,
-    ReservationRequestedDetail,
-    ResumeOf,
-    State,
-    parse_model,
-    parse_request,
-)
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import parse_request
+from capacity.validation import parse_model
 
 
 def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutput:
@@ -65,7 +62,11 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         created = ledger.record_request(request, actor=ports.actor, write_id=writer)
     except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
         return RecordRequestOutput(
-            request_id=request.id, duplicate=True, regions=list(request.regions), dry_run=request.dry_run
+            request_id=request.id,
+            platform=request.platform,
+            duplicate=True,
+            regions=list(request.regions),
+            dry_run=request.dry_run,
         )
     if created and detail.slack is not None:  # only the execution that recorded the request sets its thread
         ledger.put_once(request.id, SLACK_THREAD, detail.slack.model_dump(mode="json"), write_id=writer)
@@ -82,6 +83,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         created = False  # the workflow ends here (as for a duplicate): nothing is searched or bought
     return RecordRequestOutput(
         request_id=request.id,
+        platform=request.platform,
         duplicate=not created,
         regions=list(request.regions),
         dry_run=request.dry_run,
@@ -123,6 +125,7 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
     offering = OfferingSummary.model_validate(named) if named else None
     return RecordRequestOutput(
         request_id=request.id,
+        platform=request.platform,
         duplicate=not created,
         regions=list(request.regions),
         dry_run=request.dry_run,

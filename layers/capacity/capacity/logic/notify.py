@@ -38,20 +38,15 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
+from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
-from capacity.models import (
-    ApprovalRequestedDetail,
-    LedgerEntry,
-    ReleaseRequestedDetail,
-    ReservationFailedDetail,
-    State,
-)
 from capacity.ports import Ports
+from capacity.records import LedgerEntry, State
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
 _FRIENDLY_ERRORS = {

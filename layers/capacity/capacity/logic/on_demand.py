@@ -2,12 +2,12 @@
 get the capacity on demand now, region by region, then (``spot-ok``) on spot, and reserve only when nothing
 is available.
 
-``platform`` ``sagemaker`` (:func:`_sagemaker`): the endpoint config and endpoint of the reservation's
-deterministic names, **without** ``CapacityReservationConfig``, in each candidate region in preference
-order; an endpoint that ends ``Failed`` for lack of capacity (``InsufficientInstanceCapacity`` in its
-``FailureReason``) is deleted with its config (the next call waits until both are gone, so no on-demand
-config is ever adopted by the reserving path) and the next region is tried; ``InService`` goes on to the
-inference components (outcome ``endpoint_ready``).
+``platform`` ``sagemaker`` (:func:`~capacity.logic.sagemaker.on_demand.endpoint_tries`): the endpoint config
+and endpoint of the reservation's deterministic names, **without** ``CapacityReservationConfig``, in each
+candidate region in preference order; an endpoint that ends ``Failed`` for lack of capacity
+(``InsufficientInstanceCapacity`` in its ``FailureReason``) is deleted with its config (the next call waits
+until both are gone, so no on-demand config is ever adopted by the reserving path) and the next region is
+tried; ``InService`` goes on to the inference components (outcome ``endpoint_ready``).
 
 ``platform`` ``ec2``: ``RunInstances`` on demand from the request's launch template in each
 candidate region in preference order; ``InsufficientInstanceCapacity`` moves to the next region; with
@@ -55,12 +55,10 @@ from capacity.logic.common import (
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
-from capacity.models import (
-    ReservationRequest,
-)
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
+from capacity.request import Platform, ReservationRequest
 from capacity.resources import LIVE_INSTANCE_STATES
 from capacity.timeutil import iso_z
 
@@ -106,17 +104,19 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         LaunchFailed: the instances stopped or terminated while starting, or never ran.
         QuotaExceeded, RetryableAwsError: from ``RunInstances``.
     """
-    request = load_request(ports, step.request_id)
+    request = load_request(ports, step.request_id)  # the tries need the whole request
+    # The input lacks the platform only on an execution started on an older definition: the request's.
+    platform = step.platform or request.platform
     now = ports.clock()
     if request.strategy == "reserved":
         return OnDemandOutput(outcome="skipped")
     if states(ports.ledger.history(request.id)) & STOP_STATES:
-        return _abandon(request, ports, step.attempt)
+        return _abandon(request, platform, ports, step.attempt)
     existing = ports.ledger.get(request.id, PURCHASE)
     if existing is not None and existing.get("timed_out"):  # a retried step after the deadline
         raise EndpointFailed(str(existing.get("timed_out")))
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
-        if request.platform == "sagemaker":
+        if platform == "sagemaker":
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
             )
@@ -126,15 +126,15 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         if reason is not None:
             post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")
-    if request.platform == "sagemaker":
+    if platform == "sagemaker":
         tried = endpoint_tries(request, ports, step.attempt, now)
-        return tried if tried is not None else _abandon(request, ports, step.attempt)
+        return tried if tried is not None else _abandon(request, platform, ports, step.attempt)
     if step.action == "status":
         return OnDemandOutput(outcome="unavailable")
     return instance_tries(request, ports, now)
 
 
-def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDemandOutput:
+def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, attempt: int) -> OnDemandOutput:
     """The reservation was cancelled or released while on-demand capacity was being tried.
 
     With a ``PURCHASE`` recorded the release owns what runs: ``ReleaseRequested`` is put again (a release
@@ -151,7 +151,7 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
     name, config = endpoint_name(request.id), endpoint_config_name(request.id)
     left: list[str] = []
     for region in request.regions:
-        if request.platform == "ec2":
+        if platform == "ec2":
             ec2 = ports.ec2(region)
             live = [i for i in ec2.find_instances(request.id) if i.state in LIVE_INSTANCE_STATES]
             ec2.terminate_instances([i.instance_id for i in live if i.state != "shutting-down"])
@@ -170,7 +170,7 @@ def _abandon(request: ReservationRequest, ports: Ports, attempt: int) -> OnDeman
             sagemaker.delete_endpoint(name)
     if left:
         logger.info("%s stopped while on demand: deleting %s", request.id, ", ".join(left))
-        if request.platform == "sagemaker":  # a Creating endpoint cannot be deleted: not forever here
+        if platform == "sagemaker":  # a Creating endpoint cannot be deleted: not forever here
             check_phase_deadline(
                 request,
                 ports,

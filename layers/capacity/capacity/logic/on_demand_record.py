@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from capacity import messages
 from capacity.contracts import OnDemandOutput, backoff_seconds
 from capacity.errors import ReservationCancelled
+from capacity.events import ReservationPlannedDetail
 from capacity.ledger import PURCHASE
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import (
@@ -18,14 +19,11 @@ from capacity.logic.common import (
     post,
     stop_if_released,
 )
-from capacity.models import (
-    ReservationPlannedDetail,
-    ReservationRequest,
-    State,
-)
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.timeutil import iso_z, short
 
 TRY_PREFIX = "ON_DEMAND_TRY#"

@@ -1,6 +1,6 @@
 """``POST /plans`` (and Slack ``/gpu plan``): a synchronous dry run that buys nothing and stores nothing.
 
-The same code as the workflow, run in one call: :func:`~capacity.models.parse_request` (with
+The same code as the workflow, run in one call: :func:`~capacity.request.parse_request` (with
 ``dry_run`` forced on), :func:`~capacity.logic.search.region_offerings` in every requested region (in
 preference order), :func:`~capacity.planner.decide` (the decision framework of seed 000 and DESIGN.md
 section 2: the cheapest feasible offering within the budget, each shown with its on-demand equivalent,
@@ -37,11 +37,12 @@ from capacity.errors import RetryableAwsError
 from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
 from capacity.logic.policy import Admission, admit, charged_to, judge_plan, left_in_month
 from capacity.logic.search import region_offerings
-from capacity.models import Offering, parse_request
+from capacity.offerings import Offering
 from capacity.planner import Decision, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.recommendation import Recommendation, on_demand_check, recommend, reservable
+from capacity.request import parse_request
 
 PLAN_TIME_LIMIT_SECONDS = 20.0
 """Stop starting new region searches after this long (the API answers within API Gateway's 29 s)."""

@@ -40,12 +40,13 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.models import ReservationRequest, parse_model
 from capacity.planner import Decision, Plan
 from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
+from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
+from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ from capacity.logic.common import (
 )
 from capacity.logic.ec2.capacity_block import CapacityBlockBuyer
 from capacity.logic.sagemaker.training_plan import TrainingPlanBuyer
-from capacity.models import OfferingSummary, State
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.records import State
 
 BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}
 """The buyer of each platform (``ReservationRequest.platform``)."""
@@ -54,8 +55,8 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         QuotaExceeded, CapacityUnavailable, PurchaseFailed: AWS refused the purchase.
         RetryableAwsError: throttling/5xx/timeouts after retries.
     """
-    request = load_request(ports, step.request_id)
-    return buy_once(step, request, ports, BUYERS[request.platform])
+    request = load_request(ports, step.request_id)  # buy_once needs the whole request, not just its platform
+    return buy_once(step, request, ports, BUYERS[step.platform or request.platform])
 
 
 BROUGHT_OFFERING_ID = "brought"
@@ -77,7 +78,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
         RetryableAwsError: throttling/5xx after retries.
     """
     request = load_request(ports, step.request_id)
-    buyer = BUYERS[request.platform]
+    buyer = BUYERS[step.platform or request.platform]  # the input lacks it only on an older definition
     history = settled_history(ports, request.id)
     item = ports.ledger.get(request.id, PURCHASE)
     if item is None:
@@ -99,7 +100,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
             upfront_fee_usd=Decimal(0),
         )
         extra: dict[str, object] = {"brought": True}
-        if request.platform == "ec2":
+        if buyer.platform == "ec2":
             extra |= {"capacity_reservation_id": found.name, "availability_zone": found.availability_zone}
         bought = Bought(
             arn=found.arn,

@@ -2,7 +2,8 @@
 
 A router by platform: the ``PURCHASE`` item's ``platform`` picks the teardown (:data:`TEARDOWNS`:
 :mod:`capacity.logic.sagemaker.teardown` deletes scaling, alarms, inference components, the endpoint and its
-config; :mod:`capacity.logic.ec2.teardown` terminates the instances), and both end in
+config; :mod:`capacity.logic.ec2.teardown` terminates the instances; ``begin`` answers the platform and
+the workflow runs only that platform's states), and both end in
 :func:`capacity.logic.ending.record_released`. Here: the checks every release makes first (a valid
 ``ReleaseRequested``, an intent reconciled, the ``RELEASED`` marker) and a failed attempt's retry.
 
@@ -25,6 +26,7 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
 from capacity.errors import FieldError, InvalidRequest
+from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.common import Purchase, load_purchase, post, states
@@ -32,17 +34,13 @@ from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.sagemaker import teardown as sagemaker_teardown
-from capacity.models import (
-    CostSummary,
-    ReleaseRequestedDetail,
-    State,
-    parse_model,
-)
 from capacity.naming import (
     release_retry_schedule_name,
 )
 from capacity.ports import Ports
+from capacity.records import CostSummary, State
 from capacity.timeutil import parse_utc
+from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +105,10 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
-    return TEARDOWNS[purchase.platform].run(step, ports, purchase)
+    output = TEARDOWNS[purchase.platform].run(step, ports, purchase)
+    if step.action == "begin":  # the workflow's ``Platform?`` branches on it: only this platform's states run
+        output = output.model_copy(update={"platform": purchase.platform})
+    return output
 
 
 @dataclass(frozen=True)

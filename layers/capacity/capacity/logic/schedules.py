@@ -14,7 +14,7 @@ put): a schedule that fires twice on one date reserves once.
 
 Validation at creation: the name, the expression (AWS's six-field cron syntax or ``rate()``; ``at()``
 is refused, a one-time reservation is a ``POST /reservations``), the time zone, and the request template
-through :func:`~capacity.models.parse_request` with the window of a firing "now".
+through :func:`~capacity.request.parse_request` with the window of a firing "now".
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ from capacity.jsonsafe import check_depth
 from capacity.logic import api
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import resolve_team
-from capacity.models import StrictBool, StrictInt, parse_model, parse_request
 from capacity.ports import Ports
+from capacity.request import parse_request
 from capacity.timeutil import as_utc, iso_z, parse_utc
+from capacity.validation import parse_model
+from capacity.wire import StrictBool, StrictInt
 
 MAX_LIST_LIMIT = 100
 MAX_START_AFTER_HOURS = 8 * 7 * 24

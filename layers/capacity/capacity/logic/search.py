@@ -16,15 +16,15 @@ from capacity.contracts import SearchInput, SearchOutput
 from capacity.errors import CapacityUnavailable, QuotaExceeded
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.logic.common import load_request
-from capacity.models import (
+from capacity.offerings import Offering
+from capacity.ports import Ec2Port, Ports, SageMakerPort
+from capacity.ranking import normalise_block_offering, normalise_offering
+from capacity.request import (
     MAX_DURATION_HOURS,
     MIN_DURATION_HOURS,
-    Offering,
     ReservationRequest,
     capacity_block_durations,
 )
-from capacity.ports import Ec2Port, Ports, SageMakerPort
-from capacity.ranking import normalise_block_offering, normalise_offering
 
 
 def candidate_durations(request: ReservationRequest) -> list[int]:

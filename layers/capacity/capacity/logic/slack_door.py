@@ -12,7 +12,7 @@ Slash command (``application/x-www-form-urlencoded``: ``command``, ``text``, ``u
 ``team_id``, ``response_url``...): ``/gpu <subcommand> ...``, see :data:`USAGE`.
 
 - ``reserve``: the words become a request (:func:`request_from_words`) validated by
-  :func:`~capacity.models.parse_request` (requester ``slack:<user id>``); then exactly one ``PutEvents``
+  :func:`~capacity.request.parse_request` (requester ``slack:<user id>``); then exactly one ``PutEvents``
   (``ReservationRequested`` with the channel and user, so progress lands in a thread there) and the ack.
 - ``plan``: a dry run (:func:`capacity.logic.plans.plan_reservation`) with a 2-second search budget so
   the answer still comes within Slack's 3 seconds; regions not searched in time are named (the REST API's
@@ -63,11 +63,12 @@ from capacity.errors import (
     SlackUnavailable,
     TeamLimitExceeded,
 )
+from capacity.events import ReservationRequestedDetail, SlackOrigin
 from capacity.logic import api, costs, extend, schedules
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import charged_to
-from capacity.models import ReservationRequestedDetail, SlackOrigin, parse_request
 from capacity.ports import Ports
+from capacity.request import parse_request
 from capacity.timeutil import iso_z
 
 SIGNATURE_WINDOW = timedelta(minutes=5)

@@ -30,18 +30,14 @@ from typing import Any
 from capacity import messages
 from capacity.contracts import NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, PurchaseUnconfirmed
+from capacity.events import ReleaseRequestedDetail, ReservationRequestedDetail, ResumeOf
 from capacity.logic.common import final_state, post
 from capacity.logic.purchase import reconcile_purchase
-from capacity.models import (
-    ReleaseRequestedDetail,
-    ReservationRequestedDetail,
-    ResumeOf,
-    State,
-    parse_model,
-    parse_request,
-)
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import parse_request
 from capacity.timeutil import parse_utc
+from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
 

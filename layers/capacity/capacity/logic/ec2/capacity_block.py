@@ -24,12 +24,10 @@ from capacity.logic.buy_once import Bought, record_purchased
 from capacity.logic.checks import require_deployable
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
-from capacity.models import (
-    OfferingSummary,
-    ReservationRequest,
-)
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ec2Port, Ports
 from capacity.ranking import replacement
+from capacity.request import ReservationRequest
 from capacity.resources import CapacityReservation, tags_for
 
 logger = logging.getLogger(__name__)

@@ -10,11 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from capacity import TAG_REQUEST_ID
+from capacity.events import ReleaseRequestedDetail
 from capacity.ledger import RELEASED_MARKER
 from capacity.logic.checks import live_claimants
-from capacity.models import (
-    ReleaseRequestedDetail,
-)
 from capacity.ports import Ports
 from capacity.timeutil import parse_utc
 

@@ -19,6 +19,7 @@ from capacity.errors import (
     LaunchFailed,
     PlanFailed,
 )
+from capacity.events import ReservationReadyDetail
 from capacity.logic.common import (
     Purchase,
     load_purchase,
@@ -27,12 +28,10 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.costs import record_usage
-from capacity.models import (
-    ReservationReadyDetail,
-    ReservationRequest,
-    State,
-)
+from capacity.logic.ready import record_ready
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
 from capacity.resources import Instance, tags_for
 
 MAX_LAUNCH_POLLS = 20
@@ -119,26 +118,16 @@ def _ready(
     ids = sorted(i.instance_id for i in running)
     zone = purchase.availability_zone
     reservation_id = purchase.training_plan_name
-    written = ports.ledger.append(
-        request.id,
-        State.READY,
-        actor=ports.actor,
-        detail={"capacity_reservation_id": reservation_id, "availability_zone": zone, "instance_ids": ids},
-        once=True,
+    ready = ReservationReadyDetail(
+        request_id=request.id,
+        region=purchase.region,
+        capacity_reservation_id=reservation_id,
+        availability_zone=zone,
+        instance_ids=ids,
     )
-    if written is not None:
+    detail = {"capacity_reservation_id": reservation_id, "availability_zone": zone, "instance_ids": ids}
+    if record_ready(ports, ready, detail=detail, resources=[purchase.training_plan_arn]):
         record_usage(ports, request.id, len(ids), source="instances-running")
-        ports.events.put(
-            "ReservationReady",
-            ReservationReadyDetail(
-                request_id=request.id,
-                region=purchase.region,
-                capacity_reservation_id=reservation_id,
-                availability_zone=zone,
-                instance_ids=ids,
-            ),
-            resources=[purchase.training_plan_arn],
-        )
         launched = (
             f"{len(ids)} x {request.instance_type} running: {', '.join(ids)}"
             if ids

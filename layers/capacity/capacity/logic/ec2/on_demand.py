@@ -14,18 +14,16 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import OnDemandOutput, backoff_seconds
 from capacity.errors import CapacityUnavailable, LaunchFailed
+from capacity.events import ReservationReadyDetail
 from capacity.logic.checks import region_problems
 from capacity.logic.common import (
     Purchase,
     post,
 )
 from capacity.logic.on_demand_record import launched, record_try
-from capacity.models import (
-    ReservationReadyDetail,
-    ReservationRequest,
-    State,
-)
+from capacity.logic.ready import record_ready
 from capacity.ports import Ports
+from capacity.request import ReservationRequest
 from capacity.resources import tags_for
 
 logger = logging.getLogger(__name__)
@@ -128,28 +126,14 @@ def instance_status(
             attempt=attempt + 1,
         )
     zones = sorted({i.availability_zone for i in instances if i.availability_zone})
-    written = ports.ledger.append(
-        request.id,
-        State.READY,
-        actor=ports.actor,
-        detail={
-            "market": purchase.market,
-            "region": purchase.region,
-            "zones": zones,
-            "instance_ids": running,
-        },
-        once=True,
+    ready = ReservationReadyDetail(
+        request_id=request.id,
+        region=purchase.region,
+        availability_zone=",".join(zones) or None,
+        instance_ids=running,
     )
-    if written is not None:
-        ports.events.put(
-            "ReservationReady",
-            ReservationReadyDetail(
-                request_id=request.id,
-                region=purchase.region,
-                availability_zone=",".join(zones) or None,
-                instance_ids=running,
-            ),
-        )
+    detail = {"market": purchase.market, "region": purchase.region, "zones": zones, "instance_ids": running}
+    if record_ready(ports, ready, detail=detail):
         post(
             ports,
             messages.instances_ready(

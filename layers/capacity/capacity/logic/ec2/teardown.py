@@ -21,10 +21,8 @@ from capacity.logic.common import (
     Purchase,
 )
 from capacity.logic.ending import record_released
-from capacity.models import (
-    State,
-)
 from capacity.ports import Ec2Port, Ports
+from capacity.records import State
 from capacity.resources import LIVE_INSTANCE_STATES, Instance
 
 POLL_SECONDS = 30

@@ -37,20 +37,23 @@ from capacity.contracts import (
     backoff_seconds,
 )
 from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
+from capacity.events import ReservationReadyDetail
 from capacity.logic.common import (
     ensure_owned,
     first_entry,
     load_request,
     post,
     require_purchase,
-    states,
     stop_if_released,
 )
 from capacity.logic.costs import record_usage
+from capacity.logic.ready import record_ready
 from capacity.logic.sagemaker.scaling import setup_scaling
-from capacity.models import ModelSpec, ReservationReadyDetail, ReservationRequest, State
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
+from capacity.request_parts import ModelSpec
 from capacity.resources import tags_for
 
 ENDPOINT_DEADLINE = timedelta(minutes=90)
@@ -258,24 +261,14 @@ def create_inference_components(step: ComponentsInput, ports: Ports) -> Componen
         # ready until it can scale (to zero and back). Upserts: a retried poll repeats them harmlessly.
         setup_scaling(ports, request, purchase.region)
         history = _guard(ports, request.id)  # scaling and alarms put after a release's pass: release again
-        if State.READY not in states(history):
-            ports.events.put(
-                "ReservationReady",
-                ReservationReadyDetail(
-                    request_id=request.id,
-                    region=purchase.region,
-                    endpoint_name=endpoint,
-                    inference_component_names=names,
-                ),
-            )
-        written = ports.ledger.append(
-            request.id,
-            State.READY,
-            actor=ports.actor,
-            detail={"endpoint_name": endpoint, "inference_component_names": names, "region": purchase.region},
-            once=True,
+        ready_event = ReservationReadyDetail(
+            request_id=request.id,
+            region=purchase.region,
+            endpoint_name=endpoint,
+            inference_component_names=names,
         )
-        if written is not None:
+        detail = {"endpoint_name": endpoint, "inference_component_names": names, "region": purchase.region}
+        if record_ready(ports, ready_event, detail=detail, history=history):
             ready = sagemaker.describe_endpoint(endpoint)  # the instances that serve from now on
             record_usage(ports, request.id, ready.instance_count if ready else None, source="ready")
             post(

@@ -25,11 +25,9 @@ from capacity.logic.common import (
 )
 from capacity.logic.on_demand_record import TRY_PREFIX, launched, put_purchase, record_try, requested_at
 from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
-from capacity.models import (
-    ReservationRequest,
-)
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports, SageMakerPort
+from capacity.request import ReservationRequest
 from capacity.resources import tags_for
 from capacity.timeutil import parse_utc
 

@@ -65,10 +65,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
 from capacity.contracts import ScaleOutput
+from capacity.events import ReleaseRequestedDetail
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
 from capacity.logic.costs import record_usage
 from capacity.logic.forwarding import ensure_forwarding
-from capacity.models import ModelSpec, ReleaseRequestedDetail, ReservationRequest, State, parse_model
 from capacity.naming import (
     ALARM_PREFIX,
     VARIANT_NAME,
@@ -82,8 +82,12 @@ from capacity.naming import (
     scaling_policy_name,
 )
 from capacity.ports import Ports
+from capacity.records import State
+from capacity.request import ReservationRequest
+from capacity.request_parts import ModelSpec
 from capacity.resources import AlarmSpec, tags_for
 from capacity.timeutil import as_utc, iso_ms, iso_z
+from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,6 @@ from capacity.errors import LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.logic.common import Purchase
 from capacity.logic.ending import record_released
 from capacity.logic.sagemaker.scaling import delete_alarms, scaling_leftovers, stop_scaling
-from capacity.models import (
-    State,
-)
 from capacity.naming import (
     alarm_prefix,
     base_name,
@@ -39,6 +36,7 @@ from capacity.naming import (
     inference_component_name,
 )
 from capacity.ports import Ports, SageMakerPort
+from capacity.records import State
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,11 @@ from capacity.logic.common import (
     ensure_owned,
 )
 from capacity.logic.search import search_plans
-from capacity.models import Offering, OfferingSummary, ReservationRequest
 from capacity.naming import training_plan_name
+from capacity.offerings import Offering, OfferingSummary
 from capacity.ports import Ports, SageMakerPort
 from capacity.ranking import replacement
+from capacity.request import ReservationRequest
 from capacity.resources import TrainingPlan, tags_for
 from capacity.timeutil import short
 

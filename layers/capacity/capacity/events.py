@@ -1,0 +1,164 @@
+"""Event details (source ``capacity.orchestrator``): one model per ``detail-type``, each with
+``schema_version`` 1 (docs/architecture.md, Events)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capacity.offerings import ExtensionOffering, OfferingSummary
+from capacity.records import CostSummary
+from capacity.wire import Money, UtcDatetime
+
+
+class _Detail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+
+
+class SlackOrigin(BaseModel):
+    """Where a request made in Slack came from: progress is posted in a thread in ``channel_id``.
+
+    ``user_id`` is the requester's Slack user id (``U...``); ``team_id`` the workspace (``T...``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Z0-9]+$")
+    user_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Z0-9]+$")
+    team_id: str | None = Field(default=None, max_length=64)
+
+
+class ResumeOf(BaseModel):
+    """The stopped reserve execution a ``ReservationRequested`` resumes (:mod:`capacity.logic.stopped`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: str = Field(min_length=1, max_length=128)
+    execution: str = Field(min_length=1, max_length=2048)
+    """The ARN of the execution that was stopped (timed out, aborted, failed outside its failure path)."""
+
+
+class ReservationRequestedDetail(_Detail):
+    """``ReservationRequested``: ``request`` is the raw request (validated by ``record_request``);
+    ``slack`` (optional) is the Slack channel and user of a request made with ``/gpu reserve``;
+    ``resume_of`` (put by the application only) names the stopped execution this one carries on."""
+
+    request: dict[str, Any]
+    slack: SlackOrigin | None = None
+    resume_of: ResumeOf | None = None
+
+
+class ReservationPlannedDetail(_Detail):
+    """``ReservationPlanned``: the decision (``PURCHASE``, ``APPROVAL_REQUIRED``...), why, and the pick."""
+
+    request_id: str
+    decision: str
+    reason: str
+    offering: OfferingSummary | None = None
+    offerings_considered: int = 0
+
+
+class ApprovalRequestedDetail(_Detail):
+    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``).
+
+    ``approval_deadline`` (UTC, rounded down to the minute) is when the approval wait of ``timeout_seconds``
+    ends, counted from when the approval state was entered: never later than the state machine's (the
+    operations topic's notice quotes it; template.yaml).
+    """
+
+    request_id: str
+    offering: OfferingSummary | None
+    approval_above_usd: Money | None
+    timeout_seconds: int
+    approval_deadline: UtcDatetime | None = None
+
+
+class ReservationPurchasedDetail(_Detail):
+    """``ReservationPurchased``: the training plan bought (upfront fee in USD)."""
+
+    request_id: str
+    training_plan_arn: str
+    training_plan_name: str
+    region: str
+    start_time: UtcDatetime
+    end_time: UtcDatetime
+    upfront_fee_usd: Money
+
+
+class ReservationActiveDetail(_Detail):
+    """``ReservationActive``: the plan is ``Active``; endpoints can be created on it."""
+
+    request_id: str
+    training_plan_name: str
+    region: str
+    start_time: UtcDatetime | None
+    end_time: UtcDatetime | None
+
+
+class ReservationReadyDetail(_Detail):
+    """``ReservationReady``: the endpoint and every inference component are ``InService`` (SageMaker), or the
+    capacity block is active and its instances run (``platform`` ``ec2``: ``capacity_reservation_id``,
+    ``availability_zone``, ``instance_ids``; no endpoint)."""
+
+    request_id: str
+    region: str
+    endpoint_name: str = ""
+    inference_component_names: list[str] = Field(default_factory=list)
+    capacity_reservation_id: str | None = None
+    availability_zone: str | None = None
+    instance_ids: list[str] = Field(default_factory=list)
+
+
+class ExtensionRequestedDetail(_Detail):
+    """``ExtensionRequested``: buy ``offering`` for ``request_id`` (``extension_id`` names this extension:
+    a second delivery of the same one buys nothing); ``requester`` who asked."""
+
+    request_id: str
+    extension_id: str
+    offering: ExtensionOffering
+    requester: str
+
+
+class ReservationExtendedDetail(_Detail):
+    """``ReservationExtended``: the extension is paid; the reservation now ends at ``end_time``."""
+
+    request_id: str
+    extension_id: str
+    offering_id: str
+    end_time: UtcDatetime
+    upfront_fee_usd: Money
+
+
+class ExtensionFailedDetail(_Detail):
+    """``ExtensionFailed``: nothing was extended (payment failed, refused); it still ends at ``end_time``."""
+
+    request_id: str
+    extension_id: str
+    reason: str
+    end_time: UtcDatetime | None = None
+
+
+class ReleaseRequestedDetail(_Detail):
+    """``ReleaseRequested``: release the reservation (``reason``: reservation-end, cancelled, failed...)."""
+
+    request_id: str
+    reason: str
+
+
+class ReservationReleasedDetail(_Detail):
+    """``ReservationReleased``: everything was deleted; ``summary`` is the cost summary."""
+
+    request_id: str
+    reason: str | None = None
+    summary: CostSummary | None = None
+
+
+class ReservationFailedDetail(_Detail):
+    """``ReservationFailed``: ``error`` is the error name, ``reason`` a sentence a person can act on."""
+
+    request_id: str
+    error: str
+    reason: str
