@@ -46,7 +46,8 @@ def check_extensions(facts: Facts) -> list[str]:
         problems.append(
             f"double extension: EXTENDED recorded {ids.count(extension_id)} times for {extension_id}"
         )
-    fees = {str(i["detail"].get("extension_id")): Decimal(str(i.get("money_usd") or "0")) for i in recorded}
+    # What was bought is the detail's offering_id (a stale requested offering is replaced by a fresh one).
+    fees = {str(i["detail"].get("offering_id")): Decimal(str(i.get("money_usd") or "0")) for i in recorded}
     for paid in (e for e in facts.extensions if e.payment == "succeeded"):
         if fees.get(paid.offering_id) != paid.upfront_fee_usd:
             problems.append(

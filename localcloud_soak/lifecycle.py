@@ -194,6 +194,8 @@ class _Driver:
         self._states: list[str] = []
         self.cancels_accepted: list[datetime] = []
         self.approvals_accepted: list[datetime] = []
+        self.extension_offering: str | None = None
+        """The extension offering the lifecycle asked to buy (a second ``extend`` sends it again)."""
 
     def states(self) -> list[str]:
         # The ledger only changes by DynamoDB writes: read it again only when one was made.
@@ -244,15 +246,20 @@ class _Driver:
             self.pending.append(Action("post", "now", round(elapsed + 0.05, 4)))
 
     def extend(self) -> None:
-        """A dry run of a one-day extension, then the purchase of its first allowed offering (refusals,
-        such as a reservation already released or no room in the budget, are answers, not failures)."""
+        """A dry run of a one-day extension, then the purchase of its first allowed offering; a second
+        ``extend`` sends that purchase again, as a client retrying does (refusals, such as a reservation
+        already released or no room in the budget, are answers, not failures)."""
         path = f"/reservations/{REQUEST_ID}/extensions"
+        if self.extension_offering is not None:
+            self.api("POST", path, {"duration_hours": 24, "offering_id": self.extension_offering})
+            return
         dry = self.api("POST", path, {"duration_hours": 24})
         if dry["statusCode"] != 200:
             return
         offered = [o for o in json.loads(str(dry["body"])).get("offerings", []) if o.get("allowed")]
         if offered:
-            self.api("POST", path, {"duration_hours": 24, "offering_id": offered[0]["offering_id"]})
+            self.extension_offering = str(offered[0]["offering_id"])
+            self.api("POST", path, {"duration_hours": 24, "offering_id": self.extension_offering})
 
     def fire(self, action: Action) -> None:
         rid = REQUEST_ID

@@ -434,7 +434,7 @@ EXTEND_SHARE = 0.25
 def _extensions(rng: random.Random) -> list[Action]:
     """A quarter of the lifecycles ask to extend by a day (issue 17): a dry run of ``POST
     .../extensions``, then the purchase of the first allowed offering, sent once or twice (a client
-    retrying): bought once either way, within the budget, and released at the final end."""
+    retrying, at the same phase): bought once either way, within the budget, every fee recorded."""
     if rng.random() >= EXTEND_SHARE:
         return []
     phase = rng.choice(EXTEND_PHASES)

@@ -434,7 +434,7 @@ def test_every_copy_change_needs_its_ledger_record() -> None:
 def test_an_extension_is_bought_once_recorded_with_its_fee_and_counted_in_the_budget() -> None:
     paid = ExtensionFact("co-soak", "tpe-1", Decimal("300.00"), 24, "succeeded")
     extended = {  # while READY, before the release
-        **_state(7, "EXTENDED", money_usd="300.00", detail={"extension_id": "tpe-1"}),
+        **_state(7, "EXTENDED", money_usd="300.00", detail={"extension_id": "tpe-0", "offering_id": "tpe-1"}),
         "sk": "STATE#2026-11-30T09:07:30.000Z#0000",
     }
     kept = _facts(extensions=[paid], items=[*_facts().items, extended])
@@ -444,7 +444,7 @@ def test_an_extension_is_bought_once_recorded_with_its_fee_and_counted_in_the_bu
         "double extension: offering tpe-1 bought 2 times"
     ]
     assert check_extensions(_facts(extensions=[paid], items=[*_facts().items, extended, extended])) == [
-        "double extension: EXTENDED recorded 2 times for tpe-1"
+        "double extension: EXTENDED recorded 2 times for tpe-0"
     ]
     assert check_extensions(_facts(extensions=[paid])) == [
         "extension not recorded: tpe-1 of co-soak paid $300.00, ledger says nothing"
