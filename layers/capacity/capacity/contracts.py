@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from capacity.base import Model
 from capacity.offerings import OfferingSummary
 from capacity.records import CostSummary
 from capacity.request import Platform
 from capacity.wire import Money, UtcDatetime
 
 
-class _In(BaseModel):
+class _In(Model):
     model_config = ConfigDict(extra="ignore")
 
 
@@ -32,7 +33,7 @@ was carried (executions keep the definition they started with); the step then re
 the ledger, as it did before."""
 
 
-class _Out(BaseModel):
+class _Out(Model):
     model_config = ConfigDict(extra="forbid")
 
     def to_json(self) -> dict[str, Any]:
@@ -400,7 +401,7 @@ class ScaleOutput(_Out):
 # Response bodies of functions/api (the OpenAPI document in docs/openapi.json is generated from them).
 
 
-class _Body(BaseModel):
+class _Body(Model):
     model_config = ConfigDict(extra="forbid")
 
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from capacity.base import Model
 from capacity.offerings import ExtensionOffering, OfferingSummary
 from capacity.records import CostSummary
 from capacity.wire import Money, UtcDatetime
 
 
-class _Detail(BaseModel):
+class _Detail(Model):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = 1
 
 
-class SlackOrigin(BaseModel):
+class SlackOrigin(Model):
     """Where a request made in Slack came from: progress is posted in a thread in ``channel_id``.
 
     ``user_id`` is the requester's Slack user id (``U...``); ``team_id`` the workspace (``T...``).
@@ -31,7 +32,7 @@ class SlackOrigin(BaseModel):
     team_id: str | None = Field(default=None, max_length=64)
 
 
-class ResumeOf(BaseModel):
+class ResumeOf(Model):
     """The stopped reserve execution a ``ReservationRequested`` resumes (:mod:`capacity.logic.stopped`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

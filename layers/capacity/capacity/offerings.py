@@ -3,12 +3,13 @@ and the extension offerings of a reservation in place."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from capacity.base import Model
 from capacity.wire import Money, UtcDatetime
 
 
-class OfferingSummary(BaseModel):
+class OfferingSummary(Model):
     """The offering fields the workflow passes between steps (choose -> approval -> purchase)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -59,7 +60,7 @@ class Offering(OfferingSummary):
         return OfferingSummary.model_validate(self.model_dump())
 
 
-class ExtensionOffering(BaseModel):
+class ExtensionOffering(Model):
     """One way to extend a reservation in place (``TrainingPlanExtensionOfferings`` of
     ``SearchTrainingPlanOfferings(TrainingPlanArn)``, ``DescribeCapacityBlockExtensionOfferings``).
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from capacity.base import Model
 from capacity.wire import Money, UtcDatetime
 
 
@@ -35,7 +36,7 @@ FINAL_STATES = frozenset({State.RELEASED, State.REJECTED, State.FAILED, State.CA
 """States after which the reserve workflow must not buy or deploy anything."""
 
 
-class LedgerEntry(BaseModel):
+class LedgerEntry(Model):
     """One state change of a reservation: an append-only ledger item ``sk = STATE#<time>#<seq>``.
 
     ``at`` is UTC; ``actor`` the function or person; ``detail`` a small JSON map; ``money_usd`` set when
@@ -56,7 +57,7 @@ class LedgerEntry(BaseModel):
 # --------------------------------------------------------------------------------------- cost summary
 
 
-class CostSummary(BaseModel):
+class CostSummary(Model):
     """What a reservation cost and what it would have cost on demand (recorded with ``RELEASED``).
 
     Since issue 16 the use is what ran: ``instance_hours_used`` (instance counts over time) against

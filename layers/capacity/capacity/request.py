@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Self
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -29,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from capacity.admission import default_strategy, start_problem
+from capacity.base import Model
 from capacity.errors import FieldError, InvalidRequest
 from capacity.identity import derive_request_id
 from capacity.instances import (
@@ -102,7 +102,7 @@ def _now(info: ValidationInfo) -> datetime | None:
     return now if isinstance(now, datetime) else None
 
 
-class ReservationRequest(BaseModel):
+class ReservationRequest(Model):
     """A request for GPU capacity and the models to serve on it (issue 3, "Request").
 
     Fields: ``request_id`` (idempotency key; derived from the content when absent), ``requester`` (the

@@ -6,15 +6,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import ConfigDict, Field, Strict, field_validator, model_validator
 
+from capacity.base import Model
 from capacity.wire import StrictInt, problem
 
 _SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _ARTIFACT_URL = re.compile(r"^(https|s3)://[^/]+/?.*$")
 
 
-class CopyCounts(BaseModel):
+class CopyCounts(Model):
     """Copies of one model (inference component ``CopyCount``): start with ``initial``, scale in [min, max].
 
     ``initial >= 1`` because ``CreateInferenceComponent`` needs ``CopyCount >= 1``; ``min`` may be 0
@@ -37,7 +38,7 @@ class CopyCounts(BaseModel):
         return self
 
 
-class ScalingSpec(BaseModel):
+class ScalingSpec(Model):
     """How one model's copies scale (Application Auto Scaling target tracking, seed 004; AWS_FACTS.md
     "Scaling inference components").
 
@@ -61,7 +62,7 @@ DEFAULT_IDLE_MINUTES = 15
 """Idle minutes before a model that may scale to zero goes to 0 copies, when the request does not say."""
 
 
-class IdlePolicy(BaseModel):
+class IdlePolicy(Model):
     """What to do with a reservation whose endpoint serves nothing for ``idle_hours`` (1..24) hours.
 
     ``action`` ``release``: release the whole reservation (endpoint, components, scaling) early; the
@@ -75,7 +76,7 @@ class IdlePolicy(BaseModel):
     idle_hours: StrictInt = Field(ge=1, le=24)
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(Model):
     """One model to serve as an inference component.
 
     Either ``image`` (a container image URI, with an optional ``model_data_url`` S3/HTTPS artifact) or
@@ -145,7 +146,7 @@ class ModelSpec(BaseModel):
         return self
 
 
-class LaunchTemplateRef(BaseModel):
+class LaunchTemplateRef(Model):
     """The EC2 launch template instances start from (``RunInstances`` ``LaunchTemplate``): ``id``
     (``lt-...``) or ``name``, and ``version`` (a number, ``$Latest`` or ``$Default``, the default)."""
 

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
+from capacity.base import Model
 from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
 from capacity.pricing import KNOWN_REGIONS
 from capacity.wire import MAX_REQUEST_USD, MONEY_DECIMAL_PLACES, Money, StrictInt
@@ -77,7 +78,7 @@ def arn_matches(identity: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(identity, pattern)
 
 
-class Principals(BaseModel):
+class Principals(Model):
     """Who belongs: IAM principal ARN patterns, IAM principal tags (every key/value must match), Slack
     users, and the users of Slack user groups."""
 
@@ -125,7 +126,7 @@ def _only_known(values: list[str], known: set[str], what: str) -> list[str]:
     return values
 
 
-class TeamPolicy(BaseModel):
+class TeamPolicy(Model):
     """One team, as an administrator sets it (``PUT /admin/teams/{name}``).
 
     Attributes:
@@ -210,7 +211,7 @@ class TeamPolicyBody(TeamPolicy):
     name: str | None = Field(default=None, pattern=TEAM_NAME_PATTERN)  # type: ignore[assignment]
 
 
-class AccountPolicy(BaseModel):
+class AccountPolicy(Model):
     """The account-wide cap (``PUT /admin/account``): upfront fees all teams together may commit per UTC
     calendar month, USD."""
 

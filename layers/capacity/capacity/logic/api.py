@@ -34,8 +34,9 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from capacity.base import Model
 from capacity.errors import (
     DuplicateRequest,
     FieldError,
@@ -214,7 +215,7 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
     }
 
 
-class ApprovalDecision(BaseModel):
+class ApprovalDecision(Model):
     """Body of ``POST /reservations/{id}/approval``."""
 
     model_config = ConfigDict(extra="forbid")

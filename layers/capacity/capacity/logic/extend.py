@@ -37,9 +37,10 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from capacity import messages
+from capacity.base import Model
 from capacity.errors import (
     BudgetExceeded,
     CapacityUnavailable,
@@ -223,7 +224,7 @@ def require_extension_allowed(request: ReservationRequest, ports: Ports, offerin
 # ------------------------------------------------------------------------------------------ dry run
 
 
-class ExtensionBody(BaseModel):
+class ExtensionBody(Model):
     """Body of ``POST /reservations/{id}/extensions``: ``duration_hours`` (whole days; capacity blocks: 1-14
     days then weeks) and, to buy, the ``offering_id`` a dry run listed."""
 
@@ -365,7 +366,7 @@ def request_extension(request_id: str, body: Any, ports: Ports, *, requester: st
 # ------------------------------------------------------------------------------------------ purchase
 
 
-class ExtendInput(BaseModel):
+class ExtendInput(Model):
     """The ``extend_capacity`` step: ``detail`` the ``ExtensionRequested`` event's; ``execution`` the
     Step Functions execution (the intent's owner)."""
 
@@ -375,7 +376,7 @@ class ExtendInput(BaseModel):
     execution: str | None = None
 
 
-class ExtendOutput(BaseModel):
+class ExtendOutput(Model):
     """What ``extend_capacity`` and ``confirm_extension`` answer."""
 
     request_id: str

@@ -30,8 +30,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from capacity.base import Model
 from capacity.contracts import OptionCost, PlanAdvice, TeamCheck
 from capacity.errors import RetryableAwsError
 from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
@@ -52,7 +53,7 @@ NOT_DEPLOYABLE = "NOT_DEPLOYABLE"
 """How many ranked offerings the answer lists (the best first)."""
 
 
-class PlanResult(BaseModel):
+class PlanResult(Model):
     """The dry run's answer.
 
     ``decision`` is ``DRY_RUN`` (would buy ``recommendation``), ``REJECTED`` (``recommendation``, the

@@ -30,8 +30,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from capacity.base import Model
 from capacity.errors import (
     ConfigurationError,
     FieldError,
@@ -490,7 +491,7 @@ def purchase_check(request: ReservationRequest, amount_usd: Decimal, ports: Port
 # ------------------------------------------------------------------------------------------ admin
 
 
-class PolicySeed(BaseModel):
+class PolicySeed(Model):
     """A seed file (``deploy/policy-seed.json``): the account cap and the teams; keys starting with ``_`` are
     comments."""
 

@@ -30,8 +30,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
+from capacity.base import Model
 from capacity.errors import (
     DuplicateRequest,
     FieldError,
@@ -59,7 +60,7 @@ ScheduleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9
 """1-53 letters, digits and hyphens: ``<name>-<YYYY-MM-DD>`` must stay a valid 64-character request id."""
 
 
-class ScheduleDefinition(BaseModel):
+class ScheduleDefinition(Model):
     """Body of ``POST /schedules``: when to fire and what to request each time.
 
     ``schedule_expression``: ``cron(minutes hours day-of-month month day-of-week year)`` (AWS syntax, one
@@ -395,7 +396,7 @@ def delete_schedule(name: str, ports: Ports) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- a run
 
 
-class ScheduledRun(BaseModel):
+class ScheduledRun(Model):
     """The ``scheduled_request`` function's input (the schedule's target ``Input`` after substitution)."""
 
     model_config = ConfigDict(extra="ignore")

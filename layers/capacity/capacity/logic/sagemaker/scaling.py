@@ -61,9 +61,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
+from capacity.base import Model
 from capacity.contracts import ScaleOutput
 from capacity.events import ReleaseRequestedDetail
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
@@ -105,7 +106,7 @@ IDLE_ALARM_DUE = "IdleAlarmDue"
 """Detail type of the idle check the one-time schedule puts on the bus (see the module docstring)."""
 
 
-class IdleAlarmDueDetail(BaseModel):
+class IdleAlarmDueDetail(Model):
     """``detail`` of ``IdleAlarmDue``: the reservation, the alarm (name, region) whose first full window
     after ``READY`` has passed."""
 
@@ -270,14 +271,14 @@ def scaling_leftovers(ports: Ports, request_id: str, model_names: Sequence[str],
 # ------------------------------------------------------------------------------------ scale_components
 
 
-class _AlarmState(BaseModel):
+class _AlarmState(Model):
     model_config = ConfigDict(extra="ignore")
 
     value: str
     timestamp: str | None = None
 
 
-class _AlarmDetail(BaseModel):
+class _AlarmDetail(Model):
     model_config = ConfigDict(extra="ignore")
 
     alarmName: str  # noqa: N815 - the event's own field name
@@ -285,7 +286,7 @@ class _AlarmDetail(BaseModel):
     previousState: _AlarmState | None = None  # noqa: N815
 
 
-class AlarmStateChange(BaseModel):
+class AlarmStateChange(Model):
     """The ``CloudWatch Alarm State Change`` event (source ``aws.cloudwatch``; "Alarm events and
     EventBridge", CloudWatch user guide): ``id``, ``time``, ``region``, ``resources`` (the alarm ARN) and
     ``detail`` {``alarmName``, ``state`` {``value``, ``timestamp``}, ``previousState``}."""
