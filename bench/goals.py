@@ -262,6 +262,11 @@ _WHY = {
         "the rest (pydantic models built at import, the logic modules the router names). Importing boto3 "
         "only at the first call would move its cost there, not save it"
     ),
+    "`make test` pytest on 2 cores": (
+        "the suite: most of its time is the integration and local-cloud tests, each a whole lifecycle on a "
+        "fresh local cloud (moto and botocore at every call; the slowest retry releases hourly for a "
+        "simulated day), so the figure also follows how loaded the machine is (see the load average above)"
+    ),
     "idle-alarm lines in the hour after READY": (
         "idle-alarm lines: the idle alarm is created at deploy and counts the minutes before READY as idle"
     ),
