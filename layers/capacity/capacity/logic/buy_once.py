@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
@@ -87,6 +87,15 @@ class Bought:
     extra: dict[str, Any]
 
 
+class Purchased(NamedTuple):
+    """One platform's part of the after-purchase step: ``release_at`` (UTC), the ``PURCHASED`` ``detail``
+    (the platform's names) and the Slack ``message``."""
+
+    release_at: datetime
+    detail: Mapping[str, Any]
+    message: SlackMessage
+
+
 class Buyer(Protocol):
     """One platform's part of a purchase (training plans: :mod:`capacity.logic.sagemaker.training_plan`;
     capacity blocks: :mod:`capacity.logic.ec2.capacity_block`)."""
@@ -128,10 +137,9 @@ class Buyer(Protocol):
         """One fresh search like ``stale``'s; the replacement the rules allow, or None."""
         ...
 
-    def after(
-        self, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
-    ) -> PurchaseOutput:
-        """Release schedule, ``PURCHASED`` with the money, event and message (idempotent)."""
+    def purchased(self, request: ReservationRequest, item: dict[str, Any], ports: Ports) -> Purchased:
+        """What the after-purchase step (:func:`after_purchase`) records for this platform: when to release,
+        the ``PURCHASED`` detail and the message (and any upsert the platform needs first, idempotent)."""
         ...
 
 
@@ -183,7 +191,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         fee = Decimal(str(existing["upfront_fee_usd"]))
         settle_spend(ports, key=request.id, amount_usd=fee)
         money_metrics.committed(request.team, fee)
-    output = buyer.after(request, existing, ports, first=State.PURCHASED not in states(history))
+    output = after_purchase(buyer, request, existing, ports, first=State.PURCHASED not in states(history))
     keep_released_last(ports, request.id)
     stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
     return output
@@ -355,29 +363,24 @@ def reconcile(
     chosen = OfferingSummary.model_validate(intent["offering"]) if intent.get("offering") else last
     item = record_purchase(request, ports, buyer, region, bought, chosen=chosen)
     history = ledger.history(request.id)
-    buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
+    after_purchase(buyer, request, item, ports, first=State.PURCHASED not in states(history))
     return item
 
 
-def record_purchased(
-    request: ReservationRequest,
-    item: Mapping[str, Any],
-    ports: Ports,
-    output: PurchaseOutput,
-    *,
-    first: bool,
-    release_at: datetime,
-    detail: Mapping[str, Any],
-    message: SlackMessage,
+def after_purchase(
+    buyer: Buyer, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
 ) -> PurchaseOutput:
-    """The after-purchase step of every platform (idempotent): the one-time release schedule at ``release_at``
-    (UTC; EventBridge Scheduler, so no later crash can leak what bills), ``ReservationPurchased`` when
-    ``first``, ``PURCHASED`` once with the money (``upfront_fee_usd``) and ``detail`` (the platform's names)
-    plus the window, offering and ``release_at``, and ``message`` posted by the call that recorded it.
+    """The after-purchase step of every platform (idempotent): the one-time release schedule at the
+    buyer's ``release_at`` (UTC; EventBridge Scheduler, so no later crash can leak what bills),
+    ``ReservationPurchased`` when ``first``, ``PURCHASED`` once with the money (``upfront_fee_usd``) and the
+    buyer's ``detail`` (the platform's names) plus the window, offering and ``release_at``, and the buyer's
+    ``message`` posted by the call that recorded it (:meth:`Buyer.purchased`).
 
     Returns:
-        ``output`` (the :class:`~capacity.contracts.PurchaseOutput` of ``item``).
+        The :class:`~capacity.contracts.PurchaseOutput` of ``item``.
     """
+    output = PurchaseOutput.from_purchase_item(item)
+    release_at, detail, message = buyer.purchased(request, item, ports)
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
     )

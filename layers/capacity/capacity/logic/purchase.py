@@ -21,7 +21,7 @@ from decimal import Decimal
 from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision
 from capacity.ledger import PURCHASE
-from capacity.logic.buy_once import Bought, Buyer, buy_once, reconcile, record_purchase
+from capacity.logic.buy_once import Bought, Buyer, after_purchase, buy_once, reconcile, record_purchase
 from capacity.logic.checks import brought_reservation
 from capacity.logic.common import (
     load_request,
@@ -112,7 +112,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
             extra=extra,
         )
         item = record_purchase(request, ports, buyer, found.region, bought, chosen=offering)
-    output = buyer.after(request, item, ports, first=State.PURCHASED not in states(history))
+    output = after_purchase(buyer, request, item, ports, first=State.PURCHASED not in states(history))
     stop_if_released(ports, request.id, "going on after adopting the brought reservation")
     return output
 

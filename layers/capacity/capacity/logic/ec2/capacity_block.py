@@ -20,7 +20,7 @@ from capacity.errors import (
     PurchaseFailed,
     RetryableAwsError,
 )
-from capacity.logic.buy_once import Bought, record_purchased
+from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
@@ -106,10 +106,8 @@ class CapacityBlockBuyer:
         )
         return best.summary() if best is not None else None
 
-    def after(
-        self, request: ReservationRequest, item: dict[str, Any], ports: Ports, *, first: bool
-    ) -> PurchaseOutput:
-        """Release schedule (35 minutes before the end at the latest), ``PURCHASED``, event, message."""
+    def purchased(self, request: ReservationRequest, item: dict[str, Any], ports: Ports) -> Purchased:
+        """Released 35 minutes before the end at the latest; the block's id, ARN and zone in ``PURCHASED``."""
         output = PurchaseOutput.from_purchase_item(item)
         margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
         release_at = output.end_time - margin
@@ -117,22 +115,14 @@ class CapacityBlockBuyer:
         # region it reaches us through a forwarding rule, put now (an upsert: every retry puts it again).
         ensure_forwarding(ports, output.region)
         zone = str(item.get("availability_zone", ""))
-        return record_purchased(
-            request,
-            item,
-            ports,
-            output,
-            first=first,
-            release_at=release_at,
-            detail={
-                "platform": "ec2",
-                "capacity_reservation_id": output.training_plan_name,
-                "capacity_reservation_arn": output.training_plan_arn,
-                "availability_zone": zone,
-            },
-            message=messages.block_purchased(
-                request, output, where=zone or output.region, release_at=release_at
-            ),
+        names = {"capacity_reservation_id": output.training_plan_name, "availability_zone": zone}
+        message = messages.block_purchased(
+            request, output, where=zone or output.region, release_at=release_at
+        )
+        return Purchased(
+            release_at,
+            {"platform": "ec2", **names, "capacity_reservation_arn": output.training_plan_arn},
+            message,
         )
 
 

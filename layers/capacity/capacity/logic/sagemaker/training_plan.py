@@ -15,7 +15,7 @@ from datetime import timedelta
 from capacity import messages
 from capacity.contracts import PurchaseOutput
 from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
-from capacity.logic.buy_once import Bought, record_purchased
+from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
 from capacity.logic.common import (
     ensure_owned,
@@ -88,32 +88,24 @@ class TrainingPlanBuyer:
         fresh = research(ports.sagemaker(region), request, stale)
         return fresh.summary() if fresh is not None else None
 
-    def after(
-        self, request: ReservationRequest, item: dict[str, object], ports: Ports, *, first: bool
-    ) -> PurchaseOutput:
-        """Release schedule, ``PURCHASED`` (money), ``ReservationPurchased``, message."""
+    def purchased(self, request: ReservationRequest, item: dict[str, object], ports: Ports) -> Purchased:
+        """Released ``release_margin_minutes`` before the end; the plan's name and ARN in ``PURCHASED``."""
         output = PurchaseOutput.from_purchase_item(item)
-        return record_purchased(
-            request,
-            item,
-            ports,
-            output,
-            first=first,
-            release_at=output.end_time - timedelta(minutes=request.release_margin_minutes),
-            detail={
-                "training_plan_arn": output.training_plan_arn,
-                "training_plan_name": output.training_plan_name,
-            },
-            message=messages.purchased(
-                request.id,
-                plan_name=output.training_plan_name,
-                plan_arn=output.training_plan_arn,
-                region=output.region,
-                start=short(output.start_time) + " UTC",
-                end=short(output.end_time) + " UTC",
-                fee=output.upfront_fee_usd,
-            ),
+        window = (short(output.start_time) + " UTC", short(output.end_time) + " UTC")
+        names = {
+            "training_plan_arn": output.training_plan_arn,
+            "training_plan_name": output.training_plan_name,
+        }
+        message = messages.purchased(
+            request.id,
+            plan_name=output.training_plan_name,
+            plan_arn=output.training_plan_arn,
+            region=output.region,
+            start=window[0],
+            end=window[1],
+            fee=output.upfront_fee_usd,
         )
+        return Purchased(output.end_time - timedelta(minutes=request.release_margin_minutes), names, message)
 
 
 def _bought(plan: TrainingPlan, offering: OfferingSummary) -> Bought:
