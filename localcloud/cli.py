@@ -530,27 +530,28 @@ class _Siblings:
 def merge_siblings(entries: list[TimelineEntry]) -> list[TimelineEntry]:
     """Event and schedule lines of one second that differ in one word only (the same alarm of two models,
     one idle check per model) as one line naming the variants, ``.../llama-3-8b-{eu, us}/idle,
-    state=ALARM``, at the first one's place; a line repeated as is gets ``(x2)``."""
+    state=ALARM``, at the first one's place; a line repeated as is gets ``(x2)``. Linear in the entries:
+    a line is compared only with the lines of its own second and kind."""
     merged: list[TimelineEntry | _Siblings] = []
+    places: dict[tuple[str, datetime], list[int]] = {}  # (kind, second) -> indexes in ``merged``
     for entry in entries:
-        if entry.kind in _MERGED_KINDS:
-            second = entry.at.replace(microsecond=0)
-            for index, item in enumerate(merged):
-                head = item.head if isinstance(item, _Siblings) else item
-                if head.kind != entry.kind or head.at.replace(microsecond=0) != second:
-                    continue
-                if isinstance(item, _Siblings):
-                    if item.take(entry):
-                        break
-                    continue
-                found = _variants(head.text, entry.text)
-                if found is not None:
-                    merged[index] = _Siblings(head, [found[1], found[2]], found[0], found[3])
-                    break
-            else:
-                merged.append(entry)
+        if entry.kind not in _MERGED_KINDS:
+            merged.append(entry)
             continue
-        merged.append(entry)
+        bucket = places.setdefault((entry.kind, entry.at.replace(microsecond=0)), [])
+        for index in bucket:
+            item = merged[index]
+            if isinstance(item, _Siblings):
+                if item.take(entry):
+                    break
+                continue
+            found = _variants(item.text, entry.text)
+            if found is not None:
+                merged[index] = _Siblings(item, [found[1], found[2]], found[0], found[3])
+                break
+        else:
+            bucket.append(len(merged))
+            merged.append(entry)
     return [item.entry() if isinstance(item, _Siblings) else item for item in merged]
 
 

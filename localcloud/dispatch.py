@@ -337,6 +337,11 @@ class Dispatcher:
             BotocoreStubber.__call__ = self._original  # type: ignore[method-assign]
             self._original = None
 
+    @property
+    def may_inject(self) -> bool:
+        """True when fault rules are configured (a call may draw a fault); False: every call runs clean."""
+        return _has_rules(self.faults)
+
     def on(self, service: str, operation: str, listener: Listener) -> None:
         """Call ``listener(record)`` after each successful ``service`` ``operation`` (in the caller's thread).
 

@@ -340,8 +340,7 @@ class TrafficReplay:
             "InferenceComponentName": deployment.components[model],
             "ContentType": "application/json",
         }
-        dispatcher = self.cloud.dispatcher
-        if dispatcher.faults is None or not dispatcher.faults.rules:
+        if not self.cloud.dispatcher.may_inject:
             self.cloud.emulator.call(
                 "sagemaker-runtime",
                 "InvokeEndpoint",

@@ -629,7 +629,7 @@ def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
 def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     request_id = _one_id(args, "cancel")
     api.get_reservation(request_id, ports)  # 404 first
-    refused = _may_not_cancel(request_id, user_id, ports, door)
+    refused = _may_not_act(request_id, user_id, ports, door)
     if refused is not None:
         return _ephemeral(refused)
     try:
@@ -642,7 +642,7 @@ def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     )
 
 
-def _may_not_cancel(
+def _may_not_act(
     request_id: str, user_id: str, ports: Ports, door: Door, *, doing: str = "cancel"
 ) -> str | None:
     """Why ``user_id`` may not cancel (or extend: ``doing``) ``request_id`` (None: it may): the deployment's
@@ -665,7 +665,7 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     request_id = args[0]
     hours = _duration_hours(args[1]) if len(args) == 2 else 24
     api.get_reservation(request_id, ports)  # 404 first
-    refused = _may_not_cancel(request_id, user_id, ports, door, doing="extend")
+    refused = _may_not_act(request_id, user_id, ports, door, doing="extend")
     if refused is not None:
         return _ephemeral(refused)
     dry_run = extend.request_extension(
@@ -696,7 +696,7 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
     request_id = str(chosen["request_id"])
     try:
         api.get_reservation(request_id, ports)  # 404 first
-        refused = _may_not_cancel(request_id, user_id, ports, door, doing="extend") if user_id else "no user"
+        refused = _may_not_act(request_id, user_id, ports, door, doing="extend") if user_id else "no user"
         if refused is not None:
             respond(response_url, f"{refused} Nothing was bought.", ephemeral=True)
             return
@@ -940,7 +940,7 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
     cancel with ``confirm``."""
     try:
         api.get_reservation(request_id, ports)  # 404 first
-        refused = _may_not_cancel(request_id, user_id, ports, door) if user_id else "no user"
+        refused = _may_not_act(request_id, user_id, ports, door) if user_id else "no user"
         if refused is not None:
             _responder(door, ports)(response_url, f"{refused} Nothing was changed.", ephemeral=True)
             return
