@@ -669,7 +669,9 @@ def test_activation_after_a_final_state_records_nothing_and_stops(harness: Harne
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
     harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
     step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
-    with pytest.raises(ReservationCancelled, match=f"is {final.value}; not recording plan status Active"):
+    with pytest.raises(
+        ReservationCancelled, match=f"is {final.value}; not recording training plan co-demo-1 status Active"
+    ):
         wait_for_activation(step, harness.ports)
     assert states(harness)[-2:] == [State.PURCHASED, final]
     assert "ReservationActive" not in harness.events.types()

@@ -4,7 +4,8 @@ The state machine calls this step right after the purchase until the payment is 
 ``Scheduled``: a failed payment is known in minutes, not at the start), then ``Wait`` s until the plan's
 start time (so the cost does not grow with the lead time) and calls it again with growing intervals.
 The training plan's statuses (AWS_FACTS.md) are the vocabulary of both platforms: ``Pending`` (payment) ->
-``Scheduled`` -> ``Active``; the rules both share (each state recorded once, the deadlines) are
+``Scheduled`` -> ``Active``; each wing only reads its reservation and says what it saw (a
+:class:`~capacity.logic.common.Sighting`); the rules both share (each state recorded once, the deadlines) are
 :func:`capacity.logic.common.record_activation` and :func:`capacity.logic.common.check_activation_deadlines`.
 Deadlines: the payment within 12 hours of the purchase (EC2 documents payment failures "after up to 12
 hours"; SageMaker documents none, so the same bound is used), activation within 2 hours of the start.
@@ -15,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from capacity.contracts import ActivationInput, ActivationOutput
+from capacity.logic.common import Sighting, record_activation
+from capacity.logic.costs import record_usage
 from capacity.logic.ec2.activation import block_activation
 from capacity.logic.sagemaker.activation import plan_activation
 from capacity.ports import Ports
 
-ACTIVATIONS: dict[str, Callable[[ActivationInput, Ports], ActivationOutput]] = {
+ACTIVATIONS: dict[str, Callable[[ActivationInput, Ports], Sighting]] = {
     "sagemaker": plan_activation,
     "ec2": block_activation,
 }
@@ -46,4 +49,9 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     if platform is None:  # an execution started on a definition that did not carry it: ask the ledger
         request = ports.ledger.get_request(step.request_id)
         platform = request.platform if request is not None else "sagemaker"
-    return ACTIVATIONS[platform](step, ports)
+    sighting = ACTIVATIONS[platform](step, ports)
+    output = record_activation(ports, step, sighting, platform=platform)
+    if output.status == "Active" and sighting.in_use_instance_count is not None:
+        # the plan's own count of its instances in use (the cost report's timeline)
+        record_usage(ports, step.request_id, sighting.in_use_instance_count, source="training-plan")
+    return output

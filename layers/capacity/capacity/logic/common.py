@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
@@ -193,70 +193,97 @@ DEADLINE_AFTER_START = timedelta(hours=2)
 """A reservation not active two hours after its start time will not serve."""
 
 
-def record_activation(
-    ports: Ports,
-    step: ActivationInput,
-    history: list[LedgerEntry],
-    status: str,
-    *,
-    platform: Literal["sagemaker", "ec2"],
-    what: str,
-    state: str,
-    payment_state: str | None,
-    name: str,
-    arn: str,
-    start: datetime | None,
-    end: datetime | None,
-    scheduled: tuple[dict[str, Any], SlackMessage],
-    active: tuple[dict[str, Any], SlackMessage],
-) -> ActivationOutput:
-    """Record what one activation poll of a training plan or capacity block saw, each state once, then hold
-    a reservation that is not ``Active`` to its deadlines (:func:`check_activation_deadlines`: ``what``,
-    ``state``, ``payment_state``, ``start``).
+@dataclasses.dataclass(frozen=True)
+class Sighting:
+    """What one activation poll of a reservation saw, in the words its platform's wing chose.
 
-    ``status`` is the training plan spelling (``Pending``, ``Scheduled``, ``Active``). ``Scheduled`` or
-    ``Active`` records ``SCHEDULED`` (``scheduled`` detail plus ``observed``: whether the poll saw
-    ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (``name``: the
-    training plan name or capacity reservation id, ``start``/``end`` UTC; resource ``arn``) unless
-    ``ACTIVE`` is in the history, then records ``ACTIVE`` (``active`` detail) and posts its message once.
+    ``status`` is the training plan spelling the state machine branches on (``Pending``, ``Scheduled``,
+    ``Active``); ``state`` AWS's own (a training plan's ``Status``, a capacity reservation's ``State``);
+    ``payment_state`` how to name the payment wait when the reservation is in it, else None; ``what``
+    names it in errors (``training plan <name>``, ``capacity block <id>``); ``name``/``arn`` go into
+    ``ReservationActive``; ``start``/``end`` (UTC) are AWS's, None when it does not say (the purchase's are
+    used then). ``scheduled_detail``/``active_detail`` are the identifiers of the ``SCHEDULED``/``ACTIVE``
+    ledger entries (the window is added); the message builders take the window (UTC).
+    ``in_use_instance_count`` is a training plan's own usage count while ``Active`` (None for a capacity
+    block).
+    """
+
+    status: str
+    state: str
+    payment_state: str | None
+    what: str
+    name: str
+    arn: str
+    start: datetime | None
+    end: datetime | None
+    scheduled_detail: Mapping[str, Any]
+    active_detail: Mapping[str, Any]
+    scheduled_message: Callable[[datetime | None, datetime | None], SlackMessage]
+    active_message: Callable[[datetime | None, datetime | None], SlackMessage]
+    in_use_instance_count: int | None = None
+
+
+def record_activation(
+    ports: Ports, step: ActivationInput, sighting: Sighting, *, platform: Literal["sagemaker", "ec2"]
+) -> ActivationOutput:
+    """Record what one activation poll saw (``sighting``), each state once, then hold a reservation that is
+    not ``Active`` to its deadlines (:func:`check_activation_deadlines`).
+
+    The window is AWS's when it says, else the purchase's. ``Scheduled`` or ``Active`` records
+    ``SCHEDULED`` (the sighting's detail plus the window and ``observed``: whether the poll saw
+    ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (the sighting's
+    ``name``, ``start``/``end`` UTC; resource ``arn``) unless ``ACTIVE`` is in the history, then records
+    ``ACTIVE`` and posts its message once.
 
     Returns:
         ``status``, ``attempt + 1``, ``next_wait_seconds`` = 60 * 2**attempt (at most 900) and ``platform``.
 
     Raises:
+        ReservationCancelled: the reservation is releasing or final (nothing is recorded).
         PlanFailed: the payment is :data:`PAYMENT_DEADLINE` late.
-        ActivationTimeout: not active :data:`DEADLINE_AFTER_START` after ``start``.
+        ActivationTimeout: not active :data:`DEADLINE_AFTER_START` after its start.
     """
-    request_id = step.request_id
+    request_id, status = step.request_id, sighting.status
+    history = stop_if_released(
+        ports, request_id, f"recording {sighting.what} status {sighting.state}", release=False
+    )
+    purchase = load_purchase(ports, request_id)
+    start = sighting.start or (purchase.start_time if purchase else None)
+    end = sighting.end or (purchase.end_time if purchase else None)
+    window = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
     seen = {entry.state for entry in history}
     if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
-        detail, message = scheduled
         written = ports.ledger.append(
             request_id,
             State.SCHEDULED,
             actor=ports.actor,
-            detail={**detail, "observed": status == "Scheduled"},
+            detail={**sighting.scheduled_detail, **window, "observed": status == "Scheduled"},
             once=True,
         )
         if written is not None and status == "Scheduled":
-            post(ports, message)
+            post(ports, sighting.scheduled_message(start, end))
     if status == "Active":
         if State.ACTIVE not in seen:
             event = ReservationActiveDetail(
                 request_id=request_id,
-                training_plan_name=name,
+                training_plan_name=sighting.name,
                 region=step.region,
                 start_time=start,
                 end_time=end,
             )
-            ports.events.put("ReservationActive", event, resources=[arn])
-        detail, message = active
+            ports.events.put("ReservationActive", event, resources=[sighting.arn])
+        detail = {**sighting.active_detail, **window}
         written = ports.ledger.append(request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True)
         if written is not None:
-            post(ports, message)
+            post(ports, sighting.active_message(start, end))
     else:
         check_activation_deadlines(
-            history, ports.clock(), what=what, state=state, payment_state=payment_state, start=start
+            history,
+            ports.clock(),
+            what=sighting.what,
+            state=sighting.state,
+            payment_state=sighting.payment_state,
+            start=start,
         )
     return ActivationOutput(
         status=status,

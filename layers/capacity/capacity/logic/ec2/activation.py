@@ -7,22 +7,14 @@ count reads 0: that is not a failure. ``payment-failed``, ``failed``, ``cancelle
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from capacity import messages
-from capacity.contracts import (
-    ActivationInput,
-    ActivationOutput,
-)
-from capacity.errors import (
-    PlanFailed,
-)
-from capacity.logic.common import (
-    load_purchase,
-    record_activation,
-    stop_if_released,
-    void_purchase,
-)
+from capacity.contracts import ActivationInput
+from capacity.errors import PlanFailed
+from capacity.logic.common import Sighting, void_purchase
 from capacity.ports import Ports
-from capacity.timeutil import iso_z, short
+from capacity.timeutil import short
 
 ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "unavailable", "unsupported"})
 """Reservation states after which the block will never serve (botocore ``CapacityReservationState``)."""
@@ -31,20 +23,17 @@ ENDED_STATES = frozenset({"payment-failed", "failed", "cancelled", "expired", "u
 _AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "active": "Active"}
 
 
-def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
-    """Read the capacity reservation ``step.training_plan_name`` (``cr-...``) once; record ``SCHEDULED`` and
-    ``ACTIVE`` the first time each is seen (``SCHEDULED`` with ``observed: false`` when the first read is
-    already ``active``).
+def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
+    """Read the capacity reservation ``step.training_plan_name`` (``cr-...``) once.
 
     Returns:
-        ``status`` ``Pending`` (``payment-pending``, or a state on its way such as ``delayed``),
-        ``Scheduled`` or ``Active``; ``platform`` ``ec2``; ``attempt + 1``; ``next_wait_seconds``.
+        What :func:`capacity.logic.common.record_activation` records: ``status`` ``Pending``
+        (``payment-pending``, or a state on its way such as ``delayed``), ``Scheduled`` or ``Active``; the
+        reservation's id, state and available count as the ledger detail.
 
     Raises:
         PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired``,
-            ``unavailable`` or gone, or still ``payment-pending`` 12 hours after the purchase.
-        ActivationTimeout: not ``active`` 2 hours after its start.
-        ReservationCancelled: the reservation is releasing or final.
+            ``unavailable`` or gone (a voided purchase is recorded when AWS charged nothing).
     """
     ec2 = ports.ec2(step.region)
     reservation = ec2.describe_capacity_reservation(step.training_plan_name)
@@ -56,40 +45,30 @@ def block_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
             f"capacity block {reservation.reservation_id} is {reservation.state}: it will not serve; nothing "
             "was launched"
         )
-    history = stop_if_released(
-        ports, step.request_id, f"recording capacity block state {reservation.state}", release=False
-    )
-    purchase = load_purchase(ports, step.request_id)
-    start = reservation.start_time or (purchase.start_time if purchase else None)
-    end = reservation.end_time or (purchase.end_time if purchase else None)
-    times = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
-    window = f"{short(start) if start else '?'} to {short(end) if end else '?'} UTC"
-    status = _AS_PLAN_STATUS.get(reservation.state, "Pending")
     detail = {
         "capacity_reservation_id": reservation.reservation_id,
         "state": reservation.state,
         "available_instance_count": reservation.available_instance_count,
-        **times,
     }
-    return record_activation(
-        ports,
-        step,
-        history,
-        status,
-        platform="ec2",
-        what=f"capacity block {reservation.reservation_id}",
+
+    def window(start: datetime | None, end: datetime | None) -> str:
+        return f"{short(start) if start else '?'} to {short(end) if end else '?'} UTC"
+
+    return Sighting(
+        status=_AS_PLAN_STATUS.get(reservation.state, "Pending"),
         state=reservation.state,
         payment_state="payment-pending" if reservation.state == "payment-pending" else None,
+        what=f"capacity block {reservation.reservation_id}",
         name=reservation.reservation_id,
         arn=reservation.arn,
-        start=start,
-        end=end,
-        scheduled=(
-            detail,
-            messages.block_scheduled(step.request_id, reservation, window=window),
+        start=reservation.start_time,
+        end=reservation.end_time,
+        scheduled_detail=detail,
+        active_detail=detail,
+        scheduled_message=lambda start, end: messages.block_scheduled(
+            step.request_id, reservation, window=window(start, end)
         ),
-        active=(
-            detail,
-            messages.block_active(step.request_id, reservation, window=window),
+        active_message=lambda start, end: messages.block_active(
+            step.request_id, reservation, window=window(start, end)
         ),
     )
