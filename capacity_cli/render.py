@@ -211,6 +211,12 @@ def extensions_view(result: Mapping[str, Any]) -> RenderableType:
     request_id = result.get("request_id")
     if not result.get("dry_run"):
         offering = result.get("offering") or {}
+        if result.get("status") == "APPROVAL_REQUIRED":
+            return Text(
+                f"Extension {result.get('extension_id')} of {request_id} waits for an approver "
+                f"({usd(offering.get('upfront_fee_usd'))} upfront is above the approval threshold): nothing "
+                f"is bought until one approves ({result.get('approval')})."
+            )
         return Text(
             f"Extension {result.get('extension_id')} of {request_id} requested ({result.get('status')}): "
             f"{usd(offering.get('upfront_fee_usd'))} upfront, not refundable, to "
@@ -234,7 +240,9 @@ def extensions_view(result: Mapping[str, Any]) -> RenderableType:
             str(item.get("duration_hours")),
             usd(item.get("upfront_fee_usd")),
             usd(item.get("on_demand_equivalent_usd")),
-            "yes" if item.get("allowed") else f"no: {item.get('problem')}",
+            ("yes, once approved" if item.get("approval_required") else "yes")
+            if item.get("allowed")
+            else f"no: {item.get('problem')}",
         )
     return Group(
         table, Text(f"Buy one: capacity extend {request_id} --duration <d> --offering <offering id>")

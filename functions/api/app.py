@@ -11,7 +11,10 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``POST /reservations/{request_id}/approval`` -> 200; the caller's IAM identity is recorded.
 - ``DELETE /reservations/{request_id}`` -> 202 cancel and release.
 - ``POST /reservations/{request_id}/extensions`` -> 200 the extension offerings (dry run, no ``offering_id``),
-  or 202 ``ExtensionRequested`` put for ``offering_id`` (issue 17).
+  or 202 ``ExtensionRequested`` put for ``offering_id`` (issue 17), or 202 ``APPROVAL_REQUIRED`` above the
+  approval threshold.
+- ``POST /reservations/{request_id}/extensions/{extension_id}/approval`` -> 200; the caller's IAM identity is
+  recorded (an approver of the team, never a requester).
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 - ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
 - Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
@@ -82,9 +85,9 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.logic import api, costs, extend, plans, policy, schedules
+from capacity.logic import api, costs, extension_request, plans, policy, schedules
 from capacity.logic.api import ApprovalDecision
-from capacity.logic.extend import ExtensionBody
+from capacity.logic.extension_request import ExtensionBody, ExtensionDecision
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
 from capacity.ports import Ports
@@ -329,8 +332,33 @@ def post_extension(request_id: RequestId, body: Annotated[ExtensionBody, Body()]
     sent = body.model_dump(mode="json", exclude_none=True)
     ports, identity = _ports(), _identity()
     api.require_may_act(request_id, identity, ports, doing="extend")
-    result = extend.request_extension(request_id, sent, ports, requester=identity)
+    result = extension_request.request_extension(request_id, sent, ports, requester=identity)
     return _json(200 if result["dry_run"] else 202, result)
+
+
+@app.post(
+    "/reservations/<request_id>/extensions/<extension_id>/approval",
+    summary="Approve or reject an extension above the approval threshold",
+    responses={
+        200: {
+            "description": "decided: approved (the extension is requested) or rejected (nothing is bought)"
+        },
+        **{code: ERRORS[code] for code in (400, 403, 404, 409, 413, 422, 503)},
+    },
+    tags=["reservations"],
+)
+def post_extension_approval(
+    request_id: RequestId,
+    extension_id: Annotated[str, Path(min_length=1, max_length=256, description="the extension offering id")],
+    decision: Annotated[ExtensionDecision, Body()],
+) -> Response[Any]:
+    """Approve or reject; the approver recorded is the caller's IAM identity, never a requester (403)."""
+    logger.set_correlation_id(request_id)
+    body = decision.model_dump(mode="json", exclude_none=True)
+    result = extension_request.decide_extension_approval(
+        request_id, extension_id, body, _ports(), identity=_identity()
+    )
+    return _json(200, result)
 
 
 # --------------------------------------------------------------------------------------- schedules

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -105,3 +106,31 @@ def test_gpu_extend_without_an_id_or_with_a_bad_duration_says_what_to_fix() -> N
             _extend(cloud, APPROVER, "extend no-such-request 1d")["text"]
             == "no reservation 'no-such-request'"
         )
+
+
+def test_an_extension_above_the_threshold_waits_for_an_approver_press_and_is_bought_once() -> None:
+    from tests.integration.test_extension_approval import lower_team_threshold
+
+    member = "U1"  # a member of team ml-platform, not an approver
+    with _cloud() as cloud:
+        post_reservation(cloud, base_request())
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
+        lower_team_threshold(cloud, Decimal(10))
+        offers = _extend(cloud, member)
+        assert "allowed once an approver of the team approves it" in offers["text"]
+        (actions,) = [block for block in offers["blocks"] if block["type"] == "actions"]
+        (button,) = actions["elements"]
+        assert "an approver of the team was asked" in _press(cloud, member, button)
+        cloud.run(until=cloud.now() + timedelta(minutes=10))
+        assert _extend_calls(cloud) == []  # nothing bought before the approval
+
+        (asked,) = [m for m in cloud.outbox.messages if "Approval needed to extend" in str(m.text)]
+        (choice,) = [block for block in asked.blocks if block["type"] == "actions"]
+        approve, _reject = choice["elements"]
+        assert "only approvers may approve" in _press(cloud, member, approve)
+        assert "Approved by" in _press(cloud, APPROVER, approve)
+        cloud.run(stop_when=lambda: "EXTENDED" in states(cloud, RID))
+        cloud.run(until=cloud.now() + timedelta(hours=1))
+        assert len(_extend_calls(cloud)) == 1
+        (decision,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_DECISION#")]
+        assert (decision["approved"], decision["approver"]) == (True, f"slack:{APPROVER}")

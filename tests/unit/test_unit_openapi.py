@@ -25,6 +25,7 @@ def test_every_route_documents_its_errors() -> None:
         ("GET", "/reservations/{request_id}"),
         ("POST", "/reservations/{request_id}/approval"),
         ("POST", "/reservations/{request_id}/extensions"),
+        ("POST", "/reservations/{request_id}/extensions/{extension_id}/approval"),
         ("DELETE", "/reservations/{request_id}"),
         ("POST", "/schedules"),
         ("GET", "/schedules"),

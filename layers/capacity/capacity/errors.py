@@ -253,3 +253,8 @@ class ExtensionPending(CapacityError):
 class ExtensionRefused(CapacityError):
     """The reservation cannot be extended now (not bought, released, approval needed, stale offering with no
     replacement...): the message says why and what to do."""
+
+
+class ExtensionApprovalRequired(ExtensionRefused):
+    """An extension above the approval threshold that no approver has approved (yet): the doors ask for the
+    approval (API 202 ``APPROVAL_REQUIRED``, Slack buttons); the workflow refuses to buy it."""

@@ -123,6 +123,16 @@ class ExtensionRequestedDetail(_Detail):
     requester: str
 
 
+class ExtensionApprovalRequestedDetail(_Detail):
+    """``ExtensionApprovalRequested``: the extension ``extension_id`` of ``request_id`` (``offering``, asked
+    by ``requester``) costs more than the approval threshold and waits for an approver."""
+
+    request_id: str
+    extension_id: str
+    offering: ExtensionOffering
+    requester: str
+
+
 class ReservationExtendedDetail(_Detail):
     """``ReservationExtended``: the extension is paid; the reservation now ends at ``end_time``."""
 

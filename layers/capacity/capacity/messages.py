@@ -598,6 +598,8 @@ def extension_offers(request_id: str, hours: int, dry_run: dict[str, Any]) -> Sl
         equivalent = item.get("on_demand_equivalent_usd")
         on_demand = f", on demand {format_usd(Decimal(str(equivalent)))}" if equivalent is not None else ""
         verdict = "allowed" if item.get("allowed") else f"not allowed: {escape(item.get('problem'))}"
+        if item.get("allowed") and item.get("approval_required"):
+            verdict = "allowed once an approver of the team approves it (asked when you press Extend)"
         lines.append(
             f"{index}. to {escape(item.get('end_time'))} in {escape(item.get('availability_zone'))}: "
             f"{fee} upfront{on_demand}; {verdict}"
@@ -641,6 +643,66 @@ def extension_requested(request_id: str, offering: dict[str, Any], *, by: str) -
         f"{fee} upfront: it is bought once and its payment confirmed; the outcome follows in its thread.",
         request_id=request_id,
     )
+
+
+APPROVE_EXTENSION = "approve_extension"
+REJECT_EXTENSION = "reject_extension"
+"""``action_id`` s of an extension approval's buttons (value: JSON ``request_id``, ``extension_id``)."""
+
+
+def extension_approval_request(
+    request_id: str, extension_id: str, offering: dict[str, Any], *, requester: str, reason: str
+) -> SlackMessage:
+    """An extension above the approval threshold waits for an approver: Approve/Reject buttons, the API route
+    for those without Slack, the fee (USD, upfront, not refunded) and the new end (UTC)."""
+    fee = format_usd(Decimal(str(offering.get("upfront_fee_usd"))))
+    text = (
+        f"*Approval needed to extend {escape(request_id)}* (asked by {mention(requester)}): "
+        f"{fee} upfront, not refunded, to {escape(offering.get('end_time'))}.\n{escape(reason)}\n"
+        f"Answer with the buttons or `POST /reservations/{request_id}/extensions/{extension_id}/approval` "
+        'with {"approved": true|false, "reason": ...} (an approver of the team, never the requester); no '
+        "answer means nothing is bought."
+    )
+    value = json.dumps({"request_id": request_id, "extension_id": extension_id}, separators=(",", ":"))
+    buttons = [
+        {
+            "type": "actions",
+            "block_id": f"extension-approval:{request_id}"[:255],
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": APPROVE_EXTENSION,
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": value[:2000],
+                },
+                {
+                    "type": "button",
+                    "action_id": REJECT_EXTENSION,
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "Reject"},
+                    "value": value[:2000],
+                },
+            ],
+        }
+    ]
+    fields = [("Extension fee", fee), ("New end (UTC)", str(offering.get("end_time")))]
+    return _message(
+        text, f"Approval needed: extend {request_id}", request_id=request_id, fields=fields, extra=buttons
+    )
+
+
+def extension_approval_decided(
+    request_id: str, extension_id: str, *, approved: bool, approver: str
+) -> SlackMessage:
+    """An extension approval decided (it replaces the approval message: the buttons go away)."""
+    verdict = "Approved" if approved else "Rejected"
+    after = "it is bought once and its payment confirmed." if approved else "nothing is bought."
+    text = (
+        f"*{verdict} by {mention(approver)}*: extension {escape(extension_id)} of {escape(request_id)}, "
+        f"{after}"
+    )
+    return _message(text, f"{verdict}: extend {request_id}", request_id=request_id)
 
 
 def extension_failed(request_id: str, reason: str) -> SlackMessage:

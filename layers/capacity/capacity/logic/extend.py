@@ -37,13 +37,14 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from capacity import messages
 from capacity.base import Model
 from capacity.errors import (
     BudgetExceeded,
     CapacityUnavailable,
+    ExtensionApprovalRequired,
     ExtensionPending,
     ExtensionRefused,
     FieldError,
@@ -73,7 +74,6 @@ from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.resources import Extension
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
-from capacity.validation import parse_model
 
 EXTENSION_INTENT = "EXTENSION_INTENT"
 EXTENSION_CALL = "EXTENSION_CALL"
@@ -81,6 +81,11 @@ EXTENSION = "EXTENSION"
 EXTENSION_OUTCOME = "EXTENSION_OUTCOME"
 EXTENSION_OFFER = "EXTENSION_OFFER"
 """``EXTENSION_OFFER#<offering id>``: an extension offering a dry run listed (what a purchase may name)."""
+EXTENSION_APPROVAL = "EXTENSION_APPROVAL"
+"""``EXTENSION_APPROVAL#<id>``: an extension above the approval threshold waiting for a person (requester,
+offering; :mod:`capacity.logic.extension_request`)."""
+EXTENSION_DECISION = "EXTENSION_DECISION"
+"""``EXTENSION_DECISION#<id>``: the first decision on it (approved, approver): what the purchase reads."""
 MAX_EXTENSION_HOURS = 182 * 24
 
 
@@ -182,18 +187,31 @@ def hold_key(request_id: str, extension_id: str) -> str:
     return f"{request_id}#EXTENSION#{extension_id}"
 
 
-def require_extension_allowed(request: ReservationRequest, ports: Ports, offering: ExtensionOffering) -> None:
+def approved_fee(ports: Ports, request_id: str, extension_id: str) -> Decimal | None:
+    """The upfront fee (USD) a person approved for the extension ``extension_id`` (the offering they were
+    asked about), or None when no approval is recorded (none asked, pending or rejected). Read from the
+    ledger, never from the event: a forged ``ExtensionRequested`` cannot claim an approval."""
+    decision = ports.ledger.get(request_id, f"{EXTENSION_DECISION}#{extension_id}")
+    asked = ports.ledger.get(request_id, f"{EXTENSION_APPROVAL}#{extension_id}")
+    if decision is None or not decision.get("approved") or asked is None:
+        return None
+    return Decimal(str(asked["offering"]["upfront_fee_usd"]))
+
+
+def require_extension_allowed(
+    request: ReservationRequest, ports: Ports, offering: ExtensionOffering, *, extension_id: str | None = None
+) -> None:
     """The money rules of an extension, in one place: the purchase plus every extension stays within
-    ``max_upfront_fee_usd``; an extension above the approval threshold (the lower of the request's and its
-    team's) needs an approval; the team's month (and the account's) must have room for the fee. The
-    purchase itself holds the fee atomically (:func:`~capacity.logic.policy.reserve_spend`, in
-    :func:`_call`); this check answers early with the reason.
+    ``max_upfront_fee_usd``; the team's month (and the account's) must have room for the fee; an extension
+    above the approval threshold (the lower of the request's and its team's) needs a person's approval of
+    ``extension_id`` (:func:`approved_fee`: a fee up to the approved one). The purchase itself holds the fee
+    atomically (:func:`~capacity.logic.policy.reserve_spend`, in :func:`_call`); this check answers early
+    with the reason.
 
     Raises:
         BudgetExceeded: the request's budget would be exceeded.
         TeamLimitExceeded: the team's monthly budget or the account cap has no room for the fee.
-        ExtensionRefused: an approval would be needed (extension approvals are not wired yet: ask for a
-            shorter extension or raise the threshold).
+        ExtensionApprovalRequired: above the threshold and not approved (the doors ask for it).
     """
     admission = policy.admit(request, ports)
     if admission is not None:
@@ -205,7 +223,7 @@ def require_extension_allowed(request: ReservationRequest, ports: Ports, offerin
                     f"{sentence}; extending {request.id} costs "
                     f"{format_usd(offering.upfront_fee_usd)}: nothing was bought"
                 )
-    spent = extension_spend(ports, request.id, excluding=offering.offering_id)
+    spent = extension_spend(ports, request.id, excluding=extension_id or offering.offering_id)
     if spent + offering.upfront_fee_usd > request.max_upfront_fee_usd:
         raise BudgetExceeded(
             f"extending {request.id} by {offering.duration_hours} h costs "
@@ -213,25 +231,20 @@ def require_extension_allowed(request: ReservationRequest, ports: Ports, offerin
             f"with the {format_usd(spent)} already committed that is above the budget "
             f"{format_usd(request.max_upfront_fee_usd)}; nothing was bought"
         )
-    if request.approval_above_usd is not None and offering.upfront_fee_usd > request.approval_above_usd:
-        raise ExtensionRefused(
+    threshold = request.approval_above_usd
+    if threshold is None or offering.upfront_fee_usd <= threshold:
+        return
+    approved = approved_fee(ports, request.id, extension_id) if extension_id else None
+    if approved is None or offering.upfront_fee_usd > approved:
+        raise ExtensionApprovalRequired(
             f"the extension costs {format_usd(offering.upfront_fee_usd)}, above the approval threshold "
-            f"{format_usd(request.approval_above_usd)}: extension approvals are not available yet; nothing "
-            "was bought"
+            f"{format_usd(threshold)}: an approver of the team must approve it "
+            f"(POST /reservations/{request.id}/extensions/{extension_id or offering.offering_id}/approval or "
+            "the Slack buttons); nothing was bought"
         )
 
 
 # ------------------------------------------------------------------------------------------ dry run
-
-
-class ExtensionBody(Model):
-    """Body of ``POST /reservations/{id}/extensions``: ``duration_hours`` (whole days; capacity blocks: 1-14
-    days then weeks) and, to buy, the ``offering_id`` a dry run listed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    duration_hours: int = Field(default=24, ge=24, le=MAX_EXTENSION_HOURS, multiple_of=24)
-    offering_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 def current_end(ports: Ports, request_id: str, purchase: Purchase) -> datetime:
@@ -244,7 +257,7 @@ def current_end(ports: Ports, request_id: str, purchase: Purchase) -> datetime:
     return max([purchase.end_time, *ends])
 
 
-def _extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purchase]:
+def extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purchase]:
     request = load_request(ports, request_id)
     purchase = require_purchase(ports, request_id)
     if purchase.market != "reserved":
@@ -283,84 +296,12 @@ def _offering(purchase: Purchase, found: Extension) -> ExtensionOffering:
 def search_extensions(ports: Ports, request_id: str, hours: int) -> list[ExtensionOffering]:
     """The extension offerings of ``hours`` for the reservation (AWS's refusals become
     :class:`~capacity.errors.ExtensionRefused` with AWS's reason)."""
-    request, purchase = _extendable(ports, request_id)
+    request, purchase = extendable(ports, request_id)
     try:
         found = EXTENDERS[request.platform].offerings(purchase, ports, hours)
     except ClientError as exc:
         raise ExtensionRefused(f"{request_id} cannot be extended by {hours} h: {exc}") from exc
     return [_offering(purchase, item) for item in found]
-
-
-def request_extension(request_id: str, body: Any, ports: Ports, *, requester: str) -> dict[str, Any]:
-    """``POST /reservations/{id}/extensions``: without ``offering_id`` a dry run (the offerings with their
-    fee, new end, on-demand equivalent and whether the money rules allow them, each kept as
-    ``EXTENSION_OFFER#<id>``); with one a dry run listed, the purchase is requested (``ExtensionRequested``,
-    once per offering id: its expiry is the workflow's, which searches again within the rules).
-
-    Returns:
-        Dry run: ``{"request_id", "dry_run": True, "current_end", "offerings": [...]}``; purchase:
-        ``{"request_id", "dry_run": False, "extension_id", "status": "EXTENSION_REQUESTED", "offering"}``.
-
-    Raises:
-        InvalidRequest: the body is invalid.
-        ReservationNotFound: unknown reservation or nothing bought.
-        ExtensionRefused: cannot be extended; a stale ``offering_id`` (the message lists a fresh search).
-        BudgetExceeded: the extension would exceed the budget.
-    """
-    parsed = parse_model(ExtensionBody, body if body is not None else {})
-    request, purchase = _extendable(ports, request_id)
-    offered = (
-        ports.ledger.get(request_id, f"{EXTENSION_OFFER}#{parsed.offering_id}")
-        if parsed.offering_id
-        else None
-    )
-    if offered is not None:
-        chosen = ExtensionOffering.model_validate(offered["offering"])
-    else:
-        offerings = search_extensions(ports, request_id, parsed.duration_hours)
-        for offering in offerings:  # what a purchase may name: the money rules read it back from the ledger
-            ports.ledger.put_once(
-                request_id,
-                f"{EXTENSION_OFFER}#{offering.offering_id}",
-                {"offering": offering.model_dump(mode="json")},
-            )
-        if parsed.offering_id is None:
-            listed = []
-            for offering in offerings:
-                problem: str | None = None
-                try:
-                    require_extension_allowed(request, ports, offering)
-                except (BudgetExceeded, ExtensionRefused, TeamLimitExceeded) as exc:
-                    problem = str(exc)
-                listed.append(
-                    {**offering.model_dump(mode="json"), "allowed": problem is None, "problem": problem}
-                )
-            return {
-                "request_id": request_id,
-                "dry_run": True,
-                "current_end": iso_z(current_end(ports, request_id, purchase)),
-                "offerings": listed,
-            }
-        fresh = ", ".join(
-            f"{item.offering_id} ({format_usd(item.upfront_fee_usd)}, to {iso_z(item.end_time)})"
-            for item in offerings
-        )
-        raise ExtensionRefused(
-            f"extension offering {parsed.offering_id} was not offered for {request_id} (stale or unknown); a "
-            f"fresh search found: {fresh or 'none'}"
-        )
-    require_extension_allowed(request, ports, chosen)
-    detail = ExtensionRequestedDetail(
-        request_id=request_id, extension_id=chosen.offering_id, offering=chosen, requester=requester
-    )
-    ports.events.put("ExtensionRequested", detail)
-    return {
-        "request_id": request_id,
-        "dry_run": False,
-        "extension_id": chosen.offering_id,
-        "status": "EXTENSION_REQUESTED",
-        "offering": chosen.model_dump(mode="json"),
-    }
 
 
 # ------------------------------------------------------------------------------------------ purchase
@@ -442,8 +383,8 @@ def extend_capacity(step: ExtendInput, ports: Ports) -> ExtendOutput:
             return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
         wait_for_an_earlier_call(calls, ports, f"the extension call for {request_id}")
     else:
-        _extendable(ports, request_id)
-        require_extension_allowed(request, ports, detail.offering)
+        extendable(ports, request_id)
+        require_extension_allowed(request, ports, detail.offering, extension_id=extension_id)
         created, intent = ledger.put_once(
             request_id,
             f"{EXTENSION_INTENT}#{extension_id}",
@@ -520,7 +461,7 @@ def _buy(  # noqa: PLR0917
                 f"found no "
                 f"{offering.duration_hours} h extension within the rules; nothing was bought"
             ) from exc
-        require_extension_allowed(request, ports, fresh[0])
+        require_extension_allowed(request, ports, fresh[0], extension_id=extension_id)
         return _call(ports, purchase, extender, request, extension_id, fresh[0])
 
 

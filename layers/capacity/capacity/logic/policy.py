@@ -24,7 +24,8 @@ reads it through ``ports.policy`` and does nothing when the deployment has none 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -41,12 +42,14 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
+from capacity.ledger import APPROVAL_REFUSED
 from capacity.planner import Decision, Plan
 from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
+from capacity.timeutil import iso_ms
 from capacity.validation import parse_model
 
 logger = logging.getLogger(__name__)
@@ -140,6 +143,19 @@ def charged_to(body: Mapping[str, Any], requester: str, ports: Ports) -> dict[st
     return charged
 
 
+def require_caller_named(named: str | None, identity: str) -> None:
+    """Refuse a body naming an approver other than the authenticated caller (who approves is who signed).
+
+    Raises:
+        NotPermitted: ``named`` is given and is not ``identity``.
+    """
+    if named is not None and named != identity:
+        raise NotPermitted(
+            f"the approver recorded is the authenticated caller ({identity}), not {named!r}: remove approver "
+            "from the body, or let that person decide with their own credentials"
+        )
+
+
 def may_approve(identity: str, requester: str | None, team_name: str | None, ports: Ports) -> None:
     """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
 
@@ -166,6 +182,48 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
         )
     if not _approves(identity, team, ports):
         raise NotPermitted(f"{identity} is not an approver of team {team.name}; its approvers decide")
+
+
+def check_approver(
+    ports: Ports,
+    request_id: str,
+    *,
+    identity: str,
+    named: str | None,
+    approved: bool,
+    requesters: Sequence[str | None],
+    team_name: str | None,
+    extension_id: str | None = None,
+) -> None:
+    """The approval rules of a purchase and of an extension, in one place: a body's ``approver`` must be the
+    caller (:func:`require_caller_named`), none of ``requesters`` (the reservation's, and the extension's)
+    decides (four-eyes), and the caller approves for ``team_name`` (:func:`may_approve`). A refusal is on
+    record too (``APPROVAL_REFUSED#<time>#<nonce>``: identity, approved, reason, ``extension_id``).
+
+    Raises:
+        NotPermitted: the message says which rule refused.
+        SlackUnavailable, ConfigurationError: a Slack user group of the team's approvers could not be read.
+    """
+    try:
+        require_caller_named(named, identity)
+        _not_asked_by(identity, requesters[1:])
+        may_approve(identity, requesters[0] if requesters else None, team_name, ports)
+    except NotPermitted as refused:
+        ports.ledger.put_once(
+            request_id,
+            f"{APPROVAL_REFUSED}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}",
+            {"identity": identity, "approved": approved, "reason": str(refused)}
+            | ({"extension_id": extension_id} if extension_id else {}),
+        )
+        raise
+
+
+def _not_asked_by(identity: str, requesters: Sequence[str | None]) -> None:
+    if identity in requesters:
+        raise NotPermitted(
+            f"{identity} asked for this and cannot approve or reject it: another approver of its team must "
+            "(four-eyes rule)"
+        )
 
 
 def _approves(identity: str, team: TeamPolicy, ports: Ports) -> bool:

@@ -64,7 +64,7 @@ from capacity.errors import (
     TeamLimitExceeded,
 )
 from capacity.events import ReservationRequestedDetail, SlackOrigin
-from capacity.logic import api, costs, extend, schedules
+from capacity.logic import api, costs, extension_request, schedules
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import charged_to
 from capacity.ports import Ports
@@ -668,7 +668,7 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     refused = _may_not_act(request_id, user_id, ports, door, doing="extend")
     if refused is not None:
         return _ephemeral(refused)
-    dry_run = extend.request_extension(
+    dry_run = extension_request.request_extension(
         request_id, {"duration_hours": hours}, ports, requester=f"slack:{user_id}"
     )
     offers = messages.extension_offers(request_id, hours, dry_run)
@@ -679,8 +679,9 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
 
 def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports, door: Door) -> None:
     """An Extend button pressed (after its confirm dialog): the same rule as ``/gpu extend``, then the
-    purchase is requested with the offering the button names (:func:`capacity.logic.extend.request_extension`
-    puts ``ExtensionRequested``; the workflow buys it once however often the button is pressed). A stale
+    purchase is requested with the offering the button names
+    (:func:`capacity.logic.extension_request.request_extension` puts ``ExtensionRequested``, or asks an
+    approver above the threshold; the workflow buys it once however often the button is pressed). A stale
     offering, the budget or the team's month refuse it with the reason; nothing is bought then."""
     respond = _responder(door, ports)
     try:
@@ -700,7 +701,7 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
         if refused is not None:
             respond(response_url, f"{refused} Nothing was bought.", ephemeral=True)
             return
-        result = extend.request_extension(
+        result = extension_request.request_extension(
             request_id,
             {"duration_hours": chosen["duration_hours"], "offering_id": chosen["offering_id"]},
             ports,
@@ -708,6 +709,17 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
         )
     except CapacityError as exc:
         respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    if result["status"] == "APPROVAL_REQUIRED":  # the thread has the approval request with its buttons
+        respond(
+            response_url,
+            messages.escape(
+                f"{request_id}: the extension costs more than the approval threshold; an approver of the "
+                "team was asked in the reservation's thread. Nothing is bought until one approves."
+            ),
+            ephemeral=True,
+            replace_original=True,
+        )
         return
     requested = messages.extension_requested(request_id, result["offering"], by=f"slack:{user_id}")
     respond(response_url, requested.text, ephemeral=True, replace_original=True)
@@ -871,6 +883,7 @@ def _schedule(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) ->
 
 APPROVE = "approve_reservation"
 REJECT = "reject_reservation"
+EXTENSION_DECISIONS = (messages.APPROVE_EXTENSION, messages.REJECT_EXTENSION)
 
 
 def _payload(text: str) -> dict[str, Any] | SlackAnswer:
@@ -902,7 +915,7 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
         (
             a
             for a in actions
-            if a.get("action_id") in (APPROVE, REJECT, CANCEL_CONFIRMED)
+            if a.get("action_id") in (APPROVE, REJECT, CANCEL_CONFIRMED, *EXTENSION_DECISIONS)
             or str(a.get("action_id") or "").startswith(f"{messages.EXTEND_BUTTON}:")
         ),
         None,
@@ -916,12 +929,21 @@ def interaction(payload_text: str, ports: Ports, door: Door) -> SlackAnswer:
         _extend_confirmed(value, user_id, response_url, ports, door)
     elif pressed == CANCEL_CONFIRMED:
         _cancel_confirmed(value, user_id, response_url, ports, door)
-    elif not user_id or user_id not in door.approvers:
+    elif not user_id or user_id not in door.approvers:  # approving a purchase or an extension
         _responder(door, ports)(
             response_url,
             f"Sorry {messages.mention(f'slack:{user_id}')}, only approvers may approve or reject "
             f"{messages.escape(value)}; nothing was changed.",
             ephemeral=True,
+        )
+    elif pressed in EXTENSION_DECISIONS:
+        _decide_extension(
+            value,
+            approved=pressed == messages.APPROVE_EXTENSION,
+            user_id=user_id,
+            response_url=response_url,
+            ports=ports,
+            door=door,
         )
     else:
         _decide(
@@ -956,6 +978,54 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
         ephemeral=True,
         replace_original=True,
     )
+
+
+def _decide_extension(
+    value: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
+) -> None:
+    """An approver's press on an extension approval (value: JSON ``request_id``, ``extension_id``):
+    :func:`capacity.logic.extension_request.decide_extension_approval` with the signed user as the identity;
+    the approval message is replaced by the outcome, or an ephemeral line says why not."""
+    respond = _responder(door, ports)
+    try:
+        pressed = json.loads(value)
+    except ValueError:
+        pressed = None
+    if not isinstance(pressed, dict) or not all(
+        isinstance(pressed.get(key), str) for key in ("request_id", "extension_id")
+    ):
+        respond(response_url, "This button names no extension; nothing was changed.", ephemeral=True)
+        return
+    request_id, extension_id = str(pressed["request_id"]), str(pressed["extension_id"])
+    try:
+        result = extension_request.decide_extension_approval(
+            request_id,
+            extension_id,
+            {"approved": approved, "reason": "pressed in Slack"},
+            ports,
+            identity=f"slack:{user_id}",
+        )
+    except (SlackUnavailable, ConfigurationError) as exc:  # who approves could not be checked
+        respond(
+            response_url,
+            messages.escape(f"{request_id}: nothing was recorded ({exc}); press the button again later."),
+            ephemeral=True,
+        )
+        return
+    except RetryableAwsError as exc:  # the decision is recorded; the next press passes it on
+        respond(
+            response_url,
+            messages.escape(f"{request_id}: your decision is recorded but AWS is busy ({exc}); press again."),
+            ephemeral=True,
+        )
+        return
+    except CapacityError as exc:
+        respond(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
+        return
+    decided = messages.extension_approval_decided(
+        request_id, extension_id, approved=bool(result["approved"]), approver=str(result["approver"])
+    )
+    respond(response_url, decided.text, blocks=decided.blocks, ephemeral=False, replace_original=True)
 
 
 def _decide(
