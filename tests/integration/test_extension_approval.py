@@ -145,3 +145,19 @@ def test_an_approval_nobody_asked_for_is_refused() -> None:
         answer = approve(cloud, "no-such-offering")
         assert answer["statusCode"] == 409, answer
         assert "waits for approval" in answer["json"]["message"]
+
+
+def test_an_extension_waiting_for_approval_reaches_the_operations_topic_as_a_readable_notice() -> None:
+    from tests.integration.test_operations_notices import _inbox, _subscribe
+
+    with make_cloud(market=ROOMY) as cloud:
+        _, queue = _subscribe(cloud)
+        offer = asked_for_approval(cloud)
+        cloud.run(until=cloud.now() + timedelta(seconds=60))
+        notices = [text for text in _inbox(cloud, queue) if "asks to extend" in text]
+    (notice,) = notices
+    assert f"asks to extend reservation {RID} to {offer['end_time']}" in notice
+    assert f"USD {offer['upfront_fee_usd']} upfront" in notice
+    assert f"POST /reservations/{RID}/extensions/{offer['offering_id']}/approval" in notice
+    assert "approved is true or false" in notice
+    assert "\\" not in notice  # a readable sentence, no JSON escapes
