@@ -417,10 +417,13 @@ def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
                 delay_seconds=round(rng.uniform(30, 4 * 3600)),
             )
         )
-    if not ec2 and rng.random() < 0.2:
+    if rng.random() < 0.2:  # eventual consistency: SageMaker's endpoint reads, EC2's instance listing
         rules.append(
             FaultRule(
-                service="sagemaker", kind=FaultKind.STALE_LISTING, delay_seconds=round(rng.uniform(5, 120))
+                service="ec2" if ec2 else "sagemaker",
+                operation="DescribeInstances" if ec2 else "*",
+                kind=FaultKind.STALE_LISTING,
+                delay_seconds=round(rng.uniform(5, 120)),
             )
         )
     return rules

@@ -36,7 +36,13 @@ _ALIASES = {"application-autoscaling": "application-auto-scaling"}
 STALE_READ_SECONDS = 60.0
 """How old a ``stale_listing`` answer is when the fault comes as a bare kind (a rule says its own)."""
 STALE_READS = frozenset(
-    {"DescribeEndpoint", "ListEndpoints", "DescribeInferenceComponent", "ListInferenceComponents"}
+    {
+        "DescribeEndpoint",
+        "ListEndpoints",
+        "DescribeInferenceComponent",
+        "ListInferenceComponents",
+        "DescribeInstances",
+    }
 )
 """The reads ``stale_listing`` makes eventually consistent (other operations ignore it)."""
 

@@ -331,10 +331,14 @@ class Instances:
     def describe_instances(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
         """``DescribeInstances`` by ``InstanceIds`` and ``Filters`` (``tag:<key>``, ``tag-key``,
         ``instance-id``, ``instance-state-name``, ``instance-type``, ``availability-zone``), paginated; one
-        reservation per launch. Raises ``InvalidInstanceID.NotFound`` and ``InvalidParameterValue``."""
+        reservation per launch. Raises ``InvalidInstanceID.NotFound`` and ``InvalidParameterValue``.
+
+        Under ``stale_listing`` the answer is as of ``read_lag_seconds`` ago (EC2's eventual consistency: an
+        instance just launched is not listed yet, nor found by id; one just terminated still runs)."""
         del faults
-        now = utcnow()
-        found = [item for item in self.instances.values() if item.region == region]
+        lag = self.ctx.read_lag_seconds
+        now = utcnow() - timedelta(seconds=lag) if lag > 0 else utcnow()
+        found = [item for item in self.instances.values() if item.region == region and item.launched <= now]
         ids = params.get("InstanceIds") or []
         missing = [wanted for wanted in ids if not any(item.instance_id == wanted for item in found)]
         if missing:

@@ -96,3 +96,72 @@ def test_a_cancel_during_the_on_demand_create_on_stale_reads_leaves_no_endpoint_
         assert cloud.billable_resources() == []
         assert "CANCELLED" in states(cloud, RID)
         assert "PURCHASED" not in states(cloud, RID)  # it was the on-demand path
+
+
+def _ec2_stale(seconds: float) -> FaultInjector:
+    return FaultInjector(
+        [
+            FaultRule(
+                service="ec2",
+                operation="DescribeInstances",
+                kind=FaultKind.STALE_LISTING,
+                delay_seconds=seconds,
+            )
+        ],
+        seed=1,
+    )
+
+
+def test_a_cancel_right_after_the_on_demand_launch_on_stale_reads_leaves_no_instance_running() -> None:
+    # EC2 reads lag too (DescribeInstances does not list an instance launched seconds ago): a release right
+    # after the on-demand launch must still terminate what the PURCHASE names, not declare RELEASED on what
+    # the listing shows.
+    from tests.integration.test_ec2_capacity_blocks import create_launch_templates
+    from tests.integration.test_on_demand_first import REQUEST_ID, now_request
+
+    with make_cloud(faults=_ec2_stale(300)) as cloud:
+        create_launch_templates(cloud)
+        post_reservation(cloud, now_request())
+        cloud.run(stop_when=lambda: "DEPLOYING" in states(cloud, REQUEST_ID))
+        answer: dict[str, Any] = cloud.api_request(
+            api_event(None, method="DELETE", path=f"/reservations/{REQUEST_ID}")
+        )
+        assert answer["statusCode"] == 202, answer
+        cloud.run_until_idle()
+
+        launched = [
+            c for c in cloud.dispatcher.calls if c.operation == "RunInstances" and (c.status or 500) < 300
+        ]
+        assert len(launched) == 1
+        assert states(cloud, REQUEST_ID)[-1] == "RELEASED"
+        assert cloud.billable_resources() == []
+        assert any(f.kind is FaultKind.STALE_LISTING for f in cloud.faults.fired)
+
+
+def test_a_cancel_during_the_on_demand_launch_on_stale_reads_leaves_no_instance_running() -> None:
+    # The cancel lands while RunInstances is in flight (answered late): the step, asking DescribeInstances
+    # right after, sees nothing on lagging reads; nothing may be left running with no one to terminate it.
+    from tests.integration.test_ec2_capacity_blocks import create_launch_templates
+    from tests.integration.test_on_demand_first import REQUEST_ID, now_request
+
+    faults = FaultInjector(
+        [
+            FaultRule(
+                service="ec2", operation="DescribeInstances", kind=FaultKind.STALE_LISTING, delay_seconds=300
+            ),
+            FaultRule(service="ec2", operation="RunInstances", kind=FaultKind.LATENCY, latency_seconds=5),
+        ],
+        seed=1,
+    )
+    with make_cloud(faults=faults) as cloud:
+        create_launch_templates(cloud)
+        post_reservation(cloud, now_request())
+        cloud.run(stop_when=lambda: any(c.operation == "RunInstances" for c in cloud.dispatcher.calls))
+        answer: dict[str, Any] = cloud.api_request(
+            api_event(None, method="DELETE", path=f"/reservations/{REQUEST_ID}")
+        )
+        assert answer["statusCode"] == 202, answer
+        cloud.run_until_idle()
+
+        assert cloud.billable_resources() == []
+        assert "CANCELLED" in states(cloud, REQUEST_ID)

@@ -552,3 +552,38 @@ def test_one_translator_asks_the_services_reading_first_then_the_common_one() ->
     with pytest.raises(ClientError):
         clients.call("IAM GetInstanceProfile", _failing("AccessDenied", 403), translator=clients.retryable)
     assert clients.call("X", lambda: 42) == 42
+
+
+def test_terminate_instances_skips_an_instance_ec2_does_not_know_yet_and_terminates_the_others(
+    env: dict[str, str],
+) -> None:
+    from capacity.adapters.ec2 import Ec2Adapter
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    not_found: dict[str, Any] = {
+        "service_error_code": "InvalidInstanceID.NotFound",
+        "service_message": "unknown",
+        "http_status_code": 400,
+    }
+    with Stubber(client) as stubber:
+        stubber.add_client_error(
+            "terminate_instances", expected_params={"InstanceIds": ["i-new", "i-old"]}, **not_found
+        )
+        stubber.add_client_error(
+            "terminate_instances", expected_params={"InstanceIds": ["i-new"]}, **not_found
+        )
+        stubber.add_response("terminate_instances", {"TerminatingInstances": []}, {"InstanceIds": ["i-old"]})
+        Ec2Adapter("us-east-1", client).terminate_instances(["i-new", "i-old"])
+        stubber.assert_no_pending_responses()  # i-old was terminated on its own
+
+
+def test_terminate_instances_passes_other_errors_on(env: dict[str, str]) -> None:
+    from capacity.adapters.ec2 import Ec2Adapter
+
+    client = boto3.client("ec2", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        stubber.add_client_error(
+            "terminate_instances", service_error_code="UnauthorizedOperation", http_status_code=403
+        )
+        with pytest.raises(AccessDenied, match="UnauthorizedOperation"):
+            Ec2Adapter("us-east-1", client).terminate_instances(["i-old"])

@@ -412,9 +412,28 @@ class Ec2Adapter:
         ]
 
     def terminate_instances(self, instance_ids: Sequence[str]) -> None:
-        """``TerminateInstances`` (idempotent: terminating a terminated instance is accepted)."""
+        """``TerminateInstances`` (idempotent: terminating a terminated instance is accepted).
+
+        ``InvalidInstanceID.NotFound`` (an instance just launched is not known yet: EC2's eventual
+        consistency) fails the whole call, so the ids are then terminated one by one and the unknown ones
+        skipped: the caller polls and terminates them once they are known.
+        """
+        ids = list(instance_ids)
+        try:
+            self._terminate(ids)
+        except ClientError as exc:
+            if error_code(exc) != "InvalidInstanceID.NotFound":
+                raise
+            for one in ids if len(ids) > 1 else []:
+                try:
+                    self._terminate([one])
+                except ClientError as each:
+                    if error_code(each) != "InvalidInstanceID.NotFound":
+                        raise
+
+    def _terminate(self, instance_ids: list[str]) -> None:
         if instance_ids:
             self._call(
                 "TerminateInstances",
-                lambda: self._client.terminate_instances(InstanceIds=list(instance_ids)),
+                lambda: self._client.terminate_instances(InstanceIds=instance_ids),
             )

@@ -66,6 +66,12 @@ class Purchase:
         """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
         self.extension_fees_usd = Decimal(0)
         """The fees of the extensions in place paid since (USD; :func:`load_purchase`)."""
+        self.instance_ids = [str(i) for i in item.get("instance_ids") or []]
+        """The instances ``RunInstances`` answered for capacity run on demand (EC2), else empty."""
+        self.written_at: datetime | None = (
+            parse_utc(str(item["written_at"])) if item.get("written_at") else None
+        )
+        """When the item was recorded (UTC)."""
         self.brought = bool(item.get("brought"))
         """True: someone else bought the reservation (issue 17); ``upfront_fee_usd`` is 0 for this request."""
 

@@ -53,13 +53,12 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.ec2.on_demand import instance_status, instance_tries
+from capacity.logic.ec2.on_demand import instance_status, instance_tries, stop_instances
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
 from capacity.request import Platform, ReservationRequest
-from capacity.resources import LIVE_INSTANCE_STATES
 from capacity.timeutil import iso_z
 
 logger = logging.getLogger(__name__)
@@ -152,10 +151,7 @@ def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, atte
     left: list[str] = []
     for region in request.regions:
         if platform == "ec2":
-            ec2 = ports.ec2(region)
-            live = [i for i in ec2.find_instances(request.id) if i.state in LIVE_INSTANCE_STATES]
-            ec2.terminate_instances([i.instance_id for i in live if i.state != "shutting-down"])
-            left.extend(f"instance {i.instance_id} in {region}" for i in live)
+            left.extend(stop_instances(ports, request.id, region))
             continue
         sagemaker = ports.sagemaker(region)
         info = sagemaker.describe_endpoint(name)

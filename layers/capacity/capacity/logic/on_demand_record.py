@@ -24,9 +24,21 @@ from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour
 from capacity.records import State
 from capacity.request import ReservationRequest
-from capacity.timeutil import iso_z, short
+from capacity.timeutil import iso_z, parse_utc, short
 
 TRY_PREFIX = "ON_DEMAND_TRY#"
+NOT_VISIBLE_GRACE = timedelta(minutes=15)
+"""How long after a create call (``CreateEndpoint``, ``RunInstances``) a "not found" or an empty listing is
+not believed: SageMaker's and EC2's reads are eventually consistent (the local cloud's ``stale_listing``),
+and a resource thought gone would bill with nothing left to delete it."""
+
+
+def written_recently(ports: Ports, request_id: str, sort_key: str, now: datetime) -> bool:
+    """True when the ledger item ``sort_key`` of ``request_id`` (a marker put just before a create call) was
+    written less than :data:`NOT_VISIBLE_GRACE` before ``now`` (UTC): what it created may not be listed
+    yet."""
+    item = ports.ledger.get(request_id, sort_key)
+    return item is not None and now < parse_utc(str(item["written_at"])) + NOT_VISIBLE_GRACE
 
 
 def record_try(

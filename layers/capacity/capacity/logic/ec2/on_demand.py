@@ -20,15 +20,51 @@ from capacity.logic.common import (
     Purchase,
     post,
 )
-from capacity.logic.on_demand_record import launched, record_try
+from capacity.logic.on_demand_record import TRY_PREFIX, launched, record_try, written_recently
 from capacity.logic.ready import record_ready
 from capacity.ports import Ports
 from capacity.request import ReservationRequest
-from capacity.resources import tags_for
+from capacity.resources import LIVE_INSTANCE_STATES, tags_for
 
 logger = logging.getLogger(__name__)
 
 MAX_POLLS = 20
+
+
+INSTANCES_LAUNCHED = "ON_DEMAND_INSTANCES#"
+"""Ledger item ``ON_DEMAND_INSTANCES#<region>``, put before ``RunInstances``: instances of the request may run
+there from ``written_at`` on, whatever ``DescribeInstances`` lists for a while."""
+
+
+def launched_recently(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
+    """True when on-demand instances were launched in ``region`` (``RunInstances`` called) less than
+    :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: an empty ``DescribeInstances`` may lag
+    behind, so they must not be taken as gone yet."""
+    return written_recently(ports, request_id, f"{INSTANCES_LAUNCHED}{region}", now)
+
+
+def stop_instances(ports: Ports, request_id: str, region: str) -> list[str]:
+    """Terminate the on-demand instances of a stopped request in ``region``; what is still there, named.
+
+    Listed live instances are terminated; when nothing is listed but ``RunInstances`` was called less than
+    the grace ago (:func:`launched_recently`), what the tries recorded is terminated by id and the region
+    counts as not clean yet (the listing may lag behind the launch).
+    """
+    ec2 = ports.ec2(region)
+    listed = ec2.find_instances(request_id)
+    live = [i for i in listed if i.state in LIVE_INSTANCE_STATES]
+    ec2.terminate_instances([i.instance_id for i in live if i.state != "shutting-down"])
+    left = [f"instance {i.instance_id} in {region}" for i in live]
+    if not listed and launched_recently(ports, request_id, region, ports.clock()):
+        unseen = sorted(
+            str(instance_id)
+            for item in ports.ledger.items(request_id, TRY_PREFIX)
+            if item.get("region") == region
+            for instance_id in item.get("instance_ids") or []
+        )
+        ec2.terminate_instances(unseen)
+        left.append(f"instances launched in {region} ({', '.join(unseen) or 'ids not recorded'}), unlisted")
+    return left
 
 
 def client_token(request_id: str, market: str, region: str) -> str:
@@ -62,6 +98,8 @@ def instance_tries(request: ReservationRequest, ports: Ports, now: datetime) -> 
                 tries.append(f"{market} in {region}: {why}")
                 continue
             ec2 = ports.ec2(region)
+            # Instances of the request may exist there from now on, whatever DescribeInstances says a while.
+            ports.ledger.put_once(request.id, f"{INSTANCES_LAUNCHED}{region}", {"market": market})
             try:
                 ids = ec2.run_instances(
                     count=request.instance_count,

@@ -6,6 +6,7 @@ The block itself is paid upfront and cannot be deleted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import (
@@ -21,6 +22,7 @@ from capacity.logic.common import (
     Purchase,
 )
 from capacity.logic.ending import record_released
+from capacity.logic.on_demand_record import NOT_VISIBLE_GRACE
 from capacity.ports import Ec2Port, Ports
 from capacity.records import State
 from capacity.resources import LIVE_INSTANCE_STATES, Instance
@@ -60,10 +62,10 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
             },
             once=True,
         )
-        _terminate(ec2, step.request_id)
+        _terminate(ec2, step.request_id, purchase, ports.clock())
         return ReleaseOutput(done=False)
     if step.action == "delete_components":
-        live = _terminate(ec2, step.request_id)
+        live = _terminate(ec2, step.request_id, purchase, ports.clock())
         if not live:
             return ReleaseOutput(done=True)
         still = [f"instance {i.instance_id} ({i.state})" for i in live]
@@ -85,14 +87,37 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
 
 
 def live_instances(ports: Ports, purchase: Purchase, request_id: str) -> list[str]:
-    """Ids of the instances of ``request_id`` that still bill (pending, running, stopping...) in the
-    purchase's region."""
-    return [i.instance_id for i in _live(ports.ec2(purchase.region).find_instances(request_id))]
+    """Ids of the instances of ``request_id`` that still bill (pending, running, stopping... or recorded
+    and not listed yet) in the purchase's region."""
+    listed = ports.ec2(purchase.region).find_instances(request_id)
+    return [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports.clock())]
 
 
-def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
-    """Terminate every live instance of the request; returns those not yet ``terminated``."""
-    live = _live(ec2.find_instances(request_id))
+def _unlisted(listed: list[Instance], purchase: Purchase, now: datetime) -> list[Instance]:
+    """The instances the purchase recorded (capacity on demand) that the listing does not show while the
+    launch is recent (:data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE`): EC2's reads lag behind
+    ``RunInstances``, so they count as live (state ``unlisted``) until they are listed."""
+    if purchase.written_at is None or now >= purchase.written_at + NOT_VISIBLE_GRACE:
+        return []
+    seen = {i.instance_id for i in listed}
+    return [
+        Instance(
+            instance_id=i,
+            state="unlisted",
+            instance_type=purchase.instance_type,
+            availability_zone=None,
+            capacity_reservation_id=None,
+        )
+        for i in purchase.instance_ids
+        if i not in seen
+    ]
+
+
+def _terminate(ec2: Ec2Port, request_id: str, purchase: Purchase, now: datetime) -> list[Instance]:
+    """Terminate every live instance of the request (listed, or recorded and not listed yet); returns those
+    not yet ``terminated``."""
+    listed = ec2.find_instances(request_id)
+    live = _live(listed) + _unlisted(listed, purchase, now)
     to_stop = [i.instance_id for i in live if i.state != "shutting-down"]
     if to_stop:
         ec2.terminate_instances(to_stop)
@@ -100,7 +125,8 @@ def _terminate(ec2: Ec2Port, request_id: str) -> list[Instance]:
 
 
 def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
-    left = [i.instance_id for i in _live(ec2.find_instances(step.request_id))]
+    listed = ec2.find_instances(step.request_id)
+    left = [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports.clock())]
     if left:
         raise LeftoverResources(
             f"release of {step.request_id} left instances tagged with it: {', '.join(left)}"

@@ -23,23 +23,25 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.on_demand_record import TRY_PREFIX, launched, put_purchase, record_try, requested_at
+from capacity.logic.on_demand_record import (
+    TRY_PREFIX,
+    launched,
+    put_purchase,
+    record_try,
+    requested_at,
+    written_recently,
+)
 from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports, SageMakerPort
 from capacity.request import ReservationRequest
 from capacity.resources import tags_for
-from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)
 
 ENDPOINT_CREATED = "ON_DEMAND_ENDPOINT#"
 """Ledger item ``ON_DEMAND_ENDPOINT#<region>``, put before ``CreateEndpoint``: an endpoint of the request may
 exist there from ``written_at`` on, whatever ``DescribeEndpoint`` says for a while."""
-NOT_VISIBLE_GRACE = timedelta(minutes=15)
-"""How long after ``CreateEndpoint`` a "not found" from ``DescribeEndpoint`` is not believed: SageMaker's
-reads are eventually consistent (the local cloud's ``stale_listing``), and an endpoint thought gone would bill
-with nothing left to delete it."""
 
 PHASE_DEADLINE = timedelta(hours=3)
 """The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
@@ -163,10 +165,9 @@ def _create_endpoint(
 
 def maybe_not_visible(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
     """True when the on-demand endpoint in ``region`` was created (``CreateEndpoint`` called, see
-    :data:`ENDPOINT_CREATED`) less than :data:`NOT_VISIBLE_GRACE` ago: a ``DescribeEndpoint`` that does not
-    find it may lag behind, so it must not be taken as gone yet."""
-    created = ports.ledger.get(request_id, f"{ENDPOINT_CREATED}{region}")
-    return created is not None and now < parse_utc(str(created["written_at"])) + NOT_VISIBLE_GRACE
+    :data:`ENDPOINT_CREATED`) less than :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: a
+    ``DescribeEndpoint`` that does not find it may lag behind, so it must not be taken as gone yet."""
+    return written_recently(ports, request_id, f"{ENDPOINT_CREATED}{region}", now)
 
 
 def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:
