@@ -20,7 +20,15 @@ from tests.integration.support import (
     make_cloud,
     slack_texts,
 )
-from tests.integration.test_extensions import RID, ROOMY, extended, extensions, ready, succeeded
+from tests.integration.test_extensions import (
+    RID,
+    ROOMY,
+    extended,
+    extensions,
+    put_extension_requested,
+    ready,
+    succeeded,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -94,24 +102,7 @@ def test_an_extension_above_the_threshold_is_bought_once_only_after_an_approver_
 def test_an_extension_event_above_the_threshold_without_an_approval_buys_nothing() -> None:
     with make_cloud(market=ROOMY) as cloud:
         offer = asked_for_approval(cloud)
-        detail = {
-            "request_id": RID,
-            "extension_id": offer["offering_id"],
-            "requester": "pipeline@example.com",
-            "offering": {
-                k: v for k, v in offer.items() if k not in ("allowed", "problem", "approval_required")
-            },
-        }
-        cloud.client("events").put_events(
-            Entries=[
-                {
-                    "Source": "capacity.orchestrator",
-                    "DetailType": "ExtensionRequested",
-                    "Detail": json.dumps(detail),
-                    "EventBusName": cloud.stack.physical_id("EventBus"),
-                }
-            ]
-        )
+        put_extension_requested(cloud, offer)
         cloud.run(stop_when=lambda: f"Extension of {RID} FAILED" in slack_texts(cloud))
         assert "ExtensionApprovalRequired" in slack_texts(cloud)
         assert succeeded(cloud, "ExtendTrainingPlan") == []

@@ -318,28 +318,31 @@ def test_an_extension_whose_call_keeps_failing_is_told_and_gives_the_team_its_fe
         assert statuses == ["FAILED"]
 
 
+def put_extension_requested(cloud: LocalCloud, offer: dict[str, Any]) -> None:
+    """Another system puts ``ExtensionRequested`` for a dry run's ``offer`` (no door checked it)."""
+    listed_only = ("allowed", "problem", "approval_required")
+    detail = {
+        "request_id": RID,
+        "extension_id": offer["offering_id"],
+        "requester": "pipeline@example.com",
+        "offering": {k: v for k, v in offer.items() if k not in listed_only},
+    }
+    entry = {
+        "Source": "capacity.orchestrator",
+        "DetailType": "ExtensionRequested",
+        "Detail": json.dumps(detail),
+        "EventBusName": cloud.stack.physical_id("EventBus"),
+    }
+    cloud.client("events").put_events(Entries=[entry])
+
+
 def test_an_extension_event_the_rules_refuse_is_told_to_its_sender() -> None:
     with make_cloud(market=ROOMY) as cloud:
         ready(cloud)
         too_long = extensions(cloud, {"duration_hours": 24 * 30})
         (offer,) = too_long["json"]["offerings"]
         assert offer["allowed"] is False  # above the budget: the API refuses it; an event may still ask
-        detail = {
-            "request_id": RID,
-            "extension_id": offer["offering_id"],
-            "requester": "pipeline@example.com",
-            "offering": {k: v for k, v in offer.items() if k not in ("allowed", "problem")},
-        }
-        cloud.client("events").put_events(
-            Entries=[
-                {
-                    "Source": "capacity.orchestrator",
-                    "DetailType": "ExtensionRequested",
-                    "Detail": json.dumps(detail),
-                    "EventBusName": cloud.stack.physical_id("EventBus"),
-                }
-            ]
-        )
+        put_extension_requested(cloud, offer)
         cloud.run(stop_when=lambda: f"Extension of {RID} FAILED" in slack_texts(cloud))
         said = slack_texts(cloud)
         assert "nothing was bought (BudgetExceeded" in said, said
