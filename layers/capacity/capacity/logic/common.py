@@ -1,4 +1,7 @@
-"""Helpers shared by the workflow steps: loading what the ledger holds, recording once, notifying."""
+"""Helpers shared by the workflow steps: loading what the ledger holds, recording once, notifying.
+
+Over 400 lines: the few rules every step shares (purchase, stop check, activation record) read together.
+"""
 
 from __future__ import annotations
 
