@@ -19,7 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-IDENTITY_VERSION = 5
+from capacity.search_schedule import DEFAULT_EVERY_MINUTES
+
+IDENTITY_VERSION = 6
 """The latest version of :data:`IDENTITY` (a field added at version ``n`` has ``since=n``)."""
 
 
@@ -74,6 +76,8 @@ IDENTITY: dict[str, dict[str, Role]] = {
         "team": _later(4),
         "training_plan_arn": _later(5),
         "capacity_reservation_id": _later(5),
+        "search_until": _later(6),
+        "search_every_minutes": _later(6, DEFAULT_EVERY_MINUTES),
     },
     "ModelSpec": {
         "name": ALWAYS,
