@@ -160,6 +160,10 @@ def plan_view(plan: Mapping[str, Any]) -> RenderableType:
         lines.append(
             Text("A person must approve this purchase (the fee is above approval_above_usd).", "yellow")
         )
+    if plan.get("next_look_at"):
+        lines.append(
+            Text(f"Keeps looking: next look at {when(plan['next_look_at'])} UTC (search_until).", "bold")
+        )
     for region, why in (plan.get("regions_not_searched") or {}).items():
         lines.append(Text(f"Not searched: {region}: {why}", "yellow"))
     for region, error in (plan.get("quota_errors") or {}).items():
