@@ -307,6 +307,11 @@ def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return p
         where = f" {detail['region']}" if detail.get("region") else ""
         span = f"{when(detail.get('start_time'))} to {when(detail.get('end_time'))}"
         return f"{detail['training_plan_name']}{where} {span}"
+    if state == "SEARCHING":
+        return (
+            f"nothing fits yet; next look at {when(detail.get('next_look_at'))}, at most "
+            f"{detail.get('looks_left')} more until {when(detail.get('search_until'))}"
+        )
     if state == "EXTENDED":
         return (
             f"to {when(detail.get('end_time'))} (was {when(detail.get('previous_end_time'))}); release at "

@@ -9,6 +9,7 @@ import pytest
 
 from capacity_cli.api import ApiError, CliError, FieldProblem, spend_so_far
 from capacity_cli.config import Config, load_config
+from capacity_cli.render import detail_text
 from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_minutes, parse_time
 from capacity_cli.suggest import alternatives, closest, suggestion
 from capacity_cli.targets import TargetOptions, kind_of
@@ -170,3 +171,10 @@ def test_api_errors_keep_the_field_errors_and_spend_adds_the_money() -> None:
 )
 def test_a_watch_ends_when_its_state_cannot_come(state: str, until: set[str], expected: bool) -> None:
     assert can_still_reach(state, until) is expected
+
+
+def test_a_searching_entry_says_when_it_looks_next() -> None:
+    detail = {"next_look_at": "2026-12-01T11:44:00Z", "looks_left": 5, "search_until": "2026-12-11T08:00:00Z"}
+    assert detail_text("SEARCHING", detail) == (
+        "nothing fits yet; next look at 2026-12-01 11:44, at most 5 more until 2026-12-11 08:00"
+    )
