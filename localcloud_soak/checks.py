@@ -374,6 +374,99 @@ def check_copies_recorded(facts: Facts) -> list[str]:
     return [f"copy count changed without a ledger record: {name} -> {copies}" for name, copies in missing]
 
 
+def check_window(facts: Facts) -> list[str]:
+    """A reservation the request bought that starts before ``earliest_start`` or ends after ``latest_end``."""
+    if facts.window is None:
+        return []
+    start, end = facts.window
+    return [
+        f"bought outside the window: {p.name} runs {_ts(p.start_time)} to {_ts(p.end_time)}, the request's "
+        f"window is {_ts(start)} to {_ts(end)}"
+        for p in facts.live_plans()
+        if p.start_time is not None and (p.start_time < start or p.end_time > end)
+    ]
+
+
+LOOK_TOLERANCE = timedelta(minutes=1)
+"""How far around ``search_until`` the last look (and what it records) may land."""
+
+
+def check_keep_looking(facts: Facts) -> list[str]:
+    """A request that keeps looking (``search_until``, issue 17) looks only until its deadline and never after
+    its outcome, and does not give up before the deadline: no ``OfferingNotFound``, and no
+    ``SearchDeadlinePassed`` or over-budget ``REJECTED`` before ``search_until`` (the requester is told at the
+    deadline). Buying once, within the window, budget and approval rules is the other checks'."""
+    deadline = facts.search_until
+    if deadline is None or facts.dry_run:
+        return []
+    problems = []
+    ended: dict[str, Any] | None = None
+    for entry in facts.history():
+        state, at = str(entry["state"]), _utc(entry["at"])
+        detail = entry.get("detail") or {}
+        if state == "SEARCHING":
+            if at > deadline + LOOK_TOLERANCE:
+                problems.append(
+                    f"looked after the deadline: SEARCHING at {entry['at']}, search_until {_ts(deadline)}"
+                )
+            if ended is not None:
+                problems.append(
+                    f"looked after the outcome: SEARCHING at {entry['at']} after {ended['state']}"
+                )
+        if state in FINAL_STATES and ended is None:
+            ended = entry
+        early = at < deadline - LOOK_TOLERANCE
+        if state == "FAILED" and detail.get("error") == "OfferingNotFound":
+            problems.append(
+                f"gave up looking: FAILED OfferingNotFound at {entry['at']} (search_until {_ts(deadline)})"
+            )
+        if state == "FAILED" and detail.get("error") == "SearchDeadlinePassed" and early:
+            problems.append(
+                f"told before the deadline: FAILED SearchDeadlinePassed at {entry['at']}, search_until "
+                f"{_ts(deadline)}"
+            )
+        if state == "REJECTED" and detail.get("error") == "BudgetExceeded" and early:
+            problems.append(
+                f"gave up looking: REJECTED over budget at {entry['at']}, search_until {_ts(deadline)}"
+            )
+    return problems
+
+
+def check_brought(facts: Facts) -> list[str]:
+    """A request that brings its own reservation (issue 17) buys nothing (no ``CreateTrainingPlan`` or
+    ``PurchaseCapacityBlock`` call at all), records it as not paid by the request (``PURCHASE`` ``brought``
+    with a fee of 0, ``PURCHASED`` of $0) and says so in its cost summary; what it ran is released (the other
+    checks: nothing billable, a final state)."""
+    if facts.brought is None:
+        return []
+    problems = []
+    if facts.purchase_calls:
+        problems.append(
+            f"brought {facts.brought}, yet the application called to buy {facts.purchase_calls} times"
+        )
+    purchase = facts.item("PURCHASE")
+    if purchase is not None and (
+        purchase.get("brought") is not True or Decimal(str(purchase.get("upfront_fee_usd"))) != 0
+    ):
+        problems.append(
+            f"brought {facts.brought}, but PURCHASE records brought={purchase.get('brought')} and a fee of "
+            f"${purchase.get('upfront_fee_usd')}"
+        )
+    for entry in facts.history():
+        detail = entry.get("detail") or {}
+        if entry["state"] == "PURCHASED" and Decimal(str(entry.get("money_usd") or "0")) != 0:
+            problems.append(f"brought {facts.brought}, but PURCHASED records ${entry['money_usd']}")
+        summary = detail.get("summary") if entry["state"] == "RELEASED" else None
+        if isinstance(summary, dict) and (
+            summary.get("brought") is not True or Decimal(str(summary.get("upfront_fee_usd"))) != 0
+        ):
+            problems.append(
+                f"brought {facts.brought}, but the cost summary says brought={summary.get('brought')}, paid "
+                f"${summary.get('upfront_fee_usd')}"
+            )
+    return problems
+
+
 def _utc(text: Any) -> datetime:
     return datetime.fromisoformat(str(text).replace("Z", "+00:00")).astimezone(UTC)
 
@@ -392,6 +485,9 @@ CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_billable,
     check_final_state,
     check_failures_notified,
+    check_window,
+    check_keep_looking,
+    check_brought,
 )
 
 
@@ -403,12 +499,15 @@ def check(facts: Facts) -> list[str]:
 def route(request: dict[str, Any], facts: Facts, now: datetime = START) -> str:
     """``<platform> <strategy> -> <what ran>``: the platform, the strategy asked (or its default at ``now``,
     the first POST) and what the lifecycle ran on: ``on-demand``/``spot`` (the ``PURCHASE`` item's market),
-    ``training plan``, ``capacity block`` (paid for), or ``nothing``."""
+    ``training plan``, ``capacity block`` (paid for), ``brought training plan``/``brought capacity block``
+    (someone else's, issue 17), or ``nothing``."""
     platform = str(request.get("platform") or "sagemaker")
     strategy = request.get("strategy") or ("on-demand-first" if starts_soon(request, now) else "reserved")
     purchase = facts.item("PURCHASE")
     if purchase is not None and purchase.get("market") in ("on-demand", "spot"):
         ran = str(purchase["market"])
+    elif facts.brought is not None:
+        ran = "brought " + ("capacity block" if facts.brought.startswith("cr-") else "training plan")
     elif facts.live_plans():
         ran = " + ".join(sorted({p.kind.replace("-", " ") for p in facts.live_plans()}))
     else:

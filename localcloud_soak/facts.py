@@ -24,7 +24,7 @@ class PlanFact:
 
     ``kind`` is ``training-plan`` (``name`` the plan's name, ``status`` its ``Status``) or ``capacity-block``
     (``name`` the capacity reservation id ``cr-...``, ``status`` its ``State``); ``upfront_fee_usd`` in USD,
-    ``end_time`` UTC.
+    ``start_time``/``end_time`` UTC.
     """
 
     name: str
@@ -33,6 +33,7 @@ class PlanFact:
     upfront_fee_usd: Decimal
     end_time: datetime
     kind: str = "training-plan"
+    start_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,12 @@ class Facts:
             (``UpdateInferenceComponentRuntimeConfig`` answered without error).
         executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
         extensions: every extension bought, of any reservation (:class:`ExtensionFact`).
+        brought: the reservation the request brings (its training plan's name or the capacity block's
+            ``cr-...`` id), bought by someone else: never the request's purchase (None: it buys its own).
+        purchase_calls: the application's ``CreateTrainingPlan`` and ``PurchaseCapacityBlock`` calls, answered
+            or not.
+        search_until: the request's keep-looking deadline (UTC), or None.
+        window: the request's ``earliest_start`` and ``latest_end`` (UTC), or None.
     """
 
     request_id: str
@@ -93,6 +100,10 @@ class Facts:
     copy_changes: list[tuple[str, int]] = field(default_factory=list)
     executions: list[tuple[str, str]] = field(default_factory=list)
     extensions: list[ExtensionFact] = field(default_factory=list)
+    brought: str | None = None
+    purchase_calls: int = 0
+    search_until: datetime | None = None
+    window: tuple[datetime, datetime] | None = None
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -105,9 +116,10 @@ class Facts:
         return next((i for i in self.items if i["sk"] == sk), None)
 
     def live_plans(self) -> list[PlanFact]:
-        """The training plans and capacity blocks that were paid for (a ``Failed`` plan or a
-        ``payment-failed`` block charged nothing). Blocks ``expired`` by now count: they were paid."""
-        return [p for p in self.plans if p.status not in UNCHARGED]
+        """The training plans and capacity blocks the request paid for (a ``Failed`` plan or a
+        ``payment-failed`` block charged nothing; a reservation it brought was paid by someone else). Blocks
+        ``expired`` by now count: they were paid."""
+        return [p for p in self.plans if p.status not in UNCHARGED and p.name != self.brought]
 
 
 def _plain(value: dict[str, Any]) -> Any:
@@ -168,6 +180,7 @@ def training_plans(cloud: LocalCloud) -> list[PlanFact]:
                     status=str(p["Status"]),
                     upfront_fee_usd=Decimal(str(p.get("UpfrontFee", "0"))),
                     end_time=p["EndTime"].astimezone(UTC) if p.get("EndTime") else cloud.now(),
+                    start_time=p["StartTime"].astimezone(UTC) if p.get("StartTime") else None,
                 )
                 for p in page["TrainingPlanSummaries"]
             )
@@ -200,6 +213,7 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
                     upfront_fee_usd=Decimal(str(fees[r["CapacityReservationId"]])).quantize(Decimal("0.01")),
                     end_time=r["EndDate"].astimezone(UTC),
                     kind="capacity-block",
+                    start_time=r["StartDate"].astimezone(UTC),
                 )
                 for r in page["CapacityReservations"]
             )
@@ -277,4 +291,28 @@ def collect_facts(
         ],
         executions=[(e.state_machine.rsplit("-", 1)[-1], e.status) for e in cloud.executions()],
         extensions=extensions(cloud),
+        brought=_brought(request),
+        purchase_calls=sum(
+            1
+            for c in cloud.dispatcher.calls
+            if c.operation in ("CreateTrainingPlan", "PurchaseCapacityBlock") and c.caller is not None
+        ),
+        search_until=_utc(request.get("search_until")),
+        window=_window(request),
     )
+
+
+def _brought(request: dict[str, Any]) -> str | None:
+    """The brought reservation's name as :func:`training_plans`/:func:`capacity_blocks` list it."""
+    if request.get("training_plan_arn"):
+        return str(request["training_plan_arn"]).rsplit("/", 1)[-1]
+    return str(request["capacity_reservation_id"]) if request.get("capacity_reservation_id") else None
+
+
+def _utc(value: Any) -> datetime | None:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC) if value else None
+
+
+def _window(request: dict[str, Any]) -> tuple[datetime, datetime] | None:
+    start, end = _utc(request.get("earliest_start")), _utc(request.get("latest_end"))
+    return (start, end) if start and end else None

@@ -171,6 +171,96 @@ def create_launch_templates(cloud: LocalCloud, request: dict[str, Any]) -> None:
             )
 
 
+def list_market(cloud: LocalCloud, listing: dict[str, Any]) -> None:
+    """Apply a scenario's listing (:attr:`Scenario.listing`) to the emulated market: capacity listed from an
+    instant (``listed_from``) or churning (``churn`` over ``churn_period_hours``). Set after the budget was
+    looked up, so the budget is the market's price, whatever is listed when the request looks."""
+    market = cloud.emulator.market
+    update: dict[str, Any] = {}
+    if "listed_from" in listing:
+        update["listed_from"] = {k: datetime.fromisoformat(v) for k, v in listing["listed_from"].items()}
+    if "churn" in listing:
+        update["churn"] = float(listing["churn"])
+        update["churn_period"] = timedelta(hours=int(listing["churn_period_hours"]))
+    market.config = market.config.model_copy(update=update)
+
+
+def buy_elsewhere(cloud: LocalCloud, request: dict[str, Any], index: int) -> dict[str, Any]:
+    """Central procurement buys a reservation for the request before it is sent (a training plan for
+    endpoints or a capacity block: the first offering of the request's window in the first of its regions
+    that has one), asked of the emulator directly (not the application's call), and waits an hour for the
+    payment; returns the request fields that bring it (the reservation and its window), or nothing when the
+    market has none (the lifecycle then buys its own)."""
+    for region in request["regions"]:
+        bought = _buy_in(cloud, request, region, index)
+        if bought is not None:
+            fields, (start, end) = bought
+            cloud.run(until=cloud.now() + timedelta(hours=1))  # the payment is processed while time passes
+            return {**fields, "earliest_start": _ts(start), "latest_end": _ts(end)}
+    return {}
+
+
+def _buy_in(
+    cloud: LocalCloud, request: dict[str, Any], region: str, index: int
+) -> tuple[dict[str, Any], tuple[datetime, datetime]] | None:
+    start = datetime.fromisoformat(request["earliest_start"])
+    end = datetime.fromisoformat(request["latest_end"])
+    if request.get("platform") == "ec2":
+        offers = cloud.emulator.call(
+            "ec2",
+            "DescribeCapacityBlockOfferings",
+            {
+                "InstanceType": request["instance_type"],
+                "InstanceCount": request["instance_count"],
+                "StartDateRange": start,
+                "EndDateRange": end,
+                "CapacityDurationHours": request["duration_hours"],
+            },
+            region=region,
+        )["CapacityBlockOfferings"]
+        if not offers:
+            return None
+        block = cloud.emulator.call(
+            "ec2",
+            "PurchaseCapacityBlock",
+            {
+                "CapacityBlockOfferingId": offers[0]["CapacityBlockOfferingId"],
+                "InstancePlatform": "Linux/UNIX",
+            },
+            region=region,
+        )["CapacityReservation"]
+        return {"capacity_reservation_id": block["CapacityReservationId"]}, (
+            offers[0]["StartDate"],
+            offers[0]["EndDate"],
+        )
+    offers = cloud.emulator.call(
+        "sagemaker",
+        "SearchTrainingPlanOfferings",
+        {
+            "TargetResources": ["endpoint"],
+            "InstanceType": request["instance_type"],
+            "InstanceCount": request["instance_count"],
+            "StartTimeAfter": start,
+            "EndTimeBefore": end,
+            "DurationHours": request["duration_hours"],
+        },
+        region=region,
+    )["TrainingPlanOfferings"]
+    if not offers:
+        return None
+    plan = cloud.emulator.call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        {
+            "TrainingPlanName": f"central-procurement-{index}",
+            "TrainingPlanOfferingId": offers[0]["TrainingPlanOfferingId"],
+        },
+        region=region,
+    )
+    segment = offers[0]["ReservedCapacityOfferings"][0]
+    return {"training_plan_arn": plan["TrainingPlanArn"]}, (segment["StartTime"], segment["EndTime"])
+
+
 def _money(value: Decimal) -> str:
     return str(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
@@ -407,6 +497,10 @@ def run_lifecycle(
         if scenario.approval_factor is not None:  # at most the budget (the request's own rule)
             factor = min(scenario.approval_factor, scenario.budget_factor)
             body["approval_above_usd"] = _money(cheapest * factor)
+        if scenario.listing is not None:  # keep looking: the market lists capacity later, never, or churns
+            list_market(cloud, scenario.listing)
+        if scenario.brings:
+            body.update(buy_elsewhere(cloud, body, scenario.index))
         bounds = _Bounds(cloud, stall_seconds)
         driver = _Driver(cloud, scenario, body, bounds)
         try:
