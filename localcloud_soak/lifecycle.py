@@ -107,31 +107,14 @@ def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetim
     }
 
 
-def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
-    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None.
-
-    ``SearchTrainingPlanOfferings`` (``platform`` ``sagemaker``) or ``DescribeCapacityBlockOfferings``
-    (``ec2``, every page) is asked of the emulator directly (no faults), as the application asks.
-    """
-    fees: list[Decimal] = []
+def market_offerings(cloud: LocalCloud, request: dict[str, Any], region: str) -> list[dict[str, Any]]:
+    """The offerings the market holds for the request in ``region`` now: ``SearchTrainingPlanOfferings``
+    (``platform`` ``sagemaker``, target ``endpoint``) or ``DescribeCapacityBlockOfferings`` (``ec2``, every
+    page), of its type, count, window and duration, asked of the emulator directly (no faults), as the
+    application asks."""
     start = datetime.fromisoformat(request["earliest_start"])
     end = datetime.fromisoformat(request["latest_end"])
-    for region in request["regions"]:
-        if request.get("platform") == "ec2":
-            params: dict[str, Any] = {
-                "InstanceType": request["instance_type"],
-                "InstanceCount": request["instance_count"],
-                "StartDateRange": start,
-                "EndDateRange": end,
-                "CapacityDurationHours": request["duration_hours"],
-            }
-            while True:
-                page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
-                fees.extend(Decimal(str(o["UpfrontFee"])) for o in page.get("CapacityBlockOfferings", []))
-                if not page.get("NextToken"):
-                    break
-                params = {**params, "NextToken": page["NextToken"]}
-            continue
+    if request.get("platform") != "ec2":
         answer = cloud.emulator.call(
             "sagemaker",
             "SearchTrainingPlanOfferings",
@@ -145,7 +128,31 @@ def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | N
             },
             region=region,
         )
-        fees.extend(Decimal(str(o["UpfrontFee"])) for o in answer.get("TrainingPlanOfferings", []))
+        return list(answer.get("TrainingPlanOfferings", []))
+    params: dict[str, Any] = {
+        "InstanceType": request["instance_type"],
+        "InstanceCount": request["instance_count"],
+        "StartDateRange": start,
+        "EndDateRange": end,
+        "CapacityDurationHours": request["duration_hours"],
+    }
+    found: list[dict[str, Any]] = []
+    while True:
+        page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
+        found.extend(page.get("CapacityBlockOfferings", []))
+        if not page.get("NextToken"):
+            return found
+        params = {**params, "NextToken": page["NextToken"]}
+
+
+def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
+    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None
+    (:func:`market_offerings`)."""
+    fees = [
+        Decimal(str(offering["UpfrontFee"]))
+        for region in request["regions"]
+        for offering in market_offerings(cloud, request, region)
+    ]
     return min(fees) if fees else None
 
 
@@ -203,61 +210,31 @@ def buy_elsewhere(cloud: LocalCloud, request: dict[str, Any], index: int) -> dic
 def _buy_in(
     cloud: LocalCloud, request: dict[str, Any], region: str, index: int
 ) -> tuple[dict[str, Any], tuple[datetime, datetime]] | None:
-    start = datetime.fromisoformat(request["earliest_start"])
-    end = datetime.fromisoformat(request["latest_end"])
+    offers = market_offerings(cloud, request, region)
+    if not offers:
+        return None
+    first = offers[0]
     if request.get("platform") == "ec2":
-        offers = cloud.emulator.call(
-            "ec2",
-            "DescribeCapacityBlockOfferings",
-            {
-                "InstanceType": request["instance_type"],
-                "InstanceCount": request["instance_count"],
-                "StartDateRange": start,
-                "EndDateRange": end,
-                "CapacityDurationHours": request["duration_hours"],
-            },
-            region=region,
-        )["CapacityBlockOfferings"]
-        if not offers:
-            return None
         block = cloud.emulator.call(
             "ec2",
             "PurchaseCapacityBlock",
-            {
-                "CapacityBlockOfferingId": offers[0]["CapacityBlockOfferingId"],
-                "InstancePlatform": "Linux/UNIX",
-            },
+            {"CapacityBlockOfferingId": first["CapacityBlockOfferingId"], "InstancePlatform": "Linux/UNIX"},
             region=region,
         )["CapacityReservation"]
         return {"capacity_reservation_id": block["CapacityReservationId"]}, (
-            offers[0]["StartDate"],
-            offers[0]["EndDate"],
+            first["StartDate"],
+            first["EndDate"],
         )
-    offers = cloud.emulator.call(
-        "sagemaker",
-        "SearchTrainingPlanOfferings",
-        {
-            "TargetResources": ["endpoint"],
-            "InstanceType": request["instance_type"],
-            "InstanceCount": request["instance_count"],
-            "StartTimeAfter": start,
-            "EndTimeBefore": end,
-            "DurationHours": request["duration_hours"],
-        },
-        region=region,
-    )["TrainingPlanOfferings"]
-    if not offers:
-        return None
     plan = cloud.emulator.call(
         "sagemaker",
         "CreateTrainingPlan",
         {
             "TrainingPlanName": f"central-procurement-{index}",
-            "TrainingPlanOfferingId": offers[0]["TrainingPlanOfferingId"],
+            "TrainingPlanOfferingId": first["TrainingPlanOfferingId"],
         },
         region=region,
     )
-    segment = offers[0]["ReservedCapacityOfferings"][0]
+    segment = first["ReservedCapacityOfferings"][0]
     return {"training_plan_arn": plan["TrainingPlanArn"]}, (segment["StartTime"], segment["EndTime"])
 
 

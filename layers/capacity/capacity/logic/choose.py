@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import datetime
 
 from capacity import messages
 from capacity.contracts import ChooseInput, ChooseOutput
@@ -31,10 +32,11 @@ from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
 from capacity.logic.keep_looking import look_again
 from capacity.logic.policy import admit, judge_plan
-from capacity.planner import Decision, decide
+from capacity.planner import Decision, Plan, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.records import State
+from capacity.request import ReservationRequest
 
 
 def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
@@ -69,17 +71,8 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
     rejection = "TeamLimitExceeded" if refusal else "BudgetExceeded"
     looking = look_again(ports, request, plan, refusal, history, look=step.look)
     if looking.upcoming is not None:  # nothing fits yet: SEARCHING is recorded, the workflow waits
-        now = ports.clock()
-        return ChooseOutput(
-            decision=Decision.SEARCH_AGAIN.value,
-            reason=plan.reason,
-            offering=None,
-            approval_timeout_seconds=request.approval_timeout_hours * 3600,
-            look=step.look,
-            next_look=step.look + 1,
-            next_look_at=looking.upcoming.at,
-            wait_seconds=max(1, math.ceil((looking.upcoming.at - now).total_seconds())),
-        )
+        waited = replace(plan, decision=Decision.SEARCH_AGAIN, offering=None)
+        return _answer(request, step, waited, looking.upcoming.at, now=ports.clock())
     plan, error = looking.plan, looking.error
     summary = plan.offering.summary() if plan.offering else None
 
@@ -156,12 +149,27 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
             post(ports, messages.offerings_table(request, plan, rank(offerings, request.regions)))
             post(ports, messages.decision(request, plan))
 
+    return _answer(request, step, plan, looking.next_look_at)
+
+
+def _answer(
+    request: ReservationRequest,
+    step: ChooseInput,
+    plan: Plan,
+    next_look_at: datetime | None,
+    *,
+    now: datetime | None = None,
+) -> ChooseOutput:
+    """The step's answer for ``plan``; with ``now``, a wait until ``next_look_at`` (``SEARCH_AGAIN``: at least
+    a second, the ``SearchLater`` task's timeout)."""
+    wait = max(1, math.ceil((next_look_at - now).total_seconds())) if now and next_look_at else 0
     return ChooseOutput(
         decision=plan.decision.value,
         reason=plan.reason,
-        offering=summary,
+        offering=plan.offering.summary() if plan.offering else None,
         approval_timeout_seconds=request.approval_timeout_hours * 3600,
         look=step.look,
         next_look=step.look + 1,
-        next_look_at=looking.next_look_at,
+        next_look_at=next_look_at,
+        wait_seconds=wait,
     )
