@@ -375,16 +375,24 @@ def check_copies_recorded(facts: Facts) -> list[str]:
 
 
 def check_window(facts: Facts) -> list[str]:
-    """A reservation the request bought that starts before ``earliest_start`` or ends after ``latest_end``."""
+    """A reservation the request bought that starts before ``earliest_start`` or ends after ``latest_end``,
+    as bought: the hours its paid extensions added since are the requester's later choice (issue 17)."""
     if facts.window is None:
         return []
     start, end = facts.window
-    return [
-        f"bought outside the window: {p.name} runs {_ts(p.start_time)} to {_ts(p.end_time)}, the request's "
-        f"window is {_ts(start)} to {_ts(end)}"
-        for p in facts.live_plans()
-        if p.start_time is not None and (p.start_time < start or p.end_time > end)
-    ]
+    problems = []
+    for plan in facts.live_plans():
+        added = sum(
+            e.hours for e in facts.extensions if e.reservation == plan.name and e.payment == "succeeded"
+        )
+        bought_end = plan.end_time - timedelta(hours=added)
+        if plan.start_time is not None and (plan.start_time < start or bought_end > end):
+            problems.append(
+                f"bought outside the window: {plan.name} runs {_ts(plan.start_time)} to {_ts(bought_end)}"
+                + (f" (then extended by {added} h)" if added else "")
+                + f", the request's window is {_ts(start)} to {_ts(end)}"
+            )
+    return problems
 
 
 LOOK_TOLERANCE = timedelta(minutes=1)

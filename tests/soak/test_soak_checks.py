@@ -493,6 +493,11 @@ def test_a_purchase_outside_the_window_is_a_violation() -> None:
         "bought outside the window: co-soak runs 2026-12-13T11:30:00Z to 2026-12-20T11:30:00Z, the request's "
         "window is 2026-12-14T11:30:00Z to 2026-12-20T11:30:00Z"
     ]
+    # An extension paid later moves the end past the window: the requester's choice, not the purchase's.
+    extended = replace(inside, end_time=END + timedelta(days=1))
+    paid = ExtensionFact("co-soak", "tpe-1", Decimal("300.00"), 24, "succeeded")
+    assert check_window(_facts(plans=[extended], window=window, extensions=[paid])) == []
+    assert "then extended" not in check_window(_facts(plans=[extended], window=window))[0]
 
 
 def test_keep_looking_looks_until_the_deadline_and_tells_at_the_deadline_not_before() -> None:
