@@ -523,6 +523,27 @@ def route(request: dict[str, Any], facts: Facts, now: datetime = START) -> str:
     return f"{platform} {strategy} -> {ran}"
 
 
+def looking(facts: Facts) -> str | None:
+    """What a request that keeps looking (``search_until``) came to: ``bought at the first look``, ``bought
+    after N looks``, ``told at the deadline``, ``cancelled while looking`` or ``ended otherwise``; None
+    without ``search_until`` (or in a dry run)."""
+    if facts.search_until is None or facts.dry_run:
+        return None
+    history = facts.history()
+    looks = sum(1 for i in history if i["state"] == "SEARCHING")
+    bought = facts.live_plans() or on_demand_spend(facts) is not None
+    if bought:
+        return "bought at the first look" if not looks else f"bought after {looks + 1} looks"
+    finals = [i for i in history if i["state"] in FINAL_STATES]
+    first = finals[0] if finals else None
+    if first is not None and first["state"] == "CANCELLED" and looks:
+        return "cancelled while looking"
+    error = ((first or {}).get("detail") or {}).get("error")
+    if first is not None and error in ("SearchDeadlinePassed", "BudgetExceeded") and looks:
+        return "told at the deadline"
+    return "ended otherwise"
+
+
 def outcome(facts: Facts) -> str:
     """The lifecycle's outcome: its final states in order (``CANCELLED+RELEASED``), ``DRY_RUN``, or why
     there is none (``NOT_ACCEPTED``, ``UNFINISHED``, ``NO_FINAL(<last state>)``)."""

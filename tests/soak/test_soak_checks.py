@@ -27,6 +27,7 @@ from localcloud_soak.checks import (
     check_paid_kept,
     check_total_spend,
     check_window,
+    looking,
     on_demand_spend,
     outcome,
     route,
@@ -572,3 +573,15 @@ def test_a_fifth_keep_looking_and_some_bring_their_own_reservation() -> None:
     assert len(bringing) == 8
     assert not any(s.request.get("dry_run") or s.request.get("strategy") for s in bringing)
     assert not {s.index for s in looking} & {s.index for s in bringing}
+
+
+def test_what_keeping_looking_came_to_is_summed_up() -> None:
+    assert looking(_facts()) is None  # no search_until
+    bought = _facts(items=[*_looked(), *_history(SERVED[1:])], search_until=DEADLINE)
+    assert looking(bought) == "bought after 3 looks"
+    told = _facts(
+        items=_looked((30, "FAILED", {"error": "SearchDeadlinePassed"})), plans=[], search_until=DEADLINE
+    )
+    assert looking(told) == "told at the deadline"
+    cancelled = _facts(items=_looked((12, "CANCELLED", {})), plans=[], search_until=DEADLINE)
+    assert looking(cancelled) == "cancelled while looking"
