@@ -298,13 +298,12 @@ _WHY = {
     ),
     "API handler import / bare `import boto3`, both as shipped (built layer)": (
         "cold init of the API: the libraries it needs at init cost about 1.4x a bare boto3 by themselves "
-        "(two "
-        "rows below; Powertools' event_handler package imports every resolver, AppSync's with asyncio, and "
-        "the data classes of every event source); our modules add about 100 ms of CPU (python -X "
-        "importtime): capacity.contracts (52 models, every step's and route's), the request model, "
-        "capacity.logic.api with what it calls (checks, ports, ledger, policy), and the route modules whose "
-        "models the route signatures name (plans, schedules, extension_request, costs). Importing boto3 or "
-        "pydantic only at the first call would move their cost there, not save it"
+        "(two rows below; Powertools' event_handler package imports every resolver, AppSync's with "
+        "asyncio, and the data classes of every event source); our modules add about 100 ms of CPU "
+        "(python -X importtime): capacity.contracts (52 models, every step's and route's), the request "
+        "model, capacity.logic.api with what it calls (checks, ports, ledger, policy), and the route "
+        "modules whose models the route signatures name (plans, schedules, extension_request, costs). "
+        "Importing boto3 or pydantic only at the first call would move their cost there, not save it"
     ),
     "every function's import / bare `import boto3`, both as shipped (benchmark 2)": (
         "cold init of the steps: a step's libraries (boto3, Powertools' Logger, pydantic and its first model "
