@@ -297,7 +297,7 @@ _WHY = {
         "instance-type offerings when imported, about a second)"
     ),
     "API handler import / bare `import boto3`, both as shipped (built layer)": (
-        "cold init of the API: the libraries it needs at init cost about 1.4x a bare boto3 by themselves "
+        "cold init of the API: the libraries it needs at init cost about 1.4-1.5x a bare boto3 by themselves "
         "(two rows below; Powertools' event_handler package imports every resolver, AppSync's with "
         "asyncio, and the data classes of every event source); our modules add about 100 ms of CPU "
         "(python -X importtime): capacity.contracts (52 models, every step's and route's), the request "
