@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 test lint typecheck template unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 test lint typecheck template build unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -90,6 +90,11 @@ template: venv sam
 	@echo ">> cfn-lint, sam validate --lint, sam build"
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --template template.yaml --region $(AWS_DEFAULT_REGION)
+	@$(MAKE) --no-print-directory build
+
+## sam build into .aws-sam/build, what make deploy uploads (the layer by layers/capacity/Makefile: the pinned
+## arm64 wheels and the capacity package, compiled); make bench imports the functions from there.
+build: venv sam
 	$(SAM) build --template template.yaml --build-dir .aws-sam/build --cached --cache-dir .aws-sam/cache \
 		> .aws-sam-build.log 2>&1 || { cat .aws-sam-build.log; exit 1; }
 	@echo ">> sam build: ok (log in .aws-sam-build.log)"
@@ -108,9 +113,10 @@ security: checkov
 	@echo ">> checkov (template.yaml)"
 	$(CHECKOV) --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
-## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing).
+## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing). The cold
+## starts import what make build ships (.aws-sam/build), as Lambda does.
 QUICK ?=
-bench: venv
+bench: venv build
 	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 ## What the stack itself costs per reservation (docs/deploy.md): make demo's lifecycle on the local cloud,
