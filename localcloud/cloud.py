@@ -225,6 +225,7 @@ class LocalCloud:
         self._saved = _Saved()
         self._running = False
         self._session: boto3.session.Session | None = None
+        self._clients: dict[tuple[str, str], Any] = {}
         self._final_executions: list[ExecutionSummary] | None = None
         self._api_responses: list[dict[str, Any]] = []
         self._iam_installed = contextlib.ExitStack()
@@ -405,12 +406,17 @@ class LocalCloud:
         """
         if not self._running:
             raise RuntimeError("the local cloud is not running")
-        session: Any = self._boto_session()
-        return session.client(
-            service,
-            region_name=region or self.region,
-            config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 5}),
-        )
+        key = (service, region or self.region)
+        client = self._clients.get(key)
+        if client is None:  # one per service and region: a client is thread-safe and ~10 ms to make
+            session: Any = self._boto_session()
+            client = session.client(
+                service,
+                region_name=key[1],
+                config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 5}),
+            )
+            client = self._clients.setdefault(key, client)
+        return client
 
     def _boto_session(self) -> boto3.session.Session:
         if self._session is None:
