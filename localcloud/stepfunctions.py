@@ -13,7 +13,9 @@ those modules only, the ``threading``/``time`` names they use for clock-aware st
   wait on virtual time. moto's "no timeout" value (``TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS``,
   99999999 s) is treated as no timeout at all, so an idle simulation never jumps three years ahead.
 - Execution ``TimeoutSeconds``: ``Program.eval`` joins the worker thread with a timeout; the join now
-  waits on virtual time.
+  waits on virtual time. Without a timeout too it parks in the clock, as a ``Map``'s wait for its jobs does
+  (``JobPool.await_jobs``): the clock knows at once that such a thread waits, where a real join or
+  ``Event.wait`` is only inferred from the thread's frame, by sampling with real sleeps.
 - ``.sync`` polling (``state_task_service_callback.py``) sleeps on the clock.
 
 Lambda errors reach ASL with the function's ``errorType`` as the error name: moto's
