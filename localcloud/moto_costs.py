@@ -49,7 +49,8 @@ import copy
 import functools
 import importlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
@@ -141,6 +142,7 @@ def _shared_loader(
                 _loaders[search_path_string] = loader
             return loader
 
+    create_loader._localcloud_cache = True  # type: ignore[attr-defined]  # see _once
     return create_loader
 
 
@@ -238,6 +240,7 @@ def _kwargs_per_code(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             _kwargs_names[code] = original(func)
         return _kwargs_names[code]
 
+    accepts_kwargs._localcloud_cache = True  # type: ignore[attr-defined]  # see _once
     return accepts_kwargs
 
 
@@ -282,6 +285,28 @@ def _cached_validation(original: Callable[[str], None]) -> Callable[..., None]:
     return validate_definition
 
 
+def _once(wrap: Callable[[Any], Any], function: Any) -> Any:
+    """``wrap(function)``, unless ``function`` already is such a cache (:func:`botocore_caches` and then a
+    cloud's :func:`install`): a cache around a cache would take the lock it already holds."""
+    return function if getattr(function, "_localcloud_cache", False) else wrap(function)
+
+
+@contextmanager
+def botocore_caches() -> Iterator[None]:
+    """Only botocore's shared data loader and its ``**kwargs`` check per code object (see the module
+    docstring), for a process that opens many sessions without a local cloud: the unit tests, whose every
+    test makes its own clients (a local cloud's :func:`install` wraps them again, harmlessly)."""
+    loader = botocore_session.__dict__["create_loader"]
+    accepts = botocore_hooks.__dict__["accepts_kwargs"]
+    setattr(botocore_session, "create_loader", _once(_shared_loader, loader))  # noqa: B010
+    setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(botocore_session, "create_loader", loader)  # noqa: B010
+        setattr(botocore_hooks, "accepts_kwargs", accepts)  # noqa: B010
+
+
 def install() -> None:
     """Put the caches and the item-level backup in place (idempotent); :func:`uninstall` puts moto's
     functions back."""
@@ -302,7 +327,7 @@ def install() -> None:
     AmazonStateLanguageParser.parse = staticmethod(_cached_parse(parse.__func__))  # type: ignore[method-assign,assignment]
     loader = botocore_session.__dict__["create_loader"]  # imported there from botocore.loaders
     _saved.append((botocore_session, "create_loader", loader))
-    setattr(botocore_session, "create_loader", _shared_loader(loader))  # noqa: B010
+    setattr(botocore_session, "create_loader", _once(_shared_loader, loader))  # noqa: B010
     sanitize = botocore_useragent.__dict__["sanitize_user_agent_string_component"]
     _saved.append((botocore_useragent, "sanitize_user_agent_string_component", sanitize))
     setattr(botocore_useragent, "sanitize_user_agent_string_component", functools.lru_cache(4096)(sanitize))  # noqa: B010
@@ -314,7 +339,7 @@ def install() -> None:
     setattr(kms_models, "generate_private_key", _one_key_pair_per_spec(generate))  # noqa: B010
     accepts = botocore_hooks.__dict__["accepts_kwargs"]  # imported there from botocore.compat
     _saved.append((botocore_hooks, "accepts_kwargs", accepts))
-    setattr(botocore_hooks, "accepts_kwargs", _kwargs_per_code(accepts))  # noqa: B010
+    setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
     for module_name, name in _JSON_PATH_USERS:
         module = importlib.import_module(module_name)
         parse_path = module.__dict__[name]
