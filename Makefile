@@ -100,13 +100,15 @@ build: venv sam
 	@echo ">> sam build: ok (log in .aws-sam-build.log)"
 
 ## Branch coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml).
+## worksteal: a worker that runs out of tests takes the other's last ones, so no whole file (the slowest
+## take a minute) is left on one worker at the end; a file's module fixtures are built by each worker it runs on.
 unit: venv
-	$(BIN)/pytest -n auto --dist loadfile --cov --cov-fail-under=90 --durations=20
+	$(BIN)/pytest -n auto --dist worksteal --cov --cov-fail-under=90 --durations=20
 
 ## Branch coverage of the deployed code (slower: Python 3.13's sys.monitoring does not measure branches, so
 ## coverage falls back to its settrace core).
 coverage-branches: venv
-	COVERAGE_CORE=ctrace $(BIN)/pytest -n auto --dist loadfile --cov --cov-branch --cov-fail-under=90
+	COVERAGE_CORE=ctrace $(BIN)/pytest -n auto --dist worksteal --cov --cov-branch --cov-fail-under=90
 
 ## IaC security scan: every finding fixed or suppressed in template.yaml with a justification.
 security: checkov
