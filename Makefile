@@ -99,7 +99,8 @@ build: venv sam
 		> .aws-sam-build.log 2>&1 || { cat .aws-sam-build.log; exit 1; }
 	@echo ">> sam build: ok (log in .aws-sam-build.log)"
 
-## Branch coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml).
+## Line coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml;
+## make coverage-branches for branches).
 ## worksteal: a worker that runs out of tests takes the other's last ones, so no whole file (the slowest
 ## take a minute) is left on one worker at the end; a file's module fixtures are built by each worker it runs on.
 unit: venv
