@@ -92,15 +92,23 @@ class _GcPauses:
     """Real seconds the garbage collector has spent in this process since import (``gc.callbacks``)."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
-        self._began = 0.0
+        self._done = 0.0
+        self._began: float | None = None
         gc.callbacks.append(self._observe)
 
     def _observe(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._began = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._began
+        elif self._began is not None:
+            self._done += time.perf_counter() - self._began
+            self._began = None
+
+    @property
+    def seconds(self) -> float:
+        """The collections done so far, and the one under way: its finalizers (``__del__``, weakref
+        callbacks) may release the GIL, so the hang detector can run in the middle of a collection."""
+        began = self._began
+        return self._done + (time.perf_counter() - began if began is not None else 0.0)
 
 
 _GC_PAUSES = _GcPauses()
@@ -191,7 +199,7 @@ class _HangDetector:
         if still <= self.stall_seconds:
             return
         raise ClockStuckError(
-            f"hang detector: no progress for {still:.0f} s of real time, garbage collection's "
+            f"hang detector: no progress for {still:.1f} s of real time, garbage collection's "
             f"{collecting:.1f} s not counted (virtual time stood still at {self.clock.now().isoformat()}, "
             "no invocation started or ended); the limit is "
             f"stall_seconds={self.stall_seconds:g} ({STALL_SECONDS_ENV}, or --stall-seconds of "
