@@ -126,6 +126,9 @@ def test_request_ids_of_sagemaker_requests_do_not_change_with_the_new_fields() -
             "team",
             "training_plan_arn",
             "capacity_reservation_id",
+            "serve_until",
+            "rollover_lead_hours",
+            "rollover_of",
         },
     )
     for model in payload["models"]:
