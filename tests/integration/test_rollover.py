@@ -14,15 +14,18 @@ import json
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from localcloud import cli
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from localcloud.traffic import ModelTraffic, TrafficProfile, TrafficResult, attach
 from tests.integration.support import (
+    ROOT,
     api_event,
     base_request,
     ledger_items,
@@ -240,6 +243,10 @@ def test_an_extension_is_preferred_when_it_fits() -> None:
         assert at(entry(cloud, RID, "RELEASING")) == datetime(2026, 12, 11, 10, 30, tzinfo=UTC)
         assert "Keeping eval-week-49 served until 2026-12-11 10:30" in slack_texts(cloud)
         assert cloud.billable_resources() == []
+        # what was paid counts the extension too (GET's spend and GET /costs read it)
+        fee = Decimal(next(i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE")["upfront_fee_usd"])
+        spend = api(cloud, "GET")["json"]["spend"]
+        assert Decimal(spend["paid_usd"]) == fee + Decimal(extended["money_usd"])
 
 
 def test_the_trigger_delivered_twice_and_late_buys_one_successor() -> None:
@@ -346,3 +353,43 @@ def test_patch_serve_until_validates_each_field_and_refuses_other_teams() -> Non
         closed = api(cloud, "PATCH", {"serve_until": SERVE_UNTIL})
         assert closed["statusCode"] == 409, closed
         assert len(training_plans(cloud)) == 1  # nothing rolled over after the clear and the cancel
+
+
+def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(
+        [
+            "run",
+            str(ROOT / "events/api_post_reservation_serve_until.json"),
+            "--template",
+            str(ROOT / "template.yaml"),
+            "--market",
+            str(ROOT / "events/market_serve_until.json"),
+            "--traffic",
+            str(ROOT / "events/traffic_two_models.json"),
+            "--reports-dir",
+            str(tmp_path),
+            "--progress",
+            "never",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == cli.EXIT_OK, out
+    timeline = out.split("\n== ", 2)[1]
+    order = [
+        "2026-12-07T11:30:00Z  slack      [chat.postMessage C0CAPACITY] EVAL-WEEK-49: EXTENDING TO SERVE",
+        "EXTENDED: EVAL-WEEK-49",
+        "2026-12-08T11:30:00Z  slack      [chat.postMessage C0CAPACITY] EVAL-WEEK-49: ROLLING OVER TO",
+        "ROLLED OVER: EVAL-WEEK-49 -> EVAL-WEEK-49-R2",
+        "traffic replay moved to endpoint co-eval-week-49-r2 in us-west-2",
+        "RELEASED: EVAL-WEEK-49\n",
+        "2026-12-12T10:35:00Z  slack      [chat.postMessage C0CAPACITY] RELEASED: EVAL-WEEK-49-R2",
+    ]
+    positions = [timeline.find(line) for line in order]
+    assert -1 not in positions, [line for line, at in zip(order, positions, strict=True) if at < 0]
+    assert positions == sorted(positions)
+    assert "== Billable resources left\n  none" in out
+    report = json.loads((tmp_path / "eval-week-49.json").read_text())
+    (switch,) = report["switches"]
+    assert switch["to_reservation"] == NEXT
