@@ -25,6 +25,8 @@ from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from localcloud.traffic import ModelTraffic, TrafficProfile, TrafficResult, attach
 from tests.integration.support import (
+    APPROVER,
+    REQUESTER,
     ROOT,
     api_event,
     base_request,
@@ -35,6 +37,8 @@ from tests.integration.support import (
     states,
     training_plans,
 )
+from tests.integration.test_extension_approval import lower_team_threshold
+from tests.integration.test_operations_notices import _inbox, _subscribe
 
 pytestmark = pytest.mark.integration
 
@@ -213,6 +217,7 @@ def test_serve_until_rolls_over_to_another_region_without_dropping_traffic() -> 
 
 def test_no_offering_at_the_lead_time_tells_a_person_then() -> None:
     with make_cloud(market=NOTHING_AFTER_THE_END) as cloud:
+        _, inbox = _subscribe(cloud)  # a team without Slack: the operations topic's subscribers
         assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
         cloud.run_until_idle()
         (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
@@ -223,6 +228,9 @@ def test_no_offering_at_the_lead_time_tells_a_person_then() -> None:
         assert event.at == DUE
         assert event.detail["event"]["detail"]["end_time"] == "2026-12-09T11:30:00Z"
         assert f"{RID} cannot be kept serving until 2026-12-11 10:30" in slack_texts(cloud)
+        (notice,) = [text for text in _inbox(cloud, inbox) if "cannot be kept serving" in text]
+        assert f"reservation {RID} cannot be kept serving until 2026-12-11T10:30:00Z" in notice
+        assert "It ends at 2026-12-09T11:30:00Z" in notice
         # It ends as today: released by its own schedule, nothing more bought.
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
         assert len(training_plans(cloud)) == 1
@@ -393,3 +401,67 @@ def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
     report = json.loads((tmp_path / "eval-week-49.json").read_text())
     (switch,) = report["switches"]
     assert switch["to_reservation"] == NEXT
+
+
+def approve_extension(cloud: LocalCloud, extension_id: str, caller: str) -> dict[str, Any]:
+    """``POST /reservations/{RID}/extensions/{extension_id}/approval`` (approved) as ``caller``."""
+    path = f"/reservations/{RID}/extensions/{extension_id}/approval"
+    event = api_event({"approved": True}, path=path, caller=caller)
+    event["resource"] = "/reservations/{request_id}/extensions/{extension_id}/approval"
+    event["requestContext"]["resourcePath"] = event["resource"]
+    event["pathParameters"] = {"request_id": RID, "extension_id": extension_id}
+    response = cloud.api_request(event)
+    response["json"] = json.loads(response["body"]) if response.get("body") else None
+    return response
+
+
+def automatic_extension_asked(cloud: LocalCloud) -> str:
+    """READY, then the team needs an approval above $10: at the lead time the automatic extension is asked
+    of an approver (nothing bought yet); its id."""
+    assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+    cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
+    lower_team_threshold(cloud, Decimal(10))
+    cloud.run(until=DUE + timedelta(minutes=5))
+    (asked,) = items(cloud, RID, "EXTENSION_APPROVAL#")
+    assert asked["requester"] == "capacity-orchestrator:serve-until"  # on the requester's behalf
+    assert succeeded(cloud, "ExtendTrainingPlan") == []
+    assert len(bus_events(cloud, "ExtensionApprovalRequested")) == 1
+    extension_id = str(asked["sk"]).split("#", 1)[1]
+    refused = approve_extension(cloud, extension_id, REQUESTER)  # never the requester
+    assert refused["statusCode"] == 403, refused
+    return extension_id
+
+
+def test_an_automatic_extension_above_the_threshold_is_bought_once_an_approver_approves() -> None:
+    with make_cloud(market=ROOMY) as cloud:
+        extension_id = automatic_extension_asked(cloud)
+        approved = approve_extension(cloud, extension_id, APPROVER)
+        assert approved["statusCode"] == 200, approved
+        cloud.run_until_idle()
+        assert len(succeeded(cloud, "ExtendTrainingPlan")) == 1
+        (extended,) = [i for i in items(cloud, RID, "STATE#") if i["state"] == "EXTENDED"]
+        assert extended["detail"]["extension_id"] == extension_id
+        assert items(cloud, RID, "SUCCESSOR") == []
+        assert at(entry(cloud, RID, "RELEASING")) == datetime(2026, 12, 11, 10, 30, tzinfo=UTC)
+
+
+def test_an_automatic_extension_nobody_approves_gives_way_to_the_next_reservation() -> None:
+    with make_cloud(market=ROOMY) as cloud:
+        extension_id = automatic_extension_asked(cloud)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, NEXT))
+        decision = next(
+            i for i in ledger_items(cloud, RID) if i["sk"] == f"EXTENSION_DECISION#{extension_id}"
+        )
+        assert (decision["approved"], decision["approver"]) == (False, "capacity-orchestrator:serve-until")
+        assert at(decision, "written_at") == DUE + timedelta(hours=6)  # the approval deadline
+        late = approve_extension(cloud, extension_id, APPROVER)
+        assert late["statusCode"] == 409, late  # declined: a late approval buys nothing
+        # The successor is asked of people as any purchase above the threshold; approved, it takes over.
+        path = f"/reservations/{NEXT}/approval"
+        answer = cloud.api_request(api_event({"approved": True}, path=path, caller=APPROVER))
+        assert answer["statusCode"] == 200, answer
+        cloud.run_until_idle()
+        assert succeeded(cloud, "ExtendTrainingPlan") == []
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
+        assert states(cloud, NEXT)[-1] == "RELEASED"
+        assert len(training_plans(cloud)) == 2
