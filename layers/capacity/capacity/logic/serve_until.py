@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from capacity.base import Model
-from capacity.errors import FieldError, InvalidRequest, ReservationClosed
+from capacity.errors import FieldError, InvalidRequest, ReservationClosed, RetryableAwsError
 from capacity.events import ServeUntilChangedDetail
+from capacity.ledger import MAX_SEQ_ATTEMPTS
 from capacity.logic.chain import SERVE_UNTIL, chain_ids, chain_view, serving_target
 from capacity.logic.common import STOP_STATES, load_purchase, load_request, states
 from capacity.ports import Ports
@@ -81,10 +82,11 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
     for member in chain[chain.index(request_id) :]:  # this one and its successors
         if states(ports.ledger.history(member)) & STOP_STATES:
             continue
-        ports.ledger.put_once(
+        _record(
+            ports,
             member,
-            f"{SERVE_UNTIL}#{iso_ms(now)}",
-            {"serve_until": iso_z(until) if until else None, "rollover_lead_hours": lead, "actor": actor},
+            {"serve_until": iso_z(until) if until else None, "rollover_lead_hours": lead},
+            actor,
         )
         ports.events.put(
             "ServeUntilChanged",
@@ -100,6 +102,23 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
         "next_check": iso_z(rollover_due(purchase.end_time, lead)) if purchase and until else None,
         "chain": chain_view(ports, request_id),
     }
+
+
+def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> None:
+    """Append ``SERVE_UNTIL#<time>#<seq>``: two changes in one millisecond keep their order (the last
+    counts), never overwrite each other.
+
+    Raises:
+        RetryableAwsError: the ledger failed.
+    """
+    at = iso_ms(ports.clock())
+    for seq in range(MAX_SEQ_ATTEMPTS):
+        created, _ = ports.ledger.put_once(
+            request_id, f"{SERVE_UNTIL}#{at}#{seq:04d}", change | {"actor": actor}
+        )
+        if created:
+            return
+    raise RetryableAwsError(f"{MAX_SEQ_ATTEMPTS} serve_until changes of {request_id} at {at}: try again")
 
 
 def _check(until: datetime | None, earliest_start: datetime, now: datetime) -> None:
