@@ -465,3 +465,22 @@ def test_an_automatic_extension_nobody_approves_gives_way_to_the_next_reservatio
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
         assert states(cloud, NEXT)[-1] == "RELEASED"
         assert len(training_plans(cloud)) == 2
+
+
+def test_cancelling_a_reservation_cancels_the_successor_requested_for_it() -> None:
+    with make_cloud(market=ROLLS_OVER) as cloud:
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run(stop_when=lambda: "SCHEDULED" in states(cloud, NEXT))
+        unconfirmed = api(cloud, "DELETE", query={})
+        assert unconfirmed["statusCode"] == 409, unconfirmed  # paid fees are not refunded: asked first
+        assert "CANCELLED" not in states(cloud, NEXT)
+        cancelled = api(cloud, "DELETE")
+        assert cancelled["statusCode"] == 202, cancelled
+        assert cancelled["json"]["successors"] == ["CANCELLED"]
+        cloud.run_until_idle()
+        assert states(cloud, RID)[-1] == states(cloud, NEXT)[-1] == "RELEASED"
+        assert "READY" not in states(cloud, NEXT)  # nothing deployed for a chain that was stopped
+        with cloud.dispatcher.exempt():
+            value = json.loads(cloud.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
+        assert value["endpoint_name"] == "co-eval-week-49"
+        assert cloud.billable_resources() == []

@@ -438,6 +438,11 @@ class ReservationAccepted(_Body):
     request_id: str
     status: str = Field(description="REQUESTED after a POST; CANCELLED (or the final state) after a DELETE")
     links: ReservationLinks
+    successors: list[str] | None = Field(
+        default=None,
+        description="after a DELETE: the state of each successor requested to keep it serving (serve_until), "
+        "cancelled with it",
+    )
 
 
 class HistoryEntry(_Body):

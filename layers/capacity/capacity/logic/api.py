@@ -59,7 +59,7 @@ from capacity.ledger import (
     SUBMITTED,
     history_of,
 )
-from capacity.logic.chain import chain_view, serving_target
+from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
@@ -380,6 +380,30 @@ def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str)
 
 
 def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
+    """Cancel ``request_id`` (:func:`_cancel_one`) and the successors requested to keep it serving
+    (``serve_until``, issue 17): stopping a reservation stops its chain, never half of it. Without ``confirm``
+    any paid one among them refuses the whole cancel first (nothing recorded).
+
+    Returns:
+        ``{"request_id", "status", "links"}`` of ``request_id``, and ``successors`` (their statuses) when it
+        had any.
+
+    Raises:
+        ReservationNotFound, ReservationClosed, PaidReservation, RetryableAwsError: as :func:`_cancel_one`.
+    """
+    following = [s for s in successors(ports, request_id) if not final_state(ports.ledger.history(s))]
+    if not confirm:
+        for successor in following:
+            _refuse_unconfirmed(ports, successor)
+    result = _cancel_one(request_id, ports, actor=actor, confirm=confirm)
+    if following:
+        result["successors"] = [
+            _cancel_one(successor, ports, actor=actor, confirm=True)["status"] for successor in following
+        ]
+    return result
+
+
+def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
     """Cancel: record ``CANCELLED``, reject a pending approval, put ``ReleaseRequested`` (``cancelled``).
 
     A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided) is

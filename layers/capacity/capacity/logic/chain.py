@@ -110,6 +110,20 @@ def chain_ids(ports: Ports, request_id: str) -> list[str]:
     return back
 
 
+def successors(ports: Ports, request_id: str) -> list[str]:
+    """The successors requested after ``request_id``, nearest first (named by ``SUCCESSOR`` items, recorded
+    or not yet)."""
+    found: list[str] = []
+    current = request_id
+    while len(found) < MAX_GENERATIONS:
+        successor = ports.ledger.get(current, SUCCESSOR)
+        if successor is None:
+            return found
+        current = str(successor["successor_id"])
+        found.append(current)
+    return found
+
+
 def chain_root(ports: Ports, request: ReservationRequest) -> str:
     """The first request of ``request``'s chain (``request`` itself without a linked predecessor)."""
     current = request

@@ -12,7 +12,7 @@ from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.chain import SUCCESSOR
 from capacity.logic.checks import require_in_scope
-from capacity.logic.common import final_state
+from capacity.logic.common import final_state, states
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.records import State
@@ -98,11 +98,20 @@ def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
     orchestrator named there (its ``SUCCESSOR`` item, put before the successor was requested).
 
     Raises:
-        InvalidRequest: ``rollover_of`` names a reservation whose successor is another request, or none.
+        InvalidRequest: ``rollover_of`` names a reservation whose successor is another request, or none, or
+            one that was cancelled (a cancel stops the chain).
     """
     if request.rollover_of is None:
         return
     named = ports.ledger.get(request.rollover_of, SUCCESSOR)
+    if State.CANCELLED in states(ports.ledger.history(request.rollover_of)):
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "rollover_of", f"{request.rollover_of} was cancelled: nothing is kept serving for it"
+                )
+            ]
+        )
     if named is None or named.get("successor_id") != request.id:
         raise InvalidRequest(
             [
