@@ -55,6 +55,7 @@ from capacity import jsonsafe
 from capacity.contracts import (
     AccountView,
     ApprovalResult,
+    CancelAccepted,
     CostReport,
     ErrorsBody,
     MessageBody,
@@ -297,7 +298,9 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
     "/reservations/<request_id>",
     summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
     responses={
-        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 403, 404, 503),
+        **_responses(
+            202, "cancelled, and its successors; the release is requested", CancelAccepted, 400, 403, 404, 503
+        ),
         409: _body(
             "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
             "saves), "
@@ -312,7 +315,7 @@ def delete_reservation(
     confirm: Annotated[
         bool, Query(description="true: cancel even though the paid upfront fee is not refunded")
     ] = False,
-) -> Response[ReservationAccepted]:
+) -> Response[CancelAccepted]:
     """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
     ports, identity = _ports(), _identity()

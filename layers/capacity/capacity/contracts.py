@@ -433,15 +433,20 @@ class ReservationLinks(_Body):
 
 
 class ReservationAccepted(_Body):
-    """202 of ``POST /reservations`` and ``DELETE /reservations/{id}``."""
+    """202 of ``POST /reservations`` (and, with ``successors``, of ``DELETE /reservations/{id}``)."""
 
     request_id: str
     status: str = Field(description="REQUESTED after a POST; CANCELLED (or the final state) after a DELETE")
     links: ReservationLinks
+
+
+class CancelAccepted(ReservationAccepted):
+    """202 of ``DELETE /reservations/{id}``."""
+
     successors: list[str] | None = Field(
         default=None,
-        description="after a DELETE: the state of each successor requested to keep it serving (serve_until), "
-        "cancelled with it",
+        description="the state of each successor requested to keep it serving (serve_until), cancelled with "
+        "it; null when it had none",
     )
 
 
