@@ -37,6 +37,7 @@ from tests.integration.support import (
     states,
     training_plans,
 )
+from tests.integration.test_ec2_capacity_blocks import blocks, create_launch_templates, ec2_request, instances
 from tests.integration.test_extension_approval import lower_team_threshold
 from tests.integration.test_operations_notices import _inbox, _subscribe
 
@@ -483,4 +484,36 @@ def test_cancelling_a_reservation_cancels_the_successor_requested_for_it() -> No
         with cloud.dispatcher.exempt():
             value = json.loads(cloud.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
         assert value["endpoint_name"] == "co-eval-week-49"
+        assert cloud.billable_resources() == []
+
+
+def test_a_capacity_block_rolls_over_to_a_block_in_another_region_with_its_instances_relaunched() -> None:
+    ec2_id = "train-week-49-ec2"
+    market = MarketConfig(
+        capacity={"eu-west-1/p5.48xlarge": 0, "*": 8},
+        sold_out={
+            "us-east-1/p5.48xlarge": (date(2026, 12, 9), date(2026, 12, 31)),
+            "us-west-2/p5.48xlarge": (date(2026, 12, 1), date(2026, 12, 7)),
+        },
+    )
+    body = ec2_request() | {"latest_end": "2026-12-09T11:30:00Z", "serve_until": SERVE_UNTIL}
+    with make_cloud(market=market) as cloud:
+        create_launch_templates(cloud)
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run_until_idle()
+        assert [(b["AvailabilityZone"], b["StartDate"].day) for b in blocks(cloud)] == [
+            ("us-east-1a", 6),
+            ("us-west-2a", 8),
+        ]
+        # The successor's instances run (from the launch template, in its block) before the first block's
+        # are terminated for it; the successor serves past serve_until and ends at its own expiry warning.
+        ready_next = entry(cloud, f"{ec2_id}-r2", "READY")
+        releasing = entry(cloud, ec2_id, "RELEASING")
+        assert at(ready_next) <= at(releasing)
+        assert releasing["detail"]["reason"] == "rolled-over"
+        assert len(ready_next["detail"]["instance_ids"]) == 2
+        last = entry(cloud, f"{ec2_id}-r2", "RELEASING")
+        assert at(last) >= datetime(2026, 12, 11, 10, 30, tzinfo=UTC)
+        assert {i["State"]["Name"] for i in instances(cloud)} == {"terminated"}
+        assert len(instances(cloud)) == 4
         assert cloud.billable_resources() == []
