@@ -38,7 +38,7 @@ from tests.integration.support import (
     training_plans,
 )
 from tests.integration.test_ec2_capacity_blocks import blocks, create_launch_templates, ec2_request, instances
-from tests.integration.test_extension_approval import lower_team_threshold
+from tests.integration.test_extension_approval import approve, lower_team_threshold
 from tests.integration.test_operations_notices import _inbox, _subscribe
 
 pytestmark = pytest.mark.integration
@@ -404,18 +404,6 @@ def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
     assert switch["to_reservation"] == NEXT
 
 
-def approve_extension(cloud: LocalCloud, extension_id: str, caller: str) -> dict[str, Any]:
-    """``POST /reservations/{RID}/extensions/{extension_id}/approval`` (approved) as ``caller``."""
-    path = f"/reservations/{RID}/extensions/{extension_id}/approval"
-    event = api_event({"approved": True}, path=path, caller=caller)
-    event["resource"] = "/reservations/{request_id}/extensions/{extension_id}/approval"
-    event["requestContext"]["resourcePath"] = event["resource"]
-    event["pathParameters"] = {"request_id": RID, "extension_id": extension_id}
-    response = cloud.api_request(event)
-    response["json"] = json.loads(response["body"]) if response.get("body") else None
-    return response
-
-
 def automatic_extension_asked(cloud: LocalCloud) -> str:
     """READY, then the team needs an approval above $10: at the lead time the automatic extension is asked
     of an approver (nothing bought yet); its id."""
@@ -428,7 +416,7 @@ def automatic_extension_asked(cloud: LocalCloud) -> str:
     assert succeeded(cloud, "ExtendTrainingPlan") == []
     assert len(bus_events(cloud, "ExtensionApprovalRequested")) == 1
     extension_id = str(asked["sk"]).split("#", 1)[1]
-    refused = approve_extension(cloud, extension_id, REQUESTER)  # never the requester
+    refused = approve(cloud, extension_id, caller=REQUESTER)  # never the requester
     assert refused["statusCode"] == 403, refused
     return extension_id
 
@@ -436,7 +424,7 @@ def automatic_extension_asked(cloud: LocalCloud) -> str:
 def test_an_automatic_extension_above_the_threshold_is_bought_once_an_approver_approves() -> None:
     with make_cloud(market=ROOMY) as cloud:
         extension_id = automatic_extension_asked(cloud)
-        approved = approve_extension(cloud, extension_id, APPROVER)
+        approved = approve(cloud, extension_id, caller=APPROVER)
         assert approved["statusCode"] == 200, approved
         cloud.run_until_idle()
         assert len(succeeded(cloud, "ExtendTrainingPlan")) == 1
@@ -455,7 +443,7 @@ def test_an_automatic_extension_nobody_approves_gives_way_to_the_next_reservatio
         )
         assert (decision["approved"], decision["approver"]) == (False, "capacity-orchestrator:serve-until")
         assert at(decision, "written_at") == DUE + timedelta(hours=6)  # the approval deadline
-        late = approve_extension(cloud, extension_id, APPROVER)
+        late = approve(cloud, extension_id, caller=APPROVER)
         assert late["statusCode"] == 409, late  # declined: a late approval buys nothing
         # The successor is asked of people as any purchase above the threshold; approved, it takes over.
         path = f"/reservations/{NEXT}/approval"

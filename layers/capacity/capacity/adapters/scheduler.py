@@ -33,6 +33,15 @@ PAST_AT_ATTEMPTS = 3
 """How many times a release schedule refused for an ``at()`` gone by is asked again (from the new now)."""
 
 
+def _release_event(request_id: str, reason: str) -> dict[str, Any]:
+    """What a release schedule puts: ``ReleaseRequested`` for ``request_id`` with ``reason``."""
+    return {
+        "detail_type": "ReleaseRequested",
+        "detail": ReleaseRequestedDetail(request_id=request_id, reason=reason),
+        "description": f"Release reservation {request_id} ({reason})",
+    }
+
+
 class ReleaseScheduler:
     """Creates and deletes release schedules.
 
@@ -63,13 +72,7 @@ class ReleaseScheduler:
             RetryableAwsError: throttling/5xx after retries, or the time kept passing before the request.
             ClientError: any other rejection.
         """
-        return self.schedule_event(
-            name=name,
-            at=at,
-            detail_type="ReleaseRequested",
-            detail=ReleaseRequestedDetail(request_id=request_id, reason=reason),
-            description=f"Release reservation {request_id} ({reason})",
-        )
+        return self.schedule_event(name=name, at=at, **_release_event(request_id, reason))
 
     def schedule_event(
         self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
@@ -142,13 +145,7 @@ class ReleaseScheduler:
         Raises:
             ConfigurationError, RetryableAwsError, ClientError: as :meth:`schedule_release`.
         """
-        self.move_event(
-            name=name,
-            at=at,
-            detail_type="ReleaseRequested",
-            detail=ReleaseRequestedDetail(request_id=request_id, reason=reason),
-            description=f"Release reservation {request_id} ({reason})",
-        )
+        self.move_event(name=name, at=at, **_release_event(request_id, reason))
 
     def move_event(
         self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
