@@ -367,6 +367,22 @@ def test_patch_serve_until_validates_each_field_and_refuses_other_teams() -> Non
 def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # make demo-extend's events and market; its traffic thinned to the hours around the switch (the demo's
+    # minute-by-minute profile over six days only costs time here)
+    traffic = tmp_path / "traffic.json"
+    busy = [0] * 10 + [3] * 4 + [0] * 10
+    traffic.write_text(
+        json.dumps(
+            {
+                "batch_minutes": 10,
+                "sample_minutes": 30,
+                "models": [
+                    {"model": "llama-3-8b-eu", "requests_per_minute": busy},
+                    {"model": "llama-3-8b-us", "requests_per_minute": busy},
+                ],
+            }
+        )
+    )
     status = cli.main(
         [
             "run",
@@ -376,7 +392,7 @@ def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
             "--market",
             str(ROOT / "events/market_serve_until.json"),
             "--traffic",
-            str(ROOT / "events/traffic_two_models.json"),
+            str(traffic),
             "--reports-dir",
             str(tmp_path),
             "--progress",
@@ -391,13 +407,13 @@ def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
         "EXTENDED: EVAL-WEEK-49",
         "2026-12-08T11:30:00Z  slack      [chat.postMessage C0CAPACITY] EVAL-WEEK-49: ROLLING OVER TO",
         "ROLLED OVER: EVAL-WEEK-49 -> EVAL-WEEK-49-R2",
-        "traffic replay moved to endpoint co-eval-week-49-r2 in us-west-2",
         "RELEASED: EVAL-WEEK-49\n",
         "2026-12-12T10:35:00Z  slack      [chat.postMessage C0CAPACITY] RELEASED: EVAL-WEEK-49-R2",
     ]
     positions = [timeline.find(line) for line in order]
     assert -1 not in positions, [line for line, at in zip(order, positions, strict=True) if at < 0]
     assert positions == sorted(positions)
+    assert "traffic replay moved to endpoint co-eval-week-49-r2 in us-west-2" in timeline
     assert "== Billable resources left\n  none" in out
     report = json.loads((tmp_path / "eval-week-49.json").read_text())
     (switch,) = report["switches"]
