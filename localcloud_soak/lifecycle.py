@@ -19,7 +19,7 @@ from typing import Any
 from localcloud.clock import ClockStuckError
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind
-from localcloud_soak.checks import cancel_to_released_hours, check, outcome, route
+from localcloud_soak.checks import cancel_to_released_hours, check, keep_serving, outcome, route
 from localcloud_soak.facts import collect_facts, ledger_states
 from localcloud_soak.scenario import (
     AMI,
@@ -60,6 +60,8 @@ class LifecycleResult:
     """``<platform> <strategy> -> <what ran>`` (:func:`route`), e.g. ``ec2 spot-ok -> spot``."""
     cancel_to_released_hours: float | None = None
     """Virtual hours from the first accepted cancel to ``RELEASED`` (:func:`cancel_to_released_hours`)."""
+    keep_serving: str = ""
+    """What ``serve_until`` led to (:func:`~localcloud_soak.checks.keep_serving`)."""
 
 
 class _Bounds:
@@ -448,4 +450,5 @@ def run_lifecycle(
         timeline=story,
         route=route(body, facts),
         cancel_to_released_hours=cancel_to_released_hours(facts),
+        keep_serving=keep_serving(facts),
     )

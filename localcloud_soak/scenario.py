@@ -445,6 +445,23 @@ def _extensions(rng: random.Random) -> list[Action]:
     return [Action("extend", phase, delay)] * (2 if rng.random() < 0.3 else 1)
 
 
+SERVE_SHARE = 0.2
+"""The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
+
+
+def _serve_until(rng: random.Random, request: dict[str, Any]) -> None:
+    """A fifth of the lifecycles (not dry runs) keep serving one to three days past the reservation's
+    earliest end (``serve_until``, sometimes a longer lead): extended in place, rolled over to a successor
+    (bought once, within the chain's budget, released at the end), or told at the lead time."""
+    if rng.random() >= SERVE_SHARE or request.get("dry_run"):
+        return
+    start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
+    end = start + timedelta(hours=int(request["duration_hours"]))
+    request["serve_until"] = _ts(end + timedelta(days=rng.randint(1, 3), hours=rng.randint(-1, 1)))
+    if rng.random() < 0.3:
+        request["rollover_lead_hours"] = rng.choice((36, 72))
+
+
 def make_scenario(seed: int, index: int) -> Scenario:
     """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
     own = lifecycle_seed(seed, index)
@@ -480,6 +497,7 @@ def make_scenario(seed: int, index: int) -> Scenario:
     # from a generator of their own, so the other draws of every lifecycle stay what they were.
     faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
     actions += _extensions(random.Random(f"{own}:extend"))
+    _serve_until(random.Random(f"{own}:serve"), request)
     return Scenario(
         index=index,
         seed=own,
