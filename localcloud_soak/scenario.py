@@ -182,6 +182,7 @@ class Scenario:
             + f"budget x{self.budget_factor} of the cheapest, approval {self.approval}"
             + (f" (threshold x{self.approval_factor})" if self.approval_factor is not None else "")
             + (", dry run" if r.get("dry_run") else "")
+            + (f", serve until {r['serve_until']}" if r.get("serve_until") else "")
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
         )
 
