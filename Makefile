@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -97,27 +97,36 @@ template: venv sam
 	@echo ">> cfn-lint, sam validate --lint, sam build"
 	$(BIN)/cfn-lint template.yaml
 	$(SAM) validate --lint --template template.yaml --region $(AWS_DEFAULT_REGION)
+	@$(MAKE) --no-print-directory build
+
+## sam build into .aws-sam/build, what make deploy uploads (the layer by layers/capacity/Makefile: the pinned
+## arm64 wheels and the capacity package, compiled); make bench imports the functions from there.
+build: venv sam
 	$(SAM) build --template template.yaml --build-dir .aws-sam/build --cached --cache-dir .aws-sam/cache \
 		> .aws-sam-build.log 2>&1 || { cat .aws-sam-build.log; exit 1; }
 	@echo ">> sam build: ok (log in .aws-sam-build.log)"
 
-## Branch coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml).
+## Line coverage of layers/ and functions/ must stay at 90% or more ([tool.coverage] in pyproject.toml;
+## make coverage-branches for branches).
+## worksteal: a worker that runs out of tests takes the other's last ones, so no whole file (the slowest
+## take a minute) is left on one worker at the end; a file's module fixtures are built by each worker it runs on.
 unit: venv
-	$(BIN)/pytest -n auto --dist loadfile --cov --cov-fail-under=90 --durations=20
+	$(BIN)/pytest -n auto --dist worksteal --cov --cov-fail-under=90 --durations=20
 
 ## Branch coverage of the deployed code (slower: Python 3.13's sys.monitoring does not measure branches, so
 ## coverage falls back to its settrace core).
 coverage-branches: venv
-	COVERAGE_CORE=ctrace $(BIN)/pytest -n auto --dist loadfile --cov --cov-branch --cov-fail-under=90
+	COVERAGE_CORE=ctrace $(BIN)/pytest -n auto --dist worksteal --cov --cov-branch --cov-fail-under=90
 
 ## IaC security scan: every finding fixed or suppressed in template.yaml with a justification.
 security: checkov
 	@echo ">> checkov (template.yaml)"
 	$(CHECKOV) --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
-## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing).
+## Benchmarks: prints the figures and writes docs/benchmarks.md (QUICK=1 skips the test-suite timing). The cold
+## starts import what make build ships (.aws-sam/build), as Lambda does.
 QUICK ?=
-bench: venv
+bench: venv build
 	PYTHONPATH=.:layers/capacity $(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 ## What the stack itself costs per reservation (docs/deploy.md): make demo's lifecycle on the local cloud,

@@ -266,6 +266,17 @@ AcceleratorsOption = Annotated[int | None, typer.Option(help="Per model copy: ac
 CpusOption = Annotated[float | None, typer.Option(help="Per model copy: CPU cores.")]
 MemoryOption = Annotated[int | None, typer.Option(help="Per model copy: memory in MB.")]
 CopiesOption = Annotated[str | None, typer.Option(help="Per model: copies MIN:INITIAL:MAX, e.g. 0:1:4.")]
+SearchUntilOption = Annotated[
+    str | None,
+    typer.Option(
+        "--search-until",
+        help="search_until: when nothing fits now, keep looking until then (2026-12-05, +3d), not fail.",
+    ),
+]
+SearchEveryOption = Annotated[
+    str | None,
+    typer.Option("--search-every", help="search_every_minutes: the first wait between looks (90m, 2h)."),
+]
 
 
 def _request(runtime: Runtime, file: str | None, flags: RequestFlags) -> dict[str, Any]:
@@ -304,12 +315,15 @@ def plan(
     cpus: CpusOption = None,
     memory: MemoryOption = None,
     copies: CopiesOption = None,
+    search_until: SearchUntilOption = None,
+    search_every: SearchEveryOption = None,
 ) -> None:
     """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing."""
     runtime = _runtime(ctx)
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
+        search_until, search_every,
     )  # fmt: skip
     body = _guard(runtime, lambda: _request(runtime, file, flags))
     result = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
@@ -341,6 +355,8 @@ def reserve(
     cpus: CpusOption = None,
     memory: MemoryOption = None,
     copies: CopiesOption = None,
+    search_until: SearchUntilOption = None,
+    search_every: SearchEveryOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: reserve at the price shown.")] = False,
     watch: Annotated[
         bool | None, typer.Option("--watch/--no-watch", help="Follow it afterwards (default with --local).")
@@ -354,6 +370,7 @@ def reserve(
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
+        search_until, search_every,
     )  # fmt: skip
     body = _guard(runtime, lambda: _request(runtime, file, flags))
     priced = _guard(runtime, lambda: runtime.api().plan(body), sent=body)

@@ -160,6 +160,10 @@ def plan_view(plan: Mapping[str, Any]) -> RenderableType:
         lines.append(
             Text("A person must approve this purchase (the fee is above approval_above_usd).", "yellow")
         )
+    if plan.get("next_look_at"):
+        lines.append(
+            Text(f"Keeps looking: next look at {when(plan['next_look_at'])} UTC (search_until).", "bold")
+        )
     for region, why in (plan.get("regions_not_searched") or {}).items():
         lines.append(Text(f"Not searched: {region}: {why}", "yellow"))
     for region, error in (plan.get("quota_errors") or {}).items():
@@ -334,6 +338,11 @@ def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return p
         where = f" {detail['region']}" if detail.get("region") else ""
         span = f"{when(detail.get('start_time'))} to {when(detail.get('end_time'))}"
         return f"{detail['training_plan_name']}{where} {span}"
+    if state == "SEARCHING":
+        return (
+            f"nothing fits yet; next look at {when(detail.get('next_look_at'))}, at most "
+            f"{detail.get('looks_left')} more until {when(detail.get('search_until'))}"
+        )
     if state == "EXTENDED":
         return (
             f"to {when(detail.get('end_time'))} (was {when(detail.get('previous_end_time'))}); release at "

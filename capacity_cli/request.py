@@ -7,6 +7,8 @@ Flags set or override single fields; the few conveniences are only about writing
 - ``--from`` ISO-8601 UTC (``2026-12-10``, ``2026-12-10T11:30Z``), ``now``, or ``+7d`` / ``+12h`` from the
   target's clock (the virtual one of the embedded local cloud) -> ``earliest_start``;
 - ``--until`` the same, ``+N`` counting from the start -> ``latest_end``;
+- ``--search-until`` the same as ``--from`` (``+3d``: three days from now) -> ``search_until`` (keep looking
+  until then when nothing fits now), ``--search-every 90m`` / ``2h`` / ``90`` -> ``search_every_minutes``;
 - defaults for what neither the file nor the flags give: ``earliest_start`` now, ``latest_end`` start +
   duration + 1 day (as Slack's ``/gpu reserve``), ``regions`` the target's region, ``requester`` the
   configured ``requester`` (else the caller);
@@ -69,6 +71,20 @@ def parse_duration(text: str) -> int:
     return int(number) * unit
 
 
+def parse_minutes(text: str) -> int:
+    """``90`` or ``90m`` -> 90, ``2h`` -> 120 (minutes).
+
+    Raises:
+        CliError: not a whole number of minutes or hours.
+    """
+    value = text.strip().lower()
+    unit = 60 if value.endswith("h") else 1
+    number = value[:-1] if value[-1:] in ("m", "h") else value
+    if not number.isdigit():
+        raise CliError(f"--search-every {text!r}: write whole minutes or hours, e.g. 90m or 2h")
+    return int(number) * unit
+
+
 def parse_time(text: str, *, now: datetime, base: datetime | None = None) -> datetime:
     """An instant from ``--from``/``--until`` (see the module docstring).
 
@@ -119,6 +135,8 @@ class RequestFlags:
     cpus: float | None = None
     memory: int | None = None
     copies: str | None = None
+    search_until: str | None = None
+    search_every: str | None = None
 
 
 def build_request(
@@ -171,9 +189,20 @@ def build_request(
         body["latest_end"] = iso_z(start + timedelta(hours=hours + 24))  # a day of slack, as Slack's
     if flags.models:
         body["models"] = [_model(name, flags) for name in flags.models]
+    body |= _keep_looking(flags, now)
     body.setdefault("requester", default_requester)
     body.setdefault("regions", [default_region])
     return body
+
+
+def _keep_looking(flags: RequestFlags, now: datetime) -> dict[str, Any]:
+    """``search_until`` and ``search_every_minutes`` from ``--search-until`` and ``--search-every``."""
+    fields: dict[str, Any] = {}
+    if flags.search_until is not None:
+        fields["search_until"] = iso_z(parse_time(flags.search_until, now=now))
+    if flags.search_every is not None:
+        fields["search_every_minutes"] = parse_minutes(flags.search_every)
+    return fields
 
 
 def _model(name: str, flags: RequestFlags) -> dict[str, Any]:

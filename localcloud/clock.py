@@ -10,7 +10,8 @@ clock moves only when :meth:`VirtualClock.run` advances it, as a discrete-event 
 - tickers (:class:`localcloud.contracts.Ticker`: schedules, alarms, AWS resource lifecycles) report when
   they next have work;
 - when the simulation is *quiescent* (every thread other than the driver is blocked, and the activity
-  counter did not move between samples a few milliseconds apart), the clock jumps to the earliest due
+  counter did not move between samples a few milliseconds apart; threads parked in the clock are known
+  at once, without sampling, and a thread parking notifies the driver), the clock jumps to the earliest due
   instant, runs the tickers, then wakes the sleepers due then, one at a time, in (time, registration)
   order, waiting for quiescence after each, so a run is reproducible.
 
@@ -216,9 +217,11 @@ class RunResult:
 
 @dataclass
 class _EventHook:
-    """Book-keeping for a ``threading.Event`` whose ``set`` notifies the clock (stored on the event)."""
+    """Book-keeping for a ``threading.Event`` whose ``set`` notifies the clock (stored on the event): how
+    often it was set, and the threads parked waiting for it (woken one by one, not the whole clock)."""
 
     generation: int = 0
+    waiters: set[_Waiter] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -235,6 +238,9 @@ class _Waiter:
     fired: bool = False
     done: bool = False
     description: str = ""
+    wake: threading.Condition | None = None
+    """Notified when the waiter may have become runnable (on the clock's lock: each parked thread waits on
+    its own condition, so a wake-up or a touch does not wake every parked thread to check)."""
 
     def runnable(self) -> bool:
         """True once the timer fired or the event was set or pulsed since the thread parked."""
@@ -309,7 +315,10 @@ class VirtualClock:
 
     def __init__(self, start: datetime) -> None:
         self._now_ns = _to_ns(start.astimezone(UTC))
-        self._cv = threading.Condition()
+        # The clock's lock. Drivers wait on _cv for activity; each parked thread waits on its own condition
+        # over the same lock (_Waiter.wake).
+        self._mutex = threading.RLock()
+        self._cv = threading.Condition(self._mutex)
         self._seq = itertools.count()
         self._timers: list[_Timer] = []
         self._parked: dict[int, _Waiter] = {}
@@ -718,10 +727,11 @@ class VirtualClock:
         me = threading.get_ident()
         if not self._stopped or me == self._owner or me in self._ignored:
             return
-        with self._cv:
+        never = threading.Condition(self._mutex)
+        with never:
             self._abandoned.add(me)
             while True:
-                self._cv.wait()
+                never.wait()
 
     def _drives_itself(self) -> bool:
         me = threading.get_ident()
@@ -761,7 +771,12 @@ class VirtualClock:
                 with clock._cv:
                     new_hook.generation += 1
                     clock._activity += 1
+                    waiters = list(new_hook.waiters)
                     clock._cv.notify_all()
+                for waiter in waiters:  # outside the clock's lock: a waiter may be parked in another clock
+                    if waiter.wake is not None:
+                        with waiter.wake:
+                            waiter.wake.notify()
 
             event.set = hooked_set  # type: ignore[method-assign]
             event._localcloud_hook = new_hook  # type: ignore[attr-defined]
@@ -776,6 +791,7 @@ class VirtualClock:
         if park_hooks:
             self._call_park_hooks(parking=True)
         try:
+            wake = threading.Condition(self._mutex)
             with self._cv:
                 waiter = _Waiter(
                     thread_ident=me.ident or 0,
@@ -786,17 +802,22 @@ class VirtualClock:
                     hook=hook,
                     event_generation=hook.generation if hook is not None else 0,
                     description=description,
+                    wake=wake,
                 )
                 if at_ns is not None:
                     heapq.heappush(self._timers, _Timer(at_ns, _thread_key(me.name), waiter.seq, waiter))
+                if hook is not None:
+                    hook.waiters.add(waiter)
                 self._parked[waiter.thread_ident] = waiter
                 self._activity += 1
                 self._cv.notify_all()
                 try:
                     while self._stopped or not waiter.runnable():  # stopped: abandoned, never resumes
-                        self._cv.wait()
+                        wake.wait()
                 finally:
                     waiter.done = True
+                    if hook is not None:
+                        hook.waiters.discard(waiter)
                     self._parked.pop(waiter.thread_ident, None)
                     self._activity += 1
         finally:
@@ -923,6 +944,8 @@ class VirtualClock:
                     return
                 timer = heapq.heappop(self._timers)
                 timer.waiter.fired = True
+                if timer.waiter.wake is not None:
+                    timer.waiter.wake.notify()
                 self._activity += 1
                 self._woken += 1
                 self._cv.notify_all()

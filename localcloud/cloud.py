@@ -47,7 +47,7 @@ import botocore.config
 from moto import mock_aws
 from moto.stepfunctions import responses as moto_sfn
 
-from localcloud import patches, stepfunctions
+from localcloud import patches, snapshots, stepfunctions
 from localcloud.clock import RunProgress, RunResult, VirtualClock
 from localcloud.delivery import EventDelivery
 from localcloud.dispatch import Dispatcher, EmulatorLike
@@ -225,6 +225,7 @@ class LocalCloud:
         self._saved = _Saved()
         self._running = False
         self._session: boto3.session.Session | None = None
+        self._clients: dict[tuple[str, str], Any] = {}
         self._final_executions: list[ExecutionSummary] | None = None
         self._api_responses: list[dict[str, Any]] = []
         self._iam_installed = contextlib.ExitStack()
@@ -288,7 +289,7 @@ class LocalCloud:
             stepfunctions.on_execution_end(self._execution_ended)
             self._running = True
             with self.dispatcher.exempt():
-                self.stack.deploy(self._boto_session())
+                self._deploy()
                 self._after_deploy()
             self.clock.add_ticker(self.scheduler)
             self.clock.add_ticker(self.delivery)  # late deliveries, retries, operator stops
@@ -332,6 +333,23 @@ class LocalCloud:
         self._restore_env()
         self._running = False
         _CLOUDS_STOPPED.set()
+
+    def _deploy(self) -> None:
+        """Deploy the stack into moto, or put back what the same deploy left earlier in this process
+        (:mod:`localcloud.snapshots`: the same state and call records, without the ~170 calls)."""
+        if not snapshots.enabled():
+            self.stack.deploy(self._boto_session())
+            return
+        key = snapshots.deploy_key(self.stack, self.clock.now())
+        snapshot = snapshots.find(key)
+        if snapshot is not None:
+            self.dispatcher.record_calls(snapshot.restore())
+            self.stack.deployed = True
+            return
+        first = len(self.dispatcher.calls)
+        self.stack.deploy(self._boto_session())
+        if not snapshots.known(key):
+            snapshots.keep(key, self.dispatcher.calls[first:])
 
     def _after_deploy(self) -> None:
         """Run the template's after-deploy steps (``local_values.json`` ``AfterDeploy``), as a deployer runs
@@ -388,12 +406,17 @@ class LocalCloud:
         """
         if not self._running:
             raise RuntimeError("the local cloud is not running")
-        session: Any = self._boto_session()
-        return session.client(
-            service,
-            region_name=region or self.region,
-            config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 5}),
-        )
+        key = (service, region or self.region)
+        client = self._clients.get(key)
+        if client is None:  # one per service and region: a client is thread-safe and ~10 ms to make
+            session: Any = self._boto_session()
+            client = session.client(
+                service,
+                region_name=key[1],
+                config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 5}),
+            )
+            client = self._clients.setdefault(key, client)
+        return client
 
     def _boto_session(self) -> boto3.session.Session:
         if self._session is None:

@@ -342,6 +342,12 @@ class Dispatcher:
         """True when fault rules are configured (a call may draw a fault); False: every call runs clean."""
         return _has_rules(self.faults)
 
+    def record_calls(self, records: list[CallRecord]) -> None:
+        """Add calls made elsewhere to the books (a deploy put back from a snapshot: its calls as made)."""
+        with self._lock:
+            self.calls.extend(records)
+            self.counts.update(f"{record.service}.{record.operation}" for record in records)
+
     def on(self, service: str, operation: str, listener: Listener) -> None:
         """Call ``listener(record)`` after each successful ``service`` ``operation`` (in the caller's thread).
 

@@ -30,6 +30,14 @@
 - moto's Step Functions makes a new boto3 client for every task it runs (``boto_client_for``: a Lambda
   invocation, an EventBridge ``PutEvents``...), about ten milliseconds each. Its clients differ only by
   region, service and whether moto intercepts calls, and carry no state between calls: one per kind is kept.
+- moto's Step Functions parses every JSONPath of a state (``InputPath``, ``ResultPath``, ``Parameters``'
+  ``.$`` keys...) with a new jsonpath-ng parser each time it evaluates it, building the parser's tables
+  anew (about a millisecond each, several per state). A path's parsed expression depends on the text alone
+  and evaluating it only reads it, so one per text is kept.
+- botocore checks that every handler registered on an event system takes ``**kwargs``
+  (``botocore.hooks``' ``accepts_kwargs``: ``inspect.getfullargspec``) and every new session registers
+  about two hundred built-in handlers (every Lambda environment, every deployer script opens sessions). For a
+  plain function or method the answer depends on its code object alone: kept per code object.
 - A KMS key moto creates (every DynamoDB table with server-side encryption gets one) generates an RSA
   key pair: a fifteenth of a cloud's start-up. Keys of one key spec share one key pair, made once; nothing
   here signs or encrypts with them.
@@ -41,11 +49,13 @@ import copy
 import functools
 import importlib
 import threading
-from collections.abc import Callable
-from types import ModuleType
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 import xmltodict
+from botocore import hooks as botocore_hooks
 from botocore import loaders as botocore_loaders
 from botocore import session as botocore_session
 from botocore import useragent as botocore_useragent
@@ -83,6 +93,11 @@ _in_transaction = threading.local()
 _loaders: dict[str | None, botocore_loaders.Loader] = {}
 _valid_names: set[tuple[Any, str]] = set()
 _key_pairs: dict[str, Any] = {}
+_kwargs_names: dict[CodeType, Any] = {}
+_JSON_PATH_USERS = (
+    ("moto.stepfunctions.parser.asl.utils.json_path", "parse"),  # jsonpath_ng.ext.parse
+    ("moto.stepfunctions.parser.asl.component.common.path.result_path", "parse"),  # jsonpath_ng.parse
+)
 
 
 def _checked_once(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
@@ -127,6 +142,7 @@ def _shared_loader(
                 _loaders[search_path_string] = loader
             return loader
 
+    create_loader._localcloud_cache = True  # type: ignore[attr-defined]  # see _once
     return create_loader
 
 
@@ -214,6 +230,20 @@ def _item_level_backup(original: Callable[..., None]) -> Callable[..., None]:
     return transact_write_items
 
 
+def _kwargs_per_code(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def accepts_kwargs(func: Any) -> Any:
+        target = getattr(func, "__func__", func)
+        if type(target) is not FunctionType or "__signature__" in vars(target):
+            return original(func)  # a partial, a callable object, a declared signature: ask inspect
+        code = target.__code__
+        if code not in _kwargs_names:
+            _kwargs_names[code] = original(func)
+        return _kwargs_names[code]
+
+    accepts_kwargs._localcloud_cache = True  # type: ignore[attr-defined]  # see _once
+    return accepts_kwargs
+
+
 def _cached_method_names(original: Callable[[object], list[str]]) -> Callable[[object], list[str]]:
     def method_names_from_class(clazz: object) -> list[str]:
         if not isinstance(clazz, type):
@@ -255,6 +285,28 @@ def _cached_validation(original: Callable[[str], None]) -> Callable[..., None]:
     return validate_definition
 
 
+def _once(wrap: Callable[[Any], Any], function: Any) -> Any:
+    """``wrap(function)``, unless ``function`` already is such a cache (:func:`botocore_caches` and then a
+    cloud's :func:`install`): a cache around a cache would take the lock it already holds."""
+    return function if getattr(function, "_localcloud_cache", False) else wrap(function)
+
+
+@contextmanager
+def botocore_caches() -> Iterator[None]:
+    """Only botocore's shared data loader and its ``**kwargs`` check per code object (see the module
+    docstring), for a process that opens many sessions without a local cloud: the unit tests, whose every
+    test makes its own clients (a local cloud's :func:`install` wraps them again, harmlessly)."""
+    loader = botocore_session.__dict__["create_loader"]
+    accepts = botocore_hooks.__dict__["accepts_kwargs"]
+    setattr(botocore_session, "create_loader", _once(_shared_loader, loader))  # noqa: B010
+    setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(botocore_session, "create_loader", loader)  # noqa: B010
+        setattr(botocore_hooks, "accepts_kwargs", accepts)  # noqa: B010
+
+
 def install() -> None:
     """Put the caches and the item-level backup in place (idempotent); :func:`uninstall` puts moto's
     functions back."""
@@ -275,7 +327,7 @@ def install() -> None:
     AmazonStateLanguageParser.parse = staticmethod(_cached_parse(parse.__func__))  # type: ignore[method-assign,assignment]
     loader = botocore_session.__dict__["create_loader"]  # imported there from botocore.loaders
     _saved.append((botocore_session, "create_loader", loader))
-    setattr(botocore_session, "create_loader", _shared_loader(loader))  # noqa: B010
+    setattr(botocore_session, "create_loader", _once(_shared_loader, loader))  # noqa: B010
     sanitize = botocore_useragent.__dict__["sanitize_user_agent_string_component"]
     _saved.append((botocore_useragent, "sanitize_user_agent_string_component", sanitize))
     setattr(botocore_useragent, "sanitize_user_agent_string_component", functools.lru_cache(4096)(sanitize))  # noqa: B010
@@ -285,6 +337,16 @@ def install() -> None:
     generate = kms_models.__dict__["generate_private_key"]  # imported there from moto.kms.utils
     _saved.append((kms_models, "generate_private_key", generate))
     setattr(kms_models, "generate_private_key", _one_key_pair_per_spec(generate))  # noqa: B010
+    accepts = botocore_hooks.__dict__["accepts_kwargs"]  # imported there from botocore.compat
+    _saved.append((botocore_hooks, "accepts_kwargs", accepts))
+    setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
+    for module_name, name in _JSON_PATH_USERS:
+        module = importlib.import_module(module_name)
+        parse_path = module.__dict__[name]
+        _saved.append((module, name, parse_path))
+        setattr(
+            module, name, functools.lru_cache(4096)(parse_path)
+        )  # a bad path is parsed (and raises) each time
     for module in _TASK_CLIENT_USERS:
         make = module.__dict__["boto_client_for"]  # each module imported its own name
         _saved.append((module, "boto_client_for", make))

@@ -13,7 +13,9 @@ those modules only, the ``threading``/``time`` names they use for clock-aware st
   wait on virtual time. moto's "no timeout" value (``TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS``,
   99999999 s) is treated as no timeout at all, so an idle simulation never jumps three years ahead.
 - Execution ``TimeoutSeconds``: ``Program.eval`` joins the worker thread with a timeout; the join now
-  waits on virtual time.
+  waits on virtual time. Without a timeout too it parks in the clock, as a ``Map``'s wait for its jobs does
+  (``JobPool.await_jobs``): the clock knows at once that such a thread waits, where a real join or
+  ``Event.wait`` is only inferred from the thread's frame, by sampling with real sleeps.
 - ``.sync`` polling (``state_task_service_callback.py``) sleeps on the clock.
 
 Lambda errors reach ASL with the function's ``errorType`` as the error name: moto's
@@ -131,11 +133,12 @@ class ClockThread(threading.Thread):
 
     def join(self, timeout: float | None = None) -> None:
         clock = _clock_of(self)
-        timeout = _virtual_timeout(timeout)
-        if clock is None or timeout is None:
-            super().join(timeout)
+        if clock is None or self.ident is None or self is threading.current_thread():
+            super().join(timeout)  # the errors Thread.join raises for these
             return
-        if clock.wait_event(self._localcloud_finished, timeout):
+        # Without a timeout too: a thread parked in the clock is known to wait at once, where a real join
+        # is only inferred from its frame by sampling (every execution's worker waits this way).
+        if clock.wait_event(self._localcloud_finished, _virtual_timeout(timeout)):
             # The target returned; the thread is only unwinding, so is_alive() turns False at once.
             super().join()
 
@@ -171,6 +174,7 @@ _PATCHES: tuple[tuple[str, str, str], ...] = (
     (f"{_PARSER}.asl.eval.environment", "threading", "threading"),
     (f"{_PARSER}.asl.component.state.exec.execute_state", "threading", "threading"),
     (f"{_PARSER}.asl.component.program.program", "threading", "threading"),
+    (f"{_PARSER}.asl.component.state.exec.state_map.iteration.job", "threading", "threading"),
     (f"{_PARSER}.asl.eval.callback.callback", "Event", "Event"),
     (f"{_PARSER}.asl.component.common.retry.retrier_decl", "time", "time"),
     (f"{_PARSER}.asl.component.state.exec.state_task.service.state_task_service_callback", "time", "time"),

@@ -374,6 +374,107 @@ def check_copies_recorded(facts: Facts) -> list[str]:
     return [f"copy count changed without a ledger record: {name} -> {copies}" for name, copies in missing]
 
 
+def check_window(facts: Facts) -> list[str]:
+    """A reservation the request bought that starts before ``earliest_start`` or ends after ``latest_end``,
+    as bought: the hours its paid extensions added since are the requester's later choice (issue 17)."""
+    if facts.window is None:
+        return []
+    start, end = facts.window
+    problems = []
+    for plan in facts.live_plans():
+        added = sum(
+            e.hours for e in facts.extensions if e.reservation == plan.name and e.payment == "succeeded"
+        )
+        bought_end = plan.end_time - timedelta(hours=added)
+        if plan.start_time is not None and (plan.start_time < start or bought_end > end):
+            problems.append(
+                f"bought outside the window: {plan.name} runs {_ts(plan.start_time)} to {_ts(bought_end)}"
+                + (f" (then extended by {added} h)" if added else "")
+                + f", the request's window is {_ts(start)} to {_ts(end)}"
+            )
+    return problems
+
+
+LOOK_TOLERANCE = timedelta(minutes=1)
+"""How far around ``search_until`` the last look (and what it records) may land."""
+
+
+def check_keep_looking(facts: Facts) -> list[str]:
+    """A request that keeps looking (``search_until``, issue 17) looks only until its deadline and never after
+    its outcome, and does not give up before the deadline: no ``OfferingNotFound``, and no
+    ``SearchDeadlinePassed`` or over-budget ``REJECTED`` before ``search_until`` (the requester is told at the
+    deadline). Buying once, within the window, budget and approval rules is the other checks'."""
+    deadline = facts.search_until
+    if deadline is None or facts.dry_run:
+        return []
+    problems = []
+    ended: dict[str, Any] | None = None
+    for entry in facts.history():
+        state, at = str(entry["state"]), _utc(entry["at"])
+        detail = entry.get("detail") or {}
+        if state == "SEARCHING":
+            if at > deadline + LOOK_TOLERANCE:
+                problems.append(
+                    f"looked after the deadline: SEARCHING at {entry['at']}, search_until {_ts(deadline)}"
+                )
+            if ended is not None:
+                problems.append(
+                    f"looked after the outcome: SEARCHING at {entry['at']} after {ended['state']}"
+                )
+        if state in FINAL_STATES and ended is None:
+            ended = entry
+        early = at < deadline - LOOK_TOLERANCE
+        if state == "FAILED" and detail.get("error") == "OfferingNotFound":
+            problems.append(
+                f"gave up looking: FAILED OfferingNotFound at {entry['at']} (search_until {_ts(deadline)})"
+            )
+        if state == "FAILED" and detail.get("error") == "SearchDeadlinePassed" and early:
+            problems.append(
+                f"told before the deadline: FAILED SearchDeadlinePassed at {entry['at']}, search_until "
+                f"{_ts(deadline)}"
+            )
+        if state == "REJECTED" and detail.get("error") == "BudgetExceeded" and early:
+            problems.append(
+                f"gave up looking: REJECTED over budget at {entry['at']}, search_until {_ts(deadline)}"
+            )
+    return problems
+
+
+def check_brought(facts: Facts) -> list[str]:
+    """A request that brings its own reservation (issue 17) buys nothing (no ``CreateTrainingPlan`` or
+    ``PurchaseCapacityBlock`` call at all), records it as not paid by the request (``PURCHASE`` ``brought``
+    with a fee of 0, ``PURCHASED`` of $0) and says so in its cost summary; what it ran is released (the other
+    checks: nothing billable, a final state)."""
+    if facts.brought is None:
+        return []
+    problems = []
+    if facts.purchase_calls:
+        problems.append(
+            f"brought {facts.brought}, yet the application called to buy {facts.purchase_calls} times"
+        )
+    purchase = facts.item("PURCHASE")
+    if purchase is not None and (
+        purchase.get("brought") is not True or Decimal(str(purchase.get("upfront_fee_usd"))) != 0
+    ):
+        problems.append(
+            f"brought {facts.brought}, but PURCHASE records brought={purchase.get('brought')} and a fee of "
+            f"${purchase.get('upfront_fee_usd')}"
+        )
+    for entry in facts.history():
+        detail = entry.get("detail") or {}
+        if entry["state"] == "PURCHASED" and Decimal(str(entry.get("money_usd") or "0")) != 0:
+            problems.append(f"brought {facts.brought}, but PURCHASED records ${entry['money_usd']}")
+        summary = detail.get("summary") if entry["state"] == "RELEASED" else None
+        if isinstance(summary, dict) and (
+            summary.get("brought") is not True or Decimal(str(summary.get("upfront_fee_usd"))) != 0
+        ):
+            problems.append(
+                f"brought {facts.brought}, but the cost summary says brought={summary.get('brought')}, paid "
+                f"${summary.get('upfront_fee_usd')}"
+            )
+    return problems
+
+
 def check_rollovers(facts: Facts) -> list[str]:
     """The money rules of keeping serving (issue 17 item 2): every reservation of the chain (the request and
     the successors requested for it) bought at most once, each one's ``PURCHASED`` money what AWS charged
@@ -472,6 +573,9 @@ CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_billable,
     check_final_state,
     check_failures_notified,
+    check_window,
+    check_keep_looking,
+    check_brought,
     check_rollovers,
 )
 
@@ -484,17 +588,41 @@ def check(facts: Facts) -> list[str]:
 def route(request: dict[str, Any], facts: Facts, now: datetime = START) -> str:
     """``<platform> <strategy> -> <what ran>``: the platform, the strategy asked (or its default at ``now``,
     the first POST) and what the lifecycle ran on: ``on-demand``/``spot`` (the ``PURCHASE`` item's market),
-    ``training plan``, ``capacity block`` (paid for), or ``nothing``."""
+    ``training plan``, ``capacity block`` (paid for), ``brought training plan``/``brought capacity block``
+    (someone else's, issue 17), or ``nothing``."""
     platform = str(request.get("platform") or "sagemaker")
     strategy = request.get("strategy") or ("on-demand-first" if starts_soon(request, now) else "reserved")
     purchase = facts.item("PURCHASE")
     if purchase is not None and purchase.get("market") in ("on-demand", "spot"):
         ran = str(purchase["market"])
+    elif facts.brought is not None:
+        ran = "brought " + ("capacity block" if facts.brought.startswith("cr-") else "training plan")
     elif facts.live_plans():
         ran = " + ".join(sorted({p.kind.replace("-", " ") for p in facts.live_plans()}))
     else:
         ran = "nothing"
     return f"{platform} {strategy} -> {ran}"
+
+
+def looking(facts: Facts) -> str | None:
+    """What a request that keeps looking (``search_until``) came to: ``bought at the first look``, ``bought
+    after N looks``, ``told at the deadline``, ``cancelled while looking`` or ``ended otherwise``; None
+    without ``search_until`` (or in a dry run)."""
+    if facts.search_until is None or facts.dry_run:
+        return None
+    history = facts.history()
+    looks = sum(1 for i in history if i["state"] == "SEARCHING")
+    bought = facts.live_plans() or on_demand_spend(facts) is not None
+    if bought:
+        return "bought at the first look" if not looks else f"bought after {looks + 1} looks"
+    finals = [i for i in history if i["state"] in FINAL_STATES]
+    first = finals[0] if finals else None
+    if first is not None and first["state"] == "CANCELLED" and looks:
+        return "cancelled while looking"
+    error = ((first or {}).get("detail") or {}).get("error")
+    if first is not None and error in ("SearchDeadlinePassed", "BudgetExceeded") and looks:
+        return "told at the deadline"
+    return "ended otherwise"
 
 
 def outcome(facts: Facts) -> str:

@@ -26,7 +26,7 @@ class PlanFact:
 
     ``kind`` is ``training-plan`` (``name`` the plan's name, ``status`` its ``Status``) or ``capacity-block``
     (``name`` the capacity reservation id ``cr-...``, ``status`` its ``State``); ``upfront_fee_usd`` in USD,
-    ``end_time`` UTC.
+    ``start_time``/``end_time`` UTC.
     """
 
     name: str
@@ -37,6 +37,7 @@ class PlanFact:
     kind: str = "training-plan"
     owner: str = ""
     """The request it was bought for (its ``capacity-orchestrator:request-id`` tag; empty: untagged)."""
+    start_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,12 @@ class Facts:
             (``UpdateInferenceComponentRuntimeConfig`` answered without error).
         executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
         extensions: every extension bought of the request's own reservation (:class:`ExtensionFact`).
+        brought: the reservation the request brings (its training plan's name or the capacity block's
+            ``cr-...`` id), bought by someone else: never the request's purchase (None: it buys its own).
+        purchase_calls: the application's ``CreateTrainingPlan`` and ``PurchaseCapacityBlock`` calls, answered
+            or not.
+        search_until: the request's keep-looking deadline (UTC), or None.
+        window: the request's ``earliest_start`` and ``latest_end`` (UTC), or None.
     """
 
     request_id: str
@@ -102,6 +109,10 @@ class Facts:
     -> its ledger items."""
     chain_extensions: list[ExtensionFact] = field(default_factory=list)
     """The extensions of every reservation of the chain (``extensions`` holds the request's own)."""
+    brought: str | None = None
+    purchase_calls: int = 0
+    search_until: datetime | None = None
+    window: tuple[datetime, datetime] | None = None
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -114,14 +125,14 @@ class Facts:
         return next((i for i in self.items if i["sk"] == sk), None)
 
     def live_plans(self) -> list[PlanFact]:
-        """The training plans and capacity blocks that were paid for the request (a ``Failed`` plan or a
-        ``payment-failed`` block charged nothing; one bought for a successor is the successor's). Blocks
-        ``expired`` by now count: they were paid."""
+        """The training plans and capacity blocks the request paid for (a ``Failed`` plan or a
+        ``payment-failed`` block charged nothing; a reservation it brought was paid by someone else; one
+        bought for a successor is the successor's). Blocks ``expired`` by now count: they were paid."""
         return [p for p in self.chain_plans() if p.owner in ("", self.request_id)]
 
     def chain_plans(self) -> list[PlanFact]:
-        """Every reservation paid for, the successors' included."""
-        return [p for p in self.plans if p.status not in UNCHARGED]
+        """Every reservation paid for by the request's chain, its successors' too (not one it brought)."""
+        return [p for p in self.plans if p.status not in UNCHARGED and p.name != self.brought]
 
 
 def _plain(value: dict[str, Any]) -> Any:
@@ -183,6 +194,7 @@ def training_plans(cloud: LocalCloud) -> list[PlanFact]:
                     upfront_fee_usd=Decimal(str(p.get("UpfrontFee", "0"))),
                     end_time=p["EndTime"].astimezone(UTC) if p.get("EndTime") else cloud.now(),
                     owner=_owner(cloud.emulator.training_plans.tags_of(str(p["TrainingPlanArn"]))),
+                    start_time=p["StartTime"].astimezone(UTC) if p.get("StartTime") else None,
                 )
                 for p in page["TrainingPlanSummaries"]
             )
@@ -216,6 +228,7 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
                     end_time=r["EndDate"].astimezone(UTC),
                     kind="capacity-block",
                     owner=_owner(r.get("Tags")),
+                    start_time=r["StartDate"].astimezone(UTC),
                 )
                 for r in page["CapacityReservations"]
             )
@@ -317,4 +330,28 @@ def collect_facts(
         extensions=[e for e in every_extension if e.reservation in own],
         successors=successors(cloud, str(request["request_id"])),
         chain_extensions=every_extension,
+        brought=_brought(request),
+        purchase_calls=sum(
+            1
+            for c in cloud.dispatcher.calls
+            if c.operation in ("CreateTrainingPlan", "PurchaseCapacityBlock") and c.caller is not None
+        ),
+        search_until=_utc(request.get("search_until")),
+        window=_window(request),
     )
+
+
+def _brought(request: dict[str, Any]) -> str | None:
+    """The brought reservation's name as :func:`training_plans`/:func:`capacity_blocks` list it."""
+    if request.get("training_plan_arn"):
+        return str(request["training_plan_arn"]).rsplit("/", 1)[-1]
+    return str(request["capacity_reservation_id"]) if request.get("capacity_reservation_id") else None
+
+
+def _utc(value: Any) -> datetime | None:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC) if value else None
+
+
+def _window(request: dict[str, Any]) -> tuple[datetime, datetime] | None:
+    start, end = _utc(request.get("earliest_start")), _utc(request.get("latest_end"))
+    return (start, end) if start and end else None

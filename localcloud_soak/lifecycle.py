@@ -19,7 +19,7 @@ from typing import Any
 from localcloud.clock import ClockStuckError
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind
-from localcloud_soak.checks import cancel_to_released_hours, check, keep_serving, outcome, route
+from localcloud_soak.checks import cancel_to_released_hours, check, keep_serving, looking, outcome, route
 from localcloud_soak.facts import collect_facts, ledger_states
 from localcloud_soak.scenario import (
     AMI,
@@ -60,6 +60,8 @@ class LifecycleResult:
     """``<platform> <strategy> -> <what ran>`` (:func:`route`), e.g. ``ec2 spot-ok -> spot``."""
     cancel_to_released_hours: float | None = None
     """Virtual hours from the first accepted cancel to ``RELEASED`` (:func:`cancel_to_released_hours`)."""
+    looking: str | None = None
+    """What keeping looking came to (:func:`looking`), None for a request without ``search_until``."""
     keep_serving: str = ""
     """What ``serve_until`` led to (:func:`~localcloud_soak.checks.keep_serving`)."""
 
@@ -109,31 +111,14 @@ def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetim
     }
 
 
-def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
-    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None.
-
-    ``SearchTrainingPlanOfferings`` (``platform`` ``sagemaker``) or ``DescribeCapacityBlockOfferings``
-    (``ec2``, every page) is asked of the emulator directly (no faults), as the application asks.
-    """
-    fees: list[Decimal] = []
+def market_offerings(cloud: LocalCloud, request: dict[str, Any], region: str) -> list[dict[str, Any]]:
+    """The offerings the market holds for the request in ``region`` now: ``SearchTrainingPlanOfferings``
+    (``platform`` ``sagemaker``, target ``endpoint``) or ``DescribeCapacityBlockOfferings`` (``ec2``, every
+    page), of its type, count, window and duration, asked of the emulator directly (no faults), as the
+    application asks."""
     start = datetime.fromisoformat(request["earliest_start"])
     end = datetime.fromisoformat(request["latest_end"])
-    for region in request["regions"]:
-        if request.get("platform") == "ec2":
-            params: dict[str, Any] = {
-                "InstanceType": request["instance_type"],
-                "InstanceCount": request["instance_count"],
-                "StartDateRange": start,
-                "EndDateRange": end,
-                "CapacityDurationHours": request["duration_hours"],
-            }
-            while True:
-                page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
-                fees.extend(Decimal(str(o["UpfrontFee"])) for o in page.get("CapacityBlockOfferings", []))
-                if not page.get("NextToken"):
-                    break
-                params = {**params, "NextToken": page["NextToken"]}
-            continue
+    if request.get("platform") != "ec2":
         answer = cloud.emulator.call(
             "sagemaker",
             "SearchTrainingPlanOfferings",
@@ -147,7 +132,31 @@ def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | N
             },
             region=region,
         )
-        fees.extend(Decimal(str(o["UpfrontFee"])) for o in answer.get("TrainingPlanOfferings", []))
+        return list(answer.get("TrainingPlanOfferings", []))
+    params: dict[str, Any] = {
+        "InstanceType": request["instance_type"],
+        "InstanceCount": request["instance_count"],
+        "StartDateRange": start,
+        "EndDateRange": end,
+        "CapacityDurationHours": request["duration_hours"],
+    }
+    found: list[dict[str, Any]] = []
+    while True:
+        page = cloud.emulator.call("ec2", "DescribeCapacityBlockOfferings", params, region=region)
+        found.extend(page.get("CapacityBlockOfferings", []))
+        if not page.get("NextToken"):
+            return found
+        params = {**params, "NextToken": page["NextToken"]}
+
+
+def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | None:
+    """The lowest ``UpfrontFee`` the market offers for the request in its regions (USD), or None
+    (:func:`market_offerings`)."""
+    fees = [
+        Decimal(str(offering["UpfrontFee"]))
+        for region in request["regions"]
+        for offering in market_offerings(cloud, request, region)
+    ]
     return min(fees) if fees else None
 
 
@@ -171,6 +180,66 @@ def create_launch_templates(cloud: LocalCloud, request: dict[str, Any]) -> None:
                 LaunchTemplateName=LAUNCH_TEMPLATE,
                 LaunchTemplateData={"ImageId": AMI, "InstanceType": request["instance_type"]},
             )
+
+
+def list_market(cloud: LocalCloud, listing: dict[str, Any]) -> None:
+    """Apply a scenario's listing (:attr:`Scenario.listing`) to the emulated market: capacity listed from an
+    instant (``listed_from``) or churning (``churn`` over ``churn_period_hours``). Set after the budget was
+    looked up, so the budget is the market's price, whatever is listed when the request looks."""
+    market = cloud.emulator.market
+    update: dict[str, Any] = {}
+    if "listed_from" in listing:
+        update["listed_from"] = {k: datetime.fromisoformat(v) for k, v in listing["listed_from"].items()}
+    if "churn" in listing:
+        update["churn"] = float(listing["churn"])
+        update["churn_period"] = timedelta(hours=int(listing["churn_period_hours"]))
+    market.config = market.config.model_copy(update=update)
+
+
+def buy_elsewhere(cloud: LocalCloud, request: dict[str, Any], index: int) -> dict[str, Any]:
+    """Central procurement buys a reservation for the request before it is sent (a training plan for
+    endpoints or a capacity block: the first offering of the request's window in the first of its regions
+    that has one), asked of the emulator directly (not the application's call), and waits an hour for the
+    payment; returns the request fields that bring it (the reservation and its window), or nothing when the
+    market has none (the lifecycle then buys its own)."""
+    for region in request["regions"]:
+        bought = _buy_in(cloud, request, region, index)
+        if bought is not None:
+            fields, (start, end) = bought
+            cloud.run(until=cloud.now() + timedelta(hours=1))  # the payment is processed while time passes
+            return {**fields, "earliest_start": _ts(start), "latest_end": _ts(end)}
+    return {}
+
+
+def _buy_in(
+    cloud: LocalCloud, request: dict[str, Any], region: str, index: int
+) -> tuple[dict[str, Any], tuple[datetime, datetime]] | None:
+    offers = market_offerings(cloud, request, region)
+    if not offers:
+        return None
+    first = offers[0]
+    if request.get("platform") == "ec2":
+        block = cloud.emulator.call(
+            "ec2",
+            "PurchaseCapacityBlock",
+            {"CapacityBlockOfferingId": first["CapacityBlockOfferingId"], "InstancePlatform": "Linux/UNIX"},
+            region=region,
+        )["CapacityReservation"]
+        return {"capacity_reservation_id": block["CapacityReservationId"]}, (
+            first["StartDate"],
+            first["EndDate"],
+        )
+    plan = cloud.emulator.call(
+        "sagemaker",
+        "CreateTrainingPlan",
+        {
+            "TrainingPlanName": f"central-procurement-{index}",
+            "TrainingPlanOfferingId": first["TrainingPlanOfferingId"],
+        },
+        region=region,
+    )
+    segment = first["ReservedCapacityOfferings"][0]
+    return {"training_plan_arn": plan["TrainingPlanArn"]}, (segment["StartTime"], segment["EndTime"])
 
 
 def _money(value: Decimal) -> str:
@@ -409,6 +478,10 @@ def run_lifecycle(
         if scenario.approval_factor is not None:  # at most the budget (the request's own rule)
             factor = min(scenario.approval_factor, scenario.budget_factor)
             body["approval_above_usd"] = _money(cheapest * factor)
+        if scenario.listing is not None:  # keep looking: the market lists capacity later, never, or churns
+            list_market(cloud, scenario.listing)
+        if scenario.brings:
+            body.update(buy_elsewhere(cloud, body, scenario.index))
         bounds = _Bounds(cloud, stall_seconds)
         driver = _Driver(cloud, scenario, body, bounds)
         try:
@@ -450,5 +523,6 @@ def run_lifecycle(
         timeline=story,
         route=route(body, facts),
         cancel_to_released_hours=cancel_to_released_hours(facts),
+        looking=looking(facts),
         keep_serving=keep_serving(facts),
     )

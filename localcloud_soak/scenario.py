@@ -159,6 +159,14 @@ class Scenario:
     approval_factor: Decimal | None
     actions: tuple[Action, ...]
     faults: tuple[FaultRule, ...]
+    listing: dict[str, Any] | None = None
+    """Keep looking (issue 17): how the market lists capacity once the budget is set (``MarketConfig``
+    fields: ``listed_from`` ``{"*": <UTC>}`` for capacity that appears later, or never within the deadline;
+    ``churn`` and ``churn_period`` for offerings that appear and vanish), None: listed all along."""
+    brings: bool = False
+    """Bring your own reservation (issue 17): "central procurement" buys a training plan or capacity block
+    for the request before the POST, and the request names it (``training_plan_arn`` /
+    ``capacity_reservation_id``, its window the reservation's) instead of buying one."""
 
     def describe(self) -> str:
         """A one-paragraph summary for failure reports."""
@@ -182,6 +190,17 @@ class Scenario:
             + f"budget x{self.budget_factor} of the cheapest, approval {self.approval}"
             + (f" (threshold x{self.approval_factor})" if self.approval_factor is not None else "")
             + (", dry run" if r.get("dry_run") else "")
+            + (
+                f", keeps looking until {r['search_until']} every {r.get('search_every_minutes', 60)} min "
+                f"(market {self.listing or 'listed all along'})"
+                if r.get("search_until")
+                else ""
+            )
+            + (
+                ", brings its own reservation (when central procurement finds one to buy)"
+                if self.brings
+                else ""
+            )
             + (f", serve until {r['serve_until']}" if r.get("serve_until") else "")
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
         )
@@ -446,6 +465,61 @@ def _extensions(rng: random.Random) -> list[Action]:
     return [Action("extend", phase, delay)] * (2 if rng.random() < 0.3 else 1)
 
 
+KEEP_LOOKING_SHARE = 0.2
+"""The share of lifecycles that keep looking until a deadline (``search_until``, issue 17 item 4)."""
+BROUGHT_SHARE = 0.1
+"""The share of the other reserved lifecycles that bring their own reservation (issue 17 item 5)."""
+MIN_LOOKING = timedelta(hours=3)
+"""A window whose latest start is sooner than this after the POST gets no ``search_until``."""
+
+
+def _keep_looking(
+    rng: random.Random, request: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[Action]]:
+    """A fifth of the lifecycles keep looking: ``search_until`` between 2 hours after the POST and the
+    window's latest start (at most 30 days), ``search_every_minutes`` 15 to 360, and a market that lists
+    capacity only later (half: from a share 0.05-1.3 of the way to the deadline, so sometimes only after
+    it), never (a fifth) or with churn (the rest: pools withdrawn 30-70% of 2, 6 or 12-hour periods); a
+    third of them are cancelled while they look (at ``SEARCHING`` plus 0-12 h).
+
+    Returns:
+        ``(request fields, market listing, actions)``; empty when the lifecycle does not keep looking.
+    """
+    if rng.random() >= KEEP_LOOKING_SHARE:
+        return {}, None, []
+    end = datetime.fromisoformat(str(request["latest_end"]).replace("Z", "+00:00"))
+    room = min(end - timedelta(hours=int(request["duration_hours"])), START + timedelta(days=30)) - START
+    if room < MIN_LOOKING:
+        return {}, None, []
+    deadline = START + timedelta(seconds=rng.uniform(7200, room.total_seconds()))
+    fields = {
+        "search_until": _ts(deadline),
+        "search_every_minutes": rng.choice((15, 30, 60, 60, 120, 360)),
+    }
+    mode = rng.random()
+    if mode < 0.5:
+        appears = START + (deadline - START) * rng.uniform(0.05, 1.3)
+        listing: dict[str, Any] = {"listed_from": {"*": _ts(appears)}}
+    elif mode < 0.7:
+        listing = {"listed_from": {"*": _ts(START + timedelta(days=400))}}
+    else:
+        listing = {"churn": round(rng.uniform(0.3, 0.7), 2), "churn_period_hours": rng.choice((2, 6, 12))}
+    actions = []
+    if rng.random() < 1 / 3:
+        actions.append(
+            Action("cancel", "SEARCHING", 0.0 if rng.random() < 0.3 else round(rng.uniform(0.1, 12), 1))
+        )
+    return fields, listing, actions
+
+
+def _brings(rng: random.Random, request: dict[str, Any]) -> bool:
+    """A tenth of the reserved lifecycles (not a dry run, not a window within the hour: a brought
+    reservation is ``reserved`` only) bring their own reservation."""
+    if rng.random() >= BROUGHT_SHARE or request.get("dry_run") or request.get("strategy"):
+        return False
+    return not starts_soon(request, START)
+
+
 SERVE_SHARE = 0.2
 """The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
 
@@ -498,7 +572,13 @@ def make_scenario(seed: int, index: int) -> Scenario:
     # from a generator of their own, so the other draws of every lifecycle stay what they were.
     faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
     actions += _extensions(random.Random(f"{own}:extend"))
-    _serve_until(random.Random(f"{own}:serve"), request)
+    # Keep looking and brought reservations (issue 17), from generators of their own as well.
+    looking, listing, looking_actions = _keep_looking(random.Random(f"{own}:look"), request)
+    request.update(looking)
+    actions += looking_actions
+    brings = not looking and _brings(random.Random(f"{own}:brought"), request)
+    if not looking and not brings:  # keep serving (issue 17 item 2): its own generator too
+        _serve_until(random.Random(f"{own}:serve"), request)
     return Scenario(
         index=index,
         seed=own,
@@ -508,6 +588,8 @@ def make_scenario(seed: int, index: int) -> Scenario:
         approval_factor=approval_factor,
         actions=tuple(actions),
         faults=tuple(faults),
+        listing=listing,
+        brings=brings,
     )
 
 

@@ -475,6 +475,7 @@ class CapacityBlocks:
             start=start,
             days=hours // 24,
             count=offering.count,
+            listed_at=now,
         ):
             extension = self.ctx.market.issue(
                 prefix="cbe-",

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from moto.ec2.models import ec2_backends
-
 from localcloud.contracts import AwsError
 from localcloud.emulator.common import Context, Params, Response, Timeline, dict_to_tags, paginate, utcnow
 from localcloud.emulator.ec2 import CapacityBlocks, Reservation, invalid
@@ -123,6 +121,9 @@ class Instances:
     # -- RunInstances --------------------------------------------------------------------------------
 
     def _template_data(self, spec: dict[str, Any], region: str) -> dict[str, Any]:
+        # Imported here: moto's EC2 models load every region's instance types (~1 s), needed only by EC2 runs.
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415
+
         backend = ec2_backends[self.ctx.account_id][region]
         template_id = spec.get("LaunchTemplateId")
         name = spec.get("LaunchTemplateName")

@@ -20,6 +20,13 @@ Prices (USD) are anchored on public figures: on-demand from :mod:`localcloud.emu
 ratio, 0.6288, for other types) with +-3% day-to-day demand, training plans 70-75% below on-demand. Every
 region applies its price factor. Everything is a pure function of the seed and of the purchases made, so
 two emulators with the same seed offer the same things.
+
+What is listed moves with virtual time when :class:`MarketConfig` says so (issue 17, keep looking): a pool
+is offered only from ``listed_from`` and until ``listed_until`` of its (region, type), and ``churn`` withdraws
+each pool from sale during a seeded share of the ``churn_period`` slices of virtual time, so an offering
+searched now may be gone an hour later and one missing today may appear tomorrow. A pool not listed at the
+instant of a search is not offered; an offering whose pools are no longer listed when it is bought is refused
+as no longer available (what AWS answers for a stale offering id).
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ _SCARCITY: dict[tuple[str, str], float] = {
     ("us-east-2", "p5.48xlarge"): 0.3,
 }
 _DEFAULT_SCARCITY = 0.15
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _POOL_SIZES = (8, 16, 32, 64)
 
 
@@ -110,6 +118,13 @@ class MarketConfig(BaseModel):
         offering_ttl: how long an offering id stays valid after the search that returned it.
         max_lead: how far ahead reserved capacity can start (8 weeks).
         timings: durations of transitional states.
+        listed_from: per (region, type), the virtual instant from which its pools are offered (before it,
+            searches find nothing there): capacity that appears later.
+        listed_until: per (region, type), the virtual instant from which its pools are no longer offered.
+        churn: probability that a (zone, day) pool is withdrawn from sale during one ``churn_period`` of
+            virtual time (seeded per pool and period): offerings appear and vanish as time passes. 0: every
+            pool stays listed (the default).
+        churn_period: the slices of virtual time churn draws per (UTC, from the epoch).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,6 +142,10 @@ class MarketConfig(BaseModel):
     offering_ttl: timedelta = timedelta(minutes=30)
     max_lead: timedelta = timedelta(weeks=8)
     timings: Timings = Field(default_factory=Timings)
+    listed_from: dict[str, datetime] = Field(default_factory=dict)
+    listed_until: dict[str, datetime] = Field(default_factory=dict)
+    churn: float = Field(default=0.0, ge=0.0, le=1.0)
+    churn_period: timedelta = Field(default=timedelta(hours=6), gt=timedelta(0))
 
 
 def on_demand_limit(config: MarketConfig, region: str, instance_type: str) -> int | None:
@@ -314,6 +333,22 @@ class Market:
         taken = self._consumed.get((market, region, instance_type, zone, day), 0)
         return self.pool_size(market, region, instance_type, zone, day) - taken
 
+    def listed(
+        self, market: str, region: str, instance_type: str, zone: str, day: date, *, now: datetime
+    ) -> bool:
+        """True if the (zone, day) pool is offered at ``now``: within its (region, type)'s ``listed_from`` /
+        ``listed_until`` and not withdrawn by ``churn`` in ``now``'s period."""
+        since = _lookup(self.config.listed_from, region, instance_type)
+        if since is not None and now < since:
+            return False
+        until = _lookup(self.config.listed_until, region, instance_type)
+        if until is not None and now >= until:
+            return False
+        if self.config.churn <= 0:
+            return True
+        period = int((now - _EPOCH) / self.config.churn_period)
+        return self.unit("churn", market, region, instance_type, zone, day, period) >= self.config.churn
+
     def fits(
         self,
         market: str,
@@ -324,13 +359,17 @@ class Market:
         start: datetime,
         days: int,
         count: int,
+        listed_at: datetime | None = None,
     ) -> bool:
-        """True if ``count`` instances are free in ``zone`` for every day of ``[start, start + days)``."""
+        """True if ``count`` instances are free in ``zone`` for every day of ``[start, start + days)`` (and,
+        with ``listed_at``, every one of those pools is offered at that instant: :meth:`listed`)."""
         first = start.date()
-        return all(
-            self.available(market, region, instance_type, zone, first + timedelta(days=offset)) >= count
-            for offset in range(days)
-        )
+        days_wanted = [first + timedelta(days=offset) for offset in range(days)]
+        if listed_at is not None and not all(
+            self.listed(market, region, instance_type, zone, day, now=listed_at) for day in days_wanted
+        ):
+            return False
+        return all(self.available(market, region, instance_type, zone, day) >= count for day in days_wanted)
 
     def take(self, offering: Offering) -> None:
         """Remove an offering's instances from its pools (a purchase)."""
@@ -381,7 +420,9 @@ class Market:
             found.extend(
                 (start, zone)
                 for zone in self.zones(region)
-                if self.fits(market, region, instance_type, zone, start=start, days=days, count=count)
+                if self.fits(
+                    market, region, instance_type, zone, start=start, days=days, count=count, listed_at=now
+                )
             )
             start += timedelta(days=1)
         return found
@@ -437,7 +478,7 @@ class Market:
 
     def usable(self, offering: Offering, region: str, now: datetime) -> bool:
         """True if ``offering`` can still be bought in ``region`` at ``now``: not expired, not bought, and
-        its capacity still free."""
+        its capacity still free and listed."""
         return (
             offering.region == region
             and not offering.used
@@ -451,6 +492,7 @@ class Market:
                 start=offering.start,
                 days=offering.days,
                 count=offering.count,
+                listed_at=now,
             )
         )
 

@@ -472,7 +472,14 @@ class TrainingPlans:
         market = f"sagemaker:{plan.target}"
         found: list[dict[str, Any]] = []
         if FaultKind.INSUFFICIENT_CAPACITY not in faults and self.ctx.market.fits(
-            market, region, plan.instance_type, plan.offering.zone, start=start, days=days, count=plan.total
+            market,
+            region,
+            plan.instance_type,
+            plan.offering.zone,
+            start=start,
+            days=days,
+            count=plan.total,
+            listed_at=now,
         ):
             offering = self.ctx.market.issue(
                 prefix="tpeo-",

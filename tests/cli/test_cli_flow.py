@@ -173,6 +173,14 @@ def test_another_identity_approves_and_is_recorded(cli: Cli, cloud: LocalCloud) 
             ["plan", "-f", str(REQUEST), "--platform", "ec3"],
             "platform: Input should be 'sagemaker' or 'ec2' - did you mean 'ec2'?",
         ),
+        (
+            ["reserve", "-f", str(REQUEST), "--search-until", "2026-12-12"],
+            "search_until: 2026-12-12T00:00:00Z is after the window's latest start 2026-12-10T00:00:00Z",
+        ),
+        (
+            ["plan", "-f", str(REQUEST), "--search-until", "+2d", "--search-every", "5m"],
+            "search_every_minutes: must be at least 15",
+        ),
     ],
 )
 def test_bad_input_shows_the_field_errors_and_what_was_meant(

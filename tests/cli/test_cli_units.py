@@ -9,7 +9,8 @@ import pytest
 
 from capacity_cli.api import ApiError, CliError, FieldProblem, spend_so_far
 from capacity_cli.config import Config, load_config
-from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_time
+from capacity_cli.render import detail_text
+from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_minutes, parse_time
 from capacity_cli.suggest import alternatives, closest, suggestion
 from capacity_cli.targets import TargetOptions, kind_of
 from capacity_cli.watch import can_still_reach
@@ -68,6 +69,26 @@ def test_flags_override_the_file_and_leave_the_rest() -> None:
     assert (body["earliest_start"], body["latest_end"]) == ("2026-12-03T08:00:30Z", "2026-12-08T08:00:30Z")
     assert (body["regions"], body["requester"]) == (["us-west-2"], "ml")
     assert document["instance_type"] == "ml.p5.48xlarge"  # the file's document is not changed
+
+
+def test_keep_looking_flags_set_search_until_and_the_interval() -> None:
+    flags = RequestFlags(start="2026-12-10", duration="3d", search_until="+3d", search_every="2h")
+    body = build_request(None, flags, now=NOW, default_region="eu-west-1", default_requester="carol")
+    assert (body["search_until"], body["search_every_minutes"]) == ("2026-12-04T08:00:30Z", 120)
+    assert "search_until" not in build_request(
+        None, RequestFlags(), now=NOW, default_region="eu-west-1", default_requester="carol"
+    )
+
+
+@pytest.mark.parametrize(("text", "minutes"), [("90", 90), ("90m", 90), ("2h", 120), ("1H", 60)])
+def test_search_intervals(text: str, minutes: int) -> None:
+    assert parse_minutes(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["soon", "1.5h", "", "m"])
+def test_bad_search_intervals_say_how_to_write_them(text: str) -> None:
+    with pytest.raises(CliError, match="whole minutes or hours"):
+        parse_minutes(text)
 
 
 @pytest.mark.parametrize(("text", "hours"), [("3d", 72), ("72h", 72), ("24", 24), ("1D", 24)])
@@ -150,3 +171,10 @@ def test_api_errors_keep_the_field_errors_and_spend_adds_the_money() -> None:
 )
 def test_a_watch_ends_when_its_state_cannot_come(state: str, until: set[str], expected: bool) -> None:
     assert can_still_reach(state, until) is expected
+
+
+def test_a_searching_entry_says_when_it_looks_next() -> None:
+    detail = {"next_look_at": "2026-12-01T11:44:00Z", "looks_left": 5, "search_until": "2026-12-11T08:00:00Z"}
+    assert detail_text("SEARCHING", detail) == (
+        "nothing fits yet; next look at 2026-12-01 11:44, at most 5 more until 2026-12-11 08:00"
+    )

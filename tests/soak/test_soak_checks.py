@@ -14,6 +14,7 @@ from localcloud_soak.checks import (
     check_approval,
     check_approval_decision,
     check_billable,
+    check_brought,
     check_budget,
     check_cancel_honoured,
     check_copies_recorded,
@@ -21,11 +22,14 @@ from localcloud_soak.checks import (
     check_extensions,
     check_failures_notified,
     check_final_state,
+    check_keep_looking,
     check_money_recorded,
     check_paid_kept,
     check_rollovers,
     check_total_spend,
+    check_window,
     keep_serving,
+    looking,
     on_demand_spend,
     outcome,
     route,
@@ -470,6 +474,119 @@ def test_a_quarter_of_the_lifecycles_extend_some_of_them_twice() -> None:
     assert 0.15 < share < 0.35
     assert any(len(found) == 2 for found in extending)  # a client sending the purchase twice
     assert {a.phase for found in extending for a in found} == {"PURCHASED", "ACTIVE", "READY"}
+
+
+# ------------------------------------------------------------------------- keep looking, brought (issue 17)
+
+DEADLINE = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
+
+
+def _looked(*tail: tuple[int, str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """REQUESTED, SEARCHING at 09:01 and 09:10, then ``tail`` as (minute, state, detail)."""
+    items = [_state(0, "REQUESTED"), _state(1, "SEARCHING"), _state(10, "SEARCHING")]
+    return items + [_state(minute, state, detail=detail) for minute, state, detail in tail]
+
+
+def test_a_purchase_outside_the_window_is_a_violation() -> None:
+    window = (datetime(2026, 12, 14, 11, 30, tzinfo=UTC), END)
+    inside = PlanFact("co-soak", "us-east-1", "Expired", Decimal("1000.00"), END, start_time=window[0])
+    assert check_window(_facts(plans=[inside], window=window)) == []
+    early = replace(inside, start_time=window[0] - timedelta(days=1))
+    assert check_window(_facts(plans=[early], window=window)) == [
+        "bought outside the window: co-soak runs 2026-12-13T11:30:00Z to 2026-12-20T11:30:00Z, the request's "
+        "window is 2026-12-14T11:30:00Z to 2026-12-20T11:30:00Z"
+    ]
+    # An extension paid later moves the end past the window: the requester's choice, not the purchase's.
+    extended = replace(inside, end_time=END + timedelta(days=1))
+    paid = ExtensionFact("co-soak", "tpe-1", Decimal("300.00"), 24, "succeeded")
+    assert check_window(_facts(plans=[extended], window=window, extensions=[paid])) == []
+    assert "then extended" not in check_window(_facts(plans=[extended], window=window))[0]
+
+
+def test_keep_looking_looks_until_the_deadline_and_tells_at_the_deadline_not_before() -> None:
+    told = _looked((30, "FAILED", {"error": "SearchDeadlinePassed"}))
+    quiet = _facts(items=told, plans=[], search_until=DEADLINE)
+    assert check_keep_looking(quiet) == []
+    early = _facts(items=_looked((20, "FAILED", {"error": "SearchDeadlinePassed"})), search_until=DEADLINE)
+    assert check_keep_looking(early) == [
+        "told before the deadline: FAILED SearchDeadlinePassed at 2026-11-30T09:20:00.000Z, search_until "
+        "2026-11-30T09:30:00Z"
+    ]
+    gave_up = _facts(items=_looked((12, "FAILED", {"error": "OfferingNotFound"})), search_until=DEADLINE)
+    assert "gave up looking: FAILED OfferingNotFound" in check_keep_looking(gave_up)[0]
+    rejected = _facts(items=_looked((12, "REJECTED", {"error": "BudgetExceeded"})), search_until=DEADLINE)
+    assert "gave up looking: REJECTED over budget" in check_keep_looking(rejected)[0]
+    late = _facts(items=_looked((45, "SEARCHING", {}), (50, "FAILED", {})), search_until=DEADLINE)
+    assert check_keep_looking(late) == [
+        "looked after the deadline: SEARCHING at 2026-11-30T09:45:00.000Z, search_until 2026-11-30T09:30:00Z"
+    ]
+    after_cancel = _facts(items=_looked((11, "CANCELLED", {}), (12, "SEARCHING", {})), search_until=DEADLINE)
+    assert check_keep_looking(after_cancel) == [
+        "looked after the outcome: SEARCHING at 2026-11-30T09:12:00.000Z after CANCELLED"
+    ]
+    # Without search_until (or in a dry run) giving up at once is the rule, not a violation.
+    assert check_keep_looking(replace(gave_up, search_until=None)) == []
+
+
+def test_a_brought_reservation_is_never_bought_and_never_charged_to_the_request() -> None:
+    brought = PlanFact("central-p5", "us-east-1", "Expired", Decimal("9000.00"), END)
+    summary = {"brought": True, "upfront_fee_usd": "0"}
+    history = _history(["REQUESTED", "PURCHASED", "READY", "RELEASING", "RELEASED"])
+    history[1]["money_usd"] = "0"
+    history[-1]["detail"] = {"summary": summary}
+    clean = _facts(
+        items=[{"sk": "PURCHASE", "brought": True, "upfront_fee_usd": "0"}, *history],
+        plans=[brought],
+        brought="central-p5",
+        approval_above_usd=None,
+    )
+    # Someone else's $9,000 plan is not the request's purchase: above its $1,500 budget, no violation.
+    assert clean.live_plans() == []
+    assert check(clean) == []
+    bought_too = replace(clean, purchase_calls=1)
+    assert check_brought(bought_too) == ["brought central-p5, yet the application called to buy 1 times"]
+    charged = [dict(i) for i in clean.items]
+    charged[0]["upfront_fee_usd"] = "9000.00"
+    charged[-1] = {**charged[-1], "detail": {"summary": {"brought": False, "upfront_fee_usd": "9000.00"}}}
+    problems = check_brought(replace(clean, items=charged))
+    assert problems == [
+        "brought central-p5, but PURCHASE records brought=True and a fee of $9000.00",
+        "brought central-p5, but the cost summary says brought=False, paid $9000.00",
+    ]
+
+
+def test_a_fifth_keep_looking_and_some_bring_their_own_reservation() -> None:
+    drawn = [make_scenario(1, i) for i in range(200)]
+    looking = [s for s in drawn if s.request.get("search_until")]
+    assert len(looking) == 34  # seed 1 (KEEP_LOOKING_SHARE 0.2)
+    assert all(s.listing is not None for s in looking)
+    listings = [s.listing or {} for s in looking]
+    later = [x for x in listings if "listed_from" in x and x["listed_from"]["*"] < "2027"]
+    assert later
+    assert [x for x in listings if "listed_from" in x and x["listed_from"]["*"] >= "2027"]  # never
+    assert [x for x in listings if "churn" in x]
+    for scenario in looking:
+        latest_start = datetime.fromisoformat(scenario.request["latest_end"]) - timedelta(
+            hours=scenario.request["duration_hours"]
+        )
+        assert datetime.fromisoformat(scenario.request["search_until"]) <= latest_start
+    assert any(a.phase == "SEARCHING" and a.kind == "cancel" for s in looking for a in s.actions)
+    bringing = [s for s in drawn if s.brings]
+    assert len(bringing) == 8
+    assert not any(s.request.get("dry_run") or s.request.get("strategy") for s in bringing)
+    assert not {s.index for s in looking} & {s.index for s in bringing}
+
+
+def test_what_keeping_looking_came_to_is_summed_up() -> None:
+    assert looking(_facts()) is None  # no search_until
+    bought = _facts(items=[*_looked(), *_history(SERVED[1:])], search_until=DEADLINE)
+    assert looking(bought) == "bought after 3 looks"
+    told = _facts(
+        items=_looked((30, "FAILED", {"error": "SearchDeadlinePassed"})), plans=[], search_until=DEADLINE
+    )
+    assert looking(told) == "told at the deadline"
+    cancelled = _facts(items=_looked((12, "CANCELLED", {})), plans=[], search_until=DEADLINE)
+    assert looking(cancelled) == "cancelled while looking"
 
 
 def _rolled_over(**changes: Any) -> Facts:

@@ -25,7 +25,7 @@ from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, FakeTasks]]:
     """The api handler, a tap on the bus, and a fake Step Functions task-token port."""
     tasks = FakeTasks()
-    monkeypatch.setattr("capacity.ports.TaskTokens", lambda client: tasks)
+    monkeypatch.setattr("capacity.adapters.stepfunctions.TaskTokens", lambda client: tasks)
     with time_machine.travel(NOW, tick=False):
         yield load_handler("api"), bus_queue("capacity-orchestrator"), tasks
 

@@ -27,7 +27,7 @@ CALLER = "arn:aws:sts::123456789012:assumed-role/Approvers/carol"
 def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, FakeTasks]]:
     """The api handler with a schedule group, a tap on the bus and fake task tokens."""
     tasks = FakeTasks()
-    monkeypatch.setattr("capacity.ports.TaskTokens", lambda client: tasks)
+    monkeypatch.setattr("capacity.adapters.stepfunctions.TaskTokens", lambda client: tasks)
     monkeypatch.setenv("REQUEST_SCHEDULE_GROUP", "requests")
     monkeypatch.setenv("SCHEDULED_REQUEST_FUNCTION_ARN", f"arn:aws:lambda:{REGION}:123456789012:function:sr")
     monkeypatch.setenv("REQUEST_SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/request-scheduler")

@@ -28,10 +28,10 @@ LIMIT = 256 * 1024
 def world(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """A fake SageMaker behind the handlers (``Ports`` builds ``SageMakerAdapter(region)``)."""
     fake = World()
-    monkeypatch.setattr("capacity.ports.SageMakerAdapter", fake.client)
+    monkeypatch.setattr("capacity.adapters.sagemaker.SageMakerAdapter", fake.client)
     scaling = ScalingWorld()
-    monkeypatch.setattr("capacity.ports.AutoScalingAdapter", scaling.autoscaling)
-    monkeypatch.setattr("capacity.ports.AlarmsAdapter", scaling.alarms)
+    monkeypatch.setattr("capacity.adapters.autoscaling.AutoScalingAdapter", scaling.autoscaling)
+    monkeypatch.setattr("capacity.adapters.cloudwatch.AlarmsAdapter", scaling.alarms)
     boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="capacity-orchestrator")
     with time_machine.travel(NOW, tick=False):
         yield fake

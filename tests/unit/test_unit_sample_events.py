@@ -81,7 +81,7 @@ SLACK_EVENTS: list[tuple[str, str]] = [
 def fake_sagemaker(aws: None, monkeypatch: pytest.MonkeyPatch) -> World:
     """A fake SageMaker behind ``Ports`` (moto has no training plans)."""
     world = World()
-    monkeypatch.setattr("capacity.ports.SageMakerAdapter", world.client)
+    monkeypatch.setattr("capacity.adapters.sagemaker.SageMakerAdapter", world.client)
     return world
 
 
@@ -183,7 +183,7 @@ class _Blocks:
 def test_capacity_block_expiration_warning_sample_event_releases_only_our_block(
     owner: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("capacity.ports.Ec2Adapter", _Blocks(owner))  # moto has no capacity blocks
+    monkeypatch.setattr("capacity.adapters.ec2.Ec2Adapter", _Blocks(owner))  # moto has no capacity blocks
     tap = bus_queue("capacity-orchestrator")
     handler = load_handler("capacity_block_events")
     result = invoke(handler, _event("events/functions/capacity_block_events.json"))

@@ -373,8 +373,8 @@ def test_finish_removes_scaling_put_late_by_a_racing_deployment(harness: Harness
 def test_handler_answers_the_sample_event_json_safe(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("capacity.ports.AutoScalingAdapter", harness.scaling.autoscaling)
-    monkeypatch.setattr("capacity.ports.AlarmsAdapter", harness.scaling.alarms)
+    monkeypatch.setattr("capacity.adapters.autoscaling.AutoScalingAdapter", harness.scaling.autoscaling)
+    monkeypatch.setattr("capacity.adapters.cloudwatch.AlarmsAdapter", harness.scaling.alarms)
     result = invoke(
         load_handler("scale_components"), json.loads((EVENTS / "functions/scale_components.json").read_text())
     )

@@ -205,6 +205,14 @@ def test_the_issue_example_parses_into_a_request() -> None:
         ("reserve 2 ml.p5.48xlarge 3d from tuesday models=a max=1", "`from tuesday` is not a date"),
         ("reserve 2 ml.p5.48xlarge 3d models=a max=1 max=2", "`max` is given twice"),
         ("status a b", "`status` takes one request id"),
+        (
+            "reserve 2 ml.p5.48xlarge 3d models=a max=1 search_until=tuesday",
+            "`search_until=tuesday` is not a date",
+        ),
+        (
+            "reserve 2 ml.p5.48xlarge 3d models=a max=1 search_every=soon",
+            "`search_every=soon` must be minutes",
+        ),
     ],
 )
 def test_usage_errors_say_what_is_wrong(harness: Harness, door: Any, text: str, expected: str) -> None:
@@ -212,6 +220,37 @@ def test_usage_errors_say_what_is_wrong(harness: Harness, door: Any, text: str, 
     assert status == 200
     assert expected in answer
     assert harness.events.puts == []
+
+
+def test_keep_looking_words_parse_into_the_request_fields() -> None:
+    words = slack_door.split_words(
+        "2 ml.p5.48xlarge 3d from 2026-12-10 models=a max=30000 search_until=2026-12-05 search_every=2h"
+    )
+    body = slack_door.request_from_words(words, user_id="U1", now=SIGNED_AT, default_region="us-east-1")
+    assert (body["search_until"], body["search_every_minutes"]) == ("2026-12-05T00:00:00Z", 120)
+    words = slack_door.split_words(
+        "2 ml.p5.48xlarge 3d models=a max=1 search_until=2026-12-01T10:30Z search_every=45"
+    )
+    body = slack_door.request_from_words(words, user_id="U1", now=SIGNED_AT, default_region="us-east-1")
+    assert (body["search_until"], body["search_every_minutes"]) == ("2026-12-01T10:30:00Z", 45)
+
+
+def test_a_reserve_that_keeps_looking_is_requested_and_a_late_deadline_is_refused_naming_it(
+    harness: Harness, door: Any
+) -> None:
+    words = "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama max=30000"
+    status, text = answer_of(command(harness, door, f"{words} search_until=2026-12-05"))
+    assert status == 200
+    assert text.startswith("Reservation `"), text
+    ((kind, detail),) = harness.events.puts
+    assert kind == "ReservationRequested"
+    assert detail["request"]["search_until"] == "2026-12-05T00:00:00Z"
+    status, text = answer_of(command(harness, door, f"{words} search_until=2026-12-12"))
+    assert text.startswith("The request is not valid:")
+    assert "• `search_until`: 2026-12-12T00:00:00Z is after the window's latest start" in text
+    status, text = answer_of(command(harness, door, f"{words} search_until=2026-12-05 search_every=10"))
+    assert "• `search_every`: must be at least 15" in text
+    assert len(harness.events.puts) == 1
 
 
 def test_an_invalid_request_names_the_command_words(harness: Harness, door: Any) -> None:

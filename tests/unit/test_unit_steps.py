@@ -495,8 +495,8 @@ def test_a_cancel_between_the_choice_check_and_its_write_wins(
     searches = search_all(harness, request)
     listed = harness.ports.offerings.list
 
-    def list_then_cancel(request_id: str) -> Any:
-        found = listed(request_id)
+    def list_then_cancel(request_id: str, *, look: int = 0) -> Any:
+        found = listed(request_id, look=look)
         assert cancel_reservation(request_id, harness.ports, actor="alice")["status"] == "CANCELLED"
         return found
 

@@ -44,3 +44,25 @@ def default_strategy(
     template), else ``reserved``."""
     soon = earliest_start <= as_utc(now) + ON_DEMAND_FIRST_HORIZON
     return "on-demand-first" if soon and runnable_on_demand else "reserved"
+
+
+SEARCH_HORIZON = timedelta(days=90)
+"""How far ahead ``search_until`` may be: the reserve workflow (a Standard execution, at most a year: AWS
+Step Functions quotas) still has to buy, wait for the start and deploy after it."""
+
+
+def search_until_problem(search_until: datetime, *, now: datetime) -> str | None:
+    """Why ``search_until`` (UTC) cannot be admitted at ``now``: not after ``now``, or more than
+    :data:`SEARCH_HORIZON` ahead; None when it can."""
+    deadline = iso_z(search_until)
+    if search_until <= as_utc(now):
+        return (
+            f"{deadline} is not in the future (now {iso_z(now)}): give a deadline after now, or leave "
+            "search_until out to search once"
+        )
+    if search_until > as_utc(now) + SEARCH_HORIZON:
+        return (
+            f"{deadline} is more than {SEARCH_HORIZON.days} days after now ({iso_z(now)}): choose a deadline "
+            f"before {iso_z(as_utc(now) + SEARCH_HORIZON)}"
+        )
+    return None

@@ -62,10 +62,12 @@ class RecordRequestOutput(_Out):
 
 # 2. search_offerings
 class SearchInput(_In):
-    """``{"request_id", "region"}`` (one Map iteration per region)."""
+    """``{"request_id", "region", "look"}`` (one Map iteration per region); ``look`` counts the searches of
+    a request that keeps looking (0 first): each look's offerings are stored apart."""
 
     request_id: str
     region: str
+    look: int = Field(default=0, ge=0)
 
 
 class SearchOutput(_Out):
@@ -79,22 +81,33 @@ class SearchOutput(_Out):
 
 # 3. choose_offering
 class ChooseInput(_In):
-    """``{"request_id", "searches": [<search outputs>]}``."""
+    """``{"request_id", "searches": [<search outputs>], "look"}`` (``look``: which search, 0 first)."""
 
     request_id: str
     searches: list[SearchOutput] = Field(default_factory=list)
+    look: int = Field(default=0, ge=0)
 
 
-Decision = Literal["NO_OFFERING", "REJECTED", "DRY_RUN", "APPROVAL_REQUIRED", "PURCHASE"]
+Decision = Literal["NO_OFFERING", "REJECTED", "DRY_RUN", "APPROVAL_REQUIRED", "PURCHASE", "SEARCH_AGAIN"]
 
 
 class ChooseOutput(_Out):
-    """``{"decision", "reason", "offering" | null, "approval_timeout_seconds"}``."""
+    """``{"decision", "reason", "offering" | null, "approval_timeout_seconds", "look", "next_look",
+    "next_look_at" | null, "wait_seconds"}``.
+
+    Keep looking (issue 17): ``SEARCH_AGAIN`` waits ``wait_seconds`` (at least 1; the ``SearchLater``
+    task's timeout) until ``next_look_at`` (UTC) and searches again as look ``next_look``. A dry run that
+    found nothing fitting says in ``next_look_at`` when the workflow would look again (null otherwise).
+    """
 
     decision: Decision
     reason: str
     offering: OfferingSummary | None
     approval_timeout_seconds: int
+    look: int = 0
+    next_look: int = 1
+    next_look_at: UtcDatetime | None = None
+    wait_seconds: int = 0
 
 
 # 4. notify
@@ -135,13 +148,17 @@ class DegradedOutput(_Out):
 
 
 class NotifyInput(_In):
-    """``kind`` ``approval_request`` (``task_token``, ``plan``), ``approval_outcome`` (``approved``,
-    ``reason``, optional ``error``), ``failure`` (``error``; ``phase`` ``release`` when the release
-    workflow itself failed, so no new release is requested), ``degraded`` (``state``: the step that
-    keeps failing, ``error``: its last transient fault) or ``workflow_stopped`` (``workflow``: Step Functions'
-    execution status change event, from the default bus; ``request_id`` empty)."""
+    """``kind`` ``search_wait`` (``task_token``: the wait between two looks of a request that keeps
+    looking, :mod:`capacity.logic.keep_looking`), ``approval_request`` (``task_token``, ``plan``),
+    ``approval_outcome`` (``approved``, ``reason``, optional ``error``), ``failure`` (``error``; ``phase``
+    ``release`` when the release workflow itself failed, so no new release is requested), ``degraded``
+    (``state``: the step that keeps failing, ``error``: its last transient fault) or ``workflow_stopped``
+    (``workflow``: Step Functions' execution status change event, from the default bus; ``request_id``
+    empty)."""
 
-    kind: Literal["approval_request", "approval_outcome", "failure", "degraded", "workflow_stopped"]
+    kind: Literal[
+        "search_wait", "approval_request", "approval_outcome", "failure", "degraded", "workflow_stopped"
+    ]
     request_id: str
     state: str | None = None
     task_token: str | None = None

@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from capacity.search_schedule import DEFAULT_EVERY_MINUTES
+
 IDENTITY_VERSION = 7
 """The latest version of :data:`IDENTITY` (a field added at version ``n`` has ``since=n``)."""
 
@@ -74,9 +76,10 @@ IDENTITY: dict[str, dict[str, Role]] = {
         "team": _later(4),
         "training_plan_arn": _later(5),
         "capacity_reservation_id": _later(5),
-        # Version 6 is search_until's (issue 17 item 4, another branch); 7 keeps serving (item 2).
+        "search_until": _later(6),
+        "search_every_minutes": _later(6, DEFAULT_EVERY_MINUTES),
         "serve_until": _later(7),
-        "rollover_lead_hours": _later(7, 48),
+        "rollover_lead_hours": _later(7, 48),  # request.DEFAULT_ROLLOVER_LEAD_HOURS (a unit test holds it)
         "rollover_of": _later(7),
     },
     "ModelSpec": {

@@ -71,6 +71,9 @@ APPROVAL_REFUSED = "APPROVAL_REFUSED"
 """``APPROVAL_REFUSED#<time>#<nonce>``: an approval (or rejection) refused (identity, approved, reason, and
 ``extension_id`` for an extension's)."""
 """Put once the recorded decision was handed back to the waiting task (``SendTaskSuccess``/``Failure``)."""
+SEARCH_WAIT = "SEARCH_WAIT"
+"""``SEARCH_WAIT#<time>#<nonce>``: the task token of a wait between two looks (keep looking, issue 17); the
+newest is the live one, which a cancel fails."""
 RELEASED_MARKER = "RELEASED"
 OUTCOME = "OUTCOME"
 RESUME_PREFIX = "RESUME#"

@@ -287,6 +287,21 @@ def describe_offering_summary(offering: OfferingSummary) -> str:
     )
 
 
+def searching(
+    request: ReservationRequest, reason: str, next_look_at: datetime, looks_left: int
+) -> SlackMessage:
+    """Nothing fits yet and the request keeps looking (``search_until``, issue 17): why, the next look, the
+    deadline, and that it buys as soon as something fits (UTC)."""
+    deadline = short(request.search_until) if request.search_until else "its deadline"
+    text = (
+        f"*Still looking for {request.id}*: nothing fits the request yet. {escape(reason)}\n"
+        f"Next look at {short(next_look_at)} UTC, then at most {looks_left - 1} more until {deadline} UTC "
+        "(search_until); it buys as soon as something fits the budget and the rules, and says so here if "
+        f"nothing does by then. Cancel with `/gpu cancel {request.id}` to stop looking."
+    )
+    return _message(text, f"Still looking for {request.id}", request_id=request.id)
+
+
 def approval_outcome(request_id: str, *, approved: bool, reason: str) -> SlackMessage:
     """The approval's outcome (rejected, or timed out)."""
     verdict = "approved" if approved else "not approved"

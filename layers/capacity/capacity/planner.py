@@ -32,6 +32,9 @@ class Decision(StrEnum):
     DRY_RUN = "DRY_RUN"
     APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
     PURCHASE = "PURCHASE"
+    SEARCH_AGAIN = "SEARCH_AGAIN"
+    """Nothing fits now and the request keeps looking until ``search_until``: decided by the choose step
+    (:mod:`capacity.logic.keep_looking`), never by :func:`decide`."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ class State(StrEnum):
     """Reservation states recorded in the ledger (DESIGN.md section 4)."""
 
     REQUESTED = "REQUESTED"
+    SEARCHING = "SEARCHING"
+    """Nothing fits the rules yet; the request keeps looking until ``search_until`` (``detail.next_look_at``,
+    issue 17). Recorded once per look."""
     PLANNED = "PLANNED"
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     PURCHASED = "PURCHASED"

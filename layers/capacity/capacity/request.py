@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from capacity.admission import default_strategy, start_problem
+from capacity.admission import default_strategy, search_until_problem, start_problem
 from capacity.base import Model
 from capacity.errors import FieldError, InvalidRequest
 from capacity.identity import derive_request_id
@@ -40,6 +40,12 @@ from capacity.instances import (
 )
 from capacity.pricing import KNOWN_REGIONS
 from capacity.request_parts import IdlePolicy, LaunchTemplateRef, ModelSpec
+from capacity.search_schedule import (
+    DEFAULT_EVERY_MINUTES,
+    MAX_EVERY_MINUTES,
+    MAX_MORE_LOOKS,
+    MIN_EVERY_MINUTES,
+)
 from capacity.timeutil import iso_z
 from capacity.validation import field_errors
 from capacity.wire import (
@@ -141,6 +147,13 @@ class ReservationRequest(Model):
     the request (:func:`capacity.logic.checks.brought_reservation`, checked at every door and again before it
     is used). The plan's region (from its ARN) must be one of ``regions``.
 
+    Keep looking (issue 17 item 4): ``search_until`` (UTC) asks the workflow, when nothing fits the rules now
+    (no offering, or none within the budget), to search again at growing intervals until that deadline
+    instead of failing at once (:mod:`capacity.search_schedule`: at most 6 more looks, the first after
+    ``search_every_minutes``, default 60, 15..10080), and to tell the requester at the deadline if nothing
+    fitted. It must be in the future (at most 90 days ahead) and no later than the window's latest start
+    (``latest_end - duration_hours``).
+
     Keep serving (issue 17): ``serve_until`` (UTC) asks the orchestrator to keep the models served until then:
     ``rollover_lead_hours`` (default 48) before the reservation ends it extends it in place, or buys the next
     reservation (a successor request, ``rollover_of`` naming this one: set only by the orchestrator) and
@@ -211,6 +224,18 @@ class ReservationRequest(Model):
         max_length=64,
         description="set by the orchestrator on the reservation it requests to take over from this one "
         "(serve_until); a caller cannot set it",
+    )
+    search_until: UtcDatetime | None = Field(
+        default=None,
+        description="keep looking until this instant (UTC) when nothing fits now, instead of failing at "
+        "once; at most the window's latest start (latest_end - duration_hours)",
+    )
+    search_every_minutes: StrictInt = Field(
+        default=DEFAULT_EVERY_MINUTES,
+        ge=MIN_EVERY_MINUTES,
+        le=MAX_EVERY_MINUTES,
+        description=f"with search_until: minutes until the second look; later gaps grow so that at most "
+        f"{MAX_MORE_LOOKS} more looks reach the deadline",
     )
 
     @field_validator("training_plan_arn")
@@ -308,6 +333,16 @@ class ReservationRequest(Model):
             )
         if len(set(value)) != len(value):
             raise problem("regions are listed more than once: list each region once, in preference order")
+        return value
+
+    @field_validator("search_until")
+    @classmethod
+    def _search_until_ahead(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        now = _now(info)
+        if value is not None and now is not None:
+            why = search_until_problem(value, now=now)
+            if why is not None:
+                raise problem(why)
         return value
 
     @field_validator("earliest_start")
@@ -409,6 +444,7 @@ class ReservationRequest(Model):
         problems.extend(self._platform_problems())
         problems.extend(self._brought_problems())
         problems.extend(self._serve_until_problems())
+        problems.extend(self._search_problems())
         names = [model.name for model in self.models]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -548,6 +584,47 @@ class ReservationRequest(Model):
         if self.rollover_of is not None and self.rollover_of == self.request_id:
             problems.append(
                 ("rollover_of", "names the request itself: it must name the reservation it follows")
+            )
+        return problems
+
+    def _search_problems(self) -> list[tuple[str, str]]:
+        """What ``search_until``/``search_every_minutes`` say against the rest of the request (no clock)."""
+        if self.search_until is None:
+            if self.search_every_minutes != DEFAULT_EVERY_MINUTES:
+                return [
+                    (
+                        "search_every_minutes",
+                        "says how often to look again until search_until: give search_until too, or leave "
+                        "search_every_minutes out",
+                    )
+                ]
+            return []
+        problems: list[tuple[str, str]] = []
+        latest_start = self.latest_end - timedelta(hours=self.duration_hours)
+        if self.search_until > latest_start:
+            problems.append(
+                (
+                    "search_until",
+                    f"{iso_z(self.search_until)} is after the window's latest start {iso_z(latest_start)} "
+                    f"(latest_end {iso_z(self.latest_end)} minus duration_hours {self.duration_hours}): a "
+                    f"reservation found later could not fit the window; choose {iso_z(latest_start)} or "
+                    "earlier, or move latest_end later",
+                )
+            )
+        if self.brought is not None:
+            problems.append(
+                (
+                    "search_until",
+                    "the request brings its own reservation, so nothing is searched for: remove search_until",
+                )
+            )
+        if self.platform == "sagemaker" and self.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+            problems.append(
+                (
+                    "search_until",
+                    f"{self.instance_type} has no training plan to look for (it runs on demand only): remove "
+                    "search_until, or pick a type training plans reserve",
+                )
             )
         return problems
 

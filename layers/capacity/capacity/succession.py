@@ -195,8 +195,8 @@ def successor_request(
     threshold = predecessor.approval_above_usd
     hours_to_decide = int((window.latest_start - now) / timedelta(hours=1)) - 1
     body = predecessor.model_dump(mode="json", exclude_none=True)
-    for brought in ("training_plan_arn", "capacity_reservation_id"):
-        body.pop(brought, None)  # the successor is bought
+    for field in ("training_plan_arn", "capacity_reservation_id", "search_until", "search_every_minutes"):
+        body.pop(field, None)  # the successor is bought, now or never: it does not keep looking
     body |= {
         "request_id": request_id,
         "earliest_start": iso_z(window.earliest_start),

@@ -13,7 +13,7 @@ from localcloud.emulator import Emulator, MarketConfig
 from localcloud.emulator.common import RecordingSink
 from localcloud.emulator.instances import INSTANCE_SPECS
 from localcloud.emulator.shapes import enum_values
-from tests.localcloud.emulator.support import START
+from tests.localcloud.emulator.support import START, raises_aws
 
 
 def search(emulator: Emulator, **overrides: Any) -> list[dict[str, Any]]:
@@ -139,3 +139,61 @@ def test_ids_do_not_depend_on_the_order_of_concurrent_searches(
         search(forward)[0]["TrainingPlanOfferingId"]
         != found_forward["us-east-1"][0]["TrainingPlanOfferingId"]
     )
+
+
+# ---------------------------------------------------------------- listings that move with virtual time
+
+
+def test_capacity_listed_from_a_later_instant_is_offered_only_from_then(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    appears = START + timedelta(days=3)
+    emulator = Emulator(
+        events=RecordingSink(), market=MarketConfig(listed_from={"*/ml.p5.48xlarge": appears})
+    )
+    assert search(emulator) == []
+    assert search(emulator, InstanceType="ml.p4d.24xlarge") != []  # other types are listed all along
+    clock.move_to(appears - timedelta(seconds=1))
+    assert search(emulator) == []
+    clock.move_to(appears)
+    found = search(emulator)
+    assert found
+    assert all(item["ReservedCapacityOfferings"][0]["StartTime"] >= appears for item in found)
+
+
+def test_an_offering_whose_capacity_is_delisted_cannot_be_bought(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    gone = START + timedelta(minutes=10)
+    emulator = Emulator(events=RecordingSink(), market=MarketConfig(listed_until={"us-east-1/*": gone}))
+    offering = search(emulator)[0]
+    clock.move_to(gone)  # still within the offering id's 30 minutes, but no longer for sale
+    assert search(emulator) == []
+    with raises_aws("ValidationException"):
+        emulator.call(
+            "sagemaker",
+            "CreateTrainingPlan",
+            {"TrainingPlanName": "late", "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"]},
+            region="us-east-1",
+        )
+
+
+def test_churn_withdraws_and_restores_offerings_over_time_the_same_way_for_the_same_seed(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    market = MarketConfig(churn=0.5, capacity={"*": 64})
+    first, second = (
+        Emulator(events=RecordingSink(), market=market),
+        Emulator(events=RecordingSink(), market=market),
+    )
+    still = Emulator(events=RecordingSink(), market=MarketConfig(capacity={"*": 64}))
+    seen: list[int] = []
+    for hours in range(0, 72, 6):
+        clock.move_to(START + timedelta(hours=hours))
+        window = {"StartTimeAfter": START + timedelta(days=6), "EndTimeBefore": START + timedelta(days=11)}
+        counts = [len(search(cloud, DurationHours=24, **window)) for cloud in (first, second, still)]
+        assert counts[0] == counts[1]  # seeded: the same seed lists the same things at the same instant
+        assert counts[2] == 4  # no churn: every start day of the window offered, all the time
+        seen.append(counts[0])
+    assert min(seen) < 4  # some periods withdraw pools...
+    assert len(set(seen)) > 1  # ...and others list them again

@@ -130,8 +130,13 @@ class OfferingStore:
         self._client = client
         self._ttl = timedelta(days=ttl_days)
 
-    def put_many(self, request_id: str, offerings: Sequence[Offering]) -> int:
+    def put_many(self, request_id: str, offerings: Sequence[Offering], *, look: int = 0) -> int:
         """Store ``offerings`` (same key = same offering, overwritten). Returns how many were written.
+
+        Args:
+            look: which search of a request that keeps looking (0: the first); each look's offerings are kept
+                apart (sort key ``look#<nn>#<key>`` from the second on), so a later choice never meets an
+                offering an earlier look found and the market has withdrawn since.
 
         Raises:
             RetryableAwsError: DynamoDB kept some items unprocessed after several rounds.
@@ -143,7 +148,7 @@ class OfferingStore:
                     "Item": serialize_item(
                         {
                             "request_id": request_id,
-                            "offering_key": offering.key,
+                            "offering_key": _look_prefix(look) + offering.key,
                             "ttl": expires,
                             **offering.model_dump(mode="json"),
                         }
@@ -169,10 +174,28 @@ class OfferingStore:
                 raise RetryableAwsError(f"DynamoDB BatchWriteItem left {len(pending)} offerings unprocessed")
         return len(requests)
 
-    def list(self, request_id: str) -> list[Offering]:
-        """Every stored offering of ``request_id`` (any order)."""
-        items = query_all(self._client, table=self._table, partition=("request_id", request_id))
-        return [Offering.model_validate(item) for item in items]
+    def list(self, request_id: str, *, look: int = 0) -> list[Offering]:
+        """Every offering of ``request_id`` stored by search ``look`` (any order)."""
+        prefix = _look_prefix(look)
+        items = query_all(
+            self._client,
+            table=self._table,
+            partition=("request_id", request_id),
+            sk_prefix=("offering_key", prefix) if prefix else None,
+        )
+        return [
+            Offering.model_validate(item)
+            for item in items
+            if prefix or not str(item["offering_key"]).startswith(_LOOK)
+        ]
+
+
+_LOOK = "look#"
+
+
+def _look_prefix(look: int) -> str:
+    """The sort-key prefix of look ``look``'s offerings (none for the first: keys as they always were)."""
+    return f"{_LOOK}{look:02d}#" if look else ""
 
 
 class SignatureLog:

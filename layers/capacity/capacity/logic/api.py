@@ -63,6 +63,7 @@ from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
+from capacity.logic.keep_looking import latest_wait_token
 from capacity.logic.policy import charged_to, check_approver, may_act
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -404,7 +405,8 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bo
 
 
 def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
-    """Cancel: record ``CANCELLED``, reject a pending approval, put ``ReleaseRequested`` (``cancelled``).
+    """Cancel: record ``CANCELLED``, reject a pending approval, end a wait between two looks (keep looking),
+    put ``ReleaseRequested`` (``cancelled``).
 
     A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided) is
     cancelled only with ``confirm``: without it :class:`~capacity.errors.PaidReservation` (409) names the sunk
@@ -460,10 +462,12 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     # The token is read after the outcome is recorded, not judged from the history read before: an
     # approval step racing this DELETE stores its token first and records AWAITING_APPROVAL only while no
     # outcome exists (Ledger.append unless_outcome), so either it sees CANCELLED or its token is seen here.
-    token = _latest_token(ports, request_id)
-    if token:
-        with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
-            ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
+    # A request that keeps looking waits between two looks the same way: its wait ends now, not at its next
+    # look (keep_looking.search_wait writes its token before it reads the outcome).
+    for token in (_latest_token(ports, request_id), latest_wait_token(ports, request_id)):
+        if token:
+            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
+                ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
     ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
 

@@ -11,11 +11,18 @@ followed by ``REJECTED`` when over budget. ``PLANNED`` is written only while no 
 transaction), so a DELETE landing after the step's cancel check cannot leave ``PLANNED`` after ``CANCELLED``.
 Posts the offerings table and the decision to Slack and puts ``ReservationPlanned`` (and
 ``ReservationFailed`` for ``NO_OFFERING``).
+
+A request that keeps looking (``search_until``, issue 17) and finds nothing that fits the rules before its
+deadline records ``SEARCHING`` instead and answers ``SEARCH_AGAIN`` with the next look
+(:mod:`capacity.logic.keep_looking`); at the deadline the last look's plan is recorded as above, its reason
+saying how long it looked, and ``NO_OFFERING`` ends with the error ``SearchDeadlinePassed``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from datetime import datetime
 
 from capacity import messages
 from capacity.contracts import ChooseInput, ChooseOutput
@@ -23,11 +30,13 @@ from capacity.errors import ReservationCancelled
 from capacity.events import ReservationFailedDetail, ReservationPlannedDetail
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
+from capacity.logic.keep_looking import look_again
 from capacity.logic.policy import admit, judge_plan
-from capacity.planner import Decision, decide
+from capacity.planner import Decision, Plan, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.records import State
+from capacity.request import ReservationRequest
 
 
 def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
@@ -48,7 +57,7 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
     if State.CANCELLED in seen:
         raise ReservationCancelled(f"reservation {request.id} was cancelled before an offering was chosen")
 
-    offerings = ports.offerings.list(request.id)
+    offerings = ports.offerings.list(request.id, look=step.look)
     quota_errors = {s.region: s.quota_error for s in step.searches if s.quota_error}
     # Before anyone is asked to approve or anything is bought: only regions where what the request names
     # exists (models, launch template) may be chosen (issue 13, defect 10).
@@ -60,6 +69,11 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
         plan = replace(plan, reason=f"{plan.reason} {not_considered(blocked)}")
     plan, refusal = judge_plan(plan, admission, ports)
     rejection = "TeamLimitExceeded" if refusal else "BudgetExceeded"
+    looking = look_again(ports, request, plan, refusal, history, look=step.look)
+    if looking.upcoming is not None:  # nothing fits yet: SEARCHING is recorded, the workflow waits
+        waited = replace(plan, decision=Decision.SEARCH_AGAIN, offering=None)
+        return _answer(request, step, waited, looking.upcoming.at, now=ports.clock())
+    plan, error = looking.plan, looking.error
     summary = plan.offering.summary() if plan.offering else None
 
     if plan.decision is Decision.NO_OFFERING:
@@ -77,14 +91,14 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
             )
             ports.events.put(
                 "ReservationFailed",
-                ReservationFailedDetail(request_id=request.id, error="OfferingNotFound", reason=plan.reason),
+                ReservationFailedDetail(request_id=request.id, error=error, reason=plan.reason),
             )
         written = ports.ledger.append_outcome(
             request.id,
             State.FAILED,
             actor=ports.actor,
             detail={
-                "error": "OfferingNotFound",
+                "error": error,
                 "decision": plan.decision.value,
                 "reason": plan.reason,
                 "alternatives": [o.summary().model_dump(mode="json") for o in plan.alternatives],
@@ -135,9 +149,27 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
             post(ports, messages.offerings_table(request, plan, rank(offerings, request.regions)))
             post(ports, messages.decision(request, plan))
 
+    return _answer(request, step, plan, looking.next_look_at)
+
+
+def _answer(
+    request: ReservationRequest,
+    step: ChooseInput,
+    plan: Plan,
+    next_look_at: datetime | None,
+    *,
+    now: datetime | None = None,
+) -> ChooseOutput:
+    """The step's answer for ``plan``; with ``now``, a wait until ``next_look_at`` (``SEARCH_AGAIN``: at least
+    a second, the ``SearchLater`` task's timeout)."""
+    wait = max(1, math.ceil((next_look_at - now).total_seconds())) if now and next_look_at else 0
     return ChooseOutput(
         decision=plan.decision.value,
         reason=plan.reason,
-        offering=summary,
+        offering=plan.offering.summary() if plan.offering else None,
         approval_timeout_seconds=request.approval_timeout_hours * 3600,
+        look=step.look,
+        next_look=step.look + 1,
+        next_look_at=next_look_at,
+        wait_seconds=wait,
     )

@@ -1,6 +1,9 @@
 """Step 4, ``notify``: approval requests, approval outcomes and failures.
 
-Over 400 lines: the notify function handles five kinds that share the outcome bookkeeping.
+Over 400 lines: the notify function handles six kinds that share the outcome bookkeeping.
+
+- ``search_wait``: keeps the token of the wait between two looks of a request that keeps looking
+  (:func:`capacity.logic.keep_looking.search_wait`), so a cancel ends the wait at once.
 
 - ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
   ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
@@ -42,6 +45,7 @@ from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, Res
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
+from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, search_wait
 from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
@@ -61,6 +65,7 @@ _FRIENDLY_ERRORS = {
     "EndpointFailed": "the endpoint failed",
     "ComponentFailed": "an inference component failed",
     "OfferingExpired": "the offering expired before it could be bought",
+    SEARCH_DEADLINE_PASSED: "nothing that fits was found by the request's search_until",
     "QuotaExceeded": "a service quota was exceeded",
     "PurchaseFailed": "the purchase failed",
     "BudgetExceeded": "the offering is over budget",
@@ -98,6 +103,8 @@ def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
         InvalidRequest: a field the kind needs is missing (``task_token``, ``plan``, ``error``).
         ReservationNotFound: ``approval_request`` for an unknown request.
     """
+    if step.kind == "search_wait":
+        return search_wait(step, ports)
     if step.kind == "approval_request":
         return _approval_request(step, ports)
     if step.kind == "approval_outcome":

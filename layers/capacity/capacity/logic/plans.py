@@ -36,6 +36,7 @@ from capacity.base import Model
 from capacity.contracts import OptionCost, PlanAdvice, TeamCheck
 from capacity.errors import RetryableAwsError
 from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
+from capacity.logic.keep_looking import dry_run_note, may_look_again
 from capacity.logic.policy import Admission, admit, charged_to, judge_plan, left_in_month
 from capacity.logic.search import region_offerings
 from capacity.offerings import Offering
@@ -44,6 +45,7 @@ from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.recommendation import Recommendation, on_demand_check, recommend, reservable
 from capacity.request import parse_request
+from capacity.wire import UtcDatetime
 
 PLAN_TIME_LIMIT_SECONDS = 20.0
 """Stop starting new region searches after this long (the API answers within API Gateway's 29 s)."""
@@ -65,10 +67,12 @@ class PlanResult(Model):
     ``upfront_fee_usd``, ``on_demand_equivalent_usd``, ``saving_percent`` and ``break_even_utilisation``
     (a fraction: the capacity pays off when used more than this share of the reserved hours);
     ``alternatives`` the nearest infeasible ones. ``needs_approval`` is true when buying it would wait for
-    a person (fee above ``approval_above_usd``). ``advice`` says which option the decision framework
-    recommends (on demand now, spot, the training plan or capacity block, or none), why, what it costs
-    against the alternatives and the break-even utilisation of reserving; ``recommendation`` is the
-    reservation the workflow would buy if it reserves. Money is USD (decimal strings in JSON).
+    a person (fee above ``approval_above_usd``). ``next_look_at`` (UTC) is set when the request keeps
+    looking (``search_until``) and nothing fits now: when the workflow would search again (issue 17).
+    ``advice`` says which option the decision framework recommends (on demand now, spot, the training plan
+    or capacity block, or none), why, what it costs against the alternatives and the break-even utilisation
+    of reserving; ``recommendation`` is the reservation the workflow would buy if it reserves. Money is USD
+    (decimal strings in JSON).
     """
 
     request_id: str
@@ -93,6 +97,11 @@ class PlanResult(Model):
     team: TeamCheck | None = Field(
         default=None,
         description="what the caller's team refuses and has left this month (null: no teams policy)",
+    )
+    next_look_at: UtcDatetime | None = Field(
+        default=None,
+        description="a request with search_until that finds nothing fitting now: when the workflow would "
+        "look again (UTC); null otherwise",
     )
 
 
@@ -166,6 +175,9 @@ def plan_reservation(
     feasible_regions = {o.region for o in offerings if o.feasible}
     offerings = [o for o in offerings if o.region not in blocked]
     plan, refusal = judge_plan(decide(planned, offerings, quota_errors=quota_errors), admission, ports)
+    next_look_at, look_note = (None, "")
+    if request.search_until is not None and may_look_again(plan, refusal):
+        next_look_at, look_note = dry_run_note(request, now)
     # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
     # workflow tries on demand first when the strategy and the start allow it.
     recommendation = recommend(request, offerings, now=now, on_demand_available=None)
@@ -182,6 +194,7 @@ def plan_reservation(
         reason += f" {not_considered(blocked)}"
     if skipped:
         reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
+    reason += look_note
     threshold = planned.approval_above_usd
     needs_approval = (
         decision == Decision.DRY_RUN.value
@@ -204,6 +217,7 @@ def plan_reservation(
         unusable_regions={r: "; ".join(p.message for p in issues) for r, issues in blocked.items()},
         advice=_advice(recommendation, on_demand_check(request, now)),
         team=_team_check(admission, refusal, ports),
+        next_look_at=next_look_at,
     )
 
 

@@ -189,7 +189,7 @@ def search_offerings(step: SearchInput, ports: Ports) -> SearchOutput:
     """
     request = load_request(ports, step.request_id)
     offerings, quota_error = region_offerings(ports, step.region, request)
-    ports.offerings.put_many(request.id, offerings)
+    ports.offerings.put_many(request.id, offerings, look=step.look)
     return SearchOutput(
         region=step.region,
         count=len(offerings),

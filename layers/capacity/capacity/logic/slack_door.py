@@ -82,7 +82,7 @@ DEFAULT_FLEX = timedelta(days=1)
 USAGE = """*Usage:* `/gpu <command>`
 • `/gpu reserve <count> <instance type> <duration> [from <date>] [until <date>] models=<a,b> max=<USD> \
 [regions=<r1,r2>] [approval=<USD>] [accelerators=<n>] [memory=<MB>] [cpus=<n>] [copies=<min:initial:max>] \
-[timeout=<hours>] [id=<request id>] [team=<team>]`
+[timeout=<hours>] [id=<request id>] [team=<team>] [search_until=<date>] [search_every=<minutes, or 2h>]`
     e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
 models=llama-eu,llama-us max=30000`
 • `/gpu plan <same as reserve>`: which option (on demand now or a training plan), why, what it costs against \
@@ -103,6 +103,10 @@ without from/until/id>`: a recurring reservation (approvers), e.g. `/gpu schedul
 cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
 `/gpu schedule list`, `/gpu schedule delete <name>`
 • `/gpu help`: this help
+With `search_until=<date>`, when nothing fits now the request keeps looking until that date (UTC, at \
+most the window's latest start) instead of failing: next after `search_every` (default 60 minutes), then at \
+growing intervals, at most 6 more looks; it buys as soon as something fits, says so in the thread if nothing \
+does by then, and `/gpu cancel` stops it. `/gpu plan` says when it would look next.
 Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
 existing SageMaker models (`models=name`, one inference component each); `max` is the most to pay upfront \
 in USD. Without `from` the window starts now and on-demand capacity is tried first; with a later `from` a \
@@ -124,6 +128,8 @@ _OPTIONS = {
     "team",
     "from",
     "until",
+    "search_until",
+    "search_every",
 }
 _FIELD_NAMES = {
     "requester": "your Slack user",
@@ -142,8 +148,10 @@ _FIELD_NAMES = {
     "start_after_hours": "after",
     "window_hours": "window",
     "schedule_expression": "expression",
+    "search_every_minutes": "search_every",
 }
 _DURATION = re.compile(r"^(\d{1,4})([dh])$")
+_MINUTES = re.compile(r"^(\d{1,5})([mh]?)$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -255,7 +263,7 @@ def _duration_hours(word: str) -> int:
 
 
 def _instant(word: str, name: str) -> datetime:
-    """``YYYY-MM-DD`` (00:00 UTC) or an ISO-8601 UTC time."""
+    """``YYYY-MM-DD`` (00:00 UTC) or an ISO-8601 UTC time (``name``: the word or ``option=`` it came with)."""
     text = word.upper()
     if _DATE.match(text):
         text += "T00:00:00Z"
@@ -263,7 +271,8 @@ def _instant(word: str, name: str) -> datetime:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise UsageError(
-            f"`{name} {word}` is not a date: use `2026-12-10` or `2026-12-10T11:30Z` (UTC)"
+            f"`{name}{'' if name.endswith('=') else ' '}{word}` is not a date: use `2026-12-10` or "
+            "`2026-12-10T11:30Z` (UTC)"
         ) from exc
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -344,7 +353,19 @@ def request_from_words(
         body["request_id"] = options["id"]
     if "team" in options:
         body["team"] = options["team"]
+    if "search_until" in options:
+        body["search_until"] = iso_z(_instant(options["search_until"], "search_until="))
+    if "search_every" in options:
+        body["search_every_minutes"] = _minutes(options["search_every"], "search_every")
     return body
+
+
+def _minutes(value: str, name: str) -> int:
+    """``90``, ``90m`` -> 90; ``2h`` -> 120 (minutes)."""
+    match = _MINUTES.match(value.lower())
+    if not match:
+        raise UsageError(f"`{name}={value}` must be minutes, like `90` or `90m`, or hours, like `2h`")
+    return int(match.group(1)) * (60 if match.group(2) == "h" else 1)
 
 
 def _options(rest: Sequence[str]) -> dict[str, str]:

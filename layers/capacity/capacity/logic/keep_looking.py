@@ -1,0 +1,219 @@
+"""Keep looking until a deadline (issue 17 item 4): whether a request searches again, the ``SEARCHING``
+record of each look, and the wait between two looks.
+
+A request with ``search_until`` whose search finds nothing that fits the rules - no offering
+(``NO_OFFERING``) or none within its budget (``REJECTED`` without a team's refusal) - is not ended: the choose
+step answers ``SEARCH_AGAIN`` with the next look's instant (:mod:`capacity.search_schedule`), records
+``SEARCHING`` once per look (only while no outcome exists: a cancel that came first wins) and the reserve
+workflow waits in ``SearchLater``, a ``.waitForTaskToken`` task whose timeout is the next look: one task
+however long the wait (O(1) transitions, as the activation wait), and one a cancel can end at once
+(``DELETE`` fails the stored token, as it does a waiting approval). A later look that finds something that
+fits goes the usual way (``PLANNED``, an approval when one is needed, the purchase). At the deadline the last
+look's plan stands: ``NO_OFFERING`` ends ``FAILED`` with the error ``SearchDeadlinePassed`` (the requester is
+told in Slack, ``ReservationFailed`` is put and reaches the operations topic), over budget ends ``REJECTED``,
+each saying how long it looked. A team's refusal (types, regions, quota, its month's money) ends at once:
+looking again does not change who may spend what. A dry run never waits: it says when it would look next.
+
+Ledger items: ``STATE#`` ``SEARCHING`` (``detail``: ``look``, ``since``, ``next_look_at``, ``search_until``,
+``looks_left``, ``decision``, ``reason``) and ``SEARCH_WAIT#<time>#<nonce>`` (the waiting task's token; the
+newest is the live one).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from capacity import messages
+from capacity.contracts import NotifyInput, NotifyOutput
+from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
+from capacity.ledger import SEARCH_WAIT
+from capacity.logic.common import final_state, post
+from capacity.planner import Decision, Plan
+from capacity.ports import Ports
+from capacity.records import LedgerEntry, State
+from capacity.request import ReservationRequest
+from capacity.search_schedule import looks_left, next_look
+from capacity.timeutil import iso_ms, iso_z, parse_utc
+
+SEARCH_DEADLINE_PASSED = "SearchDeadlinePassed"
+"""The error a reservation ends ``FAILED`` with when nothing was found by ``search_until``."""
+
+
+@dataclass(frozen=True)
+class NextLook:
+    """When a request that found nothing fitting looks again.
+
+    ``since`` is its first look, ``at`` the next one, ``left`` how many are still to come with it,
+    ``deadline`` the request's ``search_until`` (UTC).
+    """
+
+    since: datetime
+    at: datetime
+    left: int
+    deadline: datetime
+
+
+def may_look_again(plan: Plan, refusal: str | None) -> bool:
+    """True when ``plan`` found nothing that fits the rules now but a later look may: no offering, or the
+    cheapest one above the request's budget (prices and offerings move). A team's refusal is final."""
+    return plan.decision is Decision.NO_OFFERING or (plan.decision is Decision.REJECTED and refusal is None)
+
+
+def searching_entries(history: list[LedgerEntry]) -> list[LedgerEntry]:
+    """The ``SEARCHING`` entries of a history, oldest first."""
+    return [entry for entry in history if entry.state is State.SEARCHING]
+
+
+def first_look(history: list[LedgerEntry], now: datetime) -> datetime:
+    """When the request first looked (its first ``SEARCHING``'s ``since``), or ``now`` for the first look."""
+    looked = searching_entries(history)
+    return parse_utc(str(looked[0].detail["since"])) if looked else now
+
+
+def next_look_for(request: ReservationRequest, since: datetime, now: datetime) -> NextLook | None:
+    """The look after the one made at ``now`` by a request that first looked at ``since``, or None when it
+    does not keep looking (no ``search_until``) or the deadline has come."""
+    if request.search_until is None:
+        return None
+    every = request.search_every_minutes
+    at = next_look(since, request.search_until, every, now=now)
+    if at is None:
+        return None
+    left = looks_left(since, request.search_until, every, now=now)
+    return NextLook(since=since, at=at, left=left, deadline=request.search_until)
+
+
+def dry_run_note(request: ReservationRequest, now: datetime) -> tuple[datetime | None, str]:
+    """For a dry run that found nothing fitting: when the workflow would look again, and the sentence that
+    says so (``(None, "")`` without ``search_until``)."""
+    upcoming = next_look_for(request, now, now)
+    if upcoming is None:
+        return None, ""
+    return upcoming.at, (
+        f" Nothing fits now: the request keeps looking until {iso_z(upcoming.deadline)} (search_until), so "
+        f"it would look again at {iso_z(upcoming.at)} ({upcoming.left} looks at most, the last at the "
+        "deadline) and buy as soon as something fits."
+    )
+
+
+def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: datetime) -> str:
+    """The sentence in front of the final reason at the deadline: how long and how often it looked."""
+    if request.search_until is None:
+        return ""
+    looks = len(searching_entries(history)) + 1
+    since = first_look(history, now)
+    return (
+        f"Looked {looks} time{'s' if looks > 1 else ''} from {iso_z(since)} until the deadline "
+        f"{iso_z(request.search_until)} (search_until) and nothing fitted: "
+    )
+
+
+def record_searching(
+    ports: Ports,
+    request: ReservationRequest,
+    plan: Plan,
+    history: list[LedgerEntry],
+    *,
+    look: int,
+    upcoming: NextLook,
+) -> None:
+    """Record ``SEARCHING`` for this look (once per next look: a retried step records nothing twice) and, at
+    the first one, tell the requester that it keeps looking.
+
+    Raises:
+        ReservationCancelled: an outcome (a cancel) is recorded: nothing is written.
+    """
+    due = iso_z(upcoming.at)
+    if any(entry.detail.get("next_look_at") == due for entry in searching_entries(history)):
+        return
+    written = ports.ledger.append(
+        request.id,
+        State.SEARCHING,
+        actor=ports.actor,
+        detail={
+            "look": look,
+            "since": iso_z(upcoming.since),
+            "next_look_at": due,
+            "search_until": iso_z(upcoming.deadline),
+            "looks_left": upcoming.left,
+            "decision": plan.decision.value,
+            "reason": plan.reason,
+        },
+        unless_outcome=True,  # a DELETE that got in first wins: ReservationCancelled, nothing written
+    )
+    if written is not None and not searching_entries(history):
+        post(ports, messages.searching(request, plan.reason, upcoming.at, upcoming.left))
+
+
+@dataclass(frozen=True)
+class Looking:
+    """What keep looking makes of a search's plan: ``upcoming`` set means search again (``SEARCHING`` is
+    recorded); otherwise ``plan`` stands, its reason completed (when a dry run would look again, or how
+    long it looked by the deadline), ``error`` is what a ``NO_OFFERING`` ends with and ``next_look_at`` is a
+    dry run's next look (UTC)."""
+
+    plan: Plan
+    error: str = "OfferingNotFound"
+    upcoming: NextLook | None = None
+    next_look_at: datetime | None = None
+
+
+def look_again(
+    ports: Ports,
+    request: ReservationRequest,
+    plan: Plan,
+    refusal: str | None,
+    history: list[LedgerEntry],
+    *,
+    look: int,
+) -> Looking:
+    """Whether the request searches again after ``plan`` (the choose step's rule, see the module docstring).
+
+    Raises:
+        ReservationCancelled: it would search again but an outcome (a cancel) is recorded.
+    """
+    if request.search_until is None or not may_look_again(plan, refusal):
+        return Looking(plan)
+    now = ports.clock()
+    if request.dry_run:
+        at, note = dry_run_note(request, now)
+        return Looking(replace(plan, reason=plan.reason + note), next_look_at=at)
+    upcoming = next_look_for(request, first_look(history, now), now)
+    if upcoming is None:  # the deadline has come: the last look's plan stands
+        note = deadline_note(request, history, now)
+        return Looking(replace(plan, reason=note + plan.reason), error=SEARCH_DEADLINE_PASSED)
+    record_searching(ports, request, plan, history, look=look, upcoming=upcoming)
+    return Looking(plan, upcoming=upcoming)
+
+
+def search_wait(step: NotifyInput, ports: Ports) -> NotifyOutput:
+    """``notify`` kind ``search_wait``: keep the waiting task's token (``SEARCH_WAIT#<time>#<nonce>``) so a
+    cancel can end the wait at once; the task then waits until its timeout, the next look.
+
+    The token is written before the outcome is read, and a ``DELETE`` records the outcome before it reads the
+    newest token, so one of the two always sees the other: never a wait a cancel cannot end.
+
+    Raises:
+        InvalidRequest: no ``task_token``.
+        ReservationCancelled: the reservation already has an outcome (nothing to wait for).
+    """
+    if not step.task_token:
+        raise InvalidRequest([FieldError("task_token", "is required for kind search_wait")])
+    now = ports.clock()
+    ports.ledger.put_once(
+        step.request_id,
+        f"{SEARCH_WAIT}#{iso_ms(now)}#{uuid.uuid4().hex[:8]}",
+        {"task_token": step.task_token, "actor": ports.actor},
+    )
+    final = final_state(ports.ledger.history(step.request_id))
+    if final is not None:
+        raise ReservationCancelled(f"reservation {step.request_id} is {final.value}: it looks no further")
+    return NotifyOutput(notified=True, state=State.SEARCHING.value)
+
+
+def latest_wait_token(ports: Ports, request_id: str) -> str | None:
+    """The token of the newest search wait of ``request_id`` (None when it never waited)."""
+    waits = sorted(ports.ledger.items(request_id, f"{SEARCH_WAIT}#"), key=lambda item: str(item["sk"]))
+    return str(waits[-1]["task_token"]) if waits else None

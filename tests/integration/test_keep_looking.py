@@ -1,0 +1,226 @@
+"""Keep looking until a deadline (issue 17 item 4) on the local cloud, whose market lists capacity from a
+later virtual instant (``MarketConfig.listed_from``) or never (``capacity`` 0):
+
+- no offering today, one from day 3: bought at the first look after it appeared, within the window and the
+  rules (budget; an approval when above the threshold), on both platforms;
+- none until the deadline: the requester is told at the deadline (FAILED ``SearchDeadlinePassed``, the Slack
+  decision, ``ReservationFailed`` on the operations topic), nothing is bought;
+- one day and ten days of looking take the same state transitions (``GetExecutionHistory``'s
+  ``*StateEntered``, as bench section 1 counts them);
+- a cancel during a wait ends the looking at once: the reserve execution stops within minutes, nothing is
+  bought, even when capacity appears later.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.emulator.market import MarketConfig
+from tests.integration.support import (
+    APPROVER,
+    LIFECYCLE,
+    START,
+    TEMPLATE,
+    api_event,
+    base_request,
+    in_order,
+    ledger_items,
+    make_cloud,
+    post_reservation,
+    slack_texts,
+    states,
+    training_plans,
+)
+from tests.integration.test_ec2_capacity_blocks import blocks, create_launch_templates, ec2_request
+from tests.integration.test_operations_notices import _inbox, _subscribe
+
+pytestmark = pytest.mark.integration
+
+RID = "eval-week-49"
+"""The demo request's id: 2 x ml.p5.48xlarge for 72 h between 2026-12-06 and 2026-12-13 (latest start
+2026-12-10T00:00Z), budget $12,000, approval above $6,000."""
+APPEARS = START + timedelta(days=3)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _looking(search_until: datetime, **extra: Any) -> dict[str, Any]:
+    return {**base_request(), "search_until": _iso(search_until), **extra}
+
+
+def _entries(cloud: LocalCloud, request_id: str, state: str) -> list[dict[str, Any]]:
+    items = ledger_items(cloud, request_id)
+    return [i for i in items if i["sk"].startswith("STATE#") and i["state"] == state]
+
+
+def _at(entry: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(entry["at"]).replace("Z", "+00:00"))
+
+
+def _reserve_execution(cloud: LocalCloud) -> Any:
+    (execution,) = [e for e in cloud.executions() if e.state_machine.endswith("ReserveCapacityStateMachine")]
+    return execution
+
+
+def _first_look_after(cloud: LocalCloud, request_id: str, moment: datetime) -> datetime:
+    """The first look the ledger's SEARCHING entries scheduled at or after ``moment``."""
+    due = sorted(
+        datetime.fromisoformat(str(e["detail"]["next_look_at"]).replace("Z", "+00:00"))
+        for e in _entries(cloud, request_id, "SEARCHING")
+    )
+    return next(look for look in due if look >= moment)
+
+
+def test_an_offering_that_appears_on_day_3_is_bought_then_within_the_window_and_the_rules() -> None:
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
+    with make_cloud(market=market) as cloud:
+        response = post_reservation(cloud, _looking(START + timedelta(days=8)))
+        assert response["statusCode"] == 202, response["json"]
+        cloud.run_until_idle()
+
+        seen = states(cloud, RID)
+        assert seen[:2] == ["REQUESTED", "SEARCHING"], seen
+        assert in_order(seen, LIFECYCLE), seen
+        assert "FAILED" not in seen, seen
+        assert "REJECTED" not in seen, seen
+        (purchased,) = _entries(cloud, RID, "PURCHASED")
+        # Bought at the first look after the capacity appeared, not before and not a look later.
+        assert _at(purchased) >= APPEARS
+        assert _at(purchased) - _first_look_after(cloud, RID, APPEARS) < timedelta(minutes=15)
+        # No look found anything before day 3: every SEARCHING look is before the capacity appeared.
+        assert all(_at(e) < APPEARS for e in _entries(cloud, RID, "SEARCHING"))
+        (plan,) = training_plans(cloud)
+        assert datetime(2026, 12, 6, tzinfo=plan["StartTime"].tzinfo) <= plan["StartTime"]
+        assert plan["EndTime"] <= datetime(2026, 12, 13, tzinfo=plan["EndTime"].tzinfo)
+        assert Decimal(str(purchased["money_usd"])) <= Decimal("6000")  # within budget, no approval needed
+        assert cloud.billable_resources() == []
+        assert "Still looking for eval-week-49" in slack_texts(cloud)
+
+
+def test_an_offering_found_on_a_later_look_above_the_threshold_waits_for_an_approver() -> None:
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
+    with make_cloud(market=market) as cloud:
+        body = _looking(START + timedelta(days=8), approval_above_usd="1000")
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
+        assert _at(_entries(cloud, RID, "AWAITING_APPROVAL")[0]) >= APPEARS
+        assert training_plans(cloud) == []  # nothing bought before a person approves
+        decided = cloud.api_request(
+            api_event({"approved": True}, path=f"/reservations/{RID}/approval", caller=APPROVER)
+        )
+        assert decided["statusCode"] == 200, decided["body"]
+        cloud.run_until_idle()
+        seen = states(cloud, RID)
+        assert in_order(seen, ["SEARCHING", "PLANNED", "AWAITING_APPROVAL", "PURCHASED", "RELEASED"]), seen
+        assert len(training_plans(cloud)) == 1
+
+
+def test_nothing_until_the_deadline_tells_the_requester_at_the_deadline() -> None:
+    deadline = START + timedelta(days=2)
+    with LocalCloud(
+        TEMPLATE,
+        start=START,
+        market=MarketConfig(capacity={"*": 0}),
+        parameter_overrides={"SlackChannelId": "C0TESTS"},
+    ) as cloud:
+        topic, queue = _subscribe(cloud)
+        assert post_reservation(cloud, _looking(deadline))["statusCode"] == 202
+        cloud.run_until_idle()
+
+        seen = states(cloud, RID)
+        assert seen == ["REQUESTED"] + ["SEARCHING"] * 6 + ["FAILED"], seen
+        (failed,) = _entries(cloud, RID, "FAILED")
+        assert deadline <= _at(failed) < deadline + timedelta(minutes=15)  # at the deadline, not before
+        assert failed["detail"]["error"] == "SearchDeadlinePassed"
+        assert "until the deadline 2026-12-01T12:00:00Z (search_until)" in failed["detail"]["reason"]
+        assert training_plans(cloud) == []
+        assert "Decision for eval-week-49: NO_OFFERING" in slack_texts(cloud)
+        notices = [n for n in _inbox(cloud, queue) if "eval-week-49" in n]
+        assert any("SearchDeadlinePassed" in n for n in notices), notices
+        assert any(d.target_arn == topic for d in cloud.delivery.deliveries)
+
+
+def _transitions_looking_for(days: int) -> int:
+    with make_cloud(market=MarketConfig(capacity={"*": 0})) as cloud:
+        assert post_reservation(cloud, _looking(START + timedelta(days=days)))["statusCode"] == 202
+        cloud.run_until_idle()
+        assert states(cloud, RID)[-1] == "FAILED"
+        execution = _reserve_execution(cloud)
+        with cloud.dispatcher.exempt():
+            history = cloud.client("stepfunctions").get_execution_history(
+                executionArn=execution.arn, maxResults=1000
+            )
+        entered = [e for e in history["events"] if e["type"].endswith("StateEntered")]
+        assert len(entered) == execution.transitions
+        return int(execution.transitions)
+
+
+def test_one_and_ten_days_of_looking_take_the_same_transitions() -> None:
+    one, ten = _transitions_looking_for(1), _transitions_looking_for(10)
+    assert one == ten
+    assert one < 120  # seven looks: a handful of states each, whatever the waits last
+
+
+def test_a_cancel_during_the_wait_ends_the_looking_at_once_and_buys_nothing() -> None:
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
+    with make_cloud(market=market) as cloud:
+        assert post_reservation(cloud, _looking(START + timedelta(days=8)))["statusCode"] == 202
+        cloud.run(stop_when=lambda: len(_entries(cloud, RID, "SEARCHING")) >= 2)
+        cloud.run(until=cloud.now() + timedelta(minutes=10))  # in the wait between two looks
+        cancelled_at = cloud.now()
+        answer = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}"))
+        assert answer["statusCode"] == 202, answer["body"]
+        cloud.run_until_idle()  # capacity appears on day 3: nobody looks any more
+
+        execution = _reserve_execution(cloud)
+        assert execution.status == "SUCCEEDED"  # a cancel is not a failure (the Stopped state)
+        assert execution.stop is not None
+        assert execution.stop - cancelled_at < timedelta(minutes=5)  # not at the next look, hours later
+        seen = states(cloud, RID)
+        assert seen[-1] == "CANCELLED" or in_order(seen, ["CANCELLED", "RELEASED"]), seen
+        assert "PLANNED" not in seen, seen
+        assert "PURCHASED" not in seen, seen
+        assert training_plans(cloud) == []
+        assert cloud.billable_resources() == []
+
+
+def test_plans_say_when_the_workflow_would_look_next() -> None:
+    with make_cloud(market=MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})) as cloud:
+        body = _looking(START + timedelta(days=8), search_every_minutes=180)
+        answer = cloud.api_request(api_event(body, path="/plans"))
+        assert answer["statusCode"] == 200, answer["body"]
+        plan = json.loads(answer["body"])
+        assert plan["decision"] == "NO_OFFERING"
+        assert plan["next_look_at"] == _iso(START + timedelta(hours=3))
+        assert states(cloud, RID) == []  # a dry run records nothing
+
+
+def test_ec2_a_capacity_block_that_appears_later_is_bought_then_and_released() -> None:
+    market = MarketConfig(listed_from={"*/p5.48xlarge": START + timedelta(days=2)})
+    request_id = "train-week-49-ec2"
+    with make_cloud(market=market) as cloud:
+        create_launch_templates(cloud)
+        body = {**ec2_request(), "search_until": _iso(START + timedelta(days=8))}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run_until_idle()
+
+        seen = states(cloud, request_id)
+        assert seen[:2] == ["REQUESTED", "SEARCHING"], seen
+        assert in_order(seen, LIFECYCLE), seen
+        (purchased,) = _entries(cloud, request_id, "PURCHASED")
+        appeared = START + timedelta(days=2)
+        assert _at(purchased) >= appeared
+        assert _at(purchased) - _first_look_after(cloud, request_id, appeared) < timedelta(minutes=15)
+        bought = [b for b in blocks(cloud) if b["State"] not in ("payment-failed", "failed")]
+        assert len(bought) == 1
+        assert datetime(2026, 12, 6, tzinfo=bought[0]["StartDate"].tzinfo) <= bought[0]["StartDate"]
+        assert Decimal(str(purchased["money_usd"])) <= Decimal("12000")
+        assert cloud.billable_resources() == []
