@@ -84,7 +84,10 @@ def test_too_late_or_already_covered_gives_no_successor_and_says_why() -> None:
 
 def test_the_successor_request_spends_only_what_the_chain_has_left() -> None:
     predecessor = parse_request(
-        request_body(serve_until="2026-12-14T10:30:00Z", approval_above_usd="6000"), now=NOW
+        request_body(
+            serve_until="2026-12-14T10:30:00Z", approval_above_usd="6000", search_until="2026-12-05T00:00:00Z"
+        ),
+        now=NOW,
     )
     now = END - timedelta(hours=48)
     window = successor_window(
@@ -110,6 +113,7 @@ def test_the_successor_request_spends_only_what_the_chain_has_left() -> None:
         window.duration_hours,
     )
     assert successor.models == predecessor.models
+    assert successor.search_until is None  # bought now or never: it does not keep looking
     assert successor.approval_timeout_hours == 24  # the latest start is 45 h away
     with pytest.raises(NoSuccessorError, match="whole budget"):
         successor_request(
