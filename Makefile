@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 test lint typecheck template build unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -53,6 +53,13 @@ demo: venv
 ## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
 demo-ec2: venv
 	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json
+
+## Keep serving (issue 17): a request with serve_until whose training plan is extended once in place, then,
+## when nothing more can be extended in its region, rolled over to a plan in another region; the traffic
+## replay follows the endpoint parameter across the switch (events/market_serve_until.json: the market).
+demo-extend: venv
+	$(BIN)/python -m localcloud run events/api_post_reservation_serve_until.json \
+		--market events/market_serve_until.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
 
 ## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
 ## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.

@@ -289,6 +289,17 @@ class CapacityApi:
             planned="issue 17 adds it",
         )
 
+    def serve_until(self, request_id: str, body: Mapping[str, Any]) -> Any:
+        """``PATCH /reservations/{id}`` (issue 17): ``serve_until`` and/or ``rollover_lead_hours``, when the
+        deployment has it.
+
+        Raises:
+            NotAvailableError: the route does not exist in this deployment.
+        """
+        return self.call(
+            "PATCH", f"/reservations/{_segment(request_id)}", body=dict(body), planned="issue 17 adds it"
+        )
+
 
 def spend_so_far(view: Mapping[str, Any]) -> Decimal:
     """USD committed so far: the sum of the history's ``money_usd`` (upfront fees as they are recorded)."""

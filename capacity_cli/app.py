@@ -634,6 +634,37 @@ def extend(
     render.emit(runtime.out, runtime.output, result, render.extensions_view(result))
 
 
+@app.command("serve-until")
+def serve_until(
+    ctx: typer.Context,
+    request_id: Annotated[str, typer.Argument(help="The reservation to keep serving.")],
+    until: Annotated[
+        str,
+        typer.Argument(
+            help="Until when (ISO-8601 UTC, or +3d from now), or 'none' to keep it no longer than bought."
+        ),
+    ],
+    lead: Annotated[
+        str | None, typer.Option(help="How long before each end to extend or roll over (48h, 2d).")
+    ] = None,
+) -> None:
+    """Keep a reservation's models served until a time: ahead of each end the orchestrator extends it in
+    place, else buys the next reservation and moves the clients onto it (PATCH /reservations/{id})."""
+    runtime = _runtime(ctx)
+    from capacity_cli.request import iso_z, parse_duration, parse_time  # noqa: PLC0415
+
+    api = _guard(runtime, runtime.api)
+    body: dict[str, Any] = {}
+    if until.strip().lower() == "none":
+        body["serve_until"] = None
+    else:
+        body["serve_until"] = iso_z(_guard(runtime, lambda: parse_time(until, now=api.transport.now())))
+    if lead:
+        body["rollover_lead_hours"] = _guard(runtime, lambda: parse_duration(lead))
+    result = _guard(runtime, lambda: api.serve_until(request_id, body), sent=body)
+    render.emit(runtime.out, runtime.output, result, render.serve_until_view(result))
+
+
 # -------------------------------------------------------------------------------------- schedules
 
 

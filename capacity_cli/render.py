@@ -209,6 +209,37 @@ def price_line(plan: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ extensions
 
 
+def serve_until_view(result: Mapping[str, Any]) -> RenderableType:
+    """``PATCH /reservations/{id}``: until when the models are kept served, when the orchestrator acts next,
+    and the chain of reservations (what, where, window, fee, state)."""
+    request_id = result.get("request_id")
+    until = result.get("serve_until")
+    if until is None:
+        head = f"{request_id} is kept serving no longer than the reservations bought so far."
+    else:
+        check = result.get("next_check")
+        after = (
+            f"at {when(check)} UTC ({result.get('rollover_lead_hours')} h before the end) it is extended in "
+            "place, or the next reservation is bought and the clients moved onto it"
+            if check
+            else "once it is bought, the orchestrator acts ahead of its end"
+        )
+        head = f"{request_id} is kept serving until {when(until)} UTC: {after}."
+    table = Table(title="The reservations that keep it served", box=box.SIMPLE_HEAD)
+    for header in ("reservation", "where", "start (UTC)", "end (UTC)", "fee", "state"):
+        table.add_column(header, no_wrap=True)
+    for link in result.get("chain") or []:
+        table.add_row(
+            str(link.get("request_id")),
+            str(link.get("region") or "-"),
+            when(link.get("start_time")),
+            when(link.get("end_time")),
+            usd(link.get("fee_usd")),
+            str(link.get("state") or "-"),
+        )
+    return Group(Text(head), table)
+
+
 def extensions_view(result: Mapping[str, Any]) -> RenderableType:
     """``POST /reservations/{id}/extensions``: the dry run's offerings (id, new end, hours, fee, on-demand
     equivalent, whether the rules allow it and why not), or the purchase requested."""

@@ -53,6 +53,7 @@ from localcloud.clock import (
     default_stall_seconds,
 )
 from localcloud.cloud import DEFAULT_START, ExecutionSummary, LocalCloud
+from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector
 from localcloud.http_api import (
     ApiCaller,
@@ -92,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--stack-name", default="capacity-orchestrator")
         sub.add_argument("--region", default=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
         sub.add_argument("--faults", type=Path, help="JSON list of fault rules (see docs/localcloud.md)")
+        sub.add_argument(
+            "--market",
+            type=Path,
+            help="the capacity market's settings (JSON, localcloud.emulator.market.MarketConfig: capacity, "
+            "sold_out... e.g. events/market_serve_until.json)",
+        )
         sub.add_argument("--seed", type=int, default=7, help="seeds ids and the capacity market")
         sub.add_argument("--start", help="virtual start time, ISO 8601 (default: the event's time)")
         sub.add_argument(
@@ -216,6 +223,20 @@ def _unsigned_caller(values: Mapping[str, Any]) -> ApiCaller | None:
         return next(iter(api_callers(values).values()), None)
     except ValueError:
         return None
+
+
+def _market(path: Path | None) -> MarketConfig | None:
+    """The market settings of ``--market`` (None: the emulator's defaults).
+
+    Raises:
+        UsageError: unreadable, not JSON, or not valid settings (the message names the field).
+    """
+    if path is None:
+        return None
+    try:
+        return MarketConfig.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--market {path}: {exc}") from exc
 
 
 def _faults(path: Path | None, seed: int) -> FaultInjector | None:
@@ -711,6 +732,7 @@ def command_run(args: argparse.Namespace) -> int:
         start=start,
         seed=args.seed,
         faults=_faults(args.faults, args.seed),
+        market=_market(args.market),
         parameter_overrides=_parameters(args.parameter),
         stack_name=args.stack_name,
         region=args.region,
@@ -853,6 +875,7 @@ def command_serve(args: argparse.Namespace) -> int:
         start=start,
         seed=args.seed,
         faults=_faults(args.faults, args.seed),
+        market=_market(args.market),
         parameter_overrides=_parameters(args.parameter),
         stack_name=args.stack_name,
         region=args.region,

@@ -147,10 +147,13 @@ def scale_events(result: TrafficResult, ledger: Sequence[dict[str, Any]]) -> lis
     activities (``source`` ``application-auto-scaling``; ``from_copies`` is the count the previous event
     or the first sample left) and the ledger's ``SCALE#`` items (``source`` ``ledger``, as written by
     ``scale_components``)."""
-    deployment = result.deployment
-    if deployment is None:
+    if result.deployment is None:
         return []
-    model_of = {f"inference-component/{name}": model for model, name in deployment.components.items()}
+    model_of = {
+        f"inference-component/{name}": model
+        for deployment in result.deployments or [result.deployment]
+        for model, name in deployment.components.items()
+    }
     events: list[dict[str, Any]] = []
     for activity in result.activities:
         model = model_of.get(str(activity.get("ResourceId")))
@@ -255,6 +258,17 @@ def build_report(
             },
         },
         "scale_events": scale_events(result, ledger),
+        "switches": [
+            {
+                "at": _iso(switch.at),
+                "from_reservation": switch.from_reservation,
+                "to_reservation": switch.to_reservation,
+                "from_endpoint": switch.from_endpoint,
+                "to_endpoint": switch.to_endpoint,
+                "failed": switch.failed,
+            }
+            for switch in result.switches
+        ],
         "instance_hours": compare(samples, deployment.instance_type, deployment.requirements),
     }
 
@@ -391,6 +405,12 @@ def format_report(
         lines.append(
             f"  {model}: {traffic['sent']} requests, {traffic['served']} served, "
             f"{traffic['failed_no_capacity']} failed for lack of capacity (cold starts)"
+        )
+    for switch in report.get("switches", []):
+        lines.append(
+            f"  {switch['at']}  moved from {switch['from_endpoint']} to {switch['to_endpoint']} (roll-over "
+            f"{switch['from_reservation']} -> {switch['to_reservation']}): {switch['failed']} request(s) "
+            "failed on the old endpoint before the clients read the parameter again"
         )
     events = report["scale_events"]
     # The first day of events shows the daily pattern; the JSON has them all.

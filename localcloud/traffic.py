@@ -25,9 +25,16 @@ runs in discrete virtual time without busy loops:
    are counted as failures, per model and hour.
 3. **Sampling.** Every ``sample_minutes`` it records each model's ``CurrentCopyCount``
    (``DescribeInferenceComponent``) and the endpoint's ``CurrentInstanceCount`` (``DescribeEndpoint``),
-4. **End.** When a component or the endpoint leaves service (the release deletes them), the replay stops:
-   the last sample closes the series (instances and copies 0), nothing more is sent, and the components'
-   Application Auto Scaling activities are read (``DescribeScalingActivities``).
+4. **Following the endpoint parameter.** When the application names the endpoint in an SSM parameter (a
+   ``/capacity-orchestrator/.../endpoint`` whose JSON value names the endpoint found, issue 17), the replay
+   reads it as a client would: every ``refresh_batches`` batches and after any failed request. When it
+   names another endpoint (a roll-over: maybe in another region), the replay moves there and records a
+   :class:`Switch` with the requests that failed on the old one meanwhile. It learns of a switch only that
+   way: it keeps sending to the old endpoint until it fails or the next read, as a client would.
+5. **End.** When a component or the endpoint the parameter names (or, without one, the one found) leaves
+   service (the release deletes them), the replay stops: the last sample closes the series (instances and
+   copies 0), nothing more is sent, and the components' Application Auto Scaling activities are read
+   (``DescribeScalingActivities``).
 
 The replay's own reads (discovery, samples, activities) are exempt from injected faults (they are the
 observer, not the application: the emulator answers them directly); ``InvokeEndpoint`` calls are not
@@ -51,6 +58,8 @@ from localcloud.contracts import AwsError, Due
 from localcloud.emulator import cloudwatch
 
 REQUEST_ID_TAG = "capacity-orchestrator:request-id"
+PARAMETER_PATH = "/capacity-orchestrator/"
+"""Where the application names its endpoints for clients (SSM parameters ``.../endpoint``, issue 17)."""
 """The tag the application puts on every resource of a reservation (its request id)."""
 
 NO_CAPACITY_PHRASE = "has no capacity to process this request"
@@ -169,7 +178,7 @@ class Sample:
 @dataclass(frozen=True)
 class Deployment:
     """What the replay found: the reservation (request id), endpoint, variant, instance type, and per model
-    its inference component and per-copy needs (accelerators, CPU cores, memory MiB)."""
+    its inference component and per-copy needs (accelerators, CPU cores, memory MiB), in ``region``."""
 
     reservation: str
     endpoint: str
@@ -177,6 +186,21 @@ class Deployment:
     instance_type: str
     components: dict[str, str]
     requirements: dict[str, tuple[float, float, float]]
+    region: str = ""
+
+
+@dataclass(frozen=True)
+class Switch:
+    """The replay moved to the endpoint the parameter names now (a roll-over): when, from which reservation
+    and endpoint to which, and how many requests failed on the old one before it knew (what was in flight
+    at the switch)."""
+
+    at: datetime
+    from_reservation: str
+    to_reservation: str
+    from_endpoint: str
+    to_endpoint: str
+    failed: int
 
 
 @dataclass
@@ -194,7 +218,10 @@ class TrafficResult:
     report).
 
     Attributes:
-        deployment: None until the components were found.
+        deployment: None until the components were found; then the first one found (the report's).
+        current: the deployment the requests go to now (the last one switched to).
+        deployments: every deployment replayed on, first to current.
+        switches: every move to another endpoint the parameter named, oldest first.
         started, ended: the window of traffic (virtual UTC; ``ended`` None while it runs).
         hours: (model, start of the UTC hour) -> counts.
         samples: oldest first; the last one (at ``ended``) has zero copies and instances.
@@ -204,6 +231,9 @@ class TrafficResult:
     """
 
     deployment: Deployment | None = None
+    current: Deployment | None = None
+    deployments: list[Deployment] = field(default_factory=list)
+    switches: list[Switch] = field(default_factory=list)
     started: datetime | None = None
     ended: datetime | None = None
     hours: dict[tuple[str, datetime], HourCount] = field(default_factory=dict)
@@ -250,15 +280,21 @@ class TrafficReplay:
         cloud: a running :class:`localcloud.cloud.LocalCloud` (typed loosely: the cloud imports this
             module's callers, not the other way round).
         profile: the traffic.
+        refresh_batches: how many batches the replay sends between two reads of the endpoint parameter.
 
     Register it with ``cloud.clock.add_ticker(replay)`` (or use :func:`attach`); read ``replay.result``.
     Its work is background: it never keeps ``run_until_idle`` going by itself.
     """
 
-    def __init__(self, cloud: Any, profile: TrafficProfile) -> None:
+    def __init__(self, cloud: Any, profile: TrafficProfile, *, refresh_batches: int = 5) -> None:
         self.cloud = cloud
         self.profile = profile
+        self.refresh_batches = refresh_batches
         self.result = TrafficResult()
+        self.parameter: str | None = None
+        """The SSM parameter naming the endpoint (None: the application names none; the replay stays)."""
+        self._batches_since_read = 0
+        self._failed_since_read = 0
         # Set for real when the deployment is found (nothing is due before that).
         self._next_batch = self._next_sample = datetime.max.replace(tzinfo=UTC)
         self._clients: dict[str, Any] = {}
@@ -291,7 +327,7 @@ class TrafficReplay:
                 return
             self._discover(ready, now)
             return
-        if not self._live(now):
+        if not self._live(now) and not self._moved_on(now):
             self._finish(now)
             return
         if now >= self._next_batch:
@@ -299,27 +335,35 @@ class TrafficReplay:
             for item in self.profile.models:
                 self._send(item.model, batch)
             self._next_batch = _next_boundary(now, self.profile.batch_minutes)
+            self._batches_since_read += 1
+            if self._failed_since_read or self._batches_since_read >= self.refresh_batches:
+                self._read_parameter(now)
         if now >= self._next_sample:
             self._sample(now)
             self._next_sample = _next_boundary(now, self.profile.sample_minutes)
 
     def _deployment(self) -> Deployment:
-        if self.result.deployment is None:
+        if self.result.current is None:
             raise RuntimeError("the traffic replay has not found the deployment yet")
-        return self.result.deployment
+        return self.result.current
 
     # -- discovery ------------------------------------------------------------------------------------
 
-    def _client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self.cloud.client(service)
-        return self._clients[service]
+    def _client(self, service: str, region: str | None = None) -> Any:
+        key = f"{service}@{region or self.cloud.region}"
+        if key not in self._clients:
+            self._clients[key] = self.cloud.client(service, region or self.cloud.region)
+        return self._clients[key]
 
-    def _observe(self, operation: str, **params: Any) -> dict[str, Any]:
+    def _region(self) -> str:
+        deployment = self.result.current
+        return deployment.region if deployment is not None and deployment.region else self.cloud.region
+
+    def _observe(self, operation: str, *, region: str | None = None, **params: Any) -> dict[str, Any]:
         """A SageMaker read of the observer, answered by the emulator itself: the same answer as through
         boto3 (the emulator conforms it to the output shape), without the wire, and never faulted."""
         answer: dict[str, Any] = self.cloud.emulator.call(
-            "sagemaker", operation, params, region=self.cloud.region
+            "sagemaker", operation, params, region=region or self._region()
         )
         return answer
 
@@ -345,10 +389,10 @@ class TrafficReplay:
                 "sagemaker-runtime",
                 "InvokeEndpoint",
                 {**params, "Body": body.encode()},
-                region=self.cloud.region,
+                region=self._region(),
             )
             return
-        self._client("sagemaker-runtime").invoke_endpoint(**params, Body=body)
+        self._client("sagemaker-runtime", self._region()).invoke_endpoint(**params, Body=body)
 
     def _component_of(self, model: str, names: list[str]) -> str | None:
         matches = [name for name in names if name == model or name.endswith(f"-{model}")]
@@ -377,8 +421,25 @@ class TrafficReplay:
         return {model: name for model, name in found.items() if name is not None}
 
     def _discover(self, components: dict[str, str], now: datetime) -> None:
+        deployment = self._describe(components, self.cloud.region)
+        self.result.deployment = self.result.current = deployment
+        self.result.deployments.append(deployment)
+        self.result.started = now
+        self._sample(now)
+        # The first batch starts at the first whole batch boundary after the components are ready.
+        self._next_batch = _next_boundary(now, self.profile.batch_minutes)
+        self._next_sample = _next_boundary(now, self.profile.sample_minutes)
+        self.cloud.timeline.add(
+            "traffic",
+            f"traffic replay started on endpoint {deployment.endpoint} for reservation "
+            f"{deployment.reservation}: "
+            + ", ".join(f"{model} -> {name}" for model, name in components.items()),
+        )
+
+    def _describe(self, components: dict[str, str], region: str) -> Deployment:
+        """The deployment of ``components`` (model -> inference component) in ``region``."""
         described = {
-            model: self._observe("DescribeInferenceComponent", InferenceComponentName=name)
+            model: self._observe("DescribeInferenceComponent", region=region, InferenceComponentName=name)
             for model, name in components.items()
         }
         endpoints = {answer["EndpointName"] for answer in described.values()}
@@ -386,11 +447,11 @@ class TrafficReplay:
             raise RuntimeError(f"the profile's models are on several endpoints: {sorted(endpoints)}")
         endpoint = endpoints.pop()
         variant = str(next(iter(described.values()))["VariantName"])
-        endpoint_answer = self._observe("DescribeEndpoint", EndpointName=endpoint)
+        endpoint_answer = self._observe("DescribeEndpoint", region=region, EndpointName=endpoint)
         config = self._observe(
-            "DescribeEndpointConfig", EndpointConfigName=endpoint_answer["EndpointConfigName"]
+            "DescribeEndpointConfig", region=region, EndpointConfigName=endpoint_answer["EndpointConfigName"]
         )
-        tags = self._observe("ListTags", ResourceArn=endpoint_answer["EndpointArn"])["Tags"]
+        tags = self._observe("ListTags", region=region, ResourceArn=endpoint_answer["EndpointArn"])["Tags"]
         instance_type = next(
             str(item["InstanceType"])
             for item in config["ProductionVariants"]
@@ -405,23 +466,102 @@ class TrafficReplay:
                 float(compute.get("NumberOfCpuCoresRequired") or 0),
                 float(compute.get("MinMemoryRequiredInMb") or 0),
             )
-        self.result.deployment = Deployment(
+        return Deployment(
             reservation=reservation,
             endpoint=endpoint,
             variant=variant,
             instance_type=instance_type,
             components=dict(components),
             requirements=requirements,
+            region=region,
         )
-        self.result.started = now
-        self._sample(now)
-        # The first batch starts at the first whole batch boundary after the components are ready.
-        self._next_batch = _next_boundary(now, self.profile.batch_minutes)
-        self._next_sample = _next_boundary(now, self.profile.sample_minutes)
+
+    # -- the endpoint parameter ----------------------------------------------------------------------
+
+    def _parameters(self) -> dict[str, dict[str, Any]]:
+        """Every endpoint parameter under ``/capacity-orchestrator/`` (name -> its JSON value), read in the
+        stack's region as a client reads it (not faulted: the replay stands for clients that retry)."""
+        ssm = self._client("ssm")
+        found: dict[str, dict[str, Any]] = {}
+        with self.cloud.dispatcher.exempt():
+            try:
+                pages = ssm.get_paginator("get_parameters_by_path").paginate(
+                    Path=PARAMETER_PATH, Recursive=True
+                )
+                for page in pages:
+                    for item in page.get("Parameters", []):
+                        try:
+                            value = json.loads(item.get("Value") or "")
+                        except ValueError:
+                            continue
+                        if isinstance(value, dict):
+                            found[str(item["Name"])] = value
+            except ClientError:
+                return {}
+        return found
+
+    def _find_parameter(self, deployment: Deployment) -> str | None:
+        """The parameter whose value names ``deployment``'s endpoint (None: the application names none)."""
+        for name, value in self._parameters().items():
+            if value.get("endpoint_name") == deployment.endpoint and value.get("region") == deployment.region:
+                return name
+        return None
+
+    def _named(self) -> dict[str, Any] | None:
+        """What the parameter names now (its JSON value), None without one. The parameter is looked for
+        until found: the application writes it when the reservation is ready, maybe after the components
+        the replay found came into service."""
+        if self.parameter is None:
+            self.parameter = self._find_parameter(self._deployment())
+            if self.parameter is None:
+                return None
+            self.cloud.timeline.add(
+                "traffic", f"traffic replay: clients read the endpoint from {self.parameter}"
+            )
+        return self._parameters().get(self.parameter)
+
+    def _moved_on(self, now: datetime) -> bool:
+        """The deployment in use left service: True when the parameter names another one (the replay goes
+        on: it learns of the move when its next request fails or at its next read); False at the end."""
+        named = self._named()
+        current = self._deployment()
+        return named is not None and (named.get("endpoint_name"), named.get("region")) != (
+            current.endpoint,
+            current.region,
+        )
+
+    def _read_parameter(self, now: datetime) -> None:
+        """A client's read of the parameter: move to the endpoint it names if that is another one."""
+        failed, self._failed_since_read, self._batches_since_read = self._failed_since_read, 0, 0
+        named = self._named()
+        current = self._deployment()
+        if named is None or (named.get("endpoint_name"), named.get("region")) == (
+            current.endpoint,
+            current.region,
+        ):
+            return
+        components = named.get("inference_components")
+        if not isinstance(components, dict) or set(components) != set(current.components):
+            return
+        region = str(named.get("region") or self.cloud.region)
+        successor = self._describe({str(k): str(v) for k, v in components.items()}, region)
+        self.result.current = successor
+        self.result.deployments.append(successor)
+        self.result.switches.append(
+            Switch(
+                at=now,
+                from_reservation=current.reservation,
+                to_reservation=successor.reservation,
+                from_endpoint=current.endpoint,
+                to_endpoint=successor.endpoint,
+                failed=failed,
+            )
+        )
         self.cloud.timeline.add(
             "traffic",
-            f"traffic replay started on endpoint {endpoint} for reservation {reservation}: "
-            + ", ".join(f"{model} -> {name}" for model, name in components.items()),
+            f"traffic replay moved to endpoint {successor.endpoint} in {region} (reservation "
+            f"{successor.reservation}), as {self.parameter} names it now; {failed} request(s) failed on "
+            f"{current.endpoint} before it knew",
         )
 
     def _live(self, now: datetime) -> bool:
@@ -429,7 +569,7 @@ class TrafficReplay:
         deployment = self._deployment()
         statuses = {
             (item.resource_type, item.name): item.status
-            for item in self.cloud.emulator.billable_resources(self.cloud.region)
+            for item in self.cloud.emulator.billable_resources(self._region())
         }
         if statuses.get(("endpoint", deployment.endpoint)) not in _LIVE:
             return False
@@ -444,12 +584,13 @@ class TrafficReplay:
         size = self.profile.batch_size(model, batch)
         if size == 0:
             return
-        metrics = cloudwatch.backend(self.cloud.account_id, self.cloud.region)
+        metrics = cloudwatch.backend(self.cloud.account_id, self._region())
         before = len(metrics.metric_data)
         try:
             self._invoke(model)
             served = True
         except (AwsError, ClientError) as exc:
+            self._failed_since_read += size  # a client reads the endpoint parameter again after a failure
             code, message = _refusal(exc)
             if NO_CAPACITY_PHRASE not in message:
                 self.result.errors[code] += size
@@ -518,22 +659,21 @@ class TrafficReplay:
 
     def collect_activities(self) -> None:
         """Read the components' Application Auto Scaling activities into ``result.activities`` (oldest
-        first). Done once, when the replay ends (activities outlive the scalable target, as on AWS, where
-        they are kept for six weeks); call it yourself to read them while the replay still runs."""
-        deployment = self.result.deployment
-        if deployment is None:
-            return
-        autoscaling = self._client("application-autoscaling")
+        first), of every deployment replayed on. Done once, when the replay ends (activities outlive the
+        scalable target, as on AWS, where they are kept for six weeks); call it yourself to read them while
+        the replay still runs."""
         found: list[dict[str, Any]] = []
         with self.cloud.dispatcher.exempt():
-            for name in deployment.components.values():
-                pages = autoscaling.get_paginator("describe_scaling_activities").paginate(
-                    ServiceNamespace="sagemaker",
-                    ResourceId=f"inference-component/{name}",
-                    ScalableDimension="sagemaker:inference-component:DesiredCopyCount",
-                )
-                for page in pages:
-                    found.extend(dict(activity) for activity in page.get("ScalingActivities", []))
+            for deployment in self.result.deployments:
+                autoscaling = self._client("application-autoscaling", deployment.region or None)
+                for name in deployment.components.values():
+                    pages = autoscaling.get_paginator("describe_scaling_activities").paginate(
+                        ServiceNamespace="sagemaker",
+                        ResourceId=f"inference-component/{name}",
+                        ScalableDimension="sagemaker:inference-component:DesiredCopyCount",
+                    )
+                    for page in pages:
+                        found.extend(dict(activity) for activity in page.get("ScalingActivities", []))
         found.sort(key=lambda activity: activity["StartTime"])
         self.result.activities = found
 

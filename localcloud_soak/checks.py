@@ -475,6 +475,86 @@ def check_brought(facts: Facts) -> list[str]:
     return problems
 
 
+def check_rollovers(facts: Facts) -> list[str]:
+    """The money rules of keeping serving (issue 17 item 2): every reservation of the chain (the request and
+    the successors requested for it) bought at most once, each one's ``PURCHASED`` money what AWS charged
+    for it, nothing bought for a request outside the chain, the chain's spend within the request's budget,
+    every successor ended (a final state once the lifecycle is idle), and a reservation released because it
+    rolled over only after its successor served."""
+    problems: list[str] = []
+    chain = [facts.request_id, *facts.successors]
+    paid = facts.chain_plans()
+    strangers = sorted({p.owner for p in paid if p.owner and p.owner not in chain})
+    if strangers:
+        problems.append(
+            f"roll-over: reservations bought for requests outside the chain: {', '.join(strangers)}"
+        )
+    for successor, items in facts.successors.items():
+        own = [p for p in paid if p.owner == successor]
+        if len(own) > 1:
+            problems.append(f"roll-over: {len(own)} reservations bought for {successor}")
+        states = [i for i in items if str(i["sk"]).startswith("STATE#")]
+        money = sum(
+            (Decimal(str(i["money_usd"])) for i in states if i.get("money_usd") is not None), Decimal(0)
+        )
+        charged = sum((p.upfront_fee_usd for p in own), Decimal(0))
+        if money != charged:
+            problems.append(f"roll-over: {successor}'s ledger money ${money} != what AWS charged ${charged}")
+        if facts.finished and not any(i["state"] in FINAL_STATES for i in states):
+            problems.append(
+                f"roll-over: {successor} has no final state ({states[-1]['state'] if states else 'none'})"
+            )
+    spent = sum((p.upfront_fee_usd for p in paid if p.owner in ("", *chain)), Decimal(0)) + sum(
+        (e.upfront_fee_usd for e in facts.chain_extensions if e.payment != "failed"), Decimal(0)
+    )
+    if facts.successors and spent > facts.max_upfront_fee_usd:
+        problems.append(
+            f"roll-over: the chain spent ${spent} > max_upfront_fee_usd ${facts.max_upfront_fee_usd}"
+        )
+    problems.extend(_released_after_the_successor_served(facts))
+    return problems
+
+
+def _released_after_the_successor_served(facts: Facts) -> list[str]:
+    """A reservation released ``rolled-over`` must have a successor that recorded ``READY`` first."""
+    chain = {facts.request_id: facts.items, **facts.successors}
+    order = list(chain)
+    problems = []
+    for index, request_id in enumerate(order):
+        states = sorted(
+            (i for i in chain[request_id] if str(i["sk"]).startswith("STATE#")), key=lambda i: str(i["sk"])
+        )
+        releasing = next((i for i in states if i["state"] == "RELEASING"), None)
+        if releasing is None or (releasing.get("detail") or {}).get("reason") != "rolled-over":
+            continue
+        following = chain[order[index + 1]] if index + 1 < len(order) else []
+        ready = [i for i in following if i.get("state") == "READY"]
+        if not ready or min(str(i["at"]) for i in ready) > str(releasing["at"]):
+            problems.append(f"roll-over: {request_id} released rolled-over before a successor served")
+    return problems
+
+
+def keep_serving(facts: Facts) -> str:
+    """What ``serve_until`` led to in a lifecycle, for the soak's figures: ``rolled-over`` (a successor
+    served), ``successor`` (one was requested, never served), ``extended`` (an extension in place was paid
+    for it), ``told`` (a person was told it stops at its end), ``asked`` (an extension tried, nothing more),
+    or empty when nothing was due (no ``serve_until``, or it ended first)."""
+    items = [i for i in facts.items if not str(i["sk"]).startswith("STATE#")]
+    if any(i["sk"] == "ROLLED_OVER" for i in items):
+        return "rolled-over"
+    if facts.successors:
+        return "successor"
+    tried = [i for i in items if str(i["sk"]).startswith("ROLLOVER_EXTENSION#")]
+    if any(str(i["sk"]).startswith("ROLLOVER_TOLD#") for i in items):
+        return "told"
+    extended = {
+        str((i.get("detail") or {}).get("extension_id")) for i in facts.history() if i["state"] == "EXTENDED"
+    }
+    if any(i.get("extension_id") in extended for i in tried):
+        return "extended"
+    return "asked" if tried else ""
+
+
 def _utc(text: Any) -> datetime:
     return datetime.fromisoformat(str(text).replace("Z", "+00:00")).astimezone(UTC)
 
@@ -496,6 +576,7 @@ CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_window,
     check_keep_looking,
     check_brought,
+    check_rollovers,
 )
 
 

@@ -13,6 +13,8 @@ from localcloud.cloud import LocalCloud, render_blocks
 from localcloud.faults import FaultKind
 from localcloud_soak.scenario import REGIONS, START
 
+REQUEST_ID_TAG = "capacity-orchestrator:request-id"
+MAX_SUCCESSORS = 20
 UNCHARGED = frozenset({"Failed", "payment-failed", "failed"})
 """Statuses of a training plan (``Failed``) or capacity block (``payment-failed``, ``failed``) that charged
 nothing."""
@@ -33,6 +35,8 @@ class PlanFact:
     upfront_fee_usd: Decimal
     end_time: datetime
     kind: str = "training-plan"
+    owner: str = ""
+    """The request it was bought for (its ``capacity-orchestrator:request-id`` tag; empty: untagged)."""
     start_time: datetime | None = None
 
 
@@ -71,7 +75,7 @@ class Facts:
         copy_changes: ``(inference component, copies)`` of every copy count the application changed
             (``UpdateInferenceComponentRuntimeConfig`` answered without error).
         executions: ``(state machine logical id suffix, status)`` of every Step Functions execution.
-        extensions: every extension bought, of any reservation (:class:`ExtensionFact`).
+        extensions: every extension bought of the request's own reservation (:class:`ExtensionFact`).
         brought: the reservation the request brings (its training plan's name or the capacity block's
             ``cr-...`` id), bought by someone else: never the request's purchase (None: it buys its own).
         purchase_calls: the application's ``CreateTrainingPlan`` and ``PurchaseCapacityBlock`` calls, answered
@@ -100,6 +104,11 @@ class Facts:
     copy_changes: list[tuple[str, int]] = field(default_factory=list)
     executions: list[tuple[str, str]] = field(default_factory=list)
     extensions: list[ExtensionFact] = field(default_factory=list)
+    successors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """The successors requested to keep the reservation serving (``serve_until``), nearest first: request id
+    -> its ledger items."""
+    chain_extensions: list[ExtensionFact] = field(default_factory=list)
+    """The extensions of every reservation of the chain (``extensions`` holds the request's own)."""
     brought: str | None = None
     purchase_calls: int = 0
     search_until: datetime | None = None
@@ -117,8 +126,12 @@ class Facts:
 
     def live_plans(self) -> list[PlanFact]:
         """The training plans and capacity blocks the request paid for (a ``Failed`` plan or a
-        ``payment-failed`` block charged nothing; a reservation it brought was paid by someone else). Blocks
-        ``expired`` by now count: they were paid."""
+        ``payment-failed`` block charged nothing; a reservation it brought was paid by someone else; one
+        bought for a successor is the successor's). Blocks ``expired`` by now count: they were paid."""
+        return [p for p in self.chain_plans() if p.owner in ("", self.request_id)]
+
+    def chain_plans(self) -> list[PlanFact]:
+        """Every reservation paid for by the request's chain, its successors' too (not one it brought)."""
         return [p for p in self.plans if p.status not in UNCHARGED and p.name != self.brought]
 
 
@@ -180,6 +193,7 @@ def training_plans(cloud: LocalCloud) -> list[PlanFact]:
                     status=str(p["Status"]),
                     upfront_fee_usd=Decimal(str(p.get("UpfrontFee", "0"))),
                     end_time=p["EndTime"].astimezone(UTC) if p.get("EndTime") else cloud.now(),
+                    owner=_owner(cloud.emulator.training_plans.tags_of(str(p["TrainingPlanArn"]))),
                     start_time=p["StartTime"].astimezone(UTC) if p.get("StartTime") else None,
                 )
                 for p in page["TrainingPlanSummaries"]
@@ -213,6 +227,7 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
                     upfront_fee_usd=Decimal(str(fees[r["CapacityReservationId"]])).quantize(Decimal("0.01")),
                     end_time=r["EndDate"].astimezone(UTC),
                     kind="capacity-block",
+                    owner=_owner(r.get("Tags")),
                     start_time=r["StartDate"].astimezone(UTC),
                 )
                 for r in page["CapacityReservations"]
@@ -220,6 +235,25 @@ def capacity_blocks(cloud: LocalCloud) -> list[PlanFact]:
             if not page.get("NextToken"):
                 break
             params = {**params, "NextToken": page["NextToken"]}
+    return found
+
+
+def _owner(tags: Sequence[dict[str, str]] | None) -> str:
+    """The ``capacity-orchestrator:request-id`` tag of a reservation (empty when it has none)."""
+    return next((str(t.get("Value")) for t in tags or [] if t.get("Key") == REQUEST_ID_TAG), "")
+
+
+def successors(cloud: LocalCloud, request_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The successors the orchestrator requested for ``request_id`` (its ``SUCCESSOR`` item, then theirs),
+    nearest first: request id -> ledger items."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    current = request_id
+    while len(found) < MAX_SUCCESSORS:
+        named = next((i for i in ledger_items(cloud, current) if i["sk"] == "SUCCESSOR"), None)
+        if named is None:
+            return found
+        current = str(named["successor_id"])
+        found[current] = ledger_items(cloud, current)
     return found
 
 
@@ -265,13 +299,16 @@ def collect_facts(
     the application's AWS calls and the executions of a lifecycle."""
     threshold = request.get("approval_above_usd")
     release_name = f"co-{request['request_id']}-release"
+    plans = training_plans(cloud) + capacity_blocks(cloud)
+    own = {p.name for p in plans if p.owner in ("", str(request["request_id"]))}
+    every_extension = extensions(cloud)
     return Facts(
         request_id=str(request["request_id"]),
         max_upfront_fee_usd=Decimal(str(request["max_upfront_fee_usd"])),
         approval_above_usd=Decimal(str(threshold)) if threshold is not None else None,
         dry_run=bool(request.get("dry_run")),
         items=ledger_items(cloud, str(request["request_id"])),
-        plans=training_plans(cloud) + capacity_blocks(cloud),
+        plans=plans,
         billable=[f"{r.resource_type} {r.name} ({r.status}, {r.region})" for r in cloud.billable_resources()],
         slack=[f"{m.text}\n{render_blocks(m.blocks)}" for m in cloud.outbox.messages],
         stuck_fired=any(f.kind is FaultKind.STUCK for f in cloud.faults.fired),
@@ -290,7 +327,9 @@ def collect_facts(
             for c in _succeeded_calls(cloud, "UpdateInferenceComponentRuntimeConfig")
         ],
         executions=[(e.state_machine.rsplit("-", 1)[-1], e.status) for e in cloud.executions()],
-        extensions=extensions(cloud),
+        extensions=[e for e in every_extension if e.reservation in own],
+        successors=successors(cloud, str(request["request_id"])),
+        chain_extensions=every_extension,
         brought=_brought(request),
         purchase_calls=sum(
             1

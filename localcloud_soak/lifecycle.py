@@ -19,7 +19,7 @@ from typing import Any
 from localcloud.clock import ClockStuckError
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind
-from localcloud_soak.checks import cancel_to_released_hours, check, looking, outcome, route
+from localcloud_soak.checks import cancel_to_released_hours, check, keep_serving, looking, outcome, route
 from localcloud_soak.facts import collect_facts, ledger_states
 from localcloud_soak.scenario import (
     AMI,
@@ -62,6 +62,8 @@ class LifecycleResult:
     """Virtual hours from the first accepted cancel to ``RELEASED`` (:func:`cancel_to_released_hours`)."""
     looking: str | None = None
     """What keeping looking came to (:func:`looking`), None for a request without ``search_until``."""
+    keep_serving: str = ""
+    """What ``serve_until`` led to (:func:`~localcloud_soak.checks.keep_serving`)."""
 
 
 class _Bounds:
@@ -522,4 +524,5 @@ def run_lifecycle(
         route=route(body, facts),
         cancel_to_released_hours=cancel_to_released_hours(facts),
         looking=looking(facts),
+        keep_serving=keep_serving(facts),
     )

@@ -171,6 +171,10 @@ def format_report(report: SoakReport) -> str:
     if looked:
         lines.append("keeping looking (search_until) came to:")
         lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(looked.items()))
+    kept = Counter(r.keep_serving for r in report.results if r.keep_serving)
+    if kept:
+        lines.append("keep serving (serve_until) -> what it led to:")
+        lines.extend(f"  {name:<34} {value:>5}" for name, value in sorted(kept.items()))
     failed = report.failed
     if not failed:
         lines.append(
@@ -182,7 +186,8 @@ def format_report(report: SoakReport) -> str:
             "reservation thrown away, no cancel or approval lost, every copy change recorded, nothing "
             "billable left, every lifecycle final, every failure notified, every purchase within its window, "
             "no look after the deadline or the outcome and no giving up before it, nothing bought or charged "
-            "for a brought reservation)"
+            "for a brought reservation, every roll-over bought once per successor within the chain's budget "
+            "and released only after its successor served)"
         )
         return "\n".join(lines)
     lines.append(f"INVARIANT VIOLATIONS in {len(failed)} of {n} lifecycles:")

@@ -201,6 +201,7 @@ class Scenario:
                 if self.brings
                 else ""
             )
+            + (f", serve until {r['serve_until']}" if r.get("serve_until") else "")
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
         )
 
@@ -519,6 +520,23 @@ def _brings(rng: random.Random, request: dict[str, Any]) -> bool:
     return not starts_soon(request, START)
 
 
+SERVE_SHARE = 0.2
+"""The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
+
+
+def _serve_until(rng: random.Random, request: dict[str, Any]) -> None:
+    """A fifth of the lifecycles (not dry runs) keep serving one to three days past the reservation's
+    earliest end (``serve_until``, sometimes a longer lead): extended in place, rolled over to a successor
+    (bought once, within the chain's budget, released at the end), or told at the lead time."""
+    if rng.random() >= SERVE_SHARE or request.get("dry_run"):
+        return
+    start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
+    end = start + timedelta(hours=int(request["duration_hours"]))
+    request["serve_until"] = _ts(end + timedelta(days=rng.randint(1, 3), hours=rng.randint(-1, 1)))
+    if rng.random() < 0.3:
+        request["rollover_lead_hours"] = rng.choice((36, 72))
+
+
 def make_scenario(seed: int, index: int) -> Scenario:
     """Draw lifecycle ``index`` of a soak seeded ``seed`` (pure: same arguments, same scenario)."""
     own = lifecycle_seed(seed, index)
@@ -559,6 +577,8 @@ def make_scenario(seed: int, index: int) -> Scenario:
     request.update(looking)
     actions += looking_actions
     brings = not looking and _brings(random.Random(f"{own}:brought"), request)
+    if not looking and not brings:  # keep serving (issue 17 item 2): its own generator too
+        _serve_until(random.Random(f"{own}:serve"), request)
     return Scenario(
         index=index,
         seed=own,

@@ -15,6 +15,8 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
   approval threshold.
 - ``POST /reservations/{request_id}/extensions/{extension_id}/approval`` -> 200; the caller's IAM identity is
   recorded (an approver of the team, never a requester).
+- ``PATCH /reservations/{request_id}`` (``serve_until``, ``rollover_lead_hours``) -> 200: keep serving until
+  then (issue 17), the same callers as an extension.
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 - ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
 - Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
@@ -53,6 +55,7 @@ from capacity import jsonsafe
 from capacity.contracts import (
     AccountView,
     ApprovalResult,
+    CancelAccepted,
     CostReport,
     ErrorsBody,
     MessageBody,
@@ -63,6 +66,7 @@ from capacity.contracts import (
     ScheduleDeleted,
     ScheduleList,
     ScheduleView,
+    ServeUntilResult,
     TeamDeleted,
     TeamList,
     TeamView,
@@ -85,11 +89,12 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.logic import api, costs, extension_request, plans, policy, schedules
+from capacity.logic import api, costs, extension_request, plans, policy, schedules, serve_until
 from capacity.logic.api import ApprovalDecision
 from capacity.logic.extension_request import ExtensionBody, ExtensionDecision
 from capacity.logic.plans import PlanResult
 from capacity.logic.schedules import ScheduleDefinition
+from capacity.logic.serve_until import ServeUntilBody
 from capacity.ports import Ports
 from capacity.records import State
 from capacity.request import ReservationRequest
@@ -293,7 +298,9 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
     "/reservations/<request_id>",
     summary="Cancel and release now (a paid fee is not refunded: confirm=true)",
     responses={
-        **_responses(202, "cancelled; the release is requested", ReservationAccepted, 400, 403, 404, 503),
+        **_responses(
+            202, "cancelled, and its successors; the release is requested", CancelAccepted, 400, 403, 404, 503
+        ),
         409: _body(
             "the upfront fee is paid and confirm=true was not given (the sunk fee and what cancelling "
             "saves), "
@@ -308,7 +315,7 @@ def delete_reservation(
     confirm: Annotated[
         bool, Query(description="true: cancel even though the paid upfront fee is not refunded")
     ] = False,
-) -> Response[ReservationAccepted]:
+) -> Response[CancelAccepted]:
     """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
     ports, identity = _ports(), _identity()
@@ -359,6 +366,35 @@ def post_extension_approval(
         request_id, extension_id, body, _ports(), identity=_identity()
     )
     return _json(200, result)
+
+
+@app.patch(
+    "/reservations/<request_id>",
+    summary="Keep serving until a time: extend in place, else roll over to the next reservation",
+    responses=_responses(
+        200,
+        "recorded: the orchestrator acts at the lead time before each end",
+        ServeUntilResult,
+        400,
+        403,
+        404,
+        409,
+        413,
+        422,
+        503,
+    ),
+    tags=["reservations"],
+)
+def patch_reservation(request_id: RequestId, body: Annotated[ServeUntilBody, Body()]) -> ServeUntilResult:
+    """Set or move ``serve_until`` (null: no longer than the reservations bought) or the lead time; the
+    requester's side and the team's approvers may (403 otherwise)."""
+    logger.set_correlation_id(request_id)
+    ports, identity = _ports(), _identity()
+    api.require_may_act(request_id, identity, ports, doing="keep serving")
+    sent = body.model_dump(mode="json", exclude_unset=True)
+    return ServeUntilResult.model_validate(
+        serve_until.set_serve_until(request_id, sent, ports, actor=identity)
+    )
 
 
 # --------------------------------------------------------------------------------------- schedules

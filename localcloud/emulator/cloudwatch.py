@@ -65,29 +65,38 @@ class Datapoint:
 
 
 class MetricIndex:
-    """The datapoints of moto's backend grouped by (namespace, name, dimensions), rebuilt only when the
-    backend's list grows or is replaced (``metric_data`` is append-only between resets)."""
+    """The datapoints of moto's backends grouped by (namespace, name, dimensions), one index per backend (a
+    region: alarms of two regions are evaluated in turn), each rebuilt only when its backend's list grows or
+    is replaced (``metric_data`` is append-only between resets)."""
 
     def __init__(self) -> None:
-        self._source_id: int | None = None
-        self._seen = 0
-        self._series: dict[tuple[str, str, frozenset[tuple[str, str]]], list[Datapoint]] = {}
+        self._indexes: dict[int, _BackendIndex] = {}
 
     def series(
         self, cw_backend: Any, namespace: str, name: str, dimensions: dict[str, str]
     ) -> list[Datapoint]:
         """The datapoints of exactly this metric (same dimension set), oldest first (units are ignored)."""
-        self._refresh(cw_backend)
-        return self._series.get((namespace, name, frozenset(dimensions.items())), [])
+        index = self._indexes.setdefault(id(cw_backend), _BackendIndex())
+        index.refresh(cw_backend)
+        return index.series.get((namespace, name, frozenset(dimensions.items())), [])
 
-    def _refresh(self, cw_backend: Any) -> None:
+
+class _BackendIndex:
+    """:class:`MetricIndex` of one backend."""
+
+    def __init__(self) -> None:
+        self.source_id: int | None = None
+        self.seen = 0
+        self.series: dict[tuple[str, str, frozenset[tuple[str, str]]], list[Datapoint]] = {}
+
+    def refresh(self, cw_backend: Any) -> None:
         data: list[Any] = cw_backend.metric_data
-        if id(data) != self._source_id or len(data) < self._seen:
-            self._source_id = id(data)
-            self._seen = 0
-            self._series = {}
+        if id(data) != self.source_id or len(data) < self.seen:
+            self.source_id = id(data)
+            self.seen = 0
+            self.series = {}
         unordered = set()
-        for datum in data[self._seen :]:
+        for datum in data[self.seen :]:
             key = (
                 datum.namespace,
                 datum.name,
@@ -99,12 +108,12 @@ class MetricIndex:
                 point = Datapoint(
                     as_utc(datum.timestamp), datum.sum, datum.min, datum.max, datum.sample_count
                 )
-            series = self._series.setdefault(key, [])
+            series = self.series.setdefault(key, [])
             if series and series[-1].at > point.at:
                 unordered.add(key)
             series.append(point)
         # Datapoints mostly arrive in time order: sort only the series that a late datapoint disordered
         # (sorting every touched series at every step made a busy metric cost O(history) per datapoint).
         for key in unordered:
-            self._series[key].sort(key=lambda point: point.at)
-        self._seen = len(data)
+            self.series[key].sort(key=lambda point: point.at)
+        self.seen = len(data)

@@ -112,6 +112,9 @@ class MarketConfig(BaseModel):
             Default unlimited.
         offerings_page_size: offerings per ``DescribeCapacityBlockOfferings`` page when the caller gives no
             ``MaxResults`` (None: all in one page), to make callers follow ``NextToken``.
+        sold_out: pools of the matching (region, type) that hold nothing from the first to the last day given
+            (UTC pool days, inclusive): another customer bought them (``{"us-east-1/ml.p5.48xlarge":
+            ["2026-12-09", "2026-12-31"]}``: no extension or new reservation there on those days).
         offering_ttl: how long an offering id stays valid after the search that returned it.
         max_lead: how far ahead reserved capacity can start (8 weeks).
         timings: durations of transitional states.
@@ -135,6 +138,7 @@ class MarketConfig(BaseModel):
     min_instance_count_zero_rejected_regions: frozenset[str] = frozenset({"ap-northeast-1"})
     on_demand_capacity: dict[str, int] = Field(default_factory=dict)
     offerings_page_size: int | None = Field(default=None, ge=1)
+    sold_out: dict[str, tuple[date, date]] = Field(default_factory=dict)
     offering_ttl: timedelta = timedelta(minutes=30)
     max_lead: timedelta = timedelta(weeks=8)
     timings: Timings = Field(default_factory=Timings)
@@ -304,6 +308,9 @@ class Market:
         return size
 
     def _draw_pool_size(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:
+        sold = _lookup(self.config.sold_out, region, instance_type)
+        if sold is not None and sold[0] <= day <= sold[1]:
+            return 0
         explicit = _lookup(self.config.capacity, region, instance_type)
         if explicit is not None:
             return explicit

@@ -89,8 +89,15 @@ PLACEHOLDER_ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("sqs", "QueueName"): ("QueueName",),
     ("s3", "BucketName"): ("Bucket",),
     ("s3", "ObjectName"): ("Key",),
+    ("ssm", "ParameterNameWithoutLeadingSlash"): ("Name",),
 }
 """(IAM prefix, ARN placeholder) -> request parameters that hold its value."""
+
+PLACEHOLDER_FORMS: dict[tuple[str, str], Callable[[str], str]] = {
+    # A parameter named /a/b is arn:...:parameter/a/b (SSM's "Working with parameter ARNs").
+    ("ssm", "ParameterNameWithoutLeadingSlash"): lambda name: name.removeprefix("/"),
+}
+"""Placeholders whose value is the parameter's in another form."""
 
 PLACEHOLDER_DEFAULTS: dict[tuple[str, str], str] = {
     ("scheduler", "GroupName"): "default",
@@ -267,7 +274,8 @@ def _arns_of_type(call: Call, action: Action, type_name: str, params: dict[str, 
         if value.startswith("arn:"):
             # A name parameter that holds an ARN (EventBusName, SecretId...): the ARN is the resource.
             return [value] if resource_type.pattern.match(value) else []
-        values[placeholder] = value
+        form = PLACEHOLDER_FORMS.get((action.prefix, placeholder))
+        values[placeholder] = form(value) if form else value
     return [resource_type.build(values)]
 
 

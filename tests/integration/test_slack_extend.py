@@ -134,3 +134,23 @@ def test_an_extension_above_the_threshold_waits_for_an_approver_press_and_is_bou
         assert len(_extend_calls(cloud)) == 1
         (decision,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_DECISION#")]
         assert (decision["approved"], decision["approver"]) == (True, f"slack:{APPROVER}")
+
+
+def test_gpu_serve_until_sets_and_clears_it_for_the_requesters_side_only() -> None:
+    with _cloud() as cloud:
+        assert post_reservation(cloud, base_request())["statusCode"] == 202
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
+        stranger = _extend(cloud, STRANGER, f"serve {RID} until 2026-12-14T10:30Z")
+        assert "may not keep serving this reservation" in stranger["text"]
+        kept = _extend(cloud, APPROVER, f"serve {RID} until 2026-12-14T10:30Z lead=3d")
+        assert kept["text"].startswith(f"{RID} is kept serving until 2026-12-14T10:30:00Z: at ")
+        assert "(72 h before its end)" in kept["text"]
+        bad = _extend(cloud, APPROVER, f"serve {RID} until tomorrow")
+        assert "`until tomorrow` is not a date" in bad["text"]
+        cleared = _extend(cloud, APPROVER, f"serve {RID} until none")
+        assert "no longer than the reservations bought so far" in cleared["text"]
+        changes = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("SERVE_UNTIL#")]
+        assert [(c["actor"], c["rollover_lead_hours"]) for c in changes] == [
+            (f"slack:{APPROVER}", "72"),
+            (f"slack:{APPROVER}", "72"),
+        ]

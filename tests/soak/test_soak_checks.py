@@ -25,8 +25,10 @@ from localcloud_soak.checks import (
     check_keep_looking,
     check_money_recorded,
     check_paid_kept,
+    check_rollovers,
     check_total_spend,
     check_window,
+    keep_serving,
     looking,
     on_demand_spend,
     outcome,
@@ -585,3 +587,73 @@ def test_what_keeping_looking_came_to_is_summed_up() -> None:
     assert looking(told) == "told at the deadline"
     cancelled = _facts(items=_looked((12, "CANCELLED", {})), plans=[], search_until=DEADLINE)
     assert looking(cancelled) == "cancelled while looking"
+
+
+def _rolled_over(**changes: Any) -> Facts:
+    """A lifecycle that rolled over (serve_until): ``soak`` ($1,000) released ``rolled-over`` after its
+    successor ``soak-r2`` ($400) served; the chain's budget is $1,500."""
+    successor = [
+        {"sk": "REQUEST", "written_at": "2026-11-30T09:20:00.000Z"},
+        *_history(["REQUESTED", "PLANNED", "PURCHASED", "READY"]),
+    ]
+    successor[3] = {**successor[3], "money_usd": "400.00"}
+    successor[-1] = {**successor[-1], "at": "2026-11-30T09:30:00.000Z"}
+    successor.append(_state(40, "RELEASED"))
+    root = [i for i in _facts().items if not str(i["sk"]).startswith("STATE#")]
+    served = _history(SERVED[:8])
+    released = [_state(35, "RELEASING", detail={"reason": "rolled-over"}), _state(36, "RELEASED")]
+    facts = _facts(
+        items=[
+            *root,
+            {"sk": "SUCCESSOR", "successor_id": "soak-r2"},
+            {"sk": "ROLLED_OVER"},
+            *served,
+            *released,
+        ],
+        plans=[
+            PlanFact("co-soak", "us-east-1", "Expired", Decimal("1000.00"), END, owner="soak"),
+            PlanFact("co-soak-r2", "us-west-2", "Expired", Decimal("400.00"), END, owner="soak-r2"),
+        ],
+        successors={"soak-r2": successor},
+    )
+    return replace(facts, **changes)
+
+
+def test_a_roll_over_that_kept_the_money_rules_has_no_violation() -> None:
+    facts = _rolled_over()
+    assert check(facts) == []
+    assert keep_serving(facts) == "rolled-over"
+
+
+def test_roll_over_checks_fire_on_a_second_purchase_a_budget_overrun_and_an_early_release() -> None:
+    twice = _rolled_over()
+    twice.plans.append(
+        PlanFact("co-soak-r2", "eu-west-1", "Expired", Decimal("400.00"), END, owner="soak-r2")
+    )
+    assert "roll-over: 2 reservations bought for soak-r2" in check_rollovers(twice)
+    assert "roll-over: soak-r2's ledger money $400.00 != what AWS charged $800.00" in check_rollovers(twice)
+    assert "roll-over: the chain spent $1800.00 > max_upfront_fee_usd $1500.00" in check_rollovers(twice)
+    stranger = _rolled_over()
+    stranger.plans.append(PlanFact("co-other", "us-east-1", "Expired", Decimal("1.00"), END, owner="other"))
+    assert check_rollovers(stranger) == [
+        "roll-over: reservations bought for requests outside the chain: other"
+    ]
+    early = _rolled_over()
+    early.successors["soak-r2"] = [i for i in early.successors["soak-r2"] if i.get("state") != "READY"]
+    assert check_rollovers(early) == ["roll-over: soak released rolled-over before a successor served"]
+    unfinished = _rolled_over()
+    unfinished.successors["soak-r2"] = [
+        i for i in unfinished.successors["soak-r2"] if i.get("state") != "RELEASED"
+    ]
+    assert check_rollovers(unfinished) == ["roll-over: soak-r2 has no final state (READY)"]
+
+
+def test_a_fifth_of_the_lifecycles_keep_serving_past_their_reservation() -> None:
+    drawn = [make_scenario(402, index).request for index in range(200)]
+    kept = [r for r in drawn if r.get("serve_until")]
+    assert 25 <= len(kept) <= 55
+    assert not any(r.get("dry_run") for r in kept)
+    for request in kept:
+        start = datetime.fromisoformat(request["earliest_start"].replace("Z", "+00:00"))
+        until = datetime.fromisoformat(request["serve_until"].replace("Z", "+00:00"))
+        assert until - start - timedelta(hours=request["duration_hours"]) > timedelta(hours=22)

@@ -129,6 +129,9 @@ def test_request_ids_of_sagemaker_requests_do_not_change_with_the_new_fields() -
             "capacity_reservation_id",
             "search_until",
             "search_every_minutes",
+            "serve_until",
+            "rollover_lead_hours",
+            "rollover_of",
         },
     )
     for model in payload["models"]:

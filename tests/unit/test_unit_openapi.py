@@ -27,6 +27,7 @@ def test_every_route_documents_its_errors() -> None:
         ("POST", "/reservations/{request_id}/extensions"),
         ("POST", "/reservations/{request_id}/extensions/{extension_id}/approval"),
         ("DELETE", "/reservations/{request_id}"),
+        ("PATCH", "/reservations/{request_id}"),
         ("POST", "/schedules"),
         ("GET", "/schedules"),
         ("GET", "/schedules/{name}"),

@@ -201,6 +201,19 @@ def test_alarm_sample_event_of_an_unknown_alarm_is_ignored_and_says_why() -> Non
 
 
 @pytest.mark.usefixtures("aws")
+def test_rollover_due_sample_event_of_an_unknown_reservation_does_nothing_and_says_so() -> None:
+    handler = load_handler("roll_over")
+    result = invoke(handler, _event("events/functions/roll_over.json"))
+    (handled,) = result["handled"]
+    assert handled == {
+        "request_id": "eval-week-49",
+        "action": "none",
+        "detail": "no such reservation",
+        "next_check": None,
+    }
+
+
+@pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize(("path", "phrase"), SLACK_EVENTS)
 def test_slack_sample_event_is_verified_and_answered(
     path: str, phrase: str, monkeypatch: pytest.MonkeyPatch

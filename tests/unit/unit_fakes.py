@@ -379,6 +379,11 @@ class FakeScheduler:
     def move_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> None:
         self.schedules[name] = {"at": at, "request_id": request_id, "reason": reason}
 
+    def move_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> None:
+        self.schedules[name] = {"at": at, "detail_type": detail_type, "detail": detail.model_dump()}
+
     def schedule_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> bool:
         if name in self.schedules:
             return False

@@ -450,11 +450,21 @@ class ReservationLinks(_Body):
 
 
 class ReservationAccepted(_Body):
-    """202 of ``POST /reservations`` and ``DELETE /reservations/{id}``."""
+    """202 of ``POST /reservations`` (and, with ``successors``, of ``DELETE /reservations/{id}``)."""
 
     request_id: str
     status: str = Field(description="REQUESTED after a POST; CANCELLED (or the final state) after a DELETE")
     links: ReservationLinks
+
+
+class CancelAccepted(ReservationAccepted):
+    """202 of ``DELETE /reservations/{id}``."""
+
+    successors: list[str] | None = Field(
+        default=None,
+        description="the state of each successor requested to keep it serving (serve_until), cancelled with "
+        "it; null when it had none",
+    )
 
 
 class HistoryEntry(_Body):
@@ -465,6 +475,34 @@ class HistoryEntry(_Body):
     actor: str
     detail: dict[str, Any] = Field(default_factory=dict)
     money_usd: str | None = None
+
+
+class ChainLink(_Body):
+    """One reservation of a chain kept serving (``serve_until``, issue 17)."""
+
+    request_id: str
+    rollover_of: str | None = Field(default=None, description="the reservation it took over from")
+    platform: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    region: str | None = None
+    start_time: str | None = Field(default=None, description="UTC")
+    end_time: str | None = Field(default=None, description="UTC, after its paid extensions")
+    fee_usd: str = Field(description="upfront fee plus paid extensions, USD")
+    state: str | None = None
+    rolled_over_to: str | None = Field(default=None, description="the successor it handed over to")
+
+
+class ServeUntilResult(_Body):
+    """200 of ``PATCH /reservations/{id}``."""
+
+    request_id: str
+    serve_until: str | None = Field(description="UTC; null: no longer than the reservations bought so far")
+    rollover_lead_hours: int
+    next_check: str | None = Field(
+        description="when the orchestrator extends or rolls over (UTC); null while nothing is bought"
+    )
+    chain: list[ChainLink]
 
 
 class ReservationView(_Body):
@@ -479,6 +517,17 @@ class ReservationView(_Body):
         default=None,
         description="spend so far (issue 16): paid, reserved and used instance-hours, on-demand equivalent "
         "of what ran, saving (negative: a loss), USD per used instance-hour; null before a purchase",
+    )
+    serve_until: str | None = Field(
+        default=None, description="keep serving until this UTC time (issue 17; null: no longer than itself)"
+    )
+    rollover_lead_hours: int | None = Field(
+        default=None, description="how long before an end the orchestrator extends or rolls over"
+    )
+    chain: list[ChainLink] = Field(
+        default_factory=list,
+        description="the reservations that keep the models served, first to last (this one among them): "
+        "what, where, window, fee and state of each",
     )
     links: ReservationLinks
 

@@ -102,7 +102,8 @@ class ReservationActiveDetail(_Detail):
 class ReservationReadyDetail(_Detail):
     """``ReservationReady``: the endpoint and every inference component are ``InService`` (SageMaker), or the
     capacity block is active and its instances run (``platform`` ``ec2``: ``capacity_reservation_id``,
-    ``availability_zone``, ``instance_ids``; no endpoint)."""
+    ``availability_zone``, ``instance_ids``; no endpoint). ``parameter_name``: the SSM parameter that now
+    names this endpoint (``/capacity-orchestrator/<first request of the chain>/endpoint``)."""
 
     request_id: str
     region: str
@@ -111,6 +112,9 @@ class ReservationReadyDetail(_Detail):
     capacity_reservation_id: str | None = None
     availability_zone: str | None = None
     instance_ids: list[str] = Field(default_factory=list)
+    parameter_name: str = ""
+    """The SSM parameter clients read the current endpoint from (SageMaker; empty for EC2): it names this
+    endpoint from now on (issue 17)."""
 
 
 class ExtensionRequestedDetail(_Detail):
@@ -173,3 +177,46 @@ class ReservationFailedDetail(_Detail):
     request_id: str
     error: str
     reason: str
+
+
+class RolloverDueDetail(_Detail):
+    """``RolloverDue``: look at ``request_id``'s ``serve_until`` now (the one-time schedule at the lead time
+    before its end, and the checks after it; :mod:`capacity.logic.rollover`). A nudge: the handler acts on
+    the ledger's current state, so a late or repeated one does nothing twice."""
+
+    request_id: str
+    reason: str = "lead-time"
+
+
+class ServeUntilChangedDetail(_Detail):
+    """``ServeUntilChanged``: ``PATCH /reservations/{id}`` set or moved ``serve_until`` (None: keep serving no
+    longer than the reservation) or the lead time."""
+
+    request_id: str
+    serve_until: UtcDatetime | None
+    rollover_lead_hours: int
+    actor: str
+
+
+class ReservationRolledOverDetail(_Detail):
+    """``ReservationRolledOver``: the successor ``successor_id`` serves (its endpoint and inference components
+    are ``InService``), the SSM parameter ``parameter_name`` now names its endpoint, and the predecessor
+    ``request_id`` is released."""
+
+    request_id: str
+    successor_id: str
+    region: str
+    endpoint_name: str = ""
+    inference_component_names: list[str] = Field(default_factory=list)
+    parameter_name: str = ""
+
+
+class RolloverFailedDetail(_Detail):
+    """``RolloverFailed``: ``request_id`` cannot be kept serving until ``serve_until``: neither an extension
+    nor a successor could be had (``reason``); it ends at ``end_time`` as any reservation. Put at the lead
+    time, so a person can act before the end."""
+
+    request_id: str
+    reason: str
+    end_time: UtcDatetime
+    serve_until: UtcDatetime

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from capacity.search_schedule import DEFAULT_EVERY_MINUTES
 
-IDENTITY_VERSION = 6
+IDENTITY_VERSION = 7
 """The latest version of :data:`IDENTITY` (a field added at version ``n`` has ``since=n``)."""
 
 
@@ -78,6 +78,9 @@ IDENTITY: dict[str, dict[str, Role]] = {
         "capacity_reservation_id": _later(5),
         "search_until": _later(6),
         "search_every_minutes": _later(6, DEFAULT_EVERY_MINUTES),
+        "serve_until": _later(7),
+        "rollover_lead_hours": _later(7, 48),  # request.DEFAULT_ROLLOVER_LEAD_HOURS (a unit test holds it)
+        "rollover_of": _later(7),
     },
     "ModelSpec": {
         "name": ALWAYS,

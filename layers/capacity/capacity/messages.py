@@ -737,6 +737,68 @@ def extension_unconfirmed(request_id: str, extension_id: str) -> SlackMessage:
     return _message(text, f"{request_id}: extension unconfirmed", request_id=request_id)
 
 
+# ------------------------------------------------------------------------------ keep serving (serve_until)
+
+
+def serving_extension(
+    request_id: str, offering: dict[str, Any], *, serve_until: str, approval: bool
+) -> SlackMessage:
+    """``serve_until`` asks for more time and an extension in place is offered: it is bought on the
+    requester's behalf (or, above the approval threshold, an approver is asked)."""
+    fee = format_usd(Decimal(str(offering.get("upfront_fee_usd"))))
+    then = (
+        "it waits for an approver of the team (the approval message follows); with no answer in time the "
+        "next reservation is bought instead"
+        if approval
+        else "it is bought once and its payment confirmed"
+    )
+    text = (
+        f"*Keeping {escape(request_id)} served until {escape(serve_until)} UTC*: extending it in place to "
+        f"{escape(offering.get('end_time'))} for {fee} upfront (not refunded); {then}."
+    )
+    return _message(text, f"{request_id}: extending to serve until {serve_until}", request_id=request_id)
+
+
+def rolling_over(
+    request_id: str, *, successor: str, offering: OfferingSummary | None, serve_until: str, switch_by: str
+) -> SlackMessage:
+    """No extension fits: the next reservation is requested (bought once by the reserve workflow, with the
+    usual approval above the threshold); clients move when it serves."""
+    bought = f"{describe_offering_summary(offering)}" if offering is not None else "the best offering found"
+    text = (
+        f"*Rolling {escape(request_id)} over* to keep serving until {escape(serve_until)} UTC: no extension "
+        f"in place fits, so the next reservation {escape(successor)} is requested ({bought}). Clients move "
+        f"to it (the endpoint parameter switches) once its endpoint is in service, by {escape(switch_by)} "
+        f"UTC; {escape(request_id)} is released then."
+    )
+    return _message(text, f"{request_id}: rolling over to {successor}", request_id=request_id)
+
+
+def rolled_over(
+    request_id: str, *, successor: str, region: str, endpoint: str, parameter: str
+) -> SlackMessage:
+    """The successor serves: clients were moved and the predecessor is being released."""
+    text = (
+        f"*Rolled over {escape(request_id)} -> {escape(successor)}*: endpoint {escape(endpoint)} in "
+        f"{escape(region)} serves the models; `{escape(parameter)}` names it now. {escape(request_id)} is "
+        "being released."
+    )
+    fields = [("Endpoint", f"{endpoint} ({region})"), ("Parameter", parameter)]
+    return _message(text, f"Rolled over: {request_id} -> {successor}", request_id=request_id, fields=fields)
+
+
+def serving_ends(request_id: str, *, reason: str, end: str, serve_until: str) -> SlackMessage:
+    """``serve_until`` cannot be met: neither an extension nor a successor could be had. Told at the lead
+    time, so a person can act before the end."""
+    text = (
+        f"*{escape(request_id)} cannot be kept serving until {escape(serve_until)} UTC*: {escape(reason)}. "
+        f"It ends at {escape(end)} UTC as planned (released before then). To act now: extend it "
+        f"(`POST /reservations/{request_id}/extensions`), raise the budget with a new request, or move "
+        f"serve_until (`PATCH /reservations/{request_id}`)."
+    )
+    return _message(text, f"{request_id}: will stop serving at {end}", request_id=request_id)
+
+
 # ------------------------------------------------------------------------------ on demand, capacity blocks
 
 

@@ -90,6 +90,24 @@ def release_schedule_name(request_id: str) -> str:
     return f"{base_name(request_id)}-release"
 
 
+def rollover_schedule_name(request_id: str) -> str:
+    """The one-time schedule that puts ``RolloverDue`` for the reservation (``serve_until``): at the lead time
+    before its end, then at the checks that follow (``co-<id>-rollover``, at most 56 characters)."""
+    return f"{base_name(request_id)}-rollover"
+
+
+PARAMETER_PREFIX = "/capacity-orchestrator/"
+_PARAMETER_SEGMENT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def endpoint_parameter_name(request_id: str) -> str:
+    """The SSM parameter where clients read the current endpoint of the chain started by ``request_id``:
+    ``/capacity-orchestrator/<request id>/endpoint`` (an id with characters a parameter name cannot hold,
+    such as ``:``, is sanitized and suffixed with a hash, as :func:`base_name` does)."""
+    segment = request_id if _PARAMETER_SEGMENT.match(request_id) else _injective(request_id, _BASE_MAX)
+    return f"{PARAMETER_PREFIX}{segment}/endpoint"
+
+
 def idle_check_schedule_name(request_id: str, alarm_name: str) -> str:
     """The one-time schedule that tells ``scale_components`` an idle alarm's first window is over
     (``<base>-idle-<10 hex of the alarm name's SHA-256>``, at most 63 characters)."""

@@ -261,7 +261,19 @@ class SchedulerPort(Protocol):
     ) -> bool: ...
     def move_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> None: ...
 
+    def move_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> None: ...
+
     def delete(self, name: str) -> bool: ...
+
+
+class ParametersPort(Protocol):
+    """Parameter Store (see :class:`~capacity.adapters.ssm.Parameters`): where clients find an endpoint."""
+
+    def get(self, name: str) -> str | None: ...
+
+    def put(self, name: str, value: str, *, description: str) -> bool: ...
 
 
 class TaskTokensPort(Protocol):
@@ -319,6 +331,8 @@ class Ports:
             bot token (env ``SLACK_BOT_TOKEN_SECRET_ARN``).
         clock: the current UTC time.
         request_schedules: the recurring reservation schedules (default: built from the settings).
+        parameters: Parameter Store in the stack's region (default
+            :class:`~capacity.adapters.ssm.Parameters`).
     """
 
     def __init__(
@@ -341,6 +355,7 @@ class Ports:
         event_rules: Callable[[str], EventRulesPort] | None = None,
         policy: PolicyStore | None = None,
         slack_directory: DirectoryPort | None = None,
+        parameters: ParametersPort | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -351,6 +366,7 @@ class Ports:
         self._tasks = tasks
         self._slack = slack
         self._slack_directory = slack_directory
+        self._parameters = parameters
         self._sagemaker = _PerRegion[SageMakerPort](sagemaker or self._new_sagemaker)
         self._autoscaling = _PerRegion[AutoScalingPort](autoscaling or self._new_autoscaling)
         self._alarms = _PerRegion[AlarmsPort](alarms or self._new_alarms)
@@ -493,6 +509,16 @@ class Ports:
             seconds = max(1, round(timeouts.connect_seconds + timeouts.read_seconds))
             self._slack_directory = SlackDirectory(provider, timeout_seconds=seconds)
         return self._slack_directory
+
+    @property
+    def parameters(self) -> ParametersPort:
+        """Parameter Store in the stack's region (where clients read a reservation's current endpoint)."""
+        if self._parameters is None:
+            from capacity.adapters.ssm import Parameters  # noqa: PLC0415 - see the imports
+
+            region = self.settings.region
+            self._parameters = Parameters(region, clients.client("ssm", region, self.settings.call_timeouts))
+        return self._parameters
 
     def sagemaker(self, region: str) -> SageMakerPort:
         """The SageMaker port for ``region`` (one per region, reused)."""

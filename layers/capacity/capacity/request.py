@@ -72,6 +72,16 @@ _TRAINING_PLAN_ARN = re.compile(
 )
 """botocore's ``TrainingPlanArn`` pattern, with the region, account and plan name captured."""
 _CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+DEFAULT_ROLLOVER_LEAD_HOURS = 48
+"""How long before a reservation ends the orchestrator acts for ``serve_until``, by default: capacity starts
+at 11:30 UTC day boundaries (capacity blocks; the local cloud's training plans), so the next reservation must
+start the day before the current one ends to be ``InService`` in time; 48 hours leaves a day to find,
+approve and buy it."""
+MIN_ROLLOVER_LEAD_HOURS = 2
+MAX_ROLLOVER_LEAD_HOURS = 336
+"""At most 14 days ahead (an extension can be bought at most 56 days before the end)."""
+MAX_SERVE_DAYS = 365
+"""``serve_until`` at most this many days after ``earliest_start``."""
 
 
 def valid_capacity_block_hours(hours: int) -> bool:
@@ -144,6 +154,12 @@ class ReservationRequest(Model):
     fitted. It must be in the future (at most 90 days ahead) and no later than the window's latest start
     (``latest_end - duration_hours``).
 
+    Keep serving (issue 17): ``serve_until`` (UTC) asks the orchestrator to keep the models served until then:
+    ``rollover_lead_hours`` (default 48) before the reservation ends it extends it in place, or buys the next
+    reservation (a successor request, ``rollover_of`` naming this one: set only by the orchestrator) and
+    moves the clients onto it (:mod:`capacity.logic.rollover`). ``PATCH /reservations/{id}`` sets or moves
+    it later.
+
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
 
@@ -192,6 +208,23 @@ class ReservationRequest(Model):
         max_length=64,
         description="a capacity block bought by someone else (cr-...): run on it instead of buying one",
     )
+    serve_until: UtcDatetime | None = Field(
+        default=None,
+        description="keep serving until this UTC time (issue 17): ahead of the end the reservation is "
+        "extended in place, or the next reservation is bought and the models moved onto it",
+    )
+    rollover_lead_hours: StrictInt = Field(
+        default=DEFAULT_ROLLOVER_LEAD_HOURS,
+        ge=MIN_ROLLOVER_LEAD_HOURS,
+        le=MAX_ROLLOVER_LEAD_HOURS,
+        description="how long before the current end the orchestrator extends or rolls over (serve_until)",
+    )
+    rollover_of: str | None = Field(
+        default=None,
+        max_length=64,
+        description="set by the orchestrator on the reservation it requests to take over from this one "
+        "(serve_until); a caller cannot set it",
+    )
     search_until: UtcDatetime | None = Field(
         default=None,
         description="keep looking until this instant (UTC) when nothing fits now, instead of failing at "
@@ -225,7 +258,7 @@ class ReservationRequest(Model):
             )
         return value
 
-    @field_validator("request_id")
+    @field_validator("request_id", "rollover_of")
     @classmethod
     def _request_id(cls, value: str | None) -> str | None:
         if value is not None and not _REQUEST_ID.match(value):
@@ -410,6 +443,7 @@ class ReservationRequest(Model):
             )
         problems.extend(self._platform_problems())
         problems.extend(self._brought_problems())
+        problems.extend(self._serve_until_problems())
         problems.extend(self._search_problems())
         names = [model.name for model in self.models]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -516,6 +550,40 @@ class ReservationRequest(Model):
                     "a brought reservation is checked when the request is sent (the answer names what does "
                     "not fit) and nothing is bought, so there is nothing to plan: remove dry_run",
                 )
+            )
+        return problems
+
+    def _serve_until_problems(self) -> list[tuple[str, str]]:
+        """``serve_until`` must reach past what the request itself can cover (else it is moot) and stay within
+        :data:`MAX_SERVE_DAYS`; ``rollover_of`` names another request."""
+        problems: list[tuple[str, str]] = []
+        if self.serve_until is not None:
+            shortest = self.earliest_start + timedelta(hours=self.duration_hours)
+            if self.serve_until <= shortest:
+                problems.append(
+                    (
+                        "serve_until",
+                        f"{iso_z(self.serve_until)} is not after {iso_z(shortest)}, the earliest the "
+                        f"reservation itself ends (earliest_start + duration_hours): it serves until then "
+                        "anyway; leave serve_until out or move it later",
+                    )
+                )
+            horizon = self.earliest_start + timedelta(days=MAX_SERVE_DAYS)
+            if self.serve_until > horizon:
+                problems.append(
+                    (
+                        "serve_until",
+                        f"{iso_z(self.serve_until)} is more than {MAX_SERVE_DAYS} days after earliest_start: "
+                        f"use {iso_z(horizon)} or earlier",
+                    )
+                )
+            if self.dry_run:
+                problems.append(
+                    ("serve_until", "a dry run buys nothing, so nothing is kept serving: remove serve_until")
+                )
+        if self.rollover_of is not None and self.rollover_of == self.request_id:
+            problems.append(
+                ("rollover_of", "names the request itself: it must name the reservation it follows")
             )
         return problems
 
@@ -637,3 +705,21 @@ def parse_request(data: Mapping[str, Any], *, now: datetime | None) -> Reservati
         return ReservationRequest.model_validate(dict(data), context={"now": now} if now else None)
     except ValidationError as exc:
         raise InvalidRequest(field_errors(exc)) from exc
+
+
+def require_not_a_successor(request: ReservationRequest) -> None:
+    """Refuse ``rollover_of`` at a door (API, schedules): only the orchestrator names a successor (issue 17).
+
+    Raises:
+        InvalidRequest: ``rollover_of`` is set.
+    """
+    if request.rollover_of is not None:
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "rollover_of",
+                    "is set by the orchestrator on the reservation it requests to keep another serving "
+                    "(serve_until); remove it",
+                )
+            ]
+        )

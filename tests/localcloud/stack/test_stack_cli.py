@@ -114,6 +114,17 @@ def test_usage_errors_exit_2_with_a_clear_message(tmp_path: Path, capsys: pytest
     assert "Resources.P.Properties.Value" in capsys.readouterr().err
 
 
+def test_a_market_file_that_is_not_market_settings_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    market = tmp_path / "market.json"
+    market.write_text('{"sold_out": {"us-east-1/ml.p5.48xlarge": ["2026-12-10"]}}', encoding="utf-8")
+    event = write(tmp_path, {"httpMethod": "GET", "path": "/"})
+    assert main(["run", str(event), "--market", str(market)]) == 2
+    assert "--market" in (err := capsys.readouterr().err)
+    assert "sold_out" in err
+
+
 def test_the_hang_limit_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     event = write(tmp_path, {"text": "hi"})
     assert run(str(event), "--function", "NotifyFunction", "--stall-seconds", "0") == 2

@@ -33,6 +33,15 @@ PAST_AT_ATTEMPTS = 3
 """How many times a release schedule refused for an ``at()`` gone by is asked again (from the new now)."""
 
 
+def _release_event(request_id: str, reason: str) -> dict[str, Any]:
+    """What a release schedule puts: ``ReleaseRequested`` for ``request_id`` with ``reason``."""
+    return {
+        "detail_type": "ReleaseRequested",
+        "detail": ReleaseRequestedDetail(request_id=request_id, reason=reason),
+        "description": f"Release reservation {request_id} ({reason})",
+    }
+
+
 class ReleaseScheduler:
     """Creates and deletes release schedules.
 
@@ -63,13 +72,7 @@ class ReleaseScheduler:
             RetryableAwsError: throttling/5xx after retries, or the time kept passing before the request.
             ClientError: any other rejection.
         """
-        return self.schedule_event(
-            name=name,
-            at=at,
-            detail_type="ReleaseRequested",
-            detail=ReleaseRequestedDetail(request_id=request_id, reason=reason),
-            description=f"Release reservation {request_id} ({reason})",
-        )
+        return self.schedule_event(name=name, at=at, **_release_event(request_id, reason))
 
     def schedule_event(
         self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
@@ -137,24 +140,33 @@ class ReleaseScheduler:
         }
 
     def move_release(self, *, name: str, at: datetime, request_id: str, reason: str) -> None:
-        """Move the release schedule ``name`` to ``at`` (``UpdateSchedule`` replaces the whole definition;
-        a schedule that is gone, fired or never made, is created). Used once an extension is paid.
+        """Move the release schedule ``name`` to ``at`` (:meth:`move_event`). Used once an extension is paid.
 
         Raises:
             ConfigurationError, RetryableAwsError, ClientError: as :meth:`schedule_release`.
         """
+        self.move_event(name=name, at=at, **_release_event(request_id, reason))
+
+    def move_event(
+        self, *, name: str, at: datetime, detail_type: str, detail: BaseModel, description: str
+    ) -> None:
+        """Move the one-time schedule ``name`` to ``at`` (UTC), putting ``detail_type`` with ``detail``
+        (``UpdateSchedule`` replaces the whole definition; a schedule that is gone, fired or never made, is
+        created: :meth:`schedule_event`).
+
+        Raises:
+            ConfigurationError, RetryableAwsError, ClientError: as :meth:`schedule_event`.
+        """
         if not self._target_arn or not self._role_arn:
-            raise ConfigurationError("release schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
+            raise ConfigurationError("one-time schedules need RELEASE_TARGET_ARN and SCHEDULER_ROLE_ARN")
         when = max(as_utc(at), utcnow() + MIN_LEAD).replace(microsecond=0)
-        detail = ReleaseRequestedDetail(request_id=request_id, reason=reason)
-        description = f"Release reservation {request_id} ({reason})"
         try:
-            self._client.update_schedule(
-                **self._definition(name, when, "ReleaseRequested", detail, description)
-            )
+            self._client.update_schedule(**self._definition(name, when, detail_type, detail, description))
         except (ClientError, BotoCoreError) as exc:
             if isinstance(exc, ClientError) and error_code(exc) == "ResourceNotFoundException":
-                self.schedule_release(name=name, at=at, request_id=request_id, reason=reason)
+                self.schedule_event(
+                    name=name, at=at, detail_type=detail_type, detail=detail, description=description
+                )
                 return
             translated = clients.translate(exc, "Scheduler UpdateSchedule")
             if translated is not None:

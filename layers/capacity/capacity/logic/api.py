@@ -59,6 +59,7 @@ from capacity.ledger import (
     SUBMITTED,
     history_of,
 )
+from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
@@ -67,7 +68,7 @@ from capacity.logic.policy import charged_to, check_approver, may_act
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.records import State
-from capacity.request import parse_request
+from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import iso_z, parse_utc
 from capacity.validation import field_problems, parse_model
 from capacity.wire import StrictBool
@@ -119,6 +120,7 @@ def submit_reservation(
     if requester is not None and isinstance(body, Mapping):
         body = charged_to(body, requester, ports)
     request = parse_request(body, now=ports.clock())
+    require_not_a_successor(request)
     require_in_scope(request, ports)  # before anything is put: buckets and instance roles allowed
     payload = request.model_dump(mode="json")
     submitted = {"actor": actor, "requester": request.requester, "team": request.team}
@@ -208,7 +210,24 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
         else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
         "spend": reservation_spend(ports, request_id, items=items),
+        **_keep_serving(ports, request_id, items),
         "links": links(request_id),
+    }
+
+
+def _keep_serving(ports: Ports, request_id: str, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``serve_until`` and ``rollover_lead_hours`` as they stand (a PATCH's, else the request's) and the
+    chain of reservations that keeps the models served (issue 17), from the items already read (a chain of
+    one reads nothing more); a request not recorded yet has none."""
+    recorded = next((item for item in items if item["sk"] == REQUEST), None)
+    if recorded is None:
+        return {"serve_until": None, "rollover_lead_hours": None, "chain": []}
+    request = parse_request(recorded["request"], now=None)
+    target = serving_target(ports, request, items=items)
+    return {
+        "serve_until": iso_z(target.serve_until) if target.serve_until else None,
+        "rollover_lead_hours": target.lead_hours,
+        "chain": chain_view(ports, request_id, items=items),
     }
 
 
@@ -362,6 +381,30 @@ def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str)
 
 
 def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
+    """Cancel ``request_id`` (:func:`_cancel_one`) and the successors requested to keep it serving
+    (``serve_until``, issue 17): stopping a reservation stops its chain, never half of it. Without ``confirm``
+    any paid one among them refuses the whole cancel first (nothing recorded).
+
+    Returns:
+        ``{"request_id", "status", "links"}`` of ``request_id``, and ``successors`` (their statuses) when it
+        had any.
+
+    Raises:
+        ReservationNotFound, ReservationClosed, PaidReservation, RetryableAwsError: as :func:`_cancel_one`.
+    """
+    following = [s for s in successors(ports, request_id) if not final_state(ports.ledger.history(s))]
+    if not confirm:
+        for successor in following:
+            _refuse_unconfirmed(ports, successor)
+    result = _cancel_one(request_id, ports, actor=actor, confirm=confirm)
+    if following:
+        result["successors"] = [
+            _cancel_one(successor, ports, actor=actor, confirm=True)["status"] for successor in following
+        ]
+    return result
+
+
+def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
     """Cancel: record ``CANCELLED``, reject a pending approval, end a wait between two looks (keep looking),
     put ``ReleaseRequested`` (``cancelled``).
 

@@ -252,7 +252,9 @@ def reservation_spend(
     now = now or ports.clock()
     history = history_of(items)
     voided = any(item["sk"] == PURCHASE_VOIDED for item in items)
+    # what was paid: the upfront fee and every extension in place paid since (their hours are reserved too)
     paid = Decimal(0) if voided or purchase.market != "reserved" else purchase.upfront_fee_usd
+    paid += purchase.extension_fees_usd
     count = purchase.instance_count or 1
     reserved = Decimal((purchase.end_time - purchase.start_time).total_seconds()) / 3600 * count
     _, used, observed = used_instance_hours(usage_points(items), purchase, history, now)

@@ -56,6 +56,7 @@ from capacity.errors import (
 from capacity.events import ExtensionFailedDetail, ExtensionRequestedDetail, ReservationExtendedDetail
 from capacity.logic import policy
 from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
+from capacity.logic.chain import SUCCESSOR
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
@@ -270,6 +271,12 @@ def extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purch
     stopped = states(ports.ledger.history(request_id)) & STOP_STATES
     if stopped:
         raise ExtensionRefused(f"{request_id} is {sorted(stopped)[0].value}: it can no longer be extended")
+    successor = ports.ledger.get(request_id, SUCCESSOR)
+    if successor is not None:  # its budget went to the successor: the chain goes on there
+        raise ExtensionRefused(
+            f"{request_id} is rolling over to {successor.get('successor_id')} (serve_until): extend that "
+            "reservation instead; nothing was bought"
+        )
     return request, purchase
 
 
@@ -470,6 +477,12 @@ def _buy(  # noqa: PLR0917
 
 def _margin(request: ReservationRequest, extender: Extender) -> timedelta:
     return max(timedelta(minutes=request.release_margin_minutes), extender.latest_release_before_end)
+
+
+def release_margin(request: ReservationRequest) -> timedelta:
+    """How long before its end the reservation of ``request`` is released: ``release_margin_minutes``, and
+    for a capacity block at least 35 minutes (AWS reclaims its instances 30 minutes before the end)."""
+    return _margin(request, EXTENDERS[request.platform])
 
 
 def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> ExtendOutput:

@@ -13,7 +13,7 @@ extension id in the ledger:
    first, conditionally (``EXTENSION_DECISION#<id>``: only the first counts). Approved: ``ExtensionRequested``
    is put, again on every approving call until the workflow has started (a lost ``PutEvents`` is recovered
    by approving again; the workflow buys once per extension id). Rejected: ``EXTENSION_OUTCOME#<id>``
-   ``rejected``, nothing is bought.
+   ``rejected``, nothing is bought, and ``ExtensionFailed`` is put (a roll-over waiting on it goes on).
 3. The workflow reads the decision from the ledger (:func:`capacity.logic.extend.approved_fee`), so an
    ``ExtensionRequested`` sent by anyone else is refused above the threshold, and a stale offering is
    replaced only by one that costs no more than the approved fee.
@@ -36,7 +36,7 @@ from capacity.errors import (
     NotAwaitingApproval,
     TeamLimitExceeded,
 )
-from capacity.events import ExtensionApprovalRequestedDetail, ExtensionRequestedDetail
+from capacity.events import ExtensionApprovalRequestedDetail, ExtensionFailedDetail, ExtensionRequestedDetail
 from capacity.logic import policy
 from capacity.logic.common import load_request, post
 from capacity.logic.extend import (
@@ -140,13 +140,13 @@ def request_extension(request_id: str, body: Any, ports: Ports, *, requester: st
         require_extension_allowed(request, ports, chosen, extension_id=chosen.offering_id)
     except ExtensionApprovalRequired as needed:
         _refuse_if_rejected(ports, request_id, chosen.offering_id)
-        _ask(ports, request_id, chosen, requester=requester, reason=str(needed))
+        ask_approval(ports, request_id, chosen, requester=requester, reason=str(needed))
         return answer | {
             "status": "APPROVAL_REQUIRED",
             "approval": f"POST /reservations/{request_id}/extensions/{chosen.offering_id}/approval "
             "by an approver of the team (never the requester), or the buttons in Slack",
         }
-    _request(ports, request_id, chosen, requester=requester)
+    put_request(ports, request_id, chosen, requester=requester)
     return answer | {"status": "EXTENSION_REQUESTED"}
 
 
@@ -169,7 +169,13 @@ def _listed(request: Any, ports: Ports, offering: ExtensionOffering) -> dict[str
     }
 
 
-def _request(ports: Ports, request_id: str, offering: ExtensionOffering, *, requester: str) -> None:
+def put_request(ports: Ports, request_id: str, offering: ExtensionOffering, *, requester: str) -> None:
+    """Put ``ExtensionRequested`` for ``offering`` (its id is the extension id: the workflow buys it once,
+    however often this is put).
+
+    Raises:
+        RetryableAwsError: the bus failed.
+    """
     detail = ExtensionRequestedDetail(
         request_id=request_id, extension_id=offering.offering_id, offering=offering, requester=requester
     )
@@ -185,8 +191,15 @@ def _refuse_if_rejected(ports: Ports, request_id: str, extension_id: str) -> Non
         )
 
 
-def _ask(ports: Ports, request_id: str, offering: ExtensionOffering, *, requester: str, reason: str) -> None:
-    """Record the approval asked for (once) and, the first time, ask the thread and put the event."""
+def ask_approval(
+    ports: Ports, request_id: str, offering: ExtensionOffering, *, requester: str, reason: str
+) -> None:
+    """Record the approval of ``offering`` asked for (``EXTENSION_APPROVAL#<id>``, once) and, the first time,
+    ask the thread (Approve/Reject buttons) and put ``ExtensionApprovalRequested``.
+
+    Raises:
+        RetryableAwsError: the ledger or the bus failed.
+    """
     extension_id = offering.offering_id
     created, _ = ports.ledger.put_once(
         request_id,
@@ -254,7 +267,7 @@ def decide_extension_approval(
         team_name=request.team,
         extension_id=extension_id,
     )
-    extendable(ports, request_id)  # released or cancelled meanwhile: nothing to decide any more
+    _, purchase = extendable(ports, request_id)  # released or cancelled meanwhile: nothing to decide any more
     created, stored = ports.ledger.put_once(
         request_id,
         f"{EXTENSION_DECISION}#{extension_id}",
@@ -268,13 +281,23 @@ def decide_extension_approval(
         )
     offering = ExtensionOffering.model_validate(asked["offering"])
     if approved and ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") is None:
-        _request(ports, request_id, offering, requester=requester)
+        put_request(ports, request_id, offering, requester=requester)
     if not approved:
         ports.ledger.put_once(
             request_id,
             f"{EXTENSION_OUTCOME}#{extension_id}",
             {"outcome": "rejected", "reason": f"rejected by {identity}", "actor": ports.actor},
         )
+        if created:  # nothing is extended: who waits for it (serve_until's roll-over) hears it now
+            ports.events.put(
+                "ExtensionFailed",
+                ExtensionFailedDetail(
+                    request_id=request_id,
+                    extension_id=extension_id,
+                    reason=f"the extension was rejected by {identity}",
+                    end_time=current_end(ports, request_id, purchase),
+                ),
+            )
     if created:
         post(
             ports,

@@ -10,12 +10,13 @@ from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationC
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
+from capacity.logic.chain import SUCCESSOR
 from capacity.logic.checks import require_in_scope
-from capacity.logic.common import final_state
+from capacity.logic.common import final_state, states
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.records import State
-from capacity.request import parse_request
+from capacity.request import ReservationRequest, parse_request
 from capacity.validation import parse_model
 
 
@@ -52,6 +53,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     try:
         request = parse_request(detail.request, now=ports.clock())
         require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
+        require_named_successor(request, ports)
     except OutOfScope as exc:
         raise OutOfScope([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     except InvalidRequest as exc:
@@ -89,6 +91,37 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         dry_run=request.dry_run,
         brought=request.brought is not None,
     )
+
+
+def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
+    """A request with ``rollover_of`` takes over from that reservation only when it is the successor the
+    orchestrator named there (its ``SUCCESSOR`` item, put before the successor was requested).
+
+    Raises:
+        InvalidRequest: ``rollover_of`` names a reservation whose successor is another request, or none, or
+            one that was cancelled (a cancel stops the chain).
+    """
+    if request.rollover_of is None:
+        return
+    named = ports.ledger.get(request.rollover_of, SUCCESSOR)
+    if State.CANCELLED in states(ports.ledger.history(request.rollover_of)):
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "rollover_of", f"{request.rollover_of} was cancelled: nothing is kept serving for it"
+                )
+            ]
+        )
+    if named is None or named.get("successor_id") != request.id:
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "rollover_of",
+                    f"{request.rollover_of} did not name {request.id} as its successor: rollover_of is set "
+                    "by the orchestrator when it rolls a reservation over (serve_until); remove it",
+                )
+            ]
+        )
 
 
 def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequestOutput:

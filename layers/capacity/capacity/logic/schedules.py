@@ -46,7 +46,7 @@ from capacity.logic import api
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import resolve_team
 from capacity.ports import Ports
-from capacity.request import parse_request
+from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import as_utc, iso_z, parse_utc
 from capacity.validation import parse_model
 from capacity.wire import StrictBool, StrictInt
@@ -223,7 +223,7 @@ def _validate_template(definition: ScheduleDefinition, now: datetime) -> None:
             ]
         )
     try:
-        parse_request(request_for_run(definition, now), now=None)
+        require_not_a_successor(parse_request(request_for_run(definition, now), now=None))
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(_template_field(e.field), e.message) for e in exc.errors]) from exc
 

@@ -19,6 +19,7 @@ Slash command (``application/x-www-form-urlencoded``: ``command``, ``text``, ``u
   ``POST /plans`` searches longer).
 - ``status <id>``: the reservation's state and last steps. ``cancel <id>``: the requester or an approver
   only. ``extend <id> [<duration>]``: the extension offerings (a dry run), each with an Extend button.
+  ``serve <id> until <date> [lead=<hours>]``: keep serving until then (issue 17; ``until none`` clears it).
   ``help`` (or nothing): the usage. Anything else: the usage with what was wrong.
 
 Interactions (``payload`` = JSON ``block_actions``): the Approve/Reject buttons of the approval message,
@@ -64,7 +65,7 @@ from capacity.errors import (
     TeamLimitExceeded,
 )
 from capacity.events import ReservationRequestedDetail, SlackOrigin
-from capacity.logic import api, costs, extension_request, schedules
+from capacity.logic import api, costs, extension_request, schedules, serve_until
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import charged_to
 from capacity.ports import Ports
@@ -92,6 +93,9 @@ so a paid reservation asks first (a Cancel anyway button)
 • `/gpu extend <request id> [<duration>]`: the extension offerings of a reservation (default `1d`: fee, \
 new end, on-demand equivalent), each with an Extend button that asks to confirm (the requester, its team or \
 an approver)
+• `/gpu serve <request id> until <date> [lead=<hours>]`: keep its models served until then: ahead of each \
+end it is extended in place, else the next reservation is bought and the clients moved onto it \
+(`until none` stops it; the requester, its team or an approver)
 • `/gpu costs [team=<team>] [month=<yyyy-mm>] [by=team|instance_type|region]`: paid, used and on-demand \
 equivalent per team and month
 • `/gpu schedule <name> <cron(...) or rate(...)> [tz=UTC] [after=<hours>] [window=<hours>] <reserve words \
@@ -490,6 +494,7 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
         "costs": lambda: _costs(args, ports),
         "extend": lambda: _extend(args, ports, door, user_id=user_id),
+        "serve": lambda: _serve(args, ports, door, user_id=user_id),
     }
     run = handlers.get(subcommand) or (lambda: _usage(f"`{subcommand}` is not a /gpu command."))
     try:
@@ -695,6 +700,37 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
     offers = messages.extension_offers(request_id, hours, dry_run)
     return SlackAnswer(
         200, {"response_type": "ephemeral", "text": offers.text, "blocks": list(offers.blocks)}
+    )
+
+
+def _serve(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
+    """``/gpu serve <id> until <date> [lead=<hours>]``: set or move ``serve_until`` (the API's
+    ``PATCH /reservations/{id}``, :func:`capacity.logic.serve_until.set_serve_until`), the same callers as
+    ``extend``; ``until none`` clears it."""
+    if len(args) not in (3, 4) or args[1].lower() != "until":
+        raise UsageError("give the reservation and until when: `/gpu serve <request id> until 2026-12-14`")
+    request_id = args[0]
+    body: dict[str, Any] = {
+        "serve_until": None if args[2].lower() == "none" else iso_z(_instant(args[2], "until"))
+    }
+    if len(args) == 4:
+        key, sep, value = args[3].partition("=")
+        if key.lower() != "lead" or not sep:
+            raise UsageError(f"`{args[3]}`: the only option is `lead=<hours>` (or `lead=2d`)")
+        body["rollover_lead_hours"] = _duration_hours(value)
+    api.get_reservation(request_id, ports)  # 404 first
+    refused = _may_not_act(request_id, user_id, ports, door, doing="keep serving")
+    if refused is not None:
+        return _ephemeral(refused)
+    result = serve_until.set_serve_until(request_id, body, ports, actor=f"slack:{user_id}")
+    until = result["serve_until"]
+    if until is None:
+        return _ephemeral(f"{request_id} is kept serving no longer than the reservations bought so far.")
+    check = result["next_check"]
+    when = f"at {check} ({result['rollover_lead_hours']} h before its end)" if check else "once it is bought"
+    return _ephemeral(
+        f"{request_id} is kept serving until {until}: {when} it is extended in place, or the next "
+        "reservation is bought and the clients moved onto it (the thread hears each step)."
     )
 
 

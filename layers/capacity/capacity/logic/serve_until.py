@@ -1,0 +1,146 @@
+"""The doors' side of keeping serving (issue 17): ``PATCH /reservations/{id}`` with ``serve_until`` (and
+``rollover_lead_hours``) sets or moves it after the request was made. :mod:`capacity.logic.rollover` is the
+workflow's side.
+
+Who may: the same rule as an extension (:func:`~capacity.logic.api.require_may_act`, the requester's side and
+the team's approvers): the money it may lead to is the request's own budget, already granted. The change is
+recorded on the reservation and on every successor of its chain that still runs (``SERVE_UNTIL#<time>``: the
+last one counts, nothing is overwritten), then ``ServeUntilChanged`` is put for each, so the schedule at the
+lead time is put or moved by the one function that owns it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from capacity.base import Model
+from capacity.errors import FieldError, InvalidRequest, ReservationClosed, RetryableAwsError
+from capacity.events import ServeUntilChangedDetail
+from capacity.ledger import MAX_SEQ_ATTEMPTS
+from capacity.logic.chain import SERVE_UNTIL, chain_ids, chain_view, serving_target
+from capacity.logic.common import STOP_STATES, load_purchase, load_request, states
+from capacity.ports import Ports
+from capacity.request import MAX_ROLLOVER_LEAD_HOURS, MAX_SERVE_DAYS, MIN_ROLLOVER_LEAD_HOURS
+from capacity.succession import rollover_due
+from capacity.timeutil import iso_ms, iso_z
+from capacity.validation import parse_model
+from capacity.wire import StrictInt, UtcDatetime
+
+
+class ServeUntilBody(Model):
+    """Body of ``PATCH /reservations/{id}``: ``serve_until`` (UTC; null: keep serving no longer than the
+    reservations bought so far) and/or ``rollover_lead_hours`` (how long before an end the orchestrator acts).
+    At least one of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    serve_until: UtcDatetime | None = Field(
+        default=None, description="keep serving until this UTC time; null stops keeping it served"
+    )
+    rollover_lead_hours: StrictInt | None = Field(
+        default=None, ge=MIN_ROLLOVER_LEAD_HOURS, le=MAX_ROLLOVER_LEAD_HOURS
+    )
+
+
+def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """Set or move ``serve_until`` (module docstring).
+
+    Returns:
+        ``{"request_id", "serve_until", "rollover_lead_hours", "next_check", "chain"}``: ``next_check`` is
+        when the orchestrator acts (UTC; None while nothing is bought), ``chain`` as
+        :func:`~capacity.logic.chain.chain_view`.
+
+    Raises:
+        InvalidRequest: the body is invalid: neither field given, ``serve_until`` not in the future or more
+            than 365 days after the reservation's start (each names the field and the fix).
+        ReservationNotFound: no such reservation.
+        ReservationClosed: the reservation is released, cancelled, rejected or failed.
+        RetryableAwsError: the ledger or the bus failed (send the same PATCH again).
+    """
+    sent = body if isinstance(body, dict) else {}
+    parsed = parse_model(ServeUntilBody, sent)
+    if "serve_until" not in sent and parsed.rollover_lead_hours is None:
+        raise InvalidRequest(
+            [FieldError("serve_until", "give serve_until (a UTC time, or null) and/or rollover_lead_hours")]
+        )
+    request = load_request(ports, request_id)
+    current = serving_target(ports, request)
+    until = parsed.serve_until if "serve_until" in sent else current.serve_until
+    lead = parsed.rollover_lead_hours or current.lead_hours
+    now = ports.clock()
+    _check(until, request.earliest_start, now)
+    stopped = states(ports.ledger.history(request_id)) & STOP_STATES
+    if stopped:
+        raise ReservationClosed(
+            f"reservation {request_id} is {sorted(stopped)[0].value}: it can no longer be kept serving; "
+            "request a new reservation"
+        )
+    chain = chain_ids(ports, request_id)
+    for member in chain[chain.index(request_id) :]:  # this one and its successors
+        if states(ports.ledger.history(member)) & STOP_STATES:
+            continue
+        _record(
+            ports,
+            member,
+            {"serve_until": iso_z(until) if until else None, "rollover_lead_hours": lead},
+            actor,
+        )
+        ports.events.put(
+            "ServeUntilChanged",
+            ServeUntilChangedDetail(
+                request_id=member, serve_until=until, rollover_lead_hours=lead, actor=actor
+            ),
+        )
+    purchase = load_purchase(ports, request_id)
+    return {
+        "request_id": request_id,
+        "serve_until": iso_z(until) if until else None,
+        "rollover_lead_hours": lead,
+        "next_check": iso_z(rollover_due(purchase.end_time, lead)) if purchase and until else None,
+        "chain": chain_view(ports, request_id),
+    }
+
+
+def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> None:
+    """Append ``SERVE_UNTIL#<time>#<seq>``: two changes in one millisecond keep their order (the last
+    counts), never overwrite each other.
+
+    Raises:
+        RetryableAwsError: the ledger failed.
+    """
+    at = iso_ms(ports.clock())
+    for seq in range(MAX_SEQ_ATTEMPTS):
+        created, _ = ports.ledger.put_once(
+            request_id, f"{SERVE_UNTIL}#{at}#{seq:04d}", change | {"actor": actor}
+        )
+        if created:
+            return
+    raise RetryableAwsError(f"{MAX_SEQ_ATTEMPTS} serve_until changes of {request_id} at {at}: try again")
+
+
+def _check(until: datetime | None, earliest_start: datetime, now: datetime) -> None:
+    if until is None:
+        return
+    if until <= now:
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "serve_until",
+                    f"{iso_z(until)} is not in the future (now {iso_z(now)}): give a later time",
+                )
+            ]
+        )
+    horizon = earliest_start + timedelta(days=MAX_SERVE_DAYS)
+    if until > horizon:
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "serve_until",
+                    f"{iso_z(until)} is more than {MAX_SERVE_DAYS} days after the reservation's start: use "
+                    f"{iso_z(horizon)} or earlier",
+                )
+            ]
+        )
