@@ -113,18 +113,31 @@ def bus_events(cloud: LocalCloud, detail_type: str) -> list[Any]:
     ]
 
 
-def parameter_switched_once(cloud: LocalCloud) -> None:
-    """The endpoint parameter has two versions, the second naming the successor's endpoint; the roll-over
-    event and both READY events name it."""
+def parameter_values(cloud: LocalCloud) -> list[dict[str, Any]]:
+    """Every value the application wrote to the endpoint parameter, in order."""
+    return [
+        json.loads(call.params["Value"])
+        for call in succeeded(cloud, "PutParameter", lambda p: p["Name"] == PARAMETER)
+    ]
+
+
+def parameter_retired(cloud: LocalCloud) -> None:
+    """Once nothing of the chain serves, the endpoint parameter is gone (deleted once)."""
     with cloud.dispatcher.exempt():
-        history = cloud.client("ssm").get_parameter_history(Name=PARAMETER)["Parameters"]
-    values = [json.loads(version["Value"]) for version in history]
+        assert cloud.client("ssm").get_parameters(Names=[PARAMETER])["InvalidParameters"] == [PARAMETER]
+    assert len(succeeded(cloud, "DeleteParameter", lambda p: p["Name"] == PARAMETER)) == 1
+
+
+def parameter_switched_once(cloud: LocalCloud) -> None:
+    """The endpoint parameter was written twice, the second time naming the successor's endpoint, and is
+    deleted once the successor is released; the roll-over event and both READY events name it."""
+    values = parameter_values(cloud)
     assert [(v["endpoint_name"], v["region"]) for v in values] == [
         ("co-eval-week-49", "us-east-1"),
         ("co-eval-week-49-r2", "us-west-2"),
     ]
     assert values[1]["inference_components"]["llama-3-8b-eu"] == "co-eval-week-49-r2-llama-3-8b-eu"
-    assert len(succeeded(cloud, "PutParameter")) == 2
+    parameter_retired(cloud)
     (rolled,) = bus_events(cloud, "ReservationRolledOver")
     assert rolled.detail["event"]["detail"] | {"schema_version": 1} == {
         "schema_version": 1,
@@ -327,9 +340,8 @@ def test_a_successor_that_cannot_deploy_leaves_the_first_serving_until_its_end()
         (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
         assert f"the next reservation {NEXT} ended FAILED" in told["reason"]
         assert at(told, "written_at") < END - timedelta(hours=12)  # when the successor failed, not at the end
-        with cloud.dispatcher.exempt():
-            value = json.loads(cloud.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
-        assert value["endpoint_name"] == "co-eval-week-49"  # never switched
+        assert [v["endpoint_name"] for v in parameter_values(cloud)] == ["co-eval-week-49"]  # never switched
+        parameter_retired(cloud)  # and gone with the first endpoint: nothing of the chain serves
         assert cloud.billable_resources() == []
 
 
@@ -485,9 +497,8 @@ def test_cancelling_a_reservation_cancels_the_successor_requested_for_it() -> No
         cloud.run_until_idle()
         assert states(cloud, RID)[-1] == states(cloud, NEXT)[-1] == "RELEASED"
         assert "READY" not in states(cloud, NEXT)  # nothing deployed for a chain that was stopped
-        with cloud.dispatcher.exempt():
-            value = json.loads(cloud.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"])
-        assert value["endpoint_name"] == "co-eval-week-49"
+        assert [v["endpoint_name"] for v in parameter_values(cloud)] == ["co-eval-week-49"]
+        parameter_retired(cloud)
         assert cloud.billable_resources() == []
 
 
@@ -520,4 +531,82 @@ def test_a_capacity_block_rolls_over_to_a_block_in_another_region_with_its_insta
         assert at(last) >= datetime(2026, 12, 11, 10, 30, tzinfo=UTC)
         assert {i["State"]["Name"] for i in instances(cloud)} == {"terminated"}
         assert len(instances(cloud)) == 4
+        assert cloud.billable_resources() == []
+
+
+def test_a_successor_requested_too_late_to_serve_leaves_no_endpoint_parameter_behind() -> None:
+    # The successor's ReservationRequested arrives two days late, after the first's end: nothing can start in
+    # its window any more, so the intake refuses it and records nothing. The first's release (at its end) is
+    # the last word of the chain: the parameter naming its deleted endpoint goes with it.
+    late = FaultRule(
+        service="eventbridge",
+        operation="ReservationRequested",
+        kind=FaultKind.DELAYED_DELIVERY,
+        delay_seconds=48 * 3600,
+        not_before=DUE - timedelta(minutes=1),
+    )
+    with make_cloud(market=ROLLS_OVER, faults=FaultInjector([late])) as cloud:
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run_until_idle()
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
+        (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
+        assert f"the next reservation {NEXT} was never recorded" in told["reason"]
+        assert [i["sk"] for i in ledger_items(cloud, NEXT)] == ["SUBMITTED"]  # refused at the intake
+        assert len(training_plans(cloud)) == 1
+        assert [v["endpoint_name"] for v in parameter_values(cloud)] == ["co-eval-week-49"]
+        parameter_retired(cloud)
+        assert cloud.billable_resources() == []
+
+
+def set_team_month(cloud: LocalCloud, usd: Decimal) -> None:
+    """The team ml-platform may now commit ``usd`` a month."""
+    from capacity.adapters.policy_store import PolicyStore
+
+    store = PolicyStore(cloud.stack.physical_id("PolicyTable"), cloud.client("dynamodb"))
+    team = store.team("ml-platform")
+    assert team is not None
+    store.put_team(
+        type(team).model_validate({**team.model_dump(), "monthly_budget_usd": usd}),
+        actor="test",
+        now=cloud.now(),
+    )
+
+
+@pytest.mark.parametrize("refused_by", ["approver", "team-month"])
+def test_a_successor_refused_after_the_first_was_released_retires_the_endpoint_parameter(
+    refused_by: str,
+) -> None:
+    with make_cloud(market=ROOMY) as cloud:
+        automatic_extension_asked(cloud)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, NEXT))
+        # The first is released early (its models idle) while the successor waits for an approver: the
+        # successor may still serve, so the parameter stays.
+        with cloud.dispatcher.exempt():
+            cloud.put_events(
+                [
+                    {
+                        "Source": "capacity.orchestrator",
+                        "DetailType": "ReleaseRequested",
+                        "Detail": json.dumps({"schema_version": 1, "request_id": RID, "reason": "idle"}),
+                        "EventBusName": cloud.stack.physical_id("EventBus"),
+                    }
+                ]
+            )
+        cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
+        with cloud.dispatcher.exempt():
+            kept = cloud.client("ssm").get_parameter(Name=PARAMETER)["Parameter"]["Value"]
+        assert json.loads(kept)["endpoint_name"] == "co-eval-week-49"
+        # The successor is refused (an approver says no; or approved, the team's month is spent): nothing of
+        # the chain serves or will (REJECTED by the approval's outcome; by the failure path with
+        # ReservationFailed).
+        if refused_by == "team-month":
+            set_team_month(cloud, Decimal(100))
+        path = f"/reservations/{NEXT}/approval"
+        decision = {"approved": refused_by == "team-month"}
+        answer = cloud.api_request(api_event(decision, path=path, caller=APPROVER))
+        assert answer["statusCode"] == 200, answer
+        cloud.run_until_idle()
+        assert states(cloud, NEXT)[-1] == "REJECTED"
+        assert len(training_plans(cloud)) == 1
+        parameter_retired(cloud)
         assert cloud.billable_resources() == []

@@ -275,6 +275,8 @@ class ParametersPort(Protocol):
 
     def put(self, name: str, value: str, *, description: str) -> bool: ...
 
+    def delete(self, name: str) -> bool: ...
+
 
 class TaskTokensPort(Protocol):
     """Answers waiting Step Functions tasks (see :class:`~capacity.adapters.stepfunctions.TaskTokens`)."""

@@ -1,7 +1,8 @@
 """Systems Manager Parameter Store: the parameter clients read to find a reservation's current endpoint
-(issue 17, keep serving): ``GetParameter`` and ``PutParameter`` (``Type`` ``String``, ``Overwrite``; SSM API
-reference). A standard parameter costs nothing; each put is a new version, so the writer puts only what
-differs from the stored value (:meth:`Parameters.put`)."""
+(issue 17, keep serving): ``GetParameter``, ``PutParameter`` (``Type`` ``String``, ``Overwrite``) and
+``DeleteParameter`` once nothing it could name serves (SSM API reference). A standard parameter costs
+nothing; each put is a new version, so the writer puts only what differs from the stored value
+(:meth:`Parameters.put`)."""
 
 from __future__ import annotations
 
@@ -60,4 +61,21 @@ class Parameters:
                 Name=name, Value=value, Type="String", Overwrite=True, Description=description[:1024]
             ),
         )
+        return True
+
+    def delete(self, name: str) -> bool:
+        """Delete ``name``.
+
+        Returns:
+            True when it was deleted, False when it did not exist (``ParameterNotFound``).
+
+        Raises:
+            RetryableAwsError, AccessDenied: throttling/5xx after retries; IAM refused it.
+        """
+        try:
+            clients.call(f"SSM DeleteParameter {name}", lambda: self._client.delete_parameter(Name=name))
+        except ClientError as exc:
+            if error_code(exc) == "ParameterNotFound":
+                return False
+            raise
         return True

@@ -12,7 +12,9 @@ written when a SageMaker reservation is ``READY``, before ``ReservationReady``: 
 request, region, endpoint and the inference component of each model. A successor's ``READY`` overwrites it
 (the switch: once, since an equal value is not written again) and hands over (:func:`hand_over`):
 ``ReservationRolledOver``, ``ROLLED_OVER`` on the predecessor, and the predecessor's release (reason
-``rolled-over``). Nothing here imports a platform wing: :mod:`capacity.logic.ready` calls it.
+``rolled-over``). Once the reservation it names and every later one of the chain are stopped, the release
+deletes it (:func:`retire_endpoint`): a dead endpoint is never shown as current. Nothing here imports a
+platform wing: :mod:`capacity.logic.ready` and :mod:`capacity.logic.ending` call it.
 """
 
 from __future__ import annotations
@@ -166,6 +168,52 @@ def publish_endpoint(ports: Ports, request: ReservationRequest, event: Reservati
             description=f"Capacity Orchestrator: the endpoint serving {request.id}'s models now",
         )
     return name
+
+
+def retire_endpoint(ports: Ports, request_id: str) -> bool:
+    """Delete the endpoint parameter of ``request_id``'s chain once nothing it could name serves: the
+    reservation it names and every later one of the chain are stopped (``RELEASING`` or a final state) or,
+    never recorded, past their latest start, so clients are never told a deleted endpoint is current. While
+    a later reservation may still become ``READY`` (it would write its own endpoint there) the parameter
+    stays; that reservation's own ending retires it. Called when a reservation of the chain is released and
+    when a successor fails; idempotent.
+
+    Returns:
+        True when this call deleted it.
+
+    Raises:
+        RetryableAwsError, AccessDenied: Parameter Store failed or refused (the step retries).
+    """
+    chain = chain_ids(ports, request_id)
+    name = endpoint_parameter_name(chain[0])
+    value = ports.parameters.get(name)
+    if value is None:
+        return False
+    try:
+        named = str(json.loads(value).get("request_id"))
+    except (ValueError, AttributeError):
+        named = ""
+    if named not in chain:  # not a value this chain wrote: not ours to delete
+        logger.warning("the parameter %s names %r, not a reservation of %s's chain", name, named, request_id)
+        return False
+    later = chain[chain.index(named) :]
+    pairs = zip([None, *later], later, strict=False)
+    if any(_may_serve(ports, member, previous) for previous, member in pairs):
+        return False
+    return ports.parameters.delete(name)
+
+
+def _may_serve(ports: Ports, member: str, previous: str | None) -> bool:
+    """Whether ``member`` serves or may still: not stopped and, when its request is not recorded (its
+    ``ReservationRequested`` is late or lost), its predecessor's ``SUCCESSOR`` latest start not passed yet
+    (after it nothing can be bought in its window: the intake refuses it and records nothing)."""
+    if states(ports.ledger.history(member)) & STOP_STATES:
+        return False
+    if previous is None or ports.ledger.get(member, REQUEST) is not None:
+        return True
+    successor = ports.ledger.get(previous, SUCCESSOR) or {}
+    latest_start = successor.get("latest_start")
+    return latest_start is None or ports.clock() < parse_utc(str(latest_start))
 
 
 def hand_over(ports: Ports, request: ReservationRequest, event: ReservationReadyDetail) -> None:

@@ -14,6 +14,7 @@ from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
 from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
+from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
 from capacity.logic.costs import release_summary
 from capacity.logic.forwarding import retire_forwarding
@@ -34,9 +35,10 @@ def record_released(
 ) -> ReleaseOutput:
     """The end of every release (training plan, capacity block, on demand, spot), once nothing of the
     reservation is left: the cost summary (:func:`~capacity.logic.costs.release_summary`: on-demand prices
-    for ``market`` ``on-demand``/``spot``), then exactly once (the conditional ``RELEASED`` marker item) the
-    ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the release schedule and
-    the Slack post ``message(summary, reason)``.
+    for ``market`` ``on-demand``/``spot``), the chain's endpoint parameter retired when nothing it could name
+    serves (:func:`~capacity.logic.chain.retire_endpoint`), then exactly once (the conditional ``RELEASED``
+    marker item) the ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the
+    release schedule and the Slack post ``message(summary, reason)``.
 
     A marker without ``RELEASED`` (the release that wrote it died before recording it) is finished here:
     the event, ``RELEASED`` with the stored summary, the schedule and the post.
@@ -53,6 +55,9 @@ def record_released(
     # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
     voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
     give_back(ports, step.request_id, money=voided, quota=True)
+    # Clients must not be told a deleted endpoint is current: the chain's parameter goes once nothing it
+    # could name serves (before the marker, so a retry after a failure here deletes it too).
+    retire_endpoint(ports, step.request_id)
     created, item = ports.ledger.put_once(
         step.request_id,
         RELEASED_MARKER,

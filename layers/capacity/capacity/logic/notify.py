@@ -11,7 +11,9 @@ Over 400 lines: the notify function handles six kinds that share the outcome boo
   When the reservation already has a final state (cancelled meanwhile) it raises ``ReservationCancelled``
   and records and posts nothing; ``AWAITING_APPROVAL`` is written only while no ``OUTCOME`` exists (one
   transaction), so a DELETE landing between that check and the write cannot leave it after ``CANCELLED``.
-- ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``.
+- ``approval_outcome`` (``approved: false``, after a rejection or a timeout): records ``REJECTED``; a
+  refused successor (``serve_until``) retires its chain's endpoint parameter when nothing of the chain
+  serves any more (:func:`~capacity.logic.chain.retire_endpoint`: it has no release to do it).
 - ``degraded``: a step that keeps failing on transient faults once money is at stake
   (:mod:`capacity.logic.degraded`).
 - ``failure``: first records whatever a purchase intent bought
@@ -43,6 +45,7 @@ from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepEr
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, search_wait
@@ -210,6 +213,9 @@ def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
     )
     if written is not None:
         post(ports, messages.approval_outcome(step.request_id, approved=False, reason=reason))
+    request = ledger.get_request(step.request_id)
+    if request is not None and request.rollover_of:  # a refused successor has no release to retire it
+        retire_endpoint(ports, step.request_id)
     return NotifyOutput(notified=True, state=State.REJECTED.value)
 
 

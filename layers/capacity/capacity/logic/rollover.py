@@ -52,7 +52,7 @@ from capacity.events import (
 )
 from capacity.ledger import PURCHASE, REQUEST, SLACK_ROOT, SLACK_THREAD, SUBMITTED
 from capacity.logic import extend, extension_request, plans
-from capacity.logic.chain import ROLLED_OVER, SUCCESSOR, chain_root, serving_target
+from capacity.logic.chain import ROLLED_OVER, SUCCESSOR, chain_root, retire_endpoint, serving_target
 from capacity.logic.common import STOP_STATES, final_state, load_purchase, post, states
 from capacity.naming import rollover_schedule_name
 from capacity.offerings import ExtensionOffering
@@ -102,8 +102,9 @@ class KeepServingOutput(Model):
 
 def on_event(detail_type: str, detail: Mapping[str, Any], ports: Ports) -> list[KeepServingOutput]:
     """Handle one event for the reservation it names (and for the predecessor of a successor it names: a
-    successor that failed is news for the chain). An ``ExtensionFailed`` of an automatic extension is
-    recorded as its outcome first (an extension refused before it was bought records none).
+    successor that failed is news for the chain, and when nothing of the chain serves any more its endpoint
+    parameter is retired). An ``ExtensionFailed`` of an automatic extension is recorded as its outcome first
+    (an extension refused before it was bought records none).
 
     Raises:
         RetryableAwsError: the ledger, the bus, the scheduler or a search failed (Lambda retries the event).
@@ -117,6 +118,8 @@ def on_event(detail_type: str, detail: Mapping[str, Any], ports: Ports) -> list[
     request = ports.ledger.get_request(request_id)
     if request is not None and request.rollover_of:
         done.append(keep_serving(request.rollover_of, ports, nudge=f"{detail_type} of {request_id}"))
+        if detail_type == "ReservationFailed":  # failed before buying, it has no release to retire it
+            retire_endpoint(ports, request_id)
     return done
 
 
