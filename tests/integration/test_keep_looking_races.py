@@ -1,0 +1,112 @@
+"""Keep looking (issue 17 item 4) against delivery, timing, crashes and other buyers, on the local cloud:
+
+- the offering a look chose is bought by someone else before the purchase call lands (another buyer was
+  waiting for the same capacity): nothing is bought, and the release that follows reconciles the purchase
+  intent with AWS without being refused (``ListTrainingPlans``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.emulator.market import MarketConfig
+from localcloud.faults import FaultInjector, FaultKind, FaultRule
+from tests.integration.support import (
+    START,
+    base_request,
+    ledger_items,
+    make_cloud,
+    post_reservation,
+    states,
+    training_plans,
+)
+
+pytestmark = pytest.mark.integration
+
+RID = "eval-week-49"
+REGION = "us-east-1"
+APPEARS = START + timedelta(days=3)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _slow_purchase_call() -> FaultInjector:
+    """The request's ``CreateTrainingPlan`` takes 20 s to land (past the client's read timeout: botocore
+    retries it), so another buyer can get in between the choice and the purchase."""
+    slow = FaultKind.LATENCY
+    return FaultInjector(
+        [
+            FaultRule(
+                service="sagemaker", operation="CreateTrainingPlan", kind=slow, latency_seconds=20, times=1
+            )
+        ]
+    )
+
+
+def _intent(cloud: LocalCloud) -> dict[str, Any] | None:
+    return next((i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE_INTENT"), None)
+
+
+def _search(cloud: LocalCloud, start: str, end: str) -> list[dict[str, Any]]:
+    with cloud.dispatcher.exempt():
+        found: list[dict[str, Any]] = cloud.client("sagemaker", REGION).search_training_plan_offerings(
+            InstanceType="ml.p5.48xlarge",
+            InstanceCount=2,
+            StartTimeAfter=datetime.fromisoformat(start.replace("Z", "+00:00")),
+            EndTimeBefore=datetime.fromisoformat(end.replace("Z", "+00:00")),
+            DurationHours=72,
+            TargetResources=["endpoint"],
+        )["TrainingPlanOfferings"]
+    return found
+
+
+def _someone_else_buys_the_chosen_window(cloud: LocalCloud) -> dict[str, Any]:
+    """Once the request's purchase intent is written (its call on its way), another buyer of the account (e.g.
+    a team that was waiting for the same capacity) buys every offering of the chosen window, in every zone.
+    Returns the chosen offering (the intent's)."""
+    cloud.run(stop_when=lambda: _intent(cloud) is not None)
+    chosen: dict[str, Any] = dict((_intent(cloud) or {})["offering"])
+    bought = 0
+    while found := _search(cloud, chosen["start_time"], chosen["end_time"]):
+        with cloud.dispatcher.exempt():
+            cloud.client("sagemaker", REGION).create_training_plan(
+                TrainingPlanName=f"someone-else-{bought}",
+                TrainingPlanOfferingId=found[0]["TrainingPlanOfferingId"],
+            )
+        bought += 1
+    assert bought >= 1
+    return chosen
+
+
+def _ours(cloud: LocalCloud) -> list[dict[str, Any]]:
+    return [p for p in training_plans(cloud) if not p["TrainingPlanName"].startswith("someone-else")]
+
+
+def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_the_release_reconciles() -> (
+    None
+):
+    # Given capacity that appears on day 3 in small pools, and a request that keeps looking for it
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{REGION}/ml.p5.48xlarge": 2})
+    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
+        deadline = START + timedelta(days=5, hours=12)
+        body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        # When the look that finds it chooses an offering another buyer then takes before the purchase lands
+        _someone_else_buys_the_chosen_window(cloud)
+        cloud.run_until_idle()
+
+        # Then nothing is bought for the request, it ends failed and told, and the release that follows asks
+        # AWS what the intent bought (ListTrainingPlans when DescribeTrainingPlan finds no plan) and completes
+        assert _ours(cloud) == []
+        failed = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
+        assert [f["detail"]["error"] for f in failed] == ["OfferingExpired"], failed
+        assert "nothing was bought" in failed[0]["detail"]["reason"]
+        assert cloud.iam.denials == []
+        assert states(cloud, RID)[-1] == "FAILED"  # no release failure recorded after it
+        assert cloud.billable_resources() == []
