@@ -2,12 +2,15 @@
 
 - the offering a look chose is bought by someone else before the purchase call lands (another buyer was
   waiting for the same capacity): nothing is bought, and the release that follows reconciles the purchase
-  intent with AWS without being refused (``ListTrainingPlans``).
+  intent with AWS without being refused (``ListTrainingPlans``);
+- a fresh search's replacement that costs more than the chosen offering is never bought without the approval
+  the team's threshold asks for.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -24,6 +27,7 @@ from tests.integration.support import (
     states,
     training_plans,
 )
+from tests.integration.test_extension_approval import lower_team_threshold
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +111,36 @@ def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_th
         failed = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
         assert [f["detail"]["error"] for f in failed] == ["OfferingExpired"], failed
         assert "nothing was bought" in failed[0]["detail"]["reason"]
+        assert cloud.iam is not None
         assert cloud.iam.denials == []
         assert states(cloud, RID)[-1] == "FAILED"  # no release failure recorded after it
+        assert cloud.billable_resources() == []
+
+
+def test_a_replacement_above_the_teams_threshold_is_not_bought_without_an_approval() -> None:
+    # Given a team that needs an approval above a cent more than the cheapest offering, and a request that
+    # names no threshold of its own
+    market = MarketConfig(default_training_plan_quota=4096)  # the other buyer is of this account too
+    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
+        body = {**base_request(), "regions": [REGION], "latest_end": "2026-12-20T00:00:00Z"}
+        del body["approval_above_usd"]
+        cheapest = min(
+            Decimal(o["UpfrontFee"]) for o in _search(cloud, body["earliest_start"], body["latest_end"])
+        )
+        threshold = cheapest + Decimal("0.01")
+        lower_team_threshold(cloud, threshold)
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        # When the cheapest offering, chosen without an approval, is bought elsewhere before the purchase
+        chosen = _someone_else_buys_the_chosen_window(cloud)
+        assert Decimal(chosen["upfront_fee_usd"]) == cheapest
+        cloud.run_until_idle()
+
+        # Then the fresh search's dearer replacement is not bought: it would need an approver
+        assert [p["UpfrontFee"] for p in _ours(cloud) if Decimal(p["UpfrontFee"]) > threshold] == []
+        seen = states(cloud, RID)
+        assert "PURCHASED" not in seen, seen
+        assert "PLANNED" in seen, seen
+        assert seen[-1] == "FAILED", seen
+        (failed,) = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
+        assert failed["detail"]["error"] == "OfferingExpired"
         assert cloud.billable_resources() == []
