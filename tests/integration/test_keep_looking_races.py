@@ -4,7 +4,9 @@
   waiting for the same capacity): nothing is bought, and the release that follows reconciles the purchase
   intent with AWS without being refused (``ListTrainingPlans``);
 - a fresh search's replacement that costs more than the chosen offering is never bought without the approval
-  the team's threshold asks for.
+  the team's threshold asks for;
+- the team's month is judged at the look that buys, not at the first look (a search that crosses into a new
+  month buys on the new month's budget and holds it there).
 """
 
 from __future__ import annotations
@@ -143,4 +145,52 @@ def test_a_replacement_above_the_teams_threshold_is_not_bought_without_an_approv
         assert seen[-1] == "FAILED", seen
         (failed,) = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
         assert failed["detail"]["error"] == "OfferingExpired"
+        assert cloud.billable_resources() == []
+
+
+def _set_monthly_budget(cloud: LocalCloud, usd: Decimal) -> None:
+    from capacity.adapters.policy_store import PolicyStore
+
+    store = PolicyStore(cloud.stack.physical_id("PolicyTable"), cloud.client("dynamodb"))
+    team = store.team("ml-platform")
+    assert team is not None
+    smaller = {**team.model_dump(), "monthly_budget_usd": usd, "approval_above_usd": usd}
+    store.put_team(type(team).model_validate(smaller), actor="test", now=cloud.now())
+
+
+def _team_spent(cloud: LocalCloud, month: str) -> Decimal:
+    from capacity.adapters.policy_store import PolicyStore
+
+    return PolicyStore(cloud.stack.physical_id("PolicyTable"), cloud.client("dynamodb")).spent(
+        month, "ml-platform"
+    )
+
+
+def test_the_teams_month_is_judged_at_the_look_that_buys_not_at_the_first_look() -> None:
+    # Given a team with $3,000 a month that spent about $2,000 of November on another reservation, and a
+    # request (also about $2,000) that starts looking in November for capacity that appears in December
+    market = MarketConfig(
+        listed_from={f"{REGION}/ml.p5.48xlarge": datetime(2026, 12, 2, 12, tzinfo=START.tzinfo)}
+    )
+    with make_cloud(market=market) as cloud:
+        budget = Decimal(3000)
+        _set_monthly_budget(cloud, budget)
+        other = {**base_request(), "request_id": "november-spend", "regions": ["us-west-2"]}
+        other |= {"max_upfront_fee_usd": "3000", "approval_above_usd": "3000"}
+        assert post_reservation(cloud, other)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "november-spend"))
+        november = _team_spent(cloud, "2026-11")
+        body = {**base_request(), "regions": [REGION], "search_until": "2026-12-05T00:00:00Z"}
+        body |= {"max_upfront_fee_usd": "3000", "approval_above_usd": "3000"}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run_until_idle()
+
+        # Then it bought at a December look, on December's budget, and the hold is December's
+        (purchased,) = [i for i in ledger_items(cloud, RID) if i.get("state") == "PURCHASED"]
+        fee = Decimal(purchased["money_usd"])
+        assert budget - november < fee  # November had no room for it: judged at the first look, refused
+        assert purchased["at"].startswith("2026-12-")
+        assert "REJECTED" not in states(cloud, RID)
+        assert _team_spent(cloud, "2026-12") == fee
+        assert _team_spent(cloud, "2026-11") == november
         assert cloud.billable_resources() == []
