@@ -113,6 +113,7 @@ def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_th
         failed = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
         assert [f["detail"]["error"] for f in failed] == ["OfferingExpired"], failed
         assert "nothing was bought" in failed[0]["detail"]["reason"]
+        assert _team_spent(cloud, failed[0]["at"][:7]) == 0  # the fee held for the purchase came back
         assert cloud.iam is not None
         assert cloud.iam.denials == []
         assert states(cloud, RID)[-1] == "FAILED"  # no release failure recorded after it
@@ -145,6 +146,7 @@ def test_a_replacement_above_the_teams_threshold_is_not_bought_without_an_approv
         assert seen[-1] == "FAILED", seen
         (failed,) = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
         assert failed["detail"]["error"] == "OfferingExpired"
+        assert _team_spent(cloud, failed["at"][:7]) == 0
         assert cloud.billable_resources() == []
 
 
