@@ -6,7 +6,8 @@
 - a fresh search's replacement that costs more than the chosen offering is never bought without the approval
   the team's threshold asks for;
 - the team's month is judged at the look that buys, not at the first look (a search that crosses into a new
-  month buys on the new month's budget and holds it there).
+  month buys on the new month's budget and holds it there), and two requests that find capacity at the same
+  look never spend more than the team's month together.
 """
 
 from __future__ import annotations
@@ -195,4 +196,33 @@ def test_the_teams_month_is_judged_at_the_look_that_buys_not_at_the_first_look()
         assert "REJECTED" not in states(cloud, RID)
         assert _team_spent(cloud, "2026-12") == fee
         assert _team_spent(cloud, "2026-11") == november
+        assert cloud.billable_resources() == []
+
+
+def test_two_requests_that_find_capacity_at_the_same_look_never_exceed_the_teams_month() -> None:
+    # Given a team with $3,000 a month and two of its requests (about $2,000 each) that keep looking on the
+    # same schedule for capacity that appears on day 3
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
+    with make_cloud(market=market) as cloud:
+        budget = Decimal(3000)
+        _set_monthly_budget(cloud, budget)
+        limits = {
+            "max_upfront_fee_usd": "3000",
+            "approval_above_usd": "3000",
+            "search_until": "2026-12-05T00:00:00Z",
+        }
+        for request_id, region in (("looks-east", "us-east-1"), ("looks-west", "us-west-2")):
+            body = {**base_request(), "request_id": request_id, "regions": [region], **limits}
+            assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run_until_idle()
+
+        # Then both choose at the same look, and the purchase's atomic hold lets one of them buy
+        outcomes = {rid: states(cloud, rid)[-1] for rid in ("looks-east", "looks-west")}
+        bought = [rid for rid in outcomes if "PURCHASED" in states(cloud, rid)]
+        assert len(bought) == 1, outcomes
+        (refused,) = [rid for rid in outcomes if rid not in bought]
+        ended = next(i for i in ledger_items(cloud, refused) if i.get("state") in ("FAILED", "REJECTED"))
+        assert ended["detail"]["error"] == "TeamLimitExceeded", ended
+        assert [p["TrainingPlanName"] for p in training_plans(cloud)] == [f"co-{bought[0]}"]
+        assert _team_spent(cloud, "2026-12") <= budget
         assert cloud.billable_resources() == []
