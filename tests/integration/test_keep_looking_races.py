@@ -23,6 +23,7 @@ from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
     START,
+    api_event,
     base_request,
     ledger_items,
     make_cloud,
@@ -225,4 +226,27 @@ def test_two_requests_that_find_capacity_at_the_same_look_never_exceed_the_teams
         assert ended["detail"]["error"] == "TeamLimitExceeded", ended
         assert [p["TrainingPlanName"] for p in training_plans(cloud)] == [f"co-{bought[0]}"]
         assert _team_spent(cloud, "2026-12") <= budget
+        assert cloud.billable_resources() == []
+
+
+def test_a_cancel_while_the_looks_purchase_misses_its_offering_gives_the_team_its_hold_back() -> None:
+    # Given a request that keeps looking, whose look that finds capacity chose an offering
+    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{REGION}/ml.p5.48xlarge": 2})
+    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
+        deadline = START + timedelta(days=5, hours=12)
+        body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        # When another buyer takes it while the purchase call is on its way (the fee held for the team), and
+        # the requester cancels meanwhile
+        _someone_else_buys_the_chosen_window(cloud)
+        month = cloud.now().strftime("%Y-%m")
+        assert _team_spent(cloud, month) > 0  # held for the call on its way
+        cancelled = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}", query={}))
+        assert cancelled["statusCode"] == 202, cancelled["body"]
+        cloud.run_until_idle()
+
+        # Then nothing was bought, the reservation stays cancelled, and the team's month holds nothing for it
+        assert _ours(cloud) == []
+        assert states(cloud, RID)[-1] == "CANCELLED"
+        assert _team_spent(cloud, month) == 0
         assert cloud.billable_resources() == []
