@@ -92,6 +92,17 @@ def _someone_else_buys_the_chosen_window(cloud: LocalCloud) -> dict[str, Any]:
     return chosen
 
 
+SCARCE = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{REGION}/ml.p5.48xlarge": 2})
+"""Capacity that appears on day 3, in pools of 2 instances (another buyer can take a whole window)."""
+
+
+def _keep_looking(cloud: LocalCloud) -> None:
+    """POST the demo request in one region, looking until day 5 12:00 for :data:`SCARCE` capacity."""
+    deadline = START + timedelta(days=5, hours=12)
+    body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
+    assert post_reservation(cloud, body)["statusCode"] == 202
+
+
 def _ours(cloud: LocalCloud) -> list[dict[str, Any]]:
     return [p for p in training_plans(cloud) if not p["TrainingPlanName"].startswith("someone-else")]
 
@@ -100,11 +111,8 @@ def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_th
     None
 ):
     # Given capacity that appears on day 3 in small pools, and a request that keeps looking for it
-    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{REGION}/ml.p5.48xlarge": 2})
-    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
-        deadline = START + timedelta(days=5, hours=12)
-        body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
-        assert post_reservation(cloud, body)["statusCode"] == 202
+    with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
+        _keep_looking(cloud)
         # When the look that finds it chooses an offering another buyer then takes before the purchase lands
         _someone_else_buys_the_chosen_window(cloud)
         cloud.run_until_idle()
@@ -231,11 +239,8 @@ def test_two_requests_that_find_capacity_at_the_same_look_never_exceed_the_teams
 
 def test_a_cancel_while_the_looks_purchase_misses_its_offering_gives_the_team_its_hold_back() -> None:
     # Given a request that keeps looking, whose look that finds capacity chose an offering
-    market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{REGION}/ml.p5.48xlarge": 2})
-    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
-        deadline = START + timedelta(days=5, hours=12)
-        body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
-        assert post_reservation(cloud, body)["statusCode"] == 202
+    with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
+        _keep_looking(cloud)
         # When another buyer takes it while the purchase call is on its way (the fee held for the team), and
         # the requester cancels meanwhile
         _someone_else_buys_the_chosen_window(cloud)
