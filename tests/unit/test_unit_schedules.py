@@ -151,6 +151,7 @@ def test_the_request_template_is_validated_at_creation(harness: Harness, schedul
     ("field", "value", "says"),
     [
         ("search_until", "2026-12-02T09:00:00Z", "every run after it would find in the past"),
+        ("serve_until", "2026-12-20T09:00:00Z", "every run after it would find in the past"),
         (
             "training_plan_arn",
             "arn:aws:sagemaker:us-east-1:123456789012:training-plan/central-procurement-p5",

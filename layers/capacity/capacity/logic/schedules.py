@@ -60,13 +60,16 @@ _TEMPLATE_EXCLUDED = ("earliest_start", "latest_end", "request_id")
 _ONE_INSTANT_OR_RESERVATION = {
     "search_until": "is one instant, which every run after it would find in the past (each run would be "
     "refused): leave it out; each run searches once",
+    "serve_until": "is one instant, which every run after it would find in the past (each run would be "
+    "refused): leave it out; each run serves its own window (PATCH /reservations/{id} sets serve_until on a "
+    "run's reservation)",
     "training_plan_arn": "names one reservation, which cannot serve every run (it is in use or over after "
     "the first): leave it out; each run buys its own",
     "capacity_reservation_id": "names one reservation, which cannot serve every run (it is in use or over "
     "after the first): leave it out; each run buys its own",
 }
-"""Request fields that hold for one reservation only (keep looking's deadline, a brought reservation, issue
-17): refused in a recurring template, or every run after the first would be refused when it fires."""
+"""Request fields that hold for one reservation only (keep looking's deadline, keep serving's end, a brought
+reservation, issue 17): refused in a recurring template, or every run after the first would be refused when it fires."""
 
 ScheduleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,52}$")]
 """1-53 letters, digits and hyphens: ``<name>-<YYYY-MM-DD>`` must stay a valid 64-character request id."""
