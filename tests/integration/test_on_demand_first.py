@@ -3,6 +3,7 @@ and 2 -> region 3; none anywhere -> a capacity block, with every try in the ledg
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -248,3 +249,29 @@ def test_what_the_team_refuses_is_never_launched_on_demand() -> None:
         rejected = next(i for i in ledger_items(cloud, REQUEST_ID) if i.get("state") == "REJECTED")
         assert rejected["detail"]["error"] == "TeamLimitExceeded"
         assert "team ml-eval may not reserve p5.48xlarge" in rejected["detail"]["reason"]
+
+
+def test_on_demand_above_the_teams_approval_threshold_is_never_launched_without_an_approval() -> None:
+    """The request names no threshold; its team asks for an approval above $1,000. On demand for the window
+    (about $10,600) is above it: the dry run says so, nothing is launched on demand, and the capacity block
+    waits for an approver (none comes: nothing is bought)."""
+    from tests.integration.support import api_event
+    from tests.integration.test_extension_approval import lower_team_threshold
+
+    with make_cloud() as cloud:
+        create_launch_templates(cloud)
+        lower_team_threshold(cloud, Decimal(1000))
+        dry = cloud.api_request(api_event(now_request(), path="/plans"))
+        assert dry["statusCode"] == 200, dry
+        check = json.loads(dry["body"])["advice"]["on_demand_check"]
+        assert check.startswith("not tried: "), check
+        assert "$1,000.00" in check, check
+        assert post_reservation(cloud, now_request())["statusCode"] == 202
+        cloud.run_until_idle()
+        assert tries(cloud) == []
+        assert instances(cloud) == []
+        assert blocks(cloud) == []
+        seen = states(cloud, REQUEST_ID)
+        assert "AWAITING_APPROVAL" in seen, seen
+        assert seen[-1] == "REJECTED", seen
+        assert cloud.billable_resources() == []

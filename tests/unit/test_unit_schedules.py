@@ -147,6 +147,32 @@ def test_the_request_template_is_validated_at_creation(harness: Harness, schedul
     assert schedules.names() == []
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("search_until", "2026-12-02T09:00:00Z", "every run after it would find in the past"),
+        ("serve_until", "2026-12-20T09:00:00Z", "every run after it would find in the past"),
+        (
+            "training_plan_arn",
+            "arn:aws:sagemaker:us-east-1:123456789012:training-plan/central-procurement-p5",
+            "cannot serve every run",
+        ),
+    ],
+)
+def test_a_template_that_holds_for_one_run_only_is_refused_naming_the_field(
+    harness: Harness, schedules: RequestSchedules, field: str, value: str, says: str
+) -> None:
+    # Keep looking's deadline and a brought reservation are one instant and one reservation: the first run
+    # could use them, every later run would be refused when it fires (and dropped by Scheduler).
+    template = {**definition()["request"], field: value}
+    with pytest.raises(InvalidRequest) as caught:
+        create_schedule(definition(request=template), harness.ports, actor="alice")
+    errors = {e.field: e.message for e in caught.value.errors}
+    assert list(errors) == [f"request.{field}"], errors
+    assert says in errors[f"request.{field}"]
+    assert schedules.names() == []
+
+
 def test_expression_and_timezone_are_validated(harness: Harness, schedules: RequestSchedules) -> None:
     with pytest.raises(InvalidRequest) as caught:
         create_schedule(

@@ -442,10 +442,11 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
     def money(value: Decimal | None) -> str:
         return format_usd(value) if value is not None else "n/a"
 
+    fee = money(summary.upfront_fee_usd) + (f" ({BROUGHT_NOTE})" if summary.brought else "")
     rows = [
         ("Training plan", f"{summary.training_plan_name} ({summary.region})"),
         ("Capacity", f"{summary.instance_count} x {summary.instance_type}"),
-        ("Upfront fee", money(summary.upfront_fee_usd)),
+        ("Upfront fee", fee),
         ("Hours reserved", f"{summary.hours_reserved:.2f}"),
         ("Hours served", f"{summary.hours_served:.2f}"),
         ("Instance-hours used", _used(summary)),
@@ -468,6 +469,8 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
             "Effective $/used inst-h",
             f"${summary.effective_usd_per_served_instance_hour:.2f}"
             if summary.effective_usd_per_served_instance_hour is not None
+            else "n/a (brought)"
+            if summary.brought
             else "n/a (never served)",
         ),
     ]
@@ -477,7 +480,7 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
         f"endpoint config) is deleted; nothing tagged with the reservation is left.\n```\n{table}\n```"
     )
     fields = [
-        ("Upfront fee", money(summary.upfront_fee_usd)),
+        ("Upfront fee", fee),
         ("Instance-hours used", _used(summary)),
         ("On-demand, what ran", money(summary.on_demand_equivalent_served_usd)),
         (_verdict(summary), _saving(summary)),
@@ -506,8 +509,15 @@ def _verdict(summary: CostSummary) -> str:
     )
 
 
+BROUGHT_NOTE = "brought: bought outside the orchestrator, not paid by this request"
+"""What the cost summary of a brought reservation (issue 17) says in place of a fee and a saving."""
+
+
 def _saving(summary: CostSummary) -> str:
-    """The saving against on-demand for the hours served, or what was lost when it never served."""
+    """The saving against on-demand for the hours served, or what was lost when it never served (none for a
+    brought reservation: its fee is its buyer's)."""
+    if summary.brought:
+        return f"n/a ({BROUGHT_NOTE})"
     if summary.saving_usd is None:
         return "n/a (no on-demand price for this type)"
     if summary.saving_percent is None:

@@ -102,4 +102,6 @@ class CostSummary(Model):
     """False when no instance count was recorded and every instance is assumed to have served."""
     brought: bool = False
     """True when the request brought a reservation someone else bought (issue 17): this request paid
-    nothing for it (``upfront_fee_usd`` 0); the on-demand equivalents still say what the use was worth."""
+    nothing for it (``upfront_fee_usd`` 0); the on-demand equivalents still say what the use was worth, but
+    there is no saving, break-even or price per used instance-hour (null): the fee is its buyer's, unknown
+    to this request, which saved nothing."""

@@ -19,8 +19,9 @@ the same for every platform (each platform is a :class:`Buyer`):
 4. The call, recorded just before it is made (``PURCHASE_CALL#<time>`` with the offering passed: a
    capacity reservation does not carry its fee, so what a found block cost is the offering of the last call);
    an expired offering is searched once more, in the same region, for a replacement within the rules
-   (:func:`capacity.ranking.replacement`). ``PURCHASE`` is recorded from what AWS answered; then the
-   platform's after-purchase step: the release schedule, ``PURCHASED`` with the money,
+   (:func:`capacity.ranking.replacement`, with the team's approval threshold when it is lower than the
+   request's: :func:`~capacity.logic.policy.as_admitted`). ``PURCHASE`` is recorded from what AWS
+   answered; then the platform's after-purchase step: the release schedule, ``PURCHASED`` with the money,
    ``ReservationPurchased`` and the message.
 
 :func:`reconcile` is the same lookup for the paths that end a reservation (a failure, a cancel, a release):
@@ -49,7 +50,7 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.policy import purchase_check, settle_spend
+from capacity.logic.policy import as_admitted, purchase_check, settle_spend
 from capacity.naming import release_schedule_name
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
@@ -233,7 +234,8 @@ def _buy(
     try:
         return _call(request, ports, buyer, region, offering)
     except OfferingExpired as exc:
-        fresh = buyer.research(request, ports, region, offering)
+        # Judged by the threshold the choice was judged by: the team's when it is lower than the request's.
+        fresh = buyer.research(as_admitted(request, ports), ports, region, offering)
         if fresh is None:
             raise OfferingExpired(
                 f"{buyer.what} offering {offering.offering_id} expired and a fresh search in {region} "

@@ -155,9 +155,10 @@ def cost_summary(
 
     The saving compares the upfront fee with the on-demand cost of the instance-hours that were in service
     (:func:`capacity.logic.costs.used_instance_hours`: the recorded instance counts over the served window;
-    negative when the reservation served too little to pay off: a loss; no percentage when it never served).
-    Served hours run from the first ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry
-    after it (else ``now``), clipped to the plan's start and end.
+    negative when the reservation served too little to pay off: a loss; no percentage when it never served);
+    a brought reservation has none (``brought``: not paid by this request). Served hours run from the first
+    ``READY`` (else ``DEPLOYING``) entry to the first ``RELEASING`` entry after it (else ``now``), clipped to
+    the plan's start and end.
     """
     count = purchase.instance_count or 1
     reserved = reserved_hours(purchase)
@@ -169,6 +170,8 @@ def cost_summary(
     )
     # What ran, not what was reserved: the instance-hours in service at the on-demand price (issue 16).
     eq_used = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
+    # A brought reservation's fee is its buyer's: this request saved nothing against on-demand (issue 17).
+    paid_here = not purchase.brought
     return CostSummary(
         request_id=request_id,
         brought=purchase.brought,
@@ -182,15 +185,17 @@ def cost_summary(
         on_demand_usd_per_instance_hour=rate,
         on_demand_equivalent_reserved_usd=eq_reserved,
         on_demand_equivalent_served_usd=eq_used,
-        saving_usd=usd(eq_used - fee) if eq_used is not None else None,
-        saving_percent=saving_percent(fee, eq_used) if eq_used else None,
+        saving_usd=usd(eq_used - fee) if eq_used is not None and paid_here else None,
+        saving_percent=saving_percent(fee, eq_used) if eq_used and paid_here else None,
         utilisation_percent=(used / (reserved * count) * 100).quantize(Decimal("0.1"))
         if reserved
         else Decimal(0),
         break_even_utilisation_percent=(
-            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1")) if eq_reserved else None
+            (break_even_utilisation(fee, eq_reserved) * 100).quantize(Decimal("0.1"))
+            if eq_reserved and paid_here
+            else None
         ),
-        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 else None,
+        effective_usd_per_served_instance_hour=usd(fee / used) if used > 0 and paid_here else None,
         instance_hours_reserved=(reserved * count).quantize(_HOURS),
         instance_hours_used=used.quantize(_HOURS),
         usage_observed=observed,
@@ -243,7 +248,8 @@ def reservation_spend(
     Returns:
         ``{"paid_usd", "reserved_instance_hours", "used_instance_hours", "utilisation_percent",
         "on_demand_equivalent_used_usd", "saving_usd", "usd_per_used_instance_hour", "usage_observed",
-        "month", "as_of"}`` (USD as decimal strings; ``saving_usd`` negative is a loss against on-demand).
+        "month", "as_of", "market", "brought"}`` (USD as decimal strings; ``saving_usd`` negative is a loss
+        against on-demand; a brought reservation pays 0 and has no saving nor price per used hour: null).
     """
     items = ports.ledger.items(request_id) if items is None else items
     purchase = purchase_from(items)
@@ -264,18 +270,20 @@ def reservation_spend(
         paid = on_demand  # on demand pays by the hour: what ran is what it costs
     purchased = first_entry(history, State.PURCHASED)
     month_at = purchased.at if purchased else purchase.start_time
+    paid_here = not purchase.brought  # a brought reservation's fee is its buyer's: nothing saved here
     return {
         "paid_usd": f"{usd(paid):f}",
         "reserved_instance_hours": f"{reserved.quantize(_HOURS):f}",
         "used_instance_hours": f"{used.quantize(_HOURS):f}",
         "utilisation_percent": f"{(used / reserved * 100).quantize(Decimal('0.1')):f}" if reserved else "0",
         "on_demand_equivalent_used_usd": f"{on_demand:f}" if on_demand is not None else None,
-        "saving_usd": f"{usd(on_demand - paid):f}" if on_demand is not None else None,
-        "usd_per_used_instance_hour": f"{usd(paid / used):f}" if used > 0 else None,
+        "saving_usd": f"{usd(on_demand - paid):f}" if on_demand is not None and paid_here else None,
+        "usd_per_used_instance_hour": f"{usd(paid / used):f}" if used > 0 and paid_here else None,
         "usage_observed": observed,
         "month": month_key(month_at.year, month_at.month),
         "as_of": iso_ms(now),
         "market": purchase.market,
+        "brought": purchase.brought,
     }
 
 
@@ -340,10 +348,19 @@ def _line(ports: Ports, item: Mapping[str, Any], now: datetime) -> dict[str, Any
 
 
 def _sum(lines: Sequence[Mapping[str, Any]], *, group: str, month: str) -> dict[str, Any]:
-    def total(key: str) -> Decimal:
-        return sum((Decimal(str(line[key])) for line in lines if line.get(key) is not None), Decimal(0))
+    def total(key: str, *, brought: bool = True) -> Decimal:
+        return sum(
+            (
+                Decimal(str(line[key]))
+                for line in lines
+                if line.get(key) is not None and (brought or not line.get("brought"))
+            ),
+            Decimal(0),
+        )
 
     paid, on_demand = total("paid_usd"), total("on_demand_equivalent_used_usd")
+    # A brought reservation adds what ran, never a saving: its fee is its buyer's, not in paid_usd.
+    saving = total("on_demand_equivalent_used_usd", brought=False) - paid
     return {
         "group": group,
         "month": month,
@@ -352,7 +369,7 @@ def _sum(lines: Sequence[Mapping[str, Any]], *, group: str, month: str) -> dict[
         "reserved_instance_hours": f"{total('reserved_instance_hours'):f}",
         "used_instance_hours": f"{total('used_instance_hours'):f}",
         "on_demand_equivalent_used_usd": f"{usd(on_demand):f}",
-        "saving_usd": f"{usd(on_demand - paid):f}",
+        "saving_usd": f"{usd(saving):f}",
     }
 
 

@@ -228,9 +228,14 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     history = ledger.history(step.request_id)
     final = final_state(history)
     if final is not None:
-        if (
+        # Ended meanwhile (a cancel). A purchase attempt that bought nothing (what its intent led to is
+        # recorded first) gives the team its hold back as a failure does: no release will, it finds nothing.
+        if ledger.get(step.request_id, PURCHASE) is None and (
             ledger.get(step.request_id, PURCHASE_INTENT) is None
-            and ledger.get(step.request_id, PURCHASE) is None
+            or (
+                reconcile_purchase(ports, step.request_id) is None
+                and _not_bought(ports, step.request_id, error)
+            )
         ):
             give_back(ports, step.request_id, money=True, quota=True)  # held, then stopped before buying
         return NotifyOutput(notified=True, state=final.value)

@@ -21,7 +21,8 @@ steps terminate them), the release scheduled at ``latest_end - release_margin_mi
 (decision ``ON_DEMAND``), ``DEPLOYING``, then ``READY``. The cost summary uses on-demand prices.
 
 Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window above
-``max_upfront_fee_usd`` or above ``approval_above_usd`` (the reserving path asks for the approval).
+``max_upfront_fee_usd`` or above ``approval_above_usd`` (the team's when it is lower: the reserving path asks
+for the approval).
 
 Deadlines (issue 13, defect 5): an on-demand endpoint not ``InService`` :data:`ENDPOINT_DEADLINE` after its
 ``CreationTime``, or any on-demand wait (a failed region's endpoint still deleting, a cancel waiting for a
@@ -67,10 +68,9 @@ logger = logging.getLogger(__name__)
 _HOURS = Decimal("0.01")
 
 
-def _team_refusal(request: ReservationRequest, ports: Ports) -> str | None:
+def _team_refusal(admission: policy.Admission | None) -> str | None:
     """What the request's team refuses (:func:`~capacity.logic.policy.admit`: types, regions, quota,
     budget): nothing is launched on demand for it, and the reserve path rejects it with the same reason."""
-    admission = policy.admit(request, ports)
     if admission is None or not admission.problems:
         return None
     return "; ".join(admission.problems)
@@ -121,7 +121,11 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
             )
         return instance_status(request, Purchase(existing), ports, step.attempt)
     if step.action == "try":
-        reason = _skip_reason(request, now) or _team_refusal(request, ports)
+        admission = policy.admit(request, ports)
+        # On demand above the team's approval threshold (when lower than the request's) is not launched
+        # either: the reserving path asks for the approval.
+        judged = admission.request if admission is not None else request
+        reason = _skip_reason(judged, now) or _team_refusal(admission)
         if reason is not None:
             post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")

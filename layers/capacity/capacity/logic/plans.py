@@ -180,7 +180,7 @@ def plan_reservation(
         next_look_at, look_note = dry_run_note(request, now)
     # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
     # workflow tries on demand first when the strategy and the start allow it.
-    recommendation = recommend(request, offerings, now=now, on_demand_available=None)
+    recommendation = recommend(planned, offerings, now=now, on_demand_available=None)
     reason = plan.reason
     decision = plan.decision.value
     if not reservable(request):
@@ -215,7 +215,7 @@ def plan_reservation(
         regions_searched=searched,
         regions_not_searched=skipped,
         unusable_regions={r: "; ".join(p.message for p in issues) for r, issues in blocked.items()},
-        advice=_advice(recommendation, on_demand_check(request, now)),
+        advice=_advice(recommendation, on_demand_check(planned, now)),
         team=_team_check(admission, refusal, ports),
         next_look_at=next_look_at,
     )

@@ -322,6 +322,14 @@ def admit(request: ReservationRequest, ports: Ports) -> Admission | None:
     return Admission(team, problems, planned)
 
 
+def as_admitted(request: ReservationRequest, ports: Ports) -> ReservationRequest:
+    """``request`` as its team allows it (:func:`admit`): ``approval_above_usd`` lowered to the team's when
+    that is lower. Every later judgement of a fee against the threshold (a stale offering's replacement at
+    the purchase) uses it, as the choice did; ``request`` itself without a policy table or a team."""
+    admission = admit(request, ports)
+    return admission.request if admission is not None else request
+
+
 SPENDING = (Decision.PURCHASE, Decision.APPROVAL_REQUIRED, Decision.DRY_RUN)
 """The decisions that would buy something: the team's month left is checked against their offering."""
 

@@ -14,7 +14,9 @@ put): a schedule that fires twice on one date reserves once.
 
 Validation at creation: the name, the expression (AWS's six-field cron syntax or ``rate()``; ``at()``
 is refused, a one-time reservation is a ``POST /reservations``), the time zone, and the request template
-through :func:`~capacity.request.parse_request` with the window of a firing "now".
+through :func:`~capacity.request.parse_request` with the window of a firing "now"; a template may not keep
+looking until one instant (``search_until``) nor bring one reservation (``training_plan_arn``,
+``capacity_reservation_id``): every run after the first would be refused when it fires.
 """
 
 from __future__ import annotations
@@ -55,6 +57,20 @@ MAX_LIST_LIMIT = 100
 MAX_START_AFTER_HOURS = 8 * 7 * 24
 """Training plans and capacity blocks are offered up to about 8 weeks ahead (AWS_FACTS.md)."""
 _TEMPLATE_EXCLUDED = ("earliest_start", "latest_end", "request_id")
+_ONE_INSTANT_OR_RESERVATION = {
+    "search_until": "is one instant, which every run after it would find in the past (each run would be "
+    "refused): leave it out; each run searches once",
+    "serve_until": "is one instant, which every run after it would find in the past (each run would be "
+    "refused): leave it out; each run serves its own window (PATCH /reservations/{id} sets serve_until on a "
+    "run's reservation)",
+    "training_plan_arn": "names one reservation, which cannot serve every run (it is in use or over after "
+    "the first): leave it out; each run buys its own",
+    "capacity_reservation_id": "names one reservation, which cannot serve every run (it is in use or over "
+    "after the first): leave it out; each run buys its own",
+}
+"""Request fields that hold for one reservation only (keep looking's deadline, keep serving's end, a brought
+reservation, issue 17): refused in a recurring template, or every run after the first would be refused when it
+fires."""
 
 ScheduleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,52}$")]
 """1-53 letters, digits and hyphens: ``<name>-<YYYY-MM-DD>`` must stay a valid 64-character request id."""
@@ -211,7 +227,8 @@ def request_for_run(definition: ScheduleDefinition, scheduled_time: datetime) ->
 
 def _validate_template(definition: ScheduleDefinition, now: datetime) -> None:
     present = [key for key in _TEMPLATE_EXCLUDED if key in definition.request]
-    if present:
+    once = [key for key in _ONE_INSTANT_OR_RESERVATION if definition.request.get(key) is not None]
+    if present or once:
         raise InvalidRequest(
             [
                 FieldError(
@@ -221,6 +238,7 @@ def _validate_template(definition: ScheduleDefinition, now: datetime) -> None:
                 )
                 for key in present
             ]
+            + [FieldError(f"request.{key}", _ONE_INSTANT_OR_RESERVATION[key]) for key in once]
         )
     try:
         require_not_a_successor(parse_request(request_for_run(definition, now), now=None))
