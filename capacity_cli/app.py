@@ -24,7 +24,7 @@ from rich.console import Console
 from capacity_cli import __version__, render
 from capacity_cli.api import ApiError, CapacityApi, CliError
 from capacity_cli.config import OUTPUTS, Config, config_path, load_config
-from capacity_cli.request import RequestFlags, build_request, load_file
+from capacity_cli.request import KEEP_SERVING_FIELDS, RequestFlags, build_request, load_file
 from capacity_cli.suggest import describe_problems, query_suggestion
 from capacity_cli.targets import TargetOptions, kind_of, open_transport, region_of
 from capacity_cli.watch import DEFAULT_UNTIL, WatchResult, follow
@@ -277,6 +277,17 @@ SearchEveryOption = Annotated[
     str | None,
     typer.Option("--search-every", help="search_every_minutes: the first wait between looks (90m, 2h)."),
 ]
+ServeUntilOption = Annotated[
+    str | None,
+    typer.Option(
+        "--serve-until",
+        help="serve_until: keep the models served until then (2026-12-14, +9d), rolling over if need be.",
+    ),
+]
+RolloverLeadOption = Annotated[
+    str | None,
+    typer.Option("--rollover-lead", help="rollover_lead_hours: act this long before each end (48h, 3d)."),
+]
 
 
 def _request(runtime: Runtime, file: str | None, flags: RequestFlags) -> dict[str, Any]:
@@ -357,6 +368,8 @@ def reserve(
     copies: CopiesOption = None,
     search_until: SearchUntilOption = None,
     search_every: SearchEveryOption = None,
+    serve_until: ServeUntilOption = None,
+    rollover_lead: RolloverLeadOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: reserve at the price shown.")] = False,
     watch: Annotated[
         bool | None, typer.Option("--watch/--no-watch", help="Follow it afterwards (default with --local).")
@@ -370,10 +383,12 @@ def reserve(
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
-        search_until, search_every,
+        search_until, search_every, serve_until, rollover_lead,
     )  # fmt: skip
     body = _guard(runtime, lambda: _request(runtime, file, flags))
-    priced = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
+    # The price is the first reservation's: a dry run keeps nothing serving (it refuses serve_until).
+    first = {key: value for key, value in body.items() if key not in KEEP_SERVING_FIELDS}
+    priced = _guard(runtime, lambda: runtime.api().plan(first), sent=first)
     runtime.err.print(render.price_line(priced), highlight=False)
     runtime.err.print(
         f"Budget: nothing above {render.usd(body.get('max_upfront_fee_usd'))} is ever bought; the workflow "
@@ -660,7 +675,7 @@ def serve_until(
     else:
         body["serve_until"] = iso_z(_guard(runtime, lambda: parse_time(until, now=api.transport.now())))
     if lead:
-        body["rollover_lead_hours"] = _guard(runtime, lambda: parse_duration(lead))
+        body["rollover_lead_hours"] = _guard(runtime, lambda: parse_duration(lead, "--lead"))
     result = _guard(runtime, lambda: api.serve_until(request_id, body), sent=body)
     render.emit(runtime.out, runtime.output, result, render.serve_until_view(result))
 

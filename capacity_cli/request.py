@@ -9,6 +9,9 @@ Flags set or override single fields; the few conveniences are only about writing
 - ``--until`` the same, ``+N`` counting from the start -> ``latest_end``;
 - ``--search-until`` the same as ``--from`` (``+3d``: three days from now) -> ``search_until`` (keep looking
   until then when nothing fits now), ``--search-every 90m`` / ``2h`` / ``90`` -> ``search_every_minutes``;
+- ``--serve-until`` the same as ``--from`` -> ``serve_until`` (keep the models served until then, over more
+  than one reservation if need be), ``--rollover-lead 36h`` / ``2d`` -> ``rollover_lead_hours`` (only with
+  ``--serve-until``);
 - defaults for what neither the file nor the flags give: ``earliest_start`` now, ``latest_end`` start +
   duration + 1 day (as Slack's ``/gpu reserve``), ``regions`` the target's region, ``requester`` the
   configured ``requester`` (else the caller);
@@ -57,8 +60,8 @@ def load_file(path: str) -> Any:
         raise CliError(f"{path}: not YAML: {exc}") from exc
 
 
-def parse_duration(text: str) -> int:
-    """``3d`` -> 72, ``72h`` -> 72, ``72`` -> 72 (hours).
+def parse_duration(text: str, option: str = "--duration") -> int:
+    """``3d`` -> 72, ``72h`` -> 72, ``72`` -> 72 (hours); ``option`` names the flag in the error.
 
     Raises:
         CliError: not a whole number of days or hours.
@@ -67,7 +70,7 @@ def parse_duration(text: str) -> int:
     unit = 24 if value.endswith("d") else 1
     number = value[:-1] if value[-1:] in ("d", "h") else value
     if not number.isdigit():
-        raise CliError(f"--duration {text!r}: write whole days or hours, e.g. 3d or 72h")
+        raise CliError(f"{option} {text!r}: write whole days or hours, e.g. 3d or 72h")
     return int(number) * unit
 
 
@@ -137,6 +140,8 @@ class RequestFlags:
     copies: str | None = None
     search_until: str | None = None
     search_every: str | None = None
+    serve_until: str | None = None
+    rollover_lead: str | None = None
 
 
 def build_request(
@@ -189,7 +194,7 @@ def build_request(
         body["latest_end"] = iso_z(start + timedelta(hours=hours + 24))  # a day of slack, as Slack's
     if flags.models:
         body["models"] = [_model(name, flags) for name in flags.models]
-    body |= _keep_looking(flags, now)
+    body |= _keep_looking(flags, now) | _keep_serving(flags, now)
     body.setdefault("requester", default_requester)
     body.setdefault("regions", [default_region])
     return body
@@ -203,6 +208,26 @@ def _keep_looking(flags: RequestFlags, now: datetime) -> dict[str, Any]:
     if flags.search_every is not None:
         fields["search_every_minutes"] = parse_minutes(flags.search_every)
     return fields
+
+
+def _keep_serving(flags: RequestFlags, now: datetime) -> dict[str, Any]:
+    """``serve_until`` and ``rollover_lead_hours`` from ``--serve-until`` and ``--rollover-lead``.
+
+    Raises:
+        CliError: a value that cannot be read, or ``--rollover-lead`` without ``--serve-until``.
+    """
+    fields: dict[str, Any] = {}
+    if flags.serve_until is not None:
+        fields["serve_until"] = iso_z(parse_time(flags.serve_until, now=now))
+    if flags.rollover_lead is not None:
+        if flags.serve_until is None:
+            raise CliError("--rollover-lead is when to act for --serve-until: give --serve-until too")
+        fields["rollover_lead_hours"] = parse_duration(flags.rollover_lead, "--rollover-lead")
+    return fields
+
+
+KEEP_SERVING_FIELDS = ("serve_until", "rollover_lead_hours")
+"""What the dry run that prices a reservation leaves out (it buys nothing, so it keeps nothing serving)."""
 
 
 def _model(name: str, flags: RequestFlags) -> dict[str, Any]:

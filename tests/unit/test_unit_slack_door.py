@@ -213,6 +213,15 @@ def test_the_issue_example_parses_into_a_request() -> None:
             "reserve 2 ml.p5.48xlarge 3d models=a max=1 search_every=soon",
             "`search_every=soon` must be minutes",
         ),
+        (
+            "reserve 2 ml.p5.48xlarge 3d models=a max=1 serve_until=friday",
+            "`serve_until=friday` is not a date",
+        ),
+        ("reserve 2 ml.p5.48xlarge 3d models=a max=1 lead=2d", "give `serve_until=&lt;date&gt;` too"),
+        (
+            "reserve 2 ml.p5.48xlarge 3d models=a max=1 serve_until=2026-12-20 lead=soon",
+            "`lead=soon` must be hours like `36h`",
+        ),
     ],
 )
 def test_usage_errors_say_what_is_wrong(harness: Harness, door: Any, text: str, expected: str) -> None:
@@ -250,6 +259,27 @@ def test_a_reserve_that_keeps_looking_is_requested_and_a_late_deadline_is_refuse
     assert "• `search_until`: 2026-12-12T00:00:00Z is after the window's latest start" in text
     status, text = answer_of(command(harness, door, f"{words} search_until=2026-12-05 search_every=10"))
     assert "• `search_every`: must be at least 15" in text
+    assert len(harness.events.puts) == 1
+
+
+def test_a_reserve_that_keeps_serving_is_requested_and_a_moot_serve_until_is_refused_naming_it(
+    harness: Harness, door: Any
+) -> None:
+    words = "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama max=30000"
+    status, text = answer_of(command(harness, door, f"{words} serve_until=2026-12-16T10:30Z lead=36"))
+    assert status == 200
+    assert text.startswith("Reservation `"), text
+    ((kind, detail),) = harness.events.puts
+    assert kind == "ReservationRequested"
+    assert (detail["request"]["serve_until"], detail["request"]["rollover_lead_hours"]) == (
+        "2026-12-16T10:30:00Z",
+        36,
+    )
+    status, text = answer_of(command(harness, door, f"{words} serve_until=2026-12-12"))
+    assert text.startswith("The request is not valid:")
+    assert "• `serve_until`: 2026-12-12T00:00:00Z is not after 2026-12-13T00:00:00Z" in text
+    status, text = answer_of(command(harness, door, f"{words} serve_until=2026-12-20 lead=1h"))
+    assert "• `lead`:" in text
     assert len(harness.events.puts) == 1
 
 

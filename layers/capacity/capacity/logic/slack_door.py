@@ -82,7 +82,8 @@ DEFAULT_FLEX = timedelta(days=1)
 USAGE = """*Usage:* `/gpu <command>`
 • `/gpu reserve <count> <instance type> <duration> [from <date>] [until <date>] models=<a,b> max=<USD> \
 [regions=<r1,r2>] [approval=<USD>] [accelerators=<n>] [memory=<MB>] [cpus=<n>] [copies=<min:initial:max>] \
-[timeout=<hours>] [id=<request id>] [team=<team>] [search_until=<date>] [search_every=<minutes, or 2h>]`
+[timeout=<hours>] [id=<request id>] [team=<team>] [search_until=<date>] [search_every=<minutes, or 2h>] \
+[serve_until=<date>] [lead=<hours, or 2d>]`
     e.g. `/gpu reserve 2 ml.p5.48xlarge 3d from 2026-12-10 regions=us-east-1,us-west-2 \
 models=llama-eu,llama-us max=30000`
 • `/gpu plan <same as reserve>`: which option (on demand now or a training plan), why, what it costs against \
@@ -107,6 +108,9 @@ With `search_until=<date>`, when nothing fits now the request keeps looking unti
 most the window's latest start) instead of failing: next after `search_every` (default 60 minutes), then at \
 growing intervals, at most 6 more looks; it buys as soon as something fits, says so in the thread if nothing \
 does by then, and `/gpu cancel` stops it. `/gpu plan` says when it would look next.
+With `serve_until=<date>` the models are kept served until then (as `/gpu serve` sets later): `lead` \
+(default 48h) before the reservation ends it is extended in place, else the next reservation is bought \
+within `max` for the whole chain and the clients moved onto it, else the thread is told then.
 Durations are whole days (`3d`, or `72h`); dates are UTC (`2026-12-10` or `2026-12-10T11:30Z`); models are \
 existing SageMaker models (`models=name`, one inference component each); `max` is the most to pay upfront \
 in USD. Without `from` the window starts now and on-demand capacity is tried first; with a later `from` a \
@@ -130,6 +134,8 @@ _OPTIONS = {
     "until",
     "search_until",
     "search_every",
+    "serve_until",
+    "lead",
 }
 _FIELD_NAMES = {
     "requester": "your Slack user",
@@ -149,6 +155,8 @@ _FIELD_NAMES = {
     "window_hours": "window",
     "schedule_expression": "expression",
     "search_every_minutes": "search_every",
+    "serve_until": "serve_until",
+    "rollover_lead_hours": "lead",
 }
 _DURATION = re.compile(r"^(\d{1,4})([dh])$")
 _MINUTES = re.compile(r"^(\d{1,5})([mh]?)$")
@@ -262,6 +270,14 @@ def _duration_hours(word: str) -> int:
     return value * 24 if unit == "d" else value
 
 
+def _lead_hours(value: str) -> int:
+    """``lead=36``, ``36h`` or ``2d`` -> hours."""
+    try:
+        return int(value) if value.isdigit() else _duration_hours(value)
+    except UsageError:
+        raise UsageError(f"`lead={value}` must be hours like `36h` (or `36`) or days like `2d`") from None
+
+
 def _instant(word: str, name: str) -> datetime:
     """``YYYY-MM-DD`` (00:00 UTC) or an ISO-8601 UTC time (``name``: the word or ``option=`` it came with)."""
     text = word.upper()
@@ -345,19 +361,35 @@ def request_from_words(
             {"name": name, "model_name": name, **model} for name in options["models"].split(",") if name
         ],
     }
+    return body | _optional_fields(options)
+
+
+def _optional_fields(options: Mapping[str, str]) -> dict[str, Any]:
+    """The request fields of the optional ``reserve`` words that map one to one (:data:`USAGE`).
+
+    Raises:
+        UsageError: a value that cannot be read.
+    """
+    extra: dict[str, Any] = {}
     if "approval" in options:
-        body["approval_above_usd"] = _usd(options["approval"], "approval")
+        extra["approval_above_usd"] = _usd(options["approval"], "approval")
     if "timeout" in options:
-        body["approval_timeout_hours"] = _int(options["timeout"].rstrip("h"), "timeout")
+        extra["approval_timeout_hours"] = _int(options["timeout"].rstrip("h"), "timeout")
     if "id" in options:
-        body["request_id"] = options["id"]
+        extra["request_id"] = options["id"]
     if "team" in options:
-        body["team"] = options["team"]
+        extra["team"] = options["team"]
     if "search_until" in options:
-        body["search_until"] = iso_z(_instant(options["search_until"], "search_until="))
+        extra["search_until"] = iso_z(_instant(options["search_until"], "search_until="))
     if "search_every" in options:
-        body["search_every_minutes"] = _minutes(options["search_every"], "search_every")
-    return body
+        extra["search_every_minutes"] = _minutes(options["search_every"], "search_every")
+    if "serve_until" in options:
+        extra["serve_until"] = iso_z(_instant(options["serve_until"], "serve_until="))
+    if "lead" in options:
+        if "serve_until" not in options:
+            raise UsageError("`lead=` is when to act for `serve_until=`: give `serve_until=<date>` too")
+        extra["rollover_lead_hours"] = _lead_hours(options["lead"])
+    return extra
 
 
 def _minutes(value: str, name: str) -> int:
@@ -717,7 +749,7 @@ def _serve(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> Sl
         key, sep, value = args[3].partition("=")
         if key.lower() != "lead" or not sep:
             raise UsageError(f"`{args[3]}`: the only option is `lead=<hours>` (or `lead=2d`)")
-        body["rollover_lead_hours"] = _duration_hours(value)
+        body["rollover_lead_hours"] = _lead_hours(value)
     api.get_reservation(request_id, ports)  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door, doing="keep serving")
     if refused is not None:
