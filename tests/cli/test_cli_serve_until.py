@@ -77,8 +77,8 @@ def test_reserve_keeps_serving_from_the_start_and_names_a_bad_flag(cli: Cli, clo
 
     # The price is the first reservation's (a dry run keeps nothing serving); the request keeps both fields.
     reserved = cli(
-        "reserve", "-f", str(REQUEST), "--id", "kept-cli", "--serve-until", "2026-12-20T10:30Z", "--rollover-lead", "36h",
-        "--yes", "--no-watch",
+        "reserve", "-f", str(REQUEST), "--id", "kept-cli", "--serve-until", "2026-12-20T10:30Z",
+        "--rollover-lead", "36h", "--yes", "--no-watch",
     )  # fmt: skip
     assert reserved.exit_code == 0, reserved.stderr
     shown = json.loads(cli("--output", "json", "status", "kept-cli").stdout)

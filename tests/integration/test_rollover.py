@@ -610,3 +610,27 @@ def test_a_successor_refused_after_the_first_was_released_retires_the_endpoint_p
         assert len(training_plans(cloud)) == 1
         parameter_retired(cloud)
         assert cloud.billable_resources() == []
+
+
+def test_a_trigger_lost_after_lambdas_retries_is_tried_again_by_the_schedule() -> None:
+    # SageMaker answers 5xx for ten minutes from the lead time: the roll-over's Lambda fails, and fails again
+    # at Lambda's two asynchronous retries (one and two minutes later); the event goes to the dead-letter
+    # queue. The schedule, moved half an hour on before the work began, fires again: the roll-over happens.
+    outage = FaultRule(
+        service="sagemaker",
+        operation="SearchTrainingPlanOfferings",
+        kind=FaultKind.SERVER_ERROR,
+        not_before=DUE - timedelta(minutes=1),
+        not_after=DUE + timedelta(minutes=10),
+    )
+    with make_cloud(market=ROLLS_OVER, faults=FaultInjector([outage])) as cloud:
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run_until_idle()
+        assert any(f.kind is FaultKind.SERVER_ERROR for f in cloud.faults.fired)
+        (tried,) = items(cloud, RID, "ROLLOVER_EXTENSION#")
+        # the last of the three attempts (DUE + 3 min or so) moved the schedule 30 minutes on
+        assert DUE + timedelta(minutes=30) < at(tried, "written_at") <= DUE + timedelta(minutes=40)
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
+        assert states(cloud, NEXT)[-1] == "RELEASED"
+        assert len(training_plans(cloud)) == 2
+        assert cloud.billable_resources() == []

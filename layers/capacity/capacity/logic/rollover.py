@@ -84,6 +84,8 @@ ROLLOVER_TOLD = "ROLLOVER_TOLD"
 REQUESTER = "capacity-orchestrator:serve-until"
 """Who asks for an automatic extension, on the requester's behalf (never an identity that may approve)."""
 DUE_EVENT = "RolloverDue"
+RETRY_AFTER = timedelta(minutes=30)
+"""When a trigger whose handler died is tried again (:func:`_backstop`)."""
 
 
 class KeepServingOutput(Model):
@@ -192,11 +194,23 @@ def keep_serving(request_id: str, ports: Ports, *, nudge: str = DUE_EVENT) -> Ke
         return KeepServingOutput(request_id=request_id, action="rolled-over")
     logger.info("keep serving %s until %s (%s): ends %s", request_id, due.serve_until, nudge, due.end)
     if ports.ledger.get(request_id, SUCCESSOR) is not None:
+        _backstop(ports, due)
         return _follow(due, ports)
     at = rollover_due(due.end, due.lead_hours)
     if due.now < at:
         return _arm(ports, request_id, at, reason="lead-time", action="armed")
+    if ports.ledger.get(request_id, f"{ROLLOVER_TOLD}#{iso_z(due.end)}") is not None and nudge == DUE_EVENT:
+        return KeepServingOutput(request_id=request_id, action="told", detail="a person was told already")
+    _backstop(ports, due)
     return _act(due, ports, nudge=nudge)
+
+
+def _backstop(ports: Ports, due: _Due) -> None:
+    """Move the schedule :data:`RETRY_AFTER` on before the work: a handler that dies (Lambda's asynchronous
+    retries exhausted, the event in the dead-letter queue) is tried again then, instead of the roll-over
+    being lost with no notice. Every way out re-arms it (a later check) or ends (told: the next firing
+    stops at once; a covered end or a hand-over: nothing to do)."""
+    _arm(ports, due.request_id, due.now + RETRY_AFTER, reason="retry", action="armed")
 
 
 def _arm(
