@@ -364,10 +364,12 @@ def check_approval_decision(facts: Facts) -> list[str]:
 
 def check_copies_recorded(facts: Facts) -> list[str]:
     """Every copy count the application set (an inference component's ``CopyCount``) is in the ledger: a
-    ``SCALE#`` item with that component and ``to_copies``, or the deployment that created it."""
+    ``SCALE#`` item with that component and ``to_copies``, or the deployment that created it (a successor's
+    components in the successor's ledger)."""
+    chain_items = [*facts.items, *(i for items in facts.successors.values() for i in items)]
     recorded = {
         (str(i.get("inference_component_name") or ""), int(i["to_copies"]))
-        for i in facts.items
+        for i in chain_items
         if str(i["sk"]).startswith("SCALE#") and i.get("to_copies") is not None
     }
     missing = sorted({change for change in facts.copy_changes if change not in recorded})

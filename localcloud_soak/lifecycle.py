@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -184,12 +184,18 @@ def create_launch_templates(cloud: LocalCloud, request: dict[str, Any]) -> None:
 
 def list_market(cloud: LocalCloud, listing: dict[str, Any]) -> None:
     """Apply a scenario's listing (:attr:`Scenario.listing`) to the emulated market: capacity listed from an
-    instant (``listed_from``) or churning (``churn`` over ``churn_period_hours``). Set after the budget was
-    looked up, so the budget is the market's price, whatever is listed when the request looks."""
+    instant (``listed_from``) or churning (``churn`` over ``churn_period_hours``), or pools sold out over
+    days (``sold_out``: a chain drawn to roll over). Set after the budget was looked up, so the budget is the
+    market's price, whatever is listed when the request looks."""
     market = cloud.emulator.market
     update: dict[str, Any] = {}
     if "listed_from" in listing:
         update["listed_from"] = {k: datetime.fromisoformat(v) for k, v in listing["listed_from"].items()}
+    if "sold_out" in listing:  # keep serving drawn to roll over (scenario._serve_until)
+        update["sold_out"] = {
+            k: (date.fromisoformat(first), date.fromisoformat(last))
+            for k, (first, last) in listing["sold_out"].items()
+        }
     if "churn" in listing:
         update["churn"] = float(listing["churn"])
         update["churn_period"] = timedelta(hours=int(listing["churn_period_hours"]))

@@ -522,19 +522,63 @@ def _brings(rng: random.Random, request: dict[str, Any]) -> bool:
 
 SERVE_SHARE = 0.2
 """The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
+ROLLOVER_SHARE = 0.5
+"""The share of those whose market leaves no extension in place and sells the next reservation elsewhere, so
+the chain rolls over (with a budget that covers the chain and no approval asked)."""
 
 
-def _serve_until(rng: random.Random, request: dict[str, Any]) -> None:
+def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] | None:
     """A fifth of the lifecycles (not dry runs) keep serving one to three days past the reservation's
     earliest end (``serve_until``, sometimes a longer lead): extended in place, rolled over to a successor
-    (bought once, within the chain's budget, released at the end), or told at the lead time."""
+    (bought once, within the chain's budget, released at the end), or told at the lead time.
+
+    Half of them (:data:`ROLLOVER_SHARE`; not those within the hour) are drawn to roll over: the window holds
+    one start (the first 11:30 UTC from ``earliest_start``, when plans and blocks start), at least two
+    regions are asked, and the returned listing sells out the first region from the reservation's end (no
+    extension, no successor there) and the others over all but its last day (the first is bought in the
+    first region, the successor elsewhere, starting the day before the end). None: the market as drawn."""
     if rng.random() >= SERVE_SHARE or request.get("dry_run"):
-        return
+        return None
     start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
     end = start + timedelta(hours=int(request["duration_hours"]))
     request["serve_until"] = _ts(end + timedelta(days=rng.randint(1, 3), hours=rng.randint(-1, 1)))
     if rng.random() < 0.3:
         request["rollover_lead_hours"] = rng.choice((36, 72))
+    if rng.random() >= ROLLOVER_SHARE or start <= START + timedelta(hours=1):
+        return None
+    first = start.replace(hour=11, minute=30, second=0, microsecond=0)
+    if first < start:
+        first += timedelta(days=1)
+    ends = first + timedelta(hours=int(request["duration_hours"]))
+    request["latest_end"] = _ts(ends)
+    if len(request["regions"]) < 2:
+        request["regions"] = [
+            *request["regions"],
+            rng.choice([r for r in REGIONS if r not in request["regions"]]),
+        ]
+    sold_out = {
+        f"{request['regions'][0]}/*": (
+            ends.date().isoformat(),
+            (ends + timedelta(days=60)).date().isoformat(),
+        )
+    }
+    if (ends - first) > timedelta(days=1):
+        for region in request["regions"][1:]:
+            sold_out[f"{region}/*"] = (
+                first.date().isoformat(),
+                (ends - timedelta(days=2)).date().isoformat(),
+            )
+    return {"sold_out": sold_out, "rolls_over": True}
+
+
+def _chain_factor(request: dict[str, Any]) -> Decimal:
+    """A budget (times the first reservation's price) that covers the first and a successor reaching
+    ``serve_until`` (a day longer than the days past the end, at up to half as dear again elsewhere)."""
+    start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
+    end = start + timedelta(hours=int(request["duration_hours"]))
+    until = datetime.fromisoformat(str(request["serve_until"]).replace("Z", "+00:00"))
+    successor_days = (until - end) / timedelta(days=1) + 2
+    return Decimal(str(round(1.1 + 1.5 * successor_days / (int(request["duration_hours"]) / 24), 2)))
 
 
 def make_scenario(seed: int, index: int) -> Scenario:
@@ -578,7 +622,12 @@ def make_scenario(seed: int, index: int) -> Scenario:
     actions += looking_actions
     brings = not looking and _brings(random.Random(f"{own}:brought"), request)
     if not looking and not brings:  # keep serving (issue 17 item 2): its own generator too
-        _serve_until(random.Random(f"{own}:serve"), request)
+        serving = _serve_until(random.Random(f"{own}:serve"), request)
+        if serving is not None:  # drawn to roll over: the chain's budget, nobody to approve its successor
+            listing = serving
+            budget_factor = max(budget_factor, _chain_factor(request))
+            approval, approval_factor = "none", None
+            actions = [a for a in actions if a.kind not in ("approve", "reject")]
     return Scenario(
         index=index,
         seed=own,

@@ -435,6 +435,27 @@ def test_every_copy_change_needs_its_ledger_record() -> None:
     }
     facts = _facts(copy_changes=[("co-soak-m", 0), ("co-soak-m", 3)], items=[*_facts().items, scale])
     assert check_copies_recorded(facts) == ["copy count changed without a ledger record: co-soak-m -> 3"]
+    # A successor's components are scaled in the successor's ledger (seed 417 #45 was reported otherwise).
+    successor_scale = {**scale, "inference_component_name": "co-soak-r2-m"}
+    chain = _facts(copy_changes=[("co-soak-r2-m", 0)], successors={"soak-r2": [successor_scale]})
+    assert check_copies_recorded(chain) == []
+
+
+def test_a_fifth_of_the_serve_until_lifecycles_at_least_are_drawn_to_roll_over() -> None:
+    drawn = [make_scenario(1, i) for i in range(300)]
+    serving = [s for s in drawn if s.request.get("serve_until")]
+    rolling = [s for s in serving if (s.listing or {}).get("rolls_over")]
+    assert len(rolling) * 5 >= len(serving), (len(rolling), len(serving))
+    for scenario in rolling:
+        request = scenario.request
+        assert len(request["regions"]) >= 2
+        assert request["latest_end"][11:16] == "11:30"  # one start: the window's first 11:30 UTC
+        first = f"{request['regions'][0]}/*"
+        listing = scenario.listing or {}
+        assert listing["sold_out"][first][0] == request["latest_end"][:10]
+        assert (scenario.approval, scenario.approval_factor) == ("none", None)
+        assert not any(a.kind in ("approve", "reject") for a in scenario.actions)
+        assert scenario.budget_factor > 1  # the first and a successor reaching serve_until
 
 
 def test_an_extension_is_bought_once_recorded_with_its_fee_and_counted_in_the_budget() -> None:
