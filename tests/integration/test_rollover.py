@@ -634,3 +634,20 @@ def test_a_trigger_lost_after_lambdas_retries_is_tried_again_by_the_schedule() -
         assert states(cloud, NEXT)[-1] == "RELEASED"
         assert len(training_plans(cloud)) == 2
         assert cloud.billable_resources() == []
+
+
+def test_a_successor_id_cannot_be_taken_at_a_door_before_the_orchestrator_requests_it() -> None:
+    # Anyone who may POST could take <root>-r2 first (as a request of their own): the orchestrator's successor
+    # would then be "taken by another request" and the chain would stop serving. The doors keep such ids.
+    with make_cloud(market=ROLLS_OVER) as cloud:
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
+        window = {"earliest_start": "2026-12-08T00:00:00Z", "latest_end": "2026-12-12T11:30:00Z"}
+        squat = post_reservation(cloud, request(request_id=NEXT, **window))
+        assert squat["statusCode"] == 422, squat
+        assert "request_id" in squat["body"]
+        assert "-r&lt;n&gt;" in squat["body"] or "-r<n>" in squat["body"]
+        assert ledger_items(cloud, NEXT) == []
+        cloud.run_until_idle()
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
+        assert states(cloud, NEXT)[-1] == "RELEASED"

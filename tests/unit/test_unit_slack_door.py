@@ -283,6 +283,14 @@ def test_a_reserve_that_keeps_serving_is_requested_and_a_moot_serve_until_is_ref
     assert len(harness.events.puts) == 1
 
 
+def test_a_reserve_may_not_take_the_id_of_a_chains_next_reservation(harness: Harness, door: Any) -> None:
+    words = "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama max=30000 id=eval-week-49-r2"
+    status, text = answer_of(command(harness, door, words))
+    assert status == 200
+    assert "• `id`: 'eval-week-49-r2' ends like the id of a reservation the orchestrator requests" in text
+    assert harness.events.puts == []
+
+
 def test_an_invalid_request_names_the_command_words(harness: Harness, door: Any) -> None:
     status, text = answer_of(command(harness, door, "reserve 3 ml.p5.48xlarge 36h models=a max=1000"))
     assert status == 200

@@ -72,6 +72,9 @@ _TRAINING_PLAN_ARN = re.compile(
 )
 """botocore's ``TrainingPlanArn`` pattern, with the region, account and plan name captured."""
 _CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+SUCCESSOR_ID_END = re.compile(r"-r\d+$")
+"""How a successor's request id ends (:func:`capacity.succession.successor_id`: ``<root>-r<n>``): kept for the
+orchestrator, so nobody takes a chain's next id at a door first."""
 DEFAULT_ROLLOVER_LEAD_HOURS = 48
 """How long before a reservation ends the orchestrator acts for ``serve_until``, by default: capacity starts
 at 11:30 UTC day boundaries (capacity blocks; the local cloud's training plans), so the next reservation must
@@ -708,11 +711,23 @@ def parse_request(data: Mapping[str, Any], *, now: datetime | None) -> Reservati
 
 
 def require_not_a_successor(request: ReservationRequest) -> None:
-    """Refuse ``rollover_of`` at a door (API, schedules): only the orchestrator names a successor (issue 17).
+    """Refuse ``rollover_of`` and a successor's id (``...-r<n>``, :data:`SUCCESSOR_ID_END`) at a door (API,
+    Slack, schedules): only the orchestrator names a successor (issue 17). An id taken first at a door would
+    leave the chain's successor "taken by another request", and the chain would stop serving.
 
     Raises:
-        InvalidRequest: ``rollover_of`` is set.
+        InvalidRequest: ``rollover_of`` is set, or ``request_id`` ends like a successor's.
     """
+    if SUCCESSOR_ID_END.search(request.id):
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "request_id",
+                    f"{request.id!r} ends like the id of a reservation the orchestrator requests to keep "
+                    "another serving (<id>-r<n>, serve_until): choose an id that does not end in -r<n>",
+                )
+            ]
+        )
     if request.rollover_of is not None:
         raise InvalidRequest(
             [

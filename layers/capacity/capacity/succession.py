@@ -94,7 +94,8 @@ def extension_hours(
 def successor_id(root_id: str, generation: int) -> str:
     """The request id of the ``generation``-th reservation of the chain started by ``root_id`` (the root is
     the first): ``<root>-r<generation>``, cut and suffixed with a hash of the root when longer than 64
-    characters. Deterministic, so a trigger delivered twice names one successor."""
+    characters. Deterministic, so a trigger delivered twice names one successor; the doors refuse ids that end
+    this way (:data:`capacity.request.SUCCESSOR_ID_END`)."""
     suffix = f"-r{generation}"
     text = f"{root_id}{suffix}"
     if len(text) <= MAX_REQUEST_ID:

@@ -69,7 +69,7 @@ from capacity.logic import api, costs, extension_request, schedules, serve_until
 from capacity.logic.checks import require_in_scope
 from capacity.logic.policy import charged_to
 from capacity.ports import Ports
-from capacity.request import parse_request
+from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import iso_z
 
 SIGNATURE_WINDOW = timedelta(minutes=5)
@@ -570,6 +570,7 @@ def _reserve(args: Sequence[str], ports: Ports, *, user_id: str, origin: SlackOr
     body = request_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
     body = charged_to(body, f"slack:{user_id}", ports)  # the Slack user requests; its team pays
     request = parse_request(body, now=ports.clock())
+    require_not_a_successor(request)  # id=<root>-r<n> would take a chain's next id first
     require_in_scope(request, ports)
     ports.events.put(
         "ReservationRequested",
