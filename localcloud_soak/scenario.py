@@ -522,9 +522,9 @@ def _brings(rng: random.Random, request: dict[str, Any]) -> bool:
 
 SERVE_SHARE = 0.2
 """The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
-ROLLOVER_SHARE = 0.5
-"""The share of those whose market leaves no extension in place and sells the next reservation elsewhere, so
-the chain rolls over (with a budget that covers the chain and no approval asked)."""
+ROLLOVER_SHARE = 0.8
+"""The share of those (two days or longer) whose market leaves no extension in place and sells the next
+reservation elsewhere, so the chain rolls over (with a budget that covers the chain and no approval asked)."""
 
 
 def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] | None:
@@ -532,11 +532,12 @@ def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] 
     earliest end (``serve_until``, sometimes a longer lead): extended in place, rolled over to a successor
     (bought once, within the chain's budget, released at the end), or told at the lead time.
 
-    Half of them (:data:`ROLLOVER_SHARE`; not those within the hour) are drawn to roll over: the window holds
-    one start (the first 11:30 UTC from ``earliest_start``, when plans and blocks start), at least two
-    regions are asked, and the returned listing sells out the first region from the reservation's end (no
-    extension, no successor there) and the others over all but its last day (the first is bought in the
-    first region, the successor elsewhere, starting the day before the end). None: the market as drawn."""
+    Most of them (:data:`ROLLOVER_SHARE`; not those within the hour, nor of one day: the successor would start
+    when the first does) are drawn to roll over: the window holds one start (the first 11:30 UTC from
+    ``earliest_start``, when plans and blocks start), at least two regions are asked, and the returned
+    listing sells out the first region from the reservation's end (no extension, no successor there) and
+    the others over all but its last day (the first is bought in the first region, the successor elsewhere,
+    starting the day before the end). None: the market as drawn."""
     if rng.random() >= SERVE_SHARE or request.get("dry_run"):
         return None
     start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
@@ -544,8 +545,12 @@ def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] 
     request["serve_until"] = _ts(end + timedelta(days=rng.randint(1, 3), hours=rng.randint(-1, 1)))
     if rng.random() < 0.3:
         request["rollover_lead_hours"] = rng.choice((36, 72))
-    if rng.random() >= ROLLOVER_SHARE or start <= START + timedelta(hours=1):
-        return None
+    if (
+        rng.random() >= ROLLOVER_SHARE
+        or start <= START + timedelta(hours=1)
+        or request["duration_hours"] < 48
+    ):
+        return None  # within the hour: on demand first; one day: the successor's start is the first's
     first = start.replace(hour=11, minute=30, second=0, microsecond=0)
     if first < start:
         first += timedelta(days=1)
@@ -562,12 +567,8 @@ def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] 
             (ends + timedelta(days=60)).date().isoformat(),
         )
     }
-    if (ends - first) > timedelta(days=1):
-        for region in request["regions"][1:]:
-            sold_out[f"{region}/*"] = (
-                first.date().isoformat(),
-                (ends - timedelta(days=2)).date().isoformat(),
-            )
+    for region in request["regions"][1:]:
+        sold_out[f"{region}/*"] = (first.date().isoformat(), (ends - timedelta(days=2)).date().isoformat())
     return {"sold_out": sold_out, "rolls_over": True}
 
 

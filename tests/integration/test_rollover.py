@@ -651,3 +651,28 @@ def test_a_successor_id_cannot_be_taken_at_a_door_before_the_orchestrator_reques
         cloud.run_until_idle()
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
         assert states(cloud, NEXT)[-1] == "RELEASED"
+
+
+@pytest.mark.parametrize("serve_until", [None, "2026-12-09T09:00:00Z"])
+def test_serve_until_cleared_or_moved_within_the_end_stops_a_successor_not_bought_yet(
+    serve_until: str | None,
+) -> None:
+    # The successor waits for an approver when the requester no longer needs it (serve_until cleared, or
+    # moved before the first's own release): it is not bought, and the first serves to its own end.
+    with make_cloud(market=ROOMY) as cloud:
+        automatic_extension_asked(cloud)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, NEXT))
+        patched = api(cloud, "PATCH", {"serve_until": serve_until})
+        assert patched["statusCode"] == 200, patched
+        assert [link["state"] for link in patched["json"]["chain"]] == ["READY", "CANCELLED"]
+        late = cloud.api_request(
+            api_event({"approved": True}, path=f"/reservations/{NEXT}/approval", caller=APPROVER)
+        )
+        assert late["statusCode"] == 409, late
+        cloud.run_until_idle()
+        assert states(cloud, NEXT)[-1] == "CANCELLED"
+        assert items(cloud, NEXT, "PURCHASE") == []
+        assert len(training_plans(cloud)) == 1
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
+        parameter_retired(cloud)
+        assert cloud.billable_resources() == []

@@ -6,25 +6,29 @@ Who may: the same rule as an extension (:func:`~capacity.logic.api.require_may_a
 the team's approvers): the money it may lead to is the request's own budget, already granted. The change is
 recorded on the reservation and on every successor of its chain that still runs (``SERVE_UNTIL#<time>``: the
 last one counts, nothing is overwritten), then ``ServeUntilChanged`` is put for each, so the schedule at the
-lead time is put or moved by the one function that owns it.
+lead time is put or moved by the one function that owns it. A successor not bought yet that the chain no
+longer needs (``serve_until`` cleared, or covered by the reservation before it) is cancelled then.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from capacity.base import Model
-from capacity.errors import FieldError, InvalidRequest, ReservationClosed, RetryableAwsError
+from capacity.errors import FieldError, InvalidRequest, PaidReservation, ReservationClosed, RetryableAwsError
 from capacity.events import ServeUntilChangedDetail
-from capacity.ledger import MAX_SEQ_ATTEMPTS
+from capacity.ledger import MAX_SEQ_ATTEMPTS, PURCHASE, PURCHASE_INTENT
+from capacity.logic import api, extend
 from capacity.logic.chain import SERVE_UNTIL, chain_ids, chain_view, serving_target
 from capacity.logic.common import STOP_STATES, load_purchase, load_request, states
 from capacity.ports import Ports
 from capacity.request import MAX_ROLLOVER_LEAD_HOURS, MAX_SERVE_DAYS, MIN_ROLLOVER_LEAD_HOURS
-from capacity.succession import rollover_due
+from capacity.succession import covered, rollover_due
 from capacity.timeutil import iso_ms, iso_z
 from capacity.validation import parse_model
 from capacity.wire import StrictInt, UtcDatetime
@@ -94,6 +98,7 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
                 request_id=member, serve_until=until, rollover_lead_hours=lead, actor=actor
             ),
         )
+    _stop_unneeded(ports, chain[chain.index(request_id) :], until, actor)
     purchase = load_purchase(ports, request_id)
     return {
         "request_id": request_id,
@@ -102,6 +107,29 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
         "next_check": iso_z(rollover_due(purchase.end_time, lead)) if purchase and until else None,
         "chain": chain_view(ports, request_id),
     }
+
+
+def _stop_unneeded(ports: Ports, members: list[str], until: datetime | None, actor: str) -> None:
+    """Cancel the successors not bought yet (no purchase intent) that the chain no longer needs: ``until``
+    cleared, or covered by the reservation before them. Nothing is bought that was not asked for; a paid one
+    is kept (its fee is spent; it takes over as planned).
+
+    Raises:
+        RetryableAwsError: the ledger or the bus failed (send the same PATCH again: idempotent).
+    """
+    for previous, successor in itertools.pairwise(members):
+        ledger = ports.ledger
+        if states(ledger.history(successor)) & STOP_STATES:
+            continue
+        if ledger.get(successor, PURCHASE_INTENT) is not None or ledger.get(successor, PURCHASE) is not None:
+            return  # paid (or being bought): kept, and so are those after it
+        before = load_purchase(ports, previous)
+        margin = extend.release_margin(load_request(ports, previous))
+        if until is not None and (before is None or not covered(before.end_time, margin, until)):
+            continue
+        with contextlib.suppress(PaidReservation):  # bought meanwhile: kept
+            api.cancel_reservation(successor, ports, actor=actor)
+        return  # the cancel stops the ones after it too
 
 
 def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> None:
