@@ -676,3 +676,44 @@ def test_serve_until_cleared_or_moved_within_the_end_stops_a_successor_not_bough
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
         parameter_retired(cloud)
         assert cloud.billable_resources() == []
+
+
+def test_a_reservation_rolling_over_is_not_extended_by_hand() -> None:
+    # The successor was requested with what the chain's budget had left: extending the first as well could
+    # take the chain above its budget. Refused before any search or purchase.
+    from tests.integration.test_extensions import extensions
+
+    with make_cloud(market=ROOMY) as cloud:
+        automatic_extension_asked(cloud)
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, NEXT))
+        refused = extensions(cloud, {"duration_hours": 24})
+        assert refused["statusCode"] == 409, refused
+        assert f"{RID} is rolling over to {NEXT}" in refused["json"]["message"]
+        assert items(cloud, RID, "EXTENSION_INTENT#") == []
+
+
+def test_a_successor_killed_in_its_hand_over_records_ready_before_the_first_is_released() -> None:
+    # The successor's READY step dies right after it asked for the first's release (out of memory, a crash):
+    # the first must not be released for a successor whose READY is not in the ledger (were the step to fail
+    # for good then, nothing would serve). READY is recorded first; the retry finishes the hand-over.
+    from capacity.events import ReleaseRequestedDetail
+
+    with make_cloud(market=ROLLS_OVER) as cloud:
+        release = ReleaseRequestedDetail(request_id=RID, reason="rolled-over").model_dump_json()
+        entry_sent = {
+            "Source": "capacity.orchestrator",
+            "DetailType": "ReleaseRequested",
+            "Detail": release,
+            "EventBusName": cloud.stack.physical_id("EventBus"),
+            "Resources": [],
+        }
+        kill = FaultRule(service="eventbridge", operation="PutEvents", kind=FaultKind.KILL_CALLER, times=1)
+        cloud.faults.add(kill.model_copy(update={"match": {"Entries": [entry_sent]}}))
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run_until_idle()
+        assert [f.kind for f in cloud.faults.fired].count(FaultKind.KILL_CALLER) == 1
+        assert at(entry(cloud, NEXT, "READY")) <= at(entry(cloud, RID, "RELEASING"))
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
+        assert len(items(cloud, RID, "ROLLED_OVER")) == 1
+        assert states(cloud, NEXT)[-1] == "RELEASED"
+        assert cloud.billable_resources() == []

@@ -153,6 +153,21 @@ def _endpoint_value(request: ReservationRequest, event: ReservationReadyDetail) 
     )
 
 
+def endpoint_parameter(ports: Ports, request: ReservationRequest) -> str:
+    """The name of the endpoint parameter of ``request``'s chain (named after its first request)."""
+    return endpoint_parameter_name(chain_root(ports, request))
+
+
+def handed_over(ports: Ports, request: ReservationRequest) -> bool:
+    """True when ``request`` is no successor, or its predecessor is told (``ROLLED_OVER``) and stopped: the
+    hand-over (:func:`hand_over`) has nothing left to do."""
+    if not request.rollover_of:
+        return True
+    return ports.ledger.get(request.rollover_of, ROLLED_OVER) is not None and bool(
+        states(ports.ledger.history(request.rollover_of)) & STOP_STATES
+    )
+
+
 def publish_endpoint(ports: Ports, request: ReservationRequest, event: ReservationReadyDetail) -> str:
     """Write the chain's endpoint parameter for ``request``'s endpoint (``event``), unless it holds that value
     already or ``request`` has handed over to a successor since; returns the parameter's name.
@@ -160,7 +175,7 @@ def publish_endpoint(ports: Ports, request: ReservationRequest, event: Reservati
     Raises:
         RetryableAwsError, AccessDenied: Parameter Store failed or refused (the step retries).
     """
-    name = endpoint_parameter_name(chain_root(ports, request))
+    name = endpoint_parameter(ports, request)
     if ports.ledger.get(request.id, ROLLED_OVER) is None:
         ports.parameters.put(
             name,

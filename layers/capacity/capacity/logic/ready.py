@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from capacity.events import ReservationReadyDetail
-from capacity.logic.chain import hand_over, publish_endpoint
+from capacity.logic.chain import endpoint_parameter, hand_over, handed_over, publish_endpoint
 from capacity.logic.common import states
 from capacity.ports import Ports
 from capacity.records import LedgerEntry, State
@@ -27,8 +27,11 @@ def record_ready(
     posts the Slack message.
 
     A SageMaker endpoint is first written to the chain's SSM parameter (:func:`~capacity.logic.chain.
-    publish_endpoint`: ``event.parameter_name``); a successor then hands over from its predecessor
-    (:func:`~capacity.logic.chain.hand_over`), both before the state, so a retry repeats them harmlessly.
+    publish_endpoint`: ``event.parameter_name``), before the event and the state. A successor hands over from
+    its predecessor (:func:`~capacity.logic.chain.hand_over`: the predecessor told and released) only after
+    its own ``READY`` is recorded, so a predecessor is never released for a successor whose ``READY`` is not
+    in the ledger (a step that died between the two would have left it so, and failed for good, both); a
+    retry after ``READY`` finishes a hand-over left undone (:func:`~capacity.logic.chain.handed_over`).
 
     The order is the one safe under retries. The event goes out only while ``READY`` is not recorded yet
     (read from ``history``, else from the ledger), and before the state: a step retried after the state was
@@ -41,13 +44,17 @@ def record_ready(
         RetryableAwsError: ``PutEvents`` or the ledger write failed after retries (nothing recorded: retry).
     """
     seen = states(history if history is not None else ports.ledger.history(event.request_id))
-    if State.READY in seen:
-        return False
     request = ports.ledger.get_request(event.request_id)
+    if State.READY in seen:
+        if request is not None and not handed_over(ports, request):  # died after READY: finish it
+            if event.endpoint_name:
+                event = event.model_copy(update={"parameter_name": endpoint_parameter(ports, request)})
+            hand_over(ports, request, event)
+        return False
     if request is not None and event.endpoint_name:  # clients find the endpoint by the chain's parameter
         event = event.model_copy(update={"parameter_name": publish_endpoint(ports, request, event)})
     ports.events.put("ReservationReady", event, resources=resources or ())
+    written = ports.ledger.append(event.request_id, State.READY, actor=ports.actor, detail=detail, once=True)
     if request is not None:
         hand_over(ports, request, event)  # a successor: the predecessor is told and released
-    written = ports.ledger.append(event.request_id, State.READY, actor=ports.actor, detail=detail, once=True)
     return written is not None
