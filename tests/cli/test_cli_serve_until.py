@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from localcloud.cloud import LocalCloud
 from tests.cli.conftest import REQUEST, Cli, ledger
@@ -38,48 +39,25 @@ def test_serve_until_sets_moves_and_clears_the_time_and_shows_when_it_acts(
 
 
 def test_reserve_keeps_serving_from_the_start_and_names_a_bad_flag(cli: Cli, cloud: LocalCloud) -> None:
+    def reserve(*flags: str) -> Any:
+        return cli("reserve", "-f", str(REQUEST), "--id", "kept-cli", *flags, "--yes", "--no-watch")
+
     # --rollover-lead alone, or a lead that is not a duration: refused naming the flag, nothing sent.
-    alone = cli(
-        "reserve", "-f", str(REQUEST), "--id", "kept-cli", "--rollover-lead", "2d", "--yes", "--no-watch"
-    )
+    alone = reserve("--rollover-lead", "2d")
     assert alone.exit_code != 0
     assert "--rollover-lead is when to act for --serve-until: give --serve-until too" in alone.stderr
-    bad = cli(
-        "reserve",
-        "-f",
-        str(REQUEST),
-        "--id",
-        "kept-cli",
-        "--serve-until",
-        "2026-12-20",
-        "--rollover-lead",
-        "soon",
-        "--yes",
-    )
+    bad = reserve("--serve-until", "2026-12-20", "--rollover-lead", "soon")
     assert bad.exit_code != 0
     assert "--rollover-lead 'soon': write whole days or hours" in bad.stderr
     # A serve_until the reservation covers anyway: the API's 422 names the field (after the price shown).
-    moot = cli(
-        "reserve",
-        "-f",
-        str(REQUEST),
-        "--id",
-        "kept-cli",
-        "--serve-until",
-        "2026-12-07",
-        "--yes",
-        "--no-watch",
-    )
+    moot = reserve("--serve-until", "2026-12-07")
     assert moot.exit_code != 0
     assert "serve_until" in moot.stderr
     assert "is not after" in moot.stderr
     assert ledger(cloud, "kept-cli") == []
 
     # The price is the first reservation's (a dry run keeps nothing serving); the request keeps both fields.
-    reserved = cli(
-        "reserve", "-f", str(REQUEST), "--id", "kept-cli", "--serve-until", "2026-12-20T10:30Z",
-        "--rollover-lead", "36h", "--yes", "--no-watch",
-    )  # fmt: skip
+    reserved = reserve("--serve-until", "2026-12-20T10:30Z", "--rollover-lead", "36h")
     assert reserved.exit_code == 0, reserved.stderr
     shown = json.loads(cli("--output", "json", "status", "kept-cli").stdout)
     assert (shown["serve_until"], shown["rollover_lead_hours"]) == ("2026-12-20T10:30:00Z", 36)
