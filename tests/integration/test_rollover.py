@@ -502,17 +502,20 @@ def test_cancelling_a_reservation_cancels_the_successor_requested_for_it() -> No
         assert cloud.billable_resources() == []
 
 
+BLOCKS_ROLL_OVER = MarketConfig(
+    capacity={"eu-west-1/p5.48xlarge": 0, "*": 8},
+    sold_out={
+        "us-east-1/p5.48xlarge": (date(2026, 12, 9), date(2026, 12, 31)),
+        "us-west-2/p5.48xlarge": (date(2026, 12, 1), date(2026, 12, 7)),
+    },
+)
+"""Capacity blocks as :data:`ROLLS_OVER` sells plans: the first in us-east-1, the next only in us-west-2."""
+
+
 def test_a_capacity_block_rolls_over_to_a_block_in_another_region_with_its_instances_relaunched() -> None:
     ec2_id = "train-week-49-ec2"
-    market = MarketConfig(
-        capacity={"eu-west-1/p5.48xlarge": 0, "*": 8},
-        sold_out={
-            "us-east-1/p5.48xlarge": (date(2026, 12, 9), date(2026, 12, 31)),
-            "us-west-2/p5.48xlarge": (date(2026, 12, 1), date(2026, 12, 7)),
-        },
-    )
     body = ec2_request() | {"latest_end": "2026-12-09T11:30:00Z", "serve_until": SERVE_UNTIL}
-    with make_cloud(market=market) as cloud:
+    with make_cloud(market=BLOCKS_ROLL_OVER) as cloud:
         create_launch_templates(cloud)
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run_until_idle()
@@ -716,4 +719,30 @@ def test_a_successor_killed_in_its_hand_over_records_ready_before_the_first_is_r
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
         assert len(items(cloud, RID, "ROLLED_OVER")) == 1
         assert states(cloud, NEXT)[-1] == "RELEASED"
+        assert cloud.billable_resources() == []
+
+
+def test_a_successor_block_whose_payment_fails_leaves_the_first_serving_to_its_end() -> None:
+    ec2_id = "train-week-49-ec2"
+    unpaid = FaultRule(
+        service="ec2",
+        operation="PurchaseCapacityBlock",
+        kind=FaultKind.PAYMENT_FAILED,
+        not_before=DUE - timedelta(minutes=1),
+    )
+    body = ec2_request() | {"latest_end": "2026-12-09T11:30:00Z", "serve_until": SERVE_UNTIL}
+    with make_cloud(market=BLOCKS_ROLL_OVER, faults=FaultInjector([unpaid])) as cloud:
+        create_launch_templates(cloud)
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run_until_idle()
+        assert [b["State"] for b in blocks(cloud)][1] == "payment-failed"
+        assert "READY" not in states(cloud, f"{ec2_id}-r2")
+        releasing = entry(cloud, ec2_id, "RELEASING")
+        assert releasing["detail"]["reason"] == "capacity-block-expiring"  # its own end, not rolled-over
+        (told,) = items(cloud, ec2_id, "ROLLOVER_TOLD#")
+        assert f"{ec2_id}-r2" in told["reason"]
+        assert at(told, "written_at") < END - timedelta(hours=12)  # told when the payment failed
+        # once told, the backstop fires once more and stops (no check every half hour until the end)
+        later = [e for e in bus_events(cloud, "RolloverDue") if e.at > at(told, "written_at")]
+        assert len(later) <= 1, [e.at for e in later]
         assert cloud.billable_resources() == []

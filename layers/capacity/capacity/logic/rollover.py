@@ -193,14 +193,15 @@ def keep_serving(request_id: str, ports: Ports, *, nudge: str = DUE_EVENT) -> Ke
     if ports.ledger.get(request_id, ROLLED_OVER) is not None:
         return KeepServingOutput(request_id=request_id, action="rolled-over")
     logger.info("keep serving %s until %s (%s): ends %s", request_id, due.serve_until, nudge, due.end)
+    if nudge == DUE_EVENT and ports.ledger.get(request_id, f"{ROLLOVER_TOLD}#{iso_z(due.end)}") is not None:
+        # the backstop's last firing after a person was told: nothing more is due for this end
+        return KeepServingOutput(request_id=request_id, action="told", detail="a person was told already")
     if ports.ledger.get(request_id, SUCCESSOR) is not None:
         _backstop(ports, due)
         return _follow(due, ports)
     at = rollover_due(due.end, due.lead_hours)
     if due.now < at:
         return _arm(ports, request_id, at, reason="lead-time", action="armed")
-    if ports.ledger.get(request_id, f"{ROLLOVER_TOLD}#{iso_z(due.end)}") is not None and nudge == DUE_EVENT:
-        return KeepServingOutput(request_id=request_id, action="told", detail="a person was told already")
     _backstop(ports, due)
     return _act(due, ports, nudge=nudge)
 
