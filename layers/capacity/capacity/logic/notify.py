@@ -46,10 +46,11 @@ from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, 
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, search_wait
-from capacity.logic.policy import give_back
+from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
 from capacity.ports import Ports
+from capacity.pricing import money_str
 from capacity.records import LedgerEntry, State
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
@@ -126,6 +127,8 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ]
         )
     request = load_request(ports, step.request_id)
+    # The threshold that made the approval needed: the team's when lower than the request's (or none named).
+    threshold = as_admitted(request, ports).approval_above_usd
     ledger = ports.ledger
     final = final_state(ledger.history(request.id))
     if final is not None:
@@ -148,7 +151,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ApprovalRequestedDetail(
                 request_id=request.id,
                 offering=step.plan.offering,
-                approval_above_usd=request.approval_above_usd,
+                approval_above_usd=threshold,
                 timeout_seconds=step.plan.approval_timeout_seconds,
                 approval_deadline=approval_deadline(
                     step.entered_at or ports.clock(), step.plan.approval_timeout_seconds
@@ -163,6 +166,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             "reason": step.plan.reason,
             "timeout_seconds": step.plan.approval_timeout_seconds,
             "offering": step.plan.offering.model_dump(mode="json") if step.plan.offering else None,
+            "approval_above_usd": money_str(threshold) if threshold is not None else None,
         },
         once=True,
         unless_outcome=True,  # raises ReservationCancelled when a DELETE got in since the check above
@@ -171,7 +175,11 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
         post(
             ports,
             messages.approval_request(
-                request, step.plan.offering, step.plan.reason, step.plan.approval_timeout_seconds
+                request,
+                step.plan.offering,
+                step.plan.reason,
+                step.plan.approval_timeout_seconds,
+                threshold=threshold,
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
