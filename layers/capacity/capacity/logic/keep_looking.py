@@ -31,7 +31,7 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import PURCHASE_MISSED, SEARCH_WAIT
+from capacity.ledger import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
 from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent
 from capacity.logic.common import final_state, load_request, post
 from capacity.logic.policy import give_back
@@ -241,8 +241,9 @@ def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOut
     closes it (:mod:`capacity.logic.attempts`; once, only while the attempt's intent exists, so a retried
     step closes nothing twice), ``SEARCHING`` is recorded with the decision :data:`OFFERING_TAKEN` and the
     requester is told; the answer is ``SEARCH_AGAIN`` until the next look (as the choose step's).
-    Otherwise (no ``search_until``, the deadline has come, or the reservation has ended) ``NO_OFFERING``:
-    the workflow ends it as before, with the purchase's error.
+    Otherwise (no ``search_until``, the deadline has come, an approver decided on the taken offering: one
+    approval per request, or the reservation has ended) ``NO_OFFERING``: the workflow ends it as before,
+    with the purchase's error.
 
     Raises:
         ReservationNotFound: the request is not recorded.
@@ -265,7 +266,9 @@ def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOut
     history = ports.ledger.history(request.id)
     now = ports.clock()
     upcoming = None if request.dry_run else next_look_for(request, first_look(history, now), now)
-    if upcoming is None or final_state(history) is not None:
+    # One approval per request (APPROVAL, APPROVAL_DECISION): a look needing another could not be asked.
+    approved = ports.ledger.get(request.id, APPROVAL_DECISION) is not None
+    if upcoming is None or approved or final_state(history) is not None:
         return ChooseOutput(
             decision=Decision.NO_OFFERING,
             reason=reason,
