@@ -665,7 +665,7 @@ class TeamCheck(_Body):
 
 class PaidReservationBody(_Body):
     """409 of ``DELETE /reservations/{id}`` without ``confirm=true`` when the upfront fee is paid (issue
-    16)."""
+    16) or its purchase call is on its way (``purchase_on_its_way``)."""
 
     message: str
     upfront_fee_usd: str | None = Field(default=None, description="the fee paid, USD; never refunded")
@@ -675,6 +675,10 @@ class PaidReservationBody(_Body):
     )
     what: str | None = None
     end_time: str | None = None
+    purchase_on_its_way: bool | None = Field(
+        default=None,
+        description="true: nothing is bought yet but the purchase call is on its way (AWS may take the fee)",
+    )
 
 
 class TeamView(_Body):
