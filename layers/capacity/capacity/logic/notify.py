@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -100,22 +100,32 @@ def readable_reason(error: StepError) -> str:
     return friendly or message or f"{error.Error} (no cause given)"
 
 
-def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput | ChooseOutput:
-    """Handle one notification (``offering_taken`` answers a :class:`~capacity.contracts.ChooseOutput`).
+def notify_step(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput | ChooseOutput:
+    """The ``notify`` Lambda's step: ``offering_taken`` answers a :class:`~capacity.contracts.ChooseOutput`
+    (the reserve workflow branches on it as on the choose step's); every other kind is :func:`notify`'s."""
+    if step.kind == "offering_taken":
+        return _offering_taken(step, ports)
+    return notify(step, ports)
+
+
+def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
+    """Handle one notification.
 
     Raises:
         InvalidRequest: a field the kind needs is missing (``task_token``, ``plan``, ``error``).
         ReservationNotFound: ``approval_request`` for an unknown request.
     """
-    handlers: dict[str, Callable[[NotifyInput, Ports], NotifyOutput | DegradedOutput | ChooseOutput]] = {
-        "search_wait": search_wait,
-        "offering_taken": _offering_taken,
-        "approval_request": _approval_request,
-        "approval_outcome": _approval_outcome,
-        "degraded": degraded,
-        "workflow_stopped": lambda step, ports: workflow_stopped(step, ports, fail=_failure),
-    }
-    return handlers.get(step.kind, _failure)(step, ports)
+    if step.kind == "search_wait":
+        return search_wait(step, ports)
+    if step.kind == "approval_request":
+        return _approval_request(step, ports)
+    if step.kind == "approval_outcome":
+        return _approval_outcome(step, ports)
+    if step.kind == "degraded":
+        return degraded(step, ports)
+    if step.kind == "workflow_stopped":
+        return workflow_stopped(step, ports, fail=_failure)
+    return _failure(step, ports)
 
 
 def _offering_taken(step: NotifyInput, ports: Ports) -> ChooseOutput:
