@@ -22,6 +22,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    APPROVER,
     START,
     api_event,
     base_request,
@@ -180,6 +181,30 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         bought = [(p["TrainingPlanName"], p["TrainingPlanArn"].split(":")[3]) for p in _ours(cloud)]
         assert bought == [(f"co-{RID}", "us-west-2")]  # one plan, nothing of ours in us-east-1
         assert _team_spent(cloud, month) == Decimal(purchased["money_usd"])  # held once, for what it bought
+        assert cloud.billable_resources() == []
+
+
+def test_an_approved_offering_bought_elsewhere_ends_the_request_as_before() -> None:
+    # Given a request that keeps looking until day 8 and needs an approval above $1,000 (one per request)
+    with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
+        body = {**base_request(), "regions": [REGION], "search_until": _iso(START + timedelta(days=8))}
+        body["approval_above_usd"] = "1000"
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
+        approval = api_event({"approved": True}, path=f"/reservations/{RID}/approval", caller=APPROVER)
+        assert cloud.api_request(approval)["statusCode"] == 200
+        # When the approved offering is taken before its purchase lands
+        _someone_else_buys_the_chosen_window(cloud)
+        cloud.run_until_idle()
+
+        # Then it ends FAILED (OfferingExpired) before the deadline: a later look could not be approved again
+        items = ledger_items(cloud, RID)
+        (failed,) = [i for i in items if i.get("state") == "FAILED"]
+        assert failed["detail"]["error"] == "OfferingExpired"
+        assert failed["at"] < _iso(START + timedelta(days=8))
+        assert not [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
+        assert _ours(cloud) == []
+        assert _team_spent(cloud, failed["at"][:7]) == 0
         assert cloud.billable_resources() == []
 
 
