@@ -27,6 +27,7 @@ import math
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from capacity import messages
 from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
@@ -252,44 +253,26 @@ def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOut
     """
     request = load_request(ports, step.request_id)
     timeout = request.approval_timeout_hours * 3600
+    # Every answer is about look ``step.look``; the next is ``step.look + 1``.
+    answer = partial(ChooseOutput, approval_timeout_seconds=timeout, look=step.look, next_look=step.look + 1)
     bought = reconcile_purchase(ports, request.id)
     if bought is not None:
         offering = OfferingSummary.model_validate(_intent_offering(ports, request.id))
-        return ChooseOutput(
-            decision=Decision.PURCHASE,
-            reason=f"an earlier purchase call bought {bought['training_plan_name']}: it is served",
-            offering=offering,
-            approval_timeout_seconds=timeout,
-            look=step.look,
-            next_look=step.look + 1,
-        )
+        why = f"an earlier purchase call bought {bought['training_plan_name']}: it is served"
+        return answer(decision=Decision.PURCHASE, reason=why, offering=offering)
     history = ports.ledger.history(request.id)
     now = ports.clock()
     upcoming = None if request.dry_run else next_look_for(request, first_look(history, now), now)
     # One approval per request (APPROVAL, APPROVAL_DECISION): a look needing another could not be asked.
     approved = ports.ledger.get(request.id, APPROVAL_DECISION) is not None
     if upcoming is None or approved or final_state(history) is not None:
-        return ChooseOutput(
-            decision=Decision.NO_OFFERING,
-            reason=reason,
-            offering=None,
-            approval_timeout_seconds=timeout,
-            look=step.look,
-            next_look=step.look + 1,
-        )
+        return answer(decision=Decision.NO_OFFERING, reason=reason, offering=None)
     _close_attempt(ports, request.id, reason)
     why = f"The offering look {step.look} chose was taken before it could be bought: {reason}"
     record_searching(ports, request, OFFERING_TAKEN, why, history, look=step.look, upcoming=upcoming)
     wait = max(1, math.ceil((upcoming.at - now).total_seconds()))
-    return ChooseOutput(
-        decision=Decision.SEARCH_AGAIN,
-        reason=why,
-        offering=None,
-        approval_timeout_seconds=timeout,
-        look=step.look,
-        next_look=step.look + 1,
-        next_look_at=upcoming.at,
-        wait_seconds=wait,
+    return answer(
+        decision=Decision.SEARCH_AGAIN, reason=why, offering=None, next_look_at=upcoming.at, wait_seconds=wait
     )
 
 
