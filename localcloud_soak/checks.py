@@ -108,10 +108,13 @@ def check_budget(facts: Facts) -> list[str]:
 
 
 def _bought_at(facts: Facts) -> str | None:
-    """When the purchase was decided: the ``PURCHASE_INTENT`` put before AWS is called (else PURCHASED)."""
-    intent = facts.item("PURCHASE_INTENT")
-    if intent is not None:
-        return str(intent.get("written_at") or "")
+    """When the purchase was decided: the newest purchase intent put before AWS is called (else PURCHASED).
+    A request that keeps looking writes one per attempt (``PURCHASE_INTENT``, then ``PURCHASE_INTENT#<n>``
+    after its look's offering was taken): the last is the attempt that bought."""
+    intents = [i for i in facts.items if str(i["sk"]).startswith("PURCHASE_INTENT")]
+    if intents:
+        newest = max(intents, key=lambda i: int(str(i["sk"]).partition("#")[2] or 0))
+        return str(newest.get("written_at") or "")
     purchased = next((i for i in facts.history() if i["state"] == "PURCHASED"), None)
     return str(purchased["at"]) if purchased else None
 

@@ -20,7 +20,7 @@ def test_workflow_rules_retry_for_a_day_then_dead_letter_to_an_alarmed_queue() -
     for source, event in (
         ("ReserveCapacityStateMachine", "ReservationRequested"),
         ("ReleaseCapacityStateMachine", "ReleaseRequested"),
-        ("NotifyFunction", "WorkflowStopped"),
+        ("WorkflowStoppedStateMachine", "WorkflowStopped"),
     ):
         rule = resources[source]["Properties"]["Events"][event]["Properties"]
         assert rule["RetryPolicy"] == {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
@@ -34,7 +34,7 @@ def test_workflow_rules_retry_for_a_day_then_dead_letter_to_an_alarmed_queue() -
     assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == [
         {"GetAtt": "ReserveCapacityStateMachineReservationRequested.Arn"},
         {"GetAtt": "ReleaseCapacityStateMachineReleaseRequested.Arn"},
-        {"GetAtt": "NotifyFunctionWorkflowStopped.Arn"},
+        {"GetAtt": "WorkflowStoppedStateMachineWorkflowStopped.Arn"},
     ]
     alarm = resources["WorkflowDeliveryFailuresAlarm"]["Properties"]
     assert alarm["Dimensions"] == [

@@ -6,6 +6,7 @@ deletes them, and the ledger keeps one ``RELEASED``."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -89,3 +90,44 @@ def test_a_cancel_while_the_on_demand_endpoint_is_created_deletes_it_though_noth
         assert [s for s in seen if s in ("CANCELLED", "REJECTED", "FAILED")] == ["CANCELLED"]
         assert cloud.billable_resources() == []
         assert cloud.client("sagemaker").list_endpoint_configs()["EndpointConfigs"] == []
+
+
+def _intent_written(cloud: LocalCloud) -> bool:
+    from tests.integration.support import ledger_items
+
+    return any(i["sk"] == "PURCHASE_INTENT" for i in ledger_items(cloud, RID))
+
+
+def test_a_cancel_while_the_purchase_call_is_on_its_way_asks_first_and_then_releases_what_it_buys() -> None:
+    # Given a purchase whose CreateTrainingPlan call takes 20 s to land (held past the client's read timeout)
+    rule = FaultRule(
+        service="sagemaker",
+        operation="CreateTrainingPlan",
+        kind=FaultKind.LATENCY,
+        latency_seconds=20,
+        times=1,
+    )
+    with make_cloud(faults=FaultInjector([rule])) as cloud:
+        post_reservation(cloud, base_request())
+        cloud.run(stop_when=lambda: _intent_written(cloud))
+        # When the requester cancels without confirm while the call is on its way
+        asked = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}", query={}))
+
+        # Then nothing changes: 409 with the fee about to be paid, not CANCELLED; the purchase lands and the
+        # reservation goes on
+        body = json.loads(asked["body"])
+        assert asked["statusCode"] == 409, body
+        assert body["purchase_on_its_way"] is True
+        assert body["refunded_usd"] == "0"
+        assert "being bought" in body["message"]
+        assert "confirm=true" in body["message"]
+        assert "CANCELLED" not in states(cloud, RID)
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
+        assert "CANCELLED" not in states(cloud, RID)
+        paid = _cancel(cloud)  # confirm=true now: the fee is sunk, the plan is released
+        assert paid["statusCode"] == 202, paid["body"]
+        cloud.run_until_idle()
+        seen = states(cloud, RID)
+        assert seen[-1] == "RELEASED", seen
+        assert "CANCELLED" in seen, seen
+        assert cloud.billable_resources() == []

@@ -22,6 +22,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
+    APPROVER,
     START,
     api_event,
     base_request,
@@ -127,6 +128,83 @@ def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_th
         assert cloud.iam is not None
         assert cloud.iam.denials == []
         assert states(cloud, RID)[-1] == "FAILED"  # no release failure recorded after it
+        assert cloud.billable_resources() == []
+
+
+def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_at_a_later_look() -> None:
+    # Given capacity that appears in us-east-1 on day 3 (a pool of 2 instances) and in us-west-2 on day 5, and
+    # a request for either region that keeps looking until day 8
+    market = MarketConfig(
+        listed_from={
+            f"{REGION}/ml.p5.48xlarge": APPEARS,
+            "us-west-2/ml.p5.48xlarge": START + timedelta(days=5),
+        },
+        capacity={f"{REGION}/ml.p5.48xlarge": 2},
+    )
+    with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
+        deadline = START + timedelta(days=8)
+        body = {**base_request(), "regions": [REGION, "us-west-2"], "search_until": _iso(deadline)}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        # When the look that finds it (day 3) chooses a window another buyer then takes before the purchase
+        taken = _someone_else_buys_the_chosen_window(cloud)
+        cloud.run(stop_when=lambda: any(i["sk"] == "PURCHASE_MISSED#1" for i in ledger_items(cloud, RID)))
+        month = cloud.now().strftime("%Y-%m")
+        held_between_looks = _team_spent(cloud, month)
+        cloud.run_until_idle()
+
+        # Then it is not ended: the intent is reconciled (nothing bought, the hold given back), SEARCHING says
+        # the offering was taken, and the next look (the deadline) buys in us-west-2, once
+        items = ledger_items(cloud, RID)
+        assert held_between_looks == 0
+        seen = states(cloud, RID)
+        assert "FAILED" not in seen, seen
+        assert seen[-1] == "RELEASED", seen
+        taken_looks = [
+            i["detail"]
+            for i in items
+            if i.get("state") == "SEARCHING" and i["detail"]["decision"] == "OFFERING_TAKEN"
+        ]
+        assert len(taken_looks) == 1, taken_looks
+        assert "taken before it could be bought" in taken_looks[0]["reason"]
+        assert taken_looks[0]["next_look_at"] == _iso(deadline)
+        (missed,) = [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
+        assert missed["offering"]["offering_id"] == taken["offering_id"]
+        assert {i["sk"] for i in items if i["sk"].startswith("PURCHASE_INTENT")} == {
+            "PURCHASE_INTENT",
+            "PURCHASE_INTENT#1",
+        }
+        (purchased,) = [i for i in items if i.get("state") == "PURCHASED"]
+        assert purchased["at"].startswith(_iso(deadline)[:13])
+        assert purchased["detail"]["region"] == "us-west-2"
+        second = next(i for i in items if i["sk"] == "PURCHASE_INTENT#1")
+        assert second["region"] == "us-west-2"
+        bought = [(p["TrainingPlanName"], p["TrainingPlanArn"].split(":")[3]) for p in _ours(cloud)]
+        assert bought == [(f"co-{RID}", "us-west-2")]  # one plan, nothing of ours in us-east-1
+        assert _team_spent(cloud, month) == Decimal(purchased["money_usd"])  # held once, for what it bought
+        assert cloud.billable_resources() == []
+
+
+def test_an_approved_offering_bought_elsewhere_ends_the_request_as_before() -> None:
+    # Given a request that keeps looking until day 8 and needs an approval above $1,000 (one per request)
+    with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
+        body = {**base_request(), "regions": [REGION], "search_until": _iso(START + timedelta(days=8))}
+        body["approval_above_usd"] = "1000"
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
+        approval = api_event({"approved": True}, path=f"/reservations/{RID}/approval", caller=APPROVER)
+        assert cloud.api_request(approval)["statusCode"] == 200
+        # When the approved offering is taken before its purchase lands
+        _someone_else_buys_the_chosen_window(cloud)
+        cloud.run_until_idle()
+
+        # Then it ends FAILED (OfferingExpired) before the deadline: a later look could not be approved again
+        items = ledger_items(cloud, RID)
+        (failed,) = [i for i in items if i.get("state") == "FAILED"]
+        assert failed["detail"]["error"] == "OfferingExpired"
+        assert failed["at"] < _iso(START + timedelta(days=8))
+        assert not [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
+        assert _ours(cloud) == []
+        assert _team_spent(cloud, failed["at"][:7]) == 0
         assert cloud.billable_resources() == []
 
 
@@ -246,7 +324,9 @@ def test_a_cancel_while_the_looks_purchase_misses_its_offering_gives_the_team_it
         _someone_else_buys_the_chosen_window(cloud)
         month = cloud.now().strftime("%Y-%m")
         assert _team_spent(cloud, month) > 0  # held for the call on its way
-        cancelled = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}", query={}))
+        asked = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}", query={}))
+        assert asked["statusCode"] == 409, asked["body"]  # the fee may be taken: asked first, nothing changed
+        cancelled = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}"))
         assert cancelled["statusCode"] == 202, cancelled["body"]
         cloud.run_until_idle()
 

@@ -132,3 +132,32 @@ def test_a_failed_reservation_reaches_the_operations_topic_with_its_reason() -> 
         f"Capacity Orchestrator ({STACK}): reservation {rid} failed (OfferingNotFound): {reason} "
         f"Details: capacity --stack {STACK} --region us-east-1 status {rid}"
     )
+
+
+def test_the_approval_shows_the_teams_threshold_when_it_is_the_one_that_applied() -> None:
+    # Given a team that needs an approval above $1,000 and a request that names a higher threshold ($5,000)
+    # above the fee of what it will find (about $2,000)
+    from decimal import Decimal
+
+    from tests.integration.support import make_cloud, slack_texts
+    from tests.integration.test_extension_approval import lower_team_threshold
+
+    with make_cloud() as cloud:  # with a Slack channel: the approval is posted
+        topic, queue = _subscribe(cloud)
+        lower_team_threshold(cloud, Decimal(1000))
+        body = {**base_request(), "request_id": RID, "approval_above_usd": "5000"}
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        # When the workflow asks for the approval the team's threshold made needed
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
+        waiting = next(i for i in ledger_items(cloud, RID) if i.get("state") == "AWAITING_APPROVAL")
+        (delivery,) = [d for d in cloud.delivery.deliveries if d.target_arn == topic]
+        (notice,) = _inbox(cloud, queue)
+        texts = slack_texts(cloud)
+
+    # Then the event (and the notice made of it), the ledger and the Slack post say $1,000, not $5,000
+    assert Decimal(waiting["detail"]["offering"]["upfront_fee_usd"]) < Decimal(5000)
+    assert waiting["detail"]["approval_above_usd"] == "1000.00"
+    assert delivery.detail_type == "ApprovalRequested"
+    assert "approval is needed above USD 1000" in json.loads(notice), notice
+    assert "above the approval threshold $1,000.00" in texts, texts
+    assert "$5,000" not in texts

@@ -122,3 +122,26 @@ def test_an_aborted_release_is_requested_again_and_releases() -> None:
         released = [i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASED"]
         assert [i["detail"]["reason"] for i in released] == ["cancelled"]
         assert cloud.billable_resources() == []
+
+
+def test_a_reserve_workflow_stopped_while_awaiting_approval_under_throttling_still_ends() -> None:
+    # Given a reservation waiting for an approval (soak seed 411, lifecycle 11)
+    from localcloud.faults import FaultInjector, FaultKind, FaultRule
+
+    faults = FaultInjector([])
+    with make_cloud(faults=faults) as cloud:
+        post_reservation(cloud, {**base_request(), "approval_above_usd": "1000"})
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
+        # When an operator stops its workflow while DynamoDB throttles every call of the first four attempts
+        # to handle the stop (more than Lambda's two asynchronous retries can outlast)
+        faults.add(FaultRule(service="dynamodb", kind=FaultKind.THROTTLE, times=12))
+        _stop_running(cloud, "ReserveCapacityStateMachine")
+        cloud.run_until_idle()
+
+        # Then the stop is handled all the same: the reservation ends FAILED (WorkflowStopped), not waiting
+        seen = states(cloud, RID)
+        assert seen[-1] == "FAILED", seen
+        (failed,) = [i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED"]
+        assert failed["detail"]["error"] == "WorkflowStopped"
+        assert len([f for f in faults.fired if f.kind is FaultKind.THROTTLE]) == 12
+        assert training_plans(cloud) == []

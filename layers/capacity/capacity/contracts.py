@@ -148,16 +148,23 @@ class DegradedOutput(_Out):
 
 
 class NotifyInput(_In):
-    """``kind`` ``search_wait`` (``task_token``: the wait between two looks of a request that keeps
-    looking, :mod:`capacity.logic.keep_looking`), ``approval_request`` (``task_token``, ``plan``),
-    ``approval_outcome`` (``approved``, ``reason``, optional ``error``), ``failure`` (``error``; ``phase``
-    ``release`` when the release workflow itself failed, so no new release is requested), ``degraded``
-    (``state``: the step that keeps failing, ``error``: its last transient fault) or ``workflow_stopped``
-    (``workflow``: Step Functions' execution status change event, from the default bus; ``request_id``
-    empty)."""
+    """``kind`` ``search_wait`` (``task_token``: the wait between two looks of a request that keeps looking,
+    :mod:`capacity.logic.keep_looking`), ``offering_taken`` (``error``, ``look``: a look's offering was
+    taken before the purchase; answers a :class:`ChooseOutput`), ``approval_request`` (``task_token``,
+    ``plan``), ``approval_outcome`` (``approved``, ``reason``, optional ``error``), ``failure``
+    (``error``; ``phase`` ``release`` when the release workflow itself failed, so no new release is
+    requested), ``degraded`` (``state``: the step that keeps failing, ``error``: its last transient fault)
+    or ``workflow_stopped`` (``workflow``: Step Functions' execution status change event, from the default
+    bus; ``request_id`` empty)."""
 
     kind: Literal[
-        "search_wait", "approval_request", "approval_outcome", "failure", "degraded", "workflow_stopped"
+        "search_wait",
+        "offering_taken",
+        "approval_request",
+        "approval_outcome",
+        "failure",
+        "degraded",
+        "workflow_stopped",
     ]
     request_id: str
     state: str | None = None
@@ -175,6 +182,8 @@ class NotifyInput(_In):
     entered_at: UtcDatetime | None = None
     """``approval_request``: when the approval state was entered (``$$.State.EnteredTime``, UTC): the
     approval timeout (``TimeoutSecondsPath``) counts from no earlier than this instant."""
+    look: int = Field(default=0, ge=0)
+    """``offering_taken``: the look whose offering was taken (its answer waits for look ``look + 1``)."""
 
 
 class NotifyOutput(_Out):
@@ -656,7 +665,7 @@ class TeamCheck(_Body):
 
 class PaidReservationBody(_Body):
     """409 of ``DELETE /reservations/{id}`` without ``confirm=true`` when the upfront fee is paid (issue
-    16)."""
+    16) or its purchase call is on its way (``purchase_on_its_way``)."""
 
     message: str
     upfront_fee_usd: str | None = Field(default=None, description="the fee paid, USD; never refunded")
@@ -666,6 +675,10 @@ class PaidReservationBody(_Body):
     )
     what: str | None = None
     end_time: str | None = None
+    purchase_on_its_way: bool | None = Field(
+        default=None,
+        description="true: nothing is bought yet but the purchase call is on its way (AWS may take the fee)",
+    )
 
 
 class TeamView(_Body):

@@ -63,7 +63,8 @@ class ReservationPlannedDetail(_Detail):
 
 
 class ApprovalRequestedDetail(_Detail):
-    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``).
+    """``ApprovalRequested``: a person must approve ``offering`` (fee above ``approval_above_usd``, USD: the
+    threshold that applied, the team's when it is lower than the request's or the request names none).
 
     ``approval_deadline`` (UTC, rounded down to the minute) is when the approval wait of ``timeout_seconds``
     ends, counted from when the approval state was entered: never later than the state machine's (the
@@ -129,12 +130,14 @@ class ExtensionRequestedDetail(_Detail):
 
 class ExtensionApprovalRequestedDetail(_Detail):
     """``ExtensionApprovalRequested``: the extension ``extension_id`` of ``request_id`` (``offering``, asked
-    by ``requester``) costs more than the approval threshold and waits for an approver."""
+    by ``requester``) costs more than the approval threshold ``approval_above_usd`` (USD: the one that
+    applied, the team's when it is lower than the request's) and waits for an approver."""
 
     request_id: str
     extension_id: str
     offering: ExtensionOffering
     requester: str
+    approval_above_usd: Money | None = None
 
 
 class ReservationExtendedDetail(_Detail):

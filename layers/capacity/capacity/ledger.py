@@ -14,7 +14,9 @@ only ``CURRENT`` (below) is replaced.
   ``PURCHASE_INTENT`` (put before calling AWS, with its ``owner`` execution), ``PURCHASE_CALL#<time>``
   (each purchase call, put just before it is made, with its offering), ``PURCHASE`` (the result),
   ``PURCHASE_VOIDED`` (AWS charged nothing after all: a plan ``Failed``, a block ``payment-failed``; the
-  ``FAILED`` that follows carries the negative money), ``APPROVAL`` (task token; a retried approval task
+  ``FAILED`` that follows carries the negative money), ``PURCHASE_MISSED#<n>`` (attempt ``n - 1`` of a
+  request that keeps looking bought nothing: its offering was taken; the next attempt writes
+  ``PURCHASE_INTENT#<n>``, :mod:`capacity.logic.attempts`), ``APPROVAL`` (task token; a retried approval task
   adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
   exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
   request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
@@ -63,6 +65,7 @@ PURCHASE_INTENT = "PURCHASE_INTENT"
 PURCHASE = "PURCHASE"
 PURCHASE_CALL = "PURCHASE_CALL"
 PURCHASE_VOIDED = "PURCHASE_VOIDED"
+PURCHASE_MISSED = "PURCHASE_MISSED"
 DEGRADED = "DEGRADED"
 APPROVAL = "APPROVAL"
 APPROVAL_DECISION = "APPROVAL_DECISION"

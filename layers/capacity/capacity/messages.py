@@ -219,13 +219,23 @@ def decision(request: ReservationRequest, plan: Plan) -> SlackMessage:
 
 
 def approval_request(
-    request: ReservationRequest, offering: OfferingSummary | None, reason: str, timeout_seconds: int
+    request: ReservationRequest,
+    offering: OfferingSummary | None,
+    reason: str,
+    timeout_seconds: int,
+    *,
+    threshold: Decimal | None = None,
 ) -> SlackMessage:
-    """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id)."""
+    """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id).
+
+    ``threshold`` (USD) is the one that made the approval needed: the team's when it is lower than the
+    request's (:func:`capacity.logic.policy.as_admitted`), not necessarily ``request.approval_above_usd``.
+    """
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
+    above = f" (above the approval threshold {format_usd(threshold)})" if threshold is not None else ""
     text = (
         f"*Approval needed for {request.id}* (requested by {mention(request.requester or 'unknown')}"
-        f"{f', team {escape(request.team)}' if request.team else ''}): buy {what}?\n"
+        f"{f', team {escape(request.team)}' if request.team else ''}): buy {what}{above}?\n"
         f"{escape(reason)}\n"
         f"Answer within {timeout_seconds // 3600} h with the buttons or "
         f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "reason": ...}} '
@@ -261,6 +271,8 @@ def approval_request(
             ("Window (UTC)", f"{short(offering.start_time)} to {short(offering.end_time)}"),
             ("Capacity", f"{offering.instance_count} x {offering.instance_type}"),
         ]
+        if threshold is not None:
+            fields.append(("Approval above", format_usd(threshold)))
     return _message(
         text, f"Approval needed: {request.id}", request_id=request.id, fields=fields, extra=buttons
     )

@@ -59,12 +59,14 @@ from capacity.ledger import (
     SUBMITTED,
     history_of,
 )
+from capacity.logic.attempts import live_intent
 from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
 from capacity.logic.keep_looking import latest_wait_token
 from capacity.logic.policy import charged_to, check_approver, may_act
+from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.records import State
@@ -408,10 +410,11 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     """Cancel: record ``CANCELLED``, reject a pending approval, end a wait between two looks (keep looking),
     put ``ReleaseRequested`` (``cancelled``).
 
-    A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided) is
-    cancelled only with ``confirm``: without it :class:`~capacity.errors.PaidReservation` (409) names the sunk
-    fee (never refunded: AWS_FACTS.md) and what cancelling still saves (nothing: the fee covers the whole
-    reservation), and nothing is recorded.
+    A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided), or
+    whose purchase call is on its way (an intent without its outcome), is cancelled only with ``confirm``:
+    without it :class:`~capacity.errors.PaidReservation` (409) names the sunk fee (never refunded:
+    AWS_FACTS.md) and what cancelling still saves (nothing: the fee covers the whole reservation), and
+    nothing is recorded.
 
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
@@ -474,10 +477,13 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
 
 def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
     """What cancelling ``request_id`` loses: ``{"upfront_fee_usd", "refunded_usd": "0", "saves_usd": "0",
-    "what"}`` for a paid training plan or capacity block (not voided), None when nothing upfront is paid
-    (nothing bought, on demand, or AWS charged nothing)."""
+    "what", "end_time", "purchase_on_its_way"}`` for a paid training plan or capacity block (not voided), or
+    one whose purchase call is on its way (:func:`_fee_on_its_way`); None when nothing upfront is paid or
+    being paid (nothing bought, on demand, or AWS charged nothing)."""
     purchase = load_purchase(ports, request_id)
-    if purchase is None or purchase.market != "reserved" or purchase.upfront_fee_usd <= 0:
+    if purchase is None:
+        return _fee_on_its_way(ports, request_id)
+    if purchase.market != "reserved" or purchase.upfront_fee_usd <= 0:
         return None
     if ports.ledger.get(request_id, PURCHASE_VOIDED) is not None:
         return None
@@ -488,6 +494,26 @@ def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
         "saves_usd": "0",
         "what": f"{what} {purchase.training_plan_name}",
         "end_time": iso_z(purchase.end_time),
+        "purchase_on_its_way": False,
+    }
+
+
+def _fee_on_its_way(ports: Ports, request_id: str) -> dict[str, Any] | None:
+    """The fee of a purchase on its way: the live attempt's intent is recorded and its outcome is not (no
+    ``PURCHASE``, the attempt not closed by a miss, not voided). AWS may take the fee at any moment, and a
+    cancel then releases what it buys at once: the same question as for a paid reservation."""
+    intent = live_intent(ports, request_id)
+    if intent is None or not intent.get("offering") or ports.ledger.get(request_id, PURCHASE_VOIDED):
+        return None
+    offering = OfferingSummary.model_validate(intent["offering"])
+    what = "capacity block" if intent.get("platform") == "ec2" else "training plan"
+    return {
+        "upfront_fee_usd": f"{offering.upfront_fee_usd:f}",
+        "refunded_usd": "0",
+        "saves_usd": "0",
+        "what": f"{what} being bought (its purchase call is on its way)",
+        "end_time": iso_z(offering.end_time),
+        "purchase_on_its_way": True,
     }
 
 
@@ -495,6 +521,13 @@ def _refuse_unconfirmed(ports: Ports, request_id: str) -> None:
     sunk = sunk_fee(ports, request_id)
     if sunk is None:
         return
+    if sunk["purchase_on_its_way"]:
+        raise PaidReservation(
+            f"reservation {request_id} has a {sunk['what']}: its upfront fee "
+            f"{format_usd(Decimal(sunk['upfront_fee_usd']))} is paid upfront and not refunded. Send DELETE "
+            "again with ?confirm=true to cancel anyway: whatever it buys is released at once",
+            sunk,
+        )
     raise PaidReservation(
         f"reservation {request_id} has a paid {sunk['what']}: its upfront fee "
         f"{format_usd(Decimal(sunk['upfront_fee_usd']))} "

@@ -40,7 +40,8 @@ from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.events import ReservationPurchasedDetail
-from capacity.ledger import PURCHASE, PURCHASE_CALL, PURCHASE_INTENT
+from capacity.ledger import PURCHASE, PURCHASE_CALL
+from capacity.logic.attempts import attempt_calls, hold_key, intent_key, live_attempt
 from capacity.logic.common import (
     keep_released_last,
     post,
@@ -163,19 +164,20 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
     # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
     existing = reconcile(request, ports, buyer, fallback=step.offering)
     if existing is None:
-        intent = ledger.get(request.id, PURCHASE_INTENT)
+        attempt = live_attempt(ports, request.id)  # > 0 after a look's offering was taken (keep looking)
+        intent = ledger.get(request.id, intent_key(attempt))
         if intent is not None:
             _refuse_another_owner(request, step, intent, ports)
             if not buyer.unique_call:
-                _wait_for_an_earlier_call(request, ports)
+                _wait_for_an_earlier_call(request, ports, attempt)
         require_not_final(history, request.id)
         buyer.preflight(request, ports, step.offering.region)
         require_within_budget(request, step.offering)
         # The team's month, the account's and the quota, atomically, right before buying (issue 16).
-        purchase_check(request, step.offering.upfront_fee_usd, ports)
+        purchase_check(request, step.offering.upfront_fee_usd, ports, key=hold_key(request.id, attempt))
         created, intent = ledger.put_once(
             request.id,
-            PURCHASE_INTENT,
+            intent_key(attempt),
             {
                 "actor": ports.actor,
                 "owner": step.execution or "",
@@ -187,10 +189,10 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         if not created:
             _refuse_another_owner(request, step, intent, ports)
         region = str(intent.get("region", step.offering.region))
-        bought = _buy(request, ports, buyer, region, step.offering)
+        bought = _buy(request, ports, buyer, region, step.offering, attempt=attempt)
         existing = record_purchase(request, ports, buyer, region, bought, chosen=step.offering)
         fee = Decimal(str(existing["upfront_fee_usd"]))
-        settle_spend(ports, key=request.id, amount_usd=fee)
+        settle_spend(ports, key=hold_key(request.id, attempt), amount_usd=fee)
         money_metrics.committed(request.team, fee)
     output = after_purchase(buyer, request, existing, ports, first=State.PURCHASED not in states(history))
     keep_released_last(ports, request.id)
@@ -228,11 +230,17 @@ def refuse_another_owner(what: str, execution: str | None, intent: dict[str, Any
 
 
 def _buy(
-    request: ReservationRequest, ports: Ports, buyer: Buyer, region: str, offering: OfferingSummary
+    request: ReservationRequest,
+    ports: Ports,
+    buyer: Buyer,
+    region: str,
+    offering: OfferingSummary,
+    *,
+    attempt: int,
 ) -> Bought:
     """The purchase call for ``offering``, or once for a fresh search's replacement when it expired."""
     try:
-        return _call(request, ports, buyer, region, offering)
+        return _call(request, ports, buyer, region, offering, attempt=attempt)
     except OfferingExpired as exc:
         # Judged by the threshold the choice was judged by: the team's when it is lower than the request's.
         fresh = buyer.research(as_admitted(request, ports), ports, region, offering)
@@ -243,42 +251,51 @@ def _buy(
                 f"{request.duration_hours} h within the budget {format_usd(request.max_upfront_fee_usd)}; "
                 "nothing was bought"
             ) from exc
-        purchase_check(request, fresh.upfront_fee_usd, ports)  # the replacement may cost more
-        return _call(request, ports, buyer, region, fresh)
+        # The replacement may cost more.
+        purchase_check(request, fresh.upfront_fee_usd, ports, key=hold_key(request.id, attempt))
+        return _call(request, ports, buyer, region, fresh, attempt=attempt)
 
 
 def _call(
-    request: ReservationRequest, ports: Ports, buyer: Buyer, region: str, offering: OfferingSummary
+    request: ReservationRequest,
+    ports: Ports,
+    buyer: Buyer,
+    region: str,
+    offering: OfferingSummary,
+    *,
+    attempt: int,
 ) -> Bought:
-    """Record the call (``PURCHASE_CALL#<time>`` with its offering), then make it."""
+    """Record the call (``PURCHASE_CALL#<time>`` with its offering and attempt), then make it."""
     ports.ledger.put_once(
         request.id,
         f"{PURCHASE_CALL}#{iso_ms(ports.clock())}",
-        {"actor": ports.actor, "region": region, "offering": offering.model_dump(mode="json")},
+        {
+            "actor": ports.actor,
+            "region": region,
+            "offering": offering.model_dump(mode="json"),
+            "attempt": attempt,
+        },
     )
     return buyer.buy(request, ports, region, offering)
 
 
-def _calls(request: ReservationRequest, ports: Ports) -> list[dict[str, Any]]:
-    return ports.ledger.items(request.id, f"{PURCHASE_CALL}#")
-
-
-def _last_offering(request: ReservationRequest, ports: Ports) -> OfferingSummary | None:
-    """The offering of the last purchase call made, else of the intent (None without either)."""
-    calls = [call for call in _calls(request, ports) if call.get("offering")]
+def _last_offering(request: ReservationRequest, ports: Ports, attempt: int) -> OfferingSummary | None:
+    """The offering of attempt ``attempt``'s last purchase call, else of its intent (None without either)."""
+    calls = [call for call in attempt_calls(ports, request.id, attempt) if call.get("offering")]
     if calls:
         return OfferingSummary.model_validate(calls[-1]["offering"])
-    intent = ports.ledger.get(request.id, PURCHASE_INTENT) or {}
+    intent = ports.ledger.get(request.id, intent_key(attempt)) or {}
     return OfferingSummary.model_validate(intent["offering"]) if intent.get("offering") else None
 
 
-def _wait_for_an_earlier_call(request: ReservationRequest, ports: Ports) -> None:
-    """Refuse to call again while an earlier call, not visible yet, may still show up.
+def _wait_for_an_earlier_call(request: ReservationRequest, ports: Ports, attempt: int) -> None:
+    """Refuse to call again while an earlier call of this attempt, not visible yet, may still show up.
 
     Raises:
         PurchaseUnconfirmed: a purchase call was made less than :data:`CONSISTENCY_WINDOW` ago.
     """
-    wait_for_an_earlier_call(_calls(request, ports), ports, f"the purchase call for {request.id}")
+    calls = attempt_calls(ports, request.id, attempt)
+    wait_for_an_earlier_call(calls, ports, f"the purchase call for {request.id}")
 
 
 def wait_for_an_earlier_call(calls: list[dict[str, Any]], ports: Ports, what: str) -> None:
@@ -352,11 +369,12 @@ def reconcile(
     item = ledger.get(request.id, PURCHASE)
     if item is not None:
         return item
-    intent = ledger.get(request.id, PURCHASE_INTENT)
+    attempt = live_attempt(ports, request.id)  # earlier attempts were reconciled when they missed
+    intent = ledger.get(request.id, intent_key(attempt))
     if intent is None:
         return None
     region = str(intent["region"])
-    last = _last_offering(request, ports) or fallback
+    last = _last_offering(request, ports, attempt) or fallback
     if last is None:
         return None
     bought = buyer.find(request, ports, region, last)

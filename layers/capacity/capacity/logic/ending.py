@@ -14,6 +14,7 @@ from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
 from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
+from capacity.logic.attempts import live_hold_key
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
 from capacity.logic.costs import release_summary
@@ -54,7 +55,9 @@ def record_released(
     # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
     # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
     voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
-    give_back(ports, step.request_id, money=voided, quota=True)
+    give_back(
+        ports, live_hold_key(ports, step.request_id), money=voided, quota=True
+    )  # the attempt that bought
     # Clients must not be told a deleted endpoint is current: the chain's parameter goes once nothing it
     # could name serves (before the marker, so a retry after a failure here deletes it too).
     retire_endpoint(ports, step.request_id)

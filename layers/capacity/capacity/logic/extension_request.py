@@ -208,10 +208,17 @@ def ask_approval(
     )
     if not created:
         return
+    request = ports.ledger.get_request(request_id)
+    # The threshold that made the approval needed: the team's when lower than the request's.
+    threshold = policy.as_admitted(request, ports).approval_above_usd if request is not None else None
     ports.events.put(
         "ExtensionApprovalRequested",
         ExtensionApprovalRequestedDetail(
-            request_id=request_id, extension_id=extension_id, offering=offering, requester=requester
+            request_id=request_id,
+            extension_id=extension_id,
+            offering=offering,
+            requester=requester,
+            approval_above_usd=threshold,
         ),
     )
     post(

@@ -9,7 +9,8 @@ from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
-from capacity.ledger import CANCEL_REQUESTED, PURCHASE_INTENT, RESUME_PREFIX, SLACK_THREAD
+from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD
+from capacity.logic.attempts import live_intent
 from capacity.logic.chain import SUCCESSOR
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, states
@@ -153,7 +154,7 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
             {"execution": execution, "actor": ports.actor},
             write_id=execution,
         )
-    intent = ledger.get(request.id, PURCHASE_INTENT) if created else None
+    intent = live_intent(ports, request.id) if created else None  # not an attempt whose offering was taken
     named = intent.get("offering") if intent else None
     offering = OfferingSummary.model_validate(named) if named else None
     return RecordRequestOutput(

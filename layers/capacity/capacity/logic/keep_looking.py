@@ -8,7 +8,9 @@ step answers ``SEARCH_AGAIN`` with the next look's instant (:mod:`capacity.searc
 workflow waits in ``SearchLater``, a ``.waitForTaskToken`` task whose timeout is the next look: one task
 however long the wait (O(1) transitions, as the activation wait), and one a cancel can end at once
 (``DELETE`` fails the stored token, as it does a waiting approval). A later look that finds something that
-fits goes the usual way (``PLANNED``, an approval when one is needed, the purchase). At the deadline the last
+fits goes the usual way (``PLANNED``, an approval when one is needed, the purchase); when the purchase finds
+the offering taken and nothing replaces it, :func:`offering_taken` looks again before the deadline (the
+intent reconciled and closed, the hold given back: :mod:`capacity.logic.attempts`). At the deadline the last
 look's plan stands: ``NO_OFFERING`` ends ``FAILED`` with the error ``SearchDeadlinePassed`` (the requester is
 told in Slack, ``ReservationFailed`` is put and reaches the operations topic), over budget ends ``REJECTED``,
 each saying how long it looked. A team's refusal (types, regions, quota, its month's money) ends at once:
@@ -21,15 +23,21 @@ newest is the live one).
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 
 from capacity import messages
-from capacity.contracts import NotifyInput, NotifyOutput
+from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import SEARCH_WAIT
-from capacity.logic.common import final_state, post
+from capacity.ledger import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
+from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent
+from capacity.logic.common import final_state, load_request, post
+from capacity.logic.policy import give_back
+from capacity.logic.purchase import reconcile_purchase
+from capacity.offerings import OfferingSummary
 from capacity.planner import Decision, Plan
 from capacity.ports import Ports
 from capacity.records import LedgerEntry, State
@@ -39,6 +47,8 @@ from capacity.timeutil import iso_ms, iso_z, parse_utc
 
 SEARCH_DEADLINE_PASSED = "SearchDeadlinePassed"
 """The error a reservation ends ``FAILED`` with when nothing was found by ``search_until``."""
+OFFERING_TAKEN = "OFFERING_TAKEN"
+"""The ``SEARCHING`` decision of a look whose offering was taken before the purchase (nothing replaced it)."""
 
 
 @dataclass(frozen=True)
@@ -113,14 +123,16 @@ def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: 
 def record_searching(
     ports: Ports,
     request: ReservationRequest,
-    plan: Plan,
+    decision: str,
+    reason: str,
     history: list[LedgerEntry],
     *,
     look: int,
     upcoming: NextLook,
 ) -> None:
-    """Record ``SEARCHING`` for this look (once per next look: a retried step records nothing twice) and, at
-    the first one, tell the requester that it keeps looking.
+    """Record ``SEARCHING`` for this look (once per next look: a retried step records nothing twice) with
+    ``decision`` (a plan's, or :data:`OFFERING_TAKEN`) and ``reason``; at the first one, and whenever an
+    offering was taken, tell the requester that it keeps looking.
 
     Raises:
         ReservationCancelled: an outcome (a cancel) is recorded: nothing is written.
@@ -138,13 +150,13 @@ def record_searching(
             "next_look_at": due,
             "search_until": iso_z(upcoming.deadline),
             "looks_left": upcoming.left,
-            "decision": plan.decision.value,
-            "reason": plan.reason,
+            "decision": decision,
+            "reason": reason,
         },
         unless_outcome=True,  # a DELETE that got in first wins: ReservationCancelled, nothing written
     )
-    if written is not None and not searching_entries(history):
-        post(ports, messages.searching(request, plan.reason, upcoming.at, upcoming.left))
+    if written is not None and (decision == OFFERING_TAKEN or not searching_entries(history)):
+        post(ports, messages.searching(request, reason, upcoming.at, upcoming.left))
 
 
 @dataclass(frozen=True)
@@ -184,7 +196,7 @@ def look_again(
     if upcoming is None:  # the deadline has come: the last look's plan stands
         note = deadline_note(request, history, now)
         return Looking(replace(plan, reason=note + plan.reason), error=SEARCH_DEADLINE_PASSED)
-    record_searching(ports, request, plan, history, look=look, upcoming=upcoming)
+    record_searching(ports, request, plan.decision.value, plan.reason, history, look=look, upcoming=upcoming)
     return Looking(plan, upcoming=upcoming)
 
 
@@ -217,3 +229,70 @@ def latest_wait_token(ports: Ports, request_id: str) -> str | None:
     """The token of the newest search wait of ``request_id`` (None when it never waited)."""
     waits = sorted(ports.ledger.items(request_id, f"{SEARCH_WAIT}#"), key=lambda item: str(item["sk"]))
     return str(waits[-1]["task_token"]) if waits else None
+
+
+def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOutput:
+    """``notify`` kind ``offering_taken``: the purchase of look ``step.look``'s offering failed with
+    ``OfferingExpired`` (another buyer took it and a fresh search of its region found no replacement within
+    the rules; ``reason`` says so). A request that keeps looking looks again while before its deadline.
+
+    The purchase intent is reconciled first: something bought after all (an earlier call that committed) is
+    recorded and served (``PURCHASE``: the workflow goes back to the purchase step, which adopts it and
+    never buys twice). Nothing bought: the attempt's hold goes back to the team, ``PURCHASE_MISSED#<n>``
+    closes it (:mod:`capacity.logic.attempts`; once, only while the attempt's intent exists, so a retried
+    step closes nothing twice), ``SEARCHING`` is recorded with the decision :data:`OFFERING_TAKEN` and the
+    requester is told; the answer is ``SEARCH_AGAIN`` until the next look (as the choose step's).
+    Otherwise (no ``search_until``, the deadline has come, an approver decided on the taken offering: one
+    approval per request, or the reservation has ended) ``NO_OFFERING``: the workflow ends it as before,
+    with the purchase's error.
+
+    Raises:
+        ReservationNotFound: the request is not recorded.
+        ReservationCancelled: a cancel got in before ``SEARCHING`` (nothing is recorded; the hold is back).
+        RetryableAwsError: AWS or DynamoDB failed (money may be behind the intent: retried).
+    """
+    request = load_request(ports, step.request_id)
+    timeout = request.approval_timeout_hours * 3600
+    # Every answer is about look ``step.look``; the next is ``step.look + 1``.
+    answer = partial(ChooseOutput, approval_timeout_seconds=timeout, look=step.look, next_look=step.look + 1)
+    bought = reconcile_purchase(ports, request.id)
+    if bought is not None:
+        offering = OfferingSummary.model_validate(_intent_offering(ports, request.id))
+        why = f"an earlier purchase call bought {bought['training_plan_name']}: it is served"
+        return answer(decision=Decision.PURCHASE, reason=why, offering=offering)
+    history = ports.ledger.history(request.id)
+    now = ports.clock()
+    upcoming = None if request.dry_run else next_look_for(request, first_look(history, now), now)
+    # One approval per request (APPROVAL, APPROVAL_DECISION): a look needing another could not be asked.
+    approved = ports.ledger.get(request.id, APPROVAL_DECISION) is not None
+    if upcoming is None or approved or final_state(history) is not None:
+        return answer(decision=Decision.NO_OFFERING, reason=reason, offering=None)
+    _close_attempt(ports, request.id, reason)
+    why = f"The offering look {step.look} chose was taken before it could be bought: {reason}"
+    record_searching(ports, request, OFFERING_TAKEN, why, history, look=step.look, upcoming=upcoming)
+    wait = max(1, math.ceil((upcoming.at - now).total_seconds()))
+    return answer(
+        decision=Decision.SEARCH_AGAIN, reason=why, offering=None, next_look_at=upcoming.at, wait_seconds=wait
+    )
+
+
+def _intent_offering(ports: Ports, request_id: str) -> object:
+    """The offering the live attempt's intent names (what the purchase step is handed back to adopt)."""
+    intent = live_intent(ports, request_id) or {}
+    return intent.get("offering")
+
+
+def _close_attempt(ports: Ports, request_id: str, reason: str) -> None:
+    """Give the live attempt's hold back, then close it (``PURCHASE_MISSED#<n + 1>``) when it wrote an
+    intent: the next look's purchase is a new attempt with its own intent and hold."""
+    attempt = live_attempt(ports, request_id)
+    intent = ports.ledger.get(request_id, intent_key(attempt))
+    give_back(ports, hold_key(request_id, attempt), money=True, quota=True)
+    if intent is None:  # closed by an earlier try of this step, or nothing was attempted
+        return
+    ports.ledger.put_once(
+        request_id,
+        f"{PURCHASE_MISSED}#{attempt + 1}",
+        {"actor": ports.actor, "offering": intent.get("offering"), "reason": reason[:2000]},
+        write_id=f"{request_id}#missed#{attempt + 1}",
+    )

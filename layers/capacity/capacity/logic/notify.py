@@ -4,6 +4,8 @@ Over 400 lines: the notify function handles six kinds that share the outcome boo
 
 - ``search_wait``: keeps the token of the wait between two looks of a request that keeps looking
   (:func:`capacity.logic.keep_looking.search_wait`), so a cancel ends the wait at once.
+- ``offering_taken``: a look's offering was taken before the purchase and nothing replaced it: look again
+  while before ``search_until`` (:func:`capacity.logic.keep_looking.offering_taken`).
 
 - ``approval_request``: stores the task token (``APPROVAL`` item), records ``AWAITING_APPROVAL``, puts
   ``ApprovalRequested`` and posts the plan with Approve/Reject buttons. The state machine's
@@ -41,18 +43,20 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import DegradedOutput, NotifyInput, NotifyOutput, StepError
+from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
-from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.logic.attempts import attempt_calls, intent_key, live_attempt, live_hold_key, live_intent
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
-from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, search_wait
-from capacity.logic.policy import give_back
+from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, offering_taken, search_wait
+from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
 from capacity.ports import Ports
+from capacity.pricing import money_str
 from capacity.records import LedgerEntry, State
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
@@ -99,6 +103,14 @@ def readable_reason(error: StepError) -> str:
     return friendly or message or f"{error.Error} (no cause given)"
 
 
+def notify_step(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput | ChooseOutput:
+    """The ``notify`` Lambda's step: ``offering_taken`` answers a :class:`~capacity.contracts.ChooseOutput`
+    (the reserve workflow branches on it as on the choose step's); every other kind is :func:`notify`'s."""
+    if step.kind == "offering_taken":
+        return _offering_taken(step, ports)
+    return notify(step, ports)
+
+
 def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
     """Handle one notification.
 
@@ -119,6 +131,11 @@ def notify(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput:
     return _failure(step, ports)
 
 
+def _offering_taken(step: NotifyInput, ports: Ports) -> ChooseOutput:
+    taken = step.error or StepError(Error="OfferingExpired", Cause=step.reason)
+    return offering_taken(step, ports, reason=readable_reason(taken))
+
+
 def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
     if not step.task_token or step.plan is None:
         raise InvalidRequest(
@@ -129,6 +146,8 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ]
         )
     request = load_request(ports, step.request_id)
+    # The threshold that made the approval needed: the team's when lower than the request's (or none named).
+    threshold = as_admitted(request, ports).approval_above_usd
     ledger = ports.ledger
     final = final_state(ledger.history(request.id))
     if final is not None:
@@ -151,7 +170,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             ApprovalRequestedDetail(
                 request_id=request.id,
                 offering=step.plan.offering,
-                approval_above_usd=request.approval_above_usd,
+                approval_above_usd=threshold,
                 timeout_seconds=step.plan.approval_timeout_seconds,
                 approval_deadline=approval_deadline(
                     step.entered_at or ports.clock(), step.plan.approval_timeout_seconds
@@ -166,6 +185,7 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             "reason": step.plan.reason,
             "timeout_seconds": step.plan.approval_timeout_seconds,
             "offering": step.plan.offering.model_dump(mode="json") if step.plan.offering else None,
+            "approval_above_usd": money_str(threshold) if threshold is not None else None,
         },
         once=True,
         unless_outcome=True,  # raises ReservationCancelled when a DELETE got in since the check above
@@ -174,7 +194,11 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
         post(
             ports,
             messages.approval_request(
-                request, step.plan.offering, step.plan.reason, step.plan.approval_timeout_seconds
+                request,
+                step.plan.offering,
+                step.plan.reason,
+                step.plan.approval_timeout_seconds,
+                threshold=threshold,
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
@@ -231,13 +255,14 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         # Ended meanwhile (a cancel). A purchase attempt that bought nothing (what its intent led to is
         # recorded first) gives the team its hold back as a failure does: no release will, it finds nothing.
         if ledger.get(step.request_id, PURCHASE) is None and (
-            ledger.get(step.request_id, PURCHASE_INTENT) is None
+            live_intent(ports, step.request_id) is None
             or (
                 reconcile_purchase(ports, step.request_id) is None
                 and _not_bought(ports, step.request_id, error)
             )
         ):
-            give_back(ports, step.request_id, money=True, quota=True)  # held, then stopped before buying
+            # Held, then stopped before buying.
+            give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
         return NotifyOutput(notified=True, state=final.value)
     if error.Error == "ReservationCancelled" and states(history) & STOP_STATES:
         # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
@@ -263,7 +288,8 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         )
     voided = ledger.get(step.request_id, PURCHASE_VOIDED)
     if voided is not None or (bought is None and _not_bought(ports, step.request_id, error)):
-        give_back(ports, step.request_id, money=True, quota=True)  # the team's money and quota come back
+        # The team's money and quota come back.
+        give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
     refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
     if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
         written = ledger.append_outcome(
@@ -309,9 +335,10 @@ def _not_bought(ports: Ports, request_id: str, error: StepError) -> bool:
     """Nothing was bought and nothing can still show up: no purchase call was made, or the platform's call
     is unique (a training plan's name: reconcile's lookup is the answer), or AWS answered the call with a
     refusal. A call that may have committed unseen (EC2's eventually consistent reads) keeps its hold."""
-    if not ports.ledger.items(request_id, f"{PURCHASE_CALL}#"):
+    attempt = live_attempt(ports, request_id)
+    if not attempt_calls(ports, request_id, attempt):
         return True
-    intent = ports.ledger.get(request_id, PURCHASE_INTENT) or {}
+    intent = ports.ledger.get(request_id, intent_key(attempt)) or {}
     return intent.get("platform", "sagemaker") == "sagemaker" or error.Error not in _MAYBE_COMMITTED
 
 

@@ -538,15 +538,18 @@ def give_back(ports: Ports, key: str, *, money: bool, quota: bool) -> bool:
     return returned
 
 
-def purchase_check(request: ReservationRequest, amount_usd: Decimal, ports: Ports) -> None:
-    """The team check of a reservation's purchase (:func:`reserve_spend` keyed on the request id).
+def purchase_check(
+    request: ReservationRequest, amount_usd: Decimal, ports: Ports, *, key: str | None = None
+) -> None:
+    """The team check of a reservation's purchase (:func:`reserve_spend` keyed on ``key``: the request id,
+    or a later purchase attempt's own key, :func:`capacity.logic.attempts.hold_key`).
 
     Raises:
         TeamLimitExceeded: see :func:`reserve_spend`.
     """
     reserve_spend(
         ports,
-        key=request.id,
+        key=key or request.id,
         team_name=request.team,
         amount_usd=amount_usd,
         instance_type=request.instance_type,

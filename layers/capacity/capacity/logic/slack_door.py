@@ -865,7 +865,7 @@ def _confirm_cancel(request_id: str, paid: PaidReservation) -> dict[str, Any]:
     (Block Kit ``actions`` with a ``confirm`` dialog)."""
     fee = str(paid.details.get("upfront_fee_usd") or "0")
     text = (
-        f"*{messages.escape(request_id)}* has a paid "
+        f"*{messages.escape(request_id)}* has a {'' if paid.details.get('purchase_on_its_way') else 'paid '}"
         f"{messages.escape(paid.details.get('what') or 'reservation')}: "
         f"its upfront fee ${Decimal(fee):,.2f} is *not refunded* and cancelling saves nothing (the fee "
         "covers the reservation until its end); it only stops the endpoint or instances now. Cancel anyway?"
