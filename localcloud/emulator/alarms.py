@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -280,38 +280,33 @@ def candidate_boundaries(
     """Boundaries in ``(after, until]``, in time order, where the result can differ from the one before:
     every boundary while a period holding data is inside the evaluation range (which datapoints are
     evaluated and which periods are filled in shift with each one) or has just left it, plus the first
-    boundary after ``after``. Lazy: a caller that stops at the first change pays for no more."""
+    boundary after ``after``. Lazy: a caller that stops at the first change pays for no more.
+
+    A datapoint at ``t`` in the period starting at ``s`` makes the boundaries ``s + 1`` to ``s + span + 1``
+    periods candidates, so a boundary ``b`` is one exactly when some datapoint lies in
+    ``[b - (span + 1) periods, b)``: one search per boundary yielded (``points`` is in time order), and a
+    boundary that is none jumps to the first boundary after the next datapoint. A busy metric costs
+    O(log n) per boundary, not a walk over the range's datapoints at every step."""
     step = spec.period
-    span = spec.evaluation_periods + LOOKBACK_PERIODS
-    period = timedelta(seconds=step)
+    reach = timedelta(seconds=(spec.evaluation_periods + LOOKBACK_PERIODS + 1) * step)
     floor_after = math.floor(after.timestamp())
-    first = floor_after - floor_after % step + step
+    moment = floor_after - floor_after % step + step
     last = None if until is None else math.floor(until.timestamp())
-    # ``points`` is in time order: a point whose period left the range by ``after`` adds nothing, and one
-    # after ``until`` neither (scanning only the range keeps a busy metric's evaluation O(range), not
-    # O(history), at every step). Each period with data makes boundaries start+1..start+span+1 periods
-    # candidates; consecutive periods' runs overlap, so they merge into few runs, walked in order.
-    low = bisect_left(points, after - span * period - period, key=_at)
-    high = len(points) if until is None else bisect_right(points, until, key=_at)
-    runs: list[list[int]] = [[first, first]]
-    for point in points[low:high]:
-        seconds = math.floor(point.at.timestamp())
-        start = seconds - seconds % step
-        run_from, run_to = start + step, start + (span + 1) * step
-        if run_from <= runs[-1][1] + step:
-            runs[-1][1] = max(runs[-1][1], run_to)
-        else:
-            runs.append([run_from, run_to])
-    emitted = floor_after
-    for run_from, run_to in runs:
-        moment = max(run_from, emitted + step - (emitted + step) % step)
-        while moment <= run_to and (last is None or moment <= last):
-            if moment > emitted:
-                yield datetime.fromtimestamp(moment, UTC)
-                emitted = moment
-            moment += step
-        if last is not None and moment > last:
+    if last is not None and moment > last:
+        return
+    yield datetime.fromtimestamp(moment, UTC)
+    moment += step
+    while last is None or moment <= last:
+        boundary = datetime.fromtimestamp(moment, UTC)
+        index = bisect_left(points, boundary - reach, key=_at)
+        if index == len(points):
             return
+        if points[index].at < boundary:
+            yield boundary
+            moment += step
+            continue
+        seconds = math.floor(points[index].at.timestamp())
+        moment = seconds - seconds % step + step
 
 
 def _snapshot(alarm: Any) -> dict[str, Any]:
