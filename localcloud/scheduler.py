@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import json
 import re
 import threading
@@ -295,8 +296,10 @@ def parse_cron(body: str) -> CronExpression:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_expression(expression: str) -> Expression:
-    """Parse an ``at()``, ``rate()`` or ``cron()`` schedule expression.
+    """Parse an ``at()``, ``rate()`` or ``cron()`` schedule expression (kept per text: the ticker asks again
+    at every step, and the parsed expressions are frozen; a malformed one raises each time).
 
     Raises:
         ScheduleExpressionError: the expression is malformed (the message says how).
