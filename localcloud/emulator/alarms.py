@@ -347,6 +347,8 @@ class AlarmEvaluator:
         # evaluation, reused by the step that reaches that boundary while no datapoint before it was added
         # (datapoints are append-only, so the count before the boundary tells).
         self._looked: dict[tuple[str, str], tuple[Any, datetime, int, str | None]] = {}
+        # (region, name) -> (alarm object, boundary, datapoints before it, evaluation): :meth:`current`'s last.
+        self._current: dict[tuple[str, str], tuple[Any, datetime, int, Evaluation]] = {}
         self.on_alarm: Callable[[str, Any, datetime], None] | None = None
         """Called (region, moto alarm, instant) when an alarm with actions enabled enters ``ALARM``:
         CloudWatch invokes the alarm's actions on the state change (Application Auto Scaling policies among
@@ -496,11 +498,20 @@ class AlarmEvaluator:
         Auto Scaling, which acts on the alarm's metric value: the evaluation has no reason text)."""
         backend = cloudwatch.backend(self.ctx.account_id, region)
         alarm = backend.alarms.get(alarm_name)
-        spec = spec_of(alarm) if alarm is not None else None
-        if alarm is None or spec is None:
+        if alarm is None:
             return None
-        return (
-            alarm,
-            spec,
-            evaluate(spec, self.points(backend, spec), _boundary(now, spec.period), explain=False),
-        )
+        known = self._specs.get((region, alarm_name))
+        spec = known[1] if known is not None and known[0] is alarm else spec_of(alarm)
+        if spec is None:
+            return None
+        points = self.points(backend, spec)
+        moment = _boundary(now, spec.period)
+        # Asked at every step while an alarm is in ALARM: kept while no datapoint before the boundary was
+        # added (as the look-ahead's evaluation is).
+        before = bisect_left(points, moment, key=_at)
+        kept = self._current.get((region, alarm_name))
+        if kept is not None and kept[0] is alarm and kept[1] == moment and kept[2] == before:
+            return alarm, spec, kept[3]
+        evaluation = evaluate(spec, points, moment, explain=False)
+        self._current[(region, alarm_name)] = (alarm, moment, before, evaluation)
+        return alarm, spec, evaluation
