@@ -202,16 +202,23 @@ def _decide(
     return "ALARM" if evaluated[0][0] < min(fills) else "INSUFFICIENT_DATA"
 
 
-def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain: bool = True) -> Evaluation:
-    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring).
+Period = tuple[datetime, float | None, float]
+"""One period of an evaluation range: (start, the statistic or None when it holds no datapoint, sample
+count)."""
 
-    With ``explain`` False only the state is computed (``reason`` and ``reason_data`` are empty): what the
-    evaluator needs at boundaries where nothing changes, which are most of them.
-    """
+
+def _period(spec: AlarmSpec, inside: list[Datapoint], start: datetime) -> Period:
+    value = statistic(inside, spec.statistic) if inside else None
+    return start, value, sum(point.sample_count for point in inside)
+
+
+def evaluation_range(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> list[Period]:
+    """The evaluation range at the boundary ``at``: the last ``EvaluationPeriods + 2`` periods, oldest
+    first (``points`` in time order)."""
     period = timedelta(seconds=spec.period)
     span = spec.evaluation_periods + LOOKBACK_PERIODS
-    periods: list[tuple[datetime, float | None, float]] = []
-    # One search for the range's first point, then a walk: ``points`` is in time order.
+    periods: list[Period] = []
+    # One search for the range's first point, then a walk.
     index = bisect_left(points, at - span * period, key=_at)
     for back in range(span, 0, -1):
         start = at - back * period
@@ -219,10 +226,39 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
         stop = index
         while stop < len(points) and points[stop].at < end:
             stop += 1
-        inside = points[index:stop]
+        periods.append(_period(spec, points[index:stop], start))
         index = stop
-        value = statistic(inside, spec.statistic) if inside else None
-        periods.append((start, value, sum(point.sample_count for point in inside)))
+    return periods
+
+
+def slide(
+    spec: AlarmSpec, points: list[Datapoint], previous: list[Period], previous_at: datetime, at: datetime
+) -> list[Period] | None:
+    """The evaluation range at ``at`` from the one at the boundary before (``previous``, at
+    ``previous_at``): one period leaves, the one just ended comes in. None when ``previous_at`` is not the
+    boundary before ``at``; the caller makes sure no datapoint before ``previous_at`` was added since."""
+    if at - previous_at != timedelta(seconds=spec.period):
+        return None
+    inside = points[bisect_left(points, previous_at, key=_at) : bisect_left(points, at, key=_at)]
+    return [*previous[1:], _period(spec, inside, previous_at)]
+
+
+def evaluate(
+    spec: AlarmSpec,
+    points: list[Datapoint],
+    at: datetime,
+    *,
+    explain: bool = True,
+    periods: list[Period] | None = None,
+) -> Evaluation:
+    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring).
+
+    With ``explain`` False only the state is computed (``reason`` and ``reason_data`` are empty): what the
+    evaluator needs at boundaries where nothing changes, which are most of them. ``periods``: the
+    evaluation range at ``at`` when the caller has it (:func:`slide`), else computed from ``points``.
+    """
+    if periods is None:
+        periods = evaluation_range(spec, points, at)
     real = [(start, value, count) for start, value, count in periods if value is not None]
     evaluated = real[-spec.evaluation_periods :]
     needed = spec.evaluation_periods - len(evaluated)
@@ -343,11 +379,12 @@ class AlarmEvaluator:
         self._seen: dict[tuple[str, str], _Seen] = {}
         # moto replaces an alarm's object on every PutMetricAlarm, so the object itself keys its spec.
         self._specs: dict[tuple[str, str], tuple[Any, AlarmSpec | None]] = {}
-        # (region, name) -> (alarm object, boundary, datapoints before it, state): the look-ahead's last
-        # evaluation, reused by the step that reaches that boundary while no datapoint before it was added
-        # (datapoints are append-only, so the count before the boundary tells).
-        self._looked: dict[tuple[str, str], tuple[Any, datetime, int, str | None]] = {}
-        # (region, name) -> (alarm object, boundary, datapoints before it, evaluation): :meth:`current`'s last.
+        # (region, name) -> (alarm object, boundary, datapoints before it, evaluation range, state): the
+        # look-ahead's last evaluation, reused by the step that reaches that boundary while no datapoint
+        # before it was added (datapoints are append-only, so the count before the boundary tells), and
+        # slid to the next boundary.
+        self._looked: dict[tuple[str, str], tuple[Any, datetime, int, list[Period], str | None]] = {}
+        # (region, name) -> (alarm, boundary, datapoints before it, evaluation): :meth:`current`'s last.
         self._current: dict[tuple[str, str], tuple[Any, datetime, int, Evaluation]] = {}
         self.on_alarm: Callable[[str, Any, datetime], None] | None = None
         """Called (region, moto alarm, instant) when an alarm with actions enabled enters ``ALARM``:
@@ -412,13 +449,21 @@ class AlarmEvaluator:
     def _state_at(
         self, key: tuple[str, str], alarm: Any, spec: AlarmSpec, points: list[Datapoint], moment: datetime
     ) -> str | None:
-        """The state an evaluation at ``moment`` gives (None: keep), the look-ahead's while still valid."""
+        """The state an evaluation at ``moment`` gives (None: keep), the look-ahead's while still valid.
+
+        The evaluation range slides from the one of the boundary before when no datapoint before that
+        boundary was added since (the clock steps boundary by boundary through a busy metric)."""
         before = bisect_left(points, moment, key=_at)
         looked = self._looked.get(key)
         if looked is not None and looked[0] is alarm and looked[1] == moment and looked[2] == before:
-            return looked[3]
-        state = evaluate(spec, points, moment, explain=False).state
-        self._looked[key] = (alarm, moment, before, state)
+            return looked[4]
+        periods = None
+        if looked is not None and looked[0] is alarm and looked[2] == bisect_left(points, looked[1], key=_at):
+            periods = slide(spec, points, looked[3], looked[1], moment)
+        if periods is None:
+            periods = evaluation_range(spec, points, moment)
+        state = evaluate(spec, points, moment, explain=False, periods=periods).state
+        self._looked[key] = (alarm, moment, before, periods, state)
         return state
 
     def advance(self, now: datetime) -> None:
