@@ -341,10 +341,21 @@ def _as_datetime(value: Any) -> datetime | None:
         return None
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        return _text_as_datetime(value)
     try:
         return datetime.fromtimestamp(float(value), UTC)
     except (TypeError, ValueError):
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return _text_as_datetime(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_as_datetime(text: str) -> datetime:
+    """Epoch seconds or ISO text, kept per text (the ticker reads every schedule's dates at every step)."""
+    try:
+        return datetime.fromtimestamp(float(text), UTC)
+    except ValueError:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
