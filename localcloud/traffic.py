@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from moto.ssm.models import ssm_backends
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from localcloud.contracts import AwsError, Due
@@ -486,6 +485,8 @@ class TrafficReplay:
         Answered by moto's SSM backend directly, all pages at once: the replay's reads are never faulted
         (it stands for clients that retry) and the driver thread is no principal IAM evaluates, so boto3
         and the dispatcher would only add their cost (a tenth of the demo's CPU when they did)."""
+        from moto.ssm.models import ssm_backends  # noqa: PLC0415 - it imports moto.ec2: a second, when used
+
         backend = ssm_backends[self.cloud.account_id][self.cloud.region]
         found: dict[str, dict[str, Any]] = {}
         token: str | None = None
