@@ -82,8 +82,13 @@ class MetricIndex:
         self, cw_backend: Any, namespace: str, name: str, dimensions: dict[str, str]
     ) -> list[Datapoint]:
         """The datapoints of exactly this metric (same dimension set), oldest first (units are ignored)."""
-        index = self._indexes.setdefault(id(cw_backend), _BackendIndex())
-        index.refresh(cw_backend)
+        index = self._indexes.get(id(cw_backend))
+        if index is None:
+            index = self._indexes[id(cw_backend)] = _BackendIndex()
+        data = cw_backend.metric_data
+        # Asked for every alarm at every step: nothing to index while the backend's list is the same.
+        if len(data) != index.seen or id(data) != index.source_id:
+            index.refresh(cw_backend)
         return index.series.get((namespace, name, frozenset(dimensions.items())), [])
 
 
