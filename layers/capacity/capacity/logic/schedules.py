@@ -69,7 +69,8 @@ _ONE_INSTANT_OR_RESERVATION = {
     "after the first): leave it out; each run buys its own",
 }
 """Request fields that hold for one reservation only (keep looking's deadline, keep serving's end, a brought
-reservation, issue 17): refused in a recurring template, or every run after the first would be refused when it fires."""
+reservation, issue 17): refused in a recurring template, or every run after the first would be refused when it
+fires."""
 
 ScheduleName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,52}$")]
 """1-53 letters, digits and hyphens: ``<name>-<YYYY-MM-DD>`` must stay a valid 64-character request id."""
