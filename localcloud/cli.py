@@ -30,6 +30,7 @@ template or the event cannot be used.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -45,6 +46,7 @@ from typing import Any
 
 from time_machine import escape_hatch
 
+from localcloud.chart import ChartWorker
 from localcloud.clock import (
     DEFAULT_STALL_SECONDS,
     STALL_SECONDS_ENV,
@@ -727,6 +729,9 @@ def command_run(args: argparse.Namespace) -> int:
             deliver(None, event, kind, bus=None, function=None)  # type: ignore[arg-type]  # raises UsageError
     start = _parse_start(args.start) if args.start else event_time(events[0]) or DEFAULT_START
     profile = _traffic_profile(args.traffic)
+    # The chart's worker imports matplotlib on another core while the cloud starts and the simulation runs
+    # (it exits by itself when this process does).
+    chart = ChartWorker() if profile is not None else None
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -756,7 +761,7 @@ def command_run(args: argparse.Namespace) -> int:
     if stall <= 0:
         raise UsageError("--stall-seconds must be positive")
     progress = ProgressLine(cloud, mode=args.progress)
-    with cloud:
+    with cloud, chart or contextlib.nullcontext():
         replay = attach(cloud, profile) if profile is not None else None
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
             deliveries.append(
@@ -786,7 +791,7 @@ def command_run(args: argparse.Namespace) -> int:
             finally:
                 progress.done()
         if replay is not None and profile is not None:
-            traffic_text = traffic_report(cloud, replay, profile, args.reports_dir)
+            traffic_text = traffic_report(cloud, replay, profile, args.reports_dir, chart=chart)
         text, failed = report(
             cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text
         )
@@ -848,9 +853,17 @@ def _traffic_profile(path: Path | None) -> TrafficProfile | None:
         raise UsageError(f"--traffic: {exc}") from exc
 
 
-def traffic_report(cloud: LocalCloud, replay: TrafficReplay, profile: TrafficProfile, directory: Path) -> str:
-    """Build the traffic report, write its JSON and PNG into ``directory``, and return the text to print
-    (an explanation instead when the replay never found the reservation's inference components)."""
+def traffic_report(
+    cloud: LocalCloud,
+    replay: TrafficReplay,
+    profile: TrafficProfile,
+    directory: Path,
+    *,
+    chart: ChartWorker | None = None,
+) -> str:
+    """Build the traffic report, write its JSON and PNG into ``directory`` (the PNG drawn by ``chart`` when
+    given), and return the text to print (an explanation instead when the replay never found the
+    reservation's inference components)."""
     if replay.result.deployment is None:
         return (
             "\n== Traffic\n  no inference component of the profile's models came into service: "
@@ -861,7 +874,7 @@ def traffic_report(cloud: LocalCloud, replay: TrafficReplay, profile: TrafficPro
         built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
     except ValueError as exc:
         return f"\n== Traffic\n  no report: {exc}"
-    paths = write_report(built, directory)
+    paths = write_report(built, directory, chart=chart)
     return "\n" + format_report(built, paths)
 
 

@@ -28,6 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from localcloud.chart import ChartWorker, draw_chart
+from localcloud.chart import parse_utc as _parse
 from localcloud.emulator.instances import spec_for
 from localcloud.traffic import Sample, TrafficProfile, TrafficResult
 
@@ -43,11 +45,6 @@ _TO_COUNT = re.compile(r"to (\d+)")
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def instance_hours(points: Sequence[tuple[datetime, int]]) -> float:
@@ -304,63 +301,21 @@ def ledger_scale_items(cloud: Any, result: TrafficResult) -> list[dict[str, Any]
     return items
 
 
-def write_report(report: dict[str, Any], directory: Path) -> tuple[Path, Path]:
-    """Write ``<directory>/<reservation>.json`` and ``<directory>/<reservation>.png``; returns both paths."""
+def write_report(
+    report: dict[str, Any], directory: Path, *, chart: ChartWorker | None = None
+) -> tuple[Path, Path]:
+    """Write ``<directory>/<reservation>.json`` and ``<directory>/<reservation>.png``; returns both paths.
+    ``chart``: a worker started earlier draws the PNG (see :mod:`localcloud.chart`), else this process."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", str(report["reservation"])) or "reservation"
     json_path = directory / f"{stem}.json"
     png_path = directory / f"{stem}.png"
     json_path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
-    draw_chart(report, png_path)
+    if chart is not None:
+        chart.draw(json_path, png_path)
+    else:
+        draw_chart(report, png_path)
     return json_path, png_path
-
-
-def draw_chart(report: dict[str, Any], path: Path) -> None:
-    """A PNG with two panels sharing the UTC time axis: copies per model (top) and the endpoint's
-    instances (bottom), as step lines; the title gives the instance-hours comparison."""
-    import matplotlib  # noqa: PLC0415 - heavy, and only the report draws
-
-    matplotlib.use("Agg")
-    import matplotlib.dates as mdates  # noqa: PLC0415
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
-
-    series = report["series"]
-    times = [_parse(text) for text in series["at"]]
-    figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
-    )
-    try:
-        for model, copies in series["copies"].items():
-            top.step(times, copies, where="post", label=model, linewidth=1.6)
-        top.set_ylabel("copies (CurrentCopyCount)")
-        top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-        top.grid(alpha=0.3)
-        top.set_ylim(bottom=0)
-        top.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.step(
-            times, series["instances"], where="post", color="black", linewidth=1.6, label="shared endpoint"
-        )
-        comparison = report["instance_hours"]
-        dedicated = sum(item["instances"] for item in comparison["models"].values())
-        bottom.axhline(dedicated, color="tab:red", linestyle="--", label="dedicated\nendpoints (sum)")
-        bottom.set_ylabel("instances")
-        bottom.set_ylim(0, max([dedicated, *series["instances"]]) + 1)
-        bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-        bottom.grid(alpha=0.3)
-        bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
-        bottom.set_xlabel("UTC")
-        figure.suptitle(
-            f"{report['reservation']} on {report['endpoint']} ({report['instance_type']}): "
-            f"{comparison['shared_endpoint']:.1f} instance-hours shared vs "
-            f"{comparison['dedicated_endpoints']:.1f} dedicated ({comparison['saving_percent']:.1f}% saved)"
-        )
-        figure.autofmt_xdate()
-        figure.tight_layout()
-        figure.savefig(path, dpi=100, format="png")
-    finally:
-        plt.close(figure)
 
 
 def format_report(

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import json
 import re
 import threading
@@ -295,8 +296,10 @@ def parse_cron(body: str) -> CronExpression:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_expression(expression: str) -> Expression:
-    """Parse an ``at()``, ``rate()`` or ``cron()`` schedule expression.
+    """Parse an ``at()``, ``rate()`` or ``cron()`` schedule expression (kept per text: the ticker asks again
+    at every step, and the parsed expressions are frozen; a malformed one raises each time).
 
     Raises:
         ScheduleExpressionError: the expression is malformed (the message says how).
@@ -338,10 +341,21 @@ def _as_datetime(value: Any) -> datetime | None:
         return None
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        return _text_as_datetime(value)
     try:
         return datetime.fromtimestamp(float(value), UTC)
     except (TypeError, ValueError):
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return _text_as_datetime(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_as_datetime(text: str) -> datetime:
+    """Epoch seconds or ISO text, kept per text (the ticker reads every schedule's dates at every step)."""
+    try:
+        return datetime.fromtimestamp(float(text), UTC)
+    except ValueError:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

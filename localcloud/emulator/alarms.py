@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -202,16 +202,23 @@ def _decide(
     return "ALARM" if evaluated[0][0] < min(fills) else "INSUFFICIENT_DATA"
 
 
-def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain: bool = True) -> Evaluation:
-    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring).
+Period = tuple[datetime, float | None, float]
+"""One period of an evaluation range: (start, the statistic or None when it holds no datapoint, sample
+count)."""
 
-    With ``explain`` False only the state is computed (``reason`` and ``reason_data`` are empty): what the
-    evaluator needs at boundaries where nothing changes, which are most of them.
-    """
+
+def _period(spec: AlarmSpec, inside: list[Datapoint], start: datetime) -> Period:
+    value = statistic(inside, spec.statistic) if inside else None
+    return start, value, sum(point.sample_count for point in inside)
+
+
+def evaluation_range(spec: AlarmSpec, points: list[Datapoint], at: datetime) -> list[Period]:
+    """The evaluation range at the boundary ``at``: the last ``EvaluationPeriods + 2`` periods, oldest
+    first (``points`` in time order)."""
     period = timedelta(seconds=spec.period)
     span = spec.evaluation_periods + LOOKBACK_PERIODS
-    periods: list[tuple[datetime, float | None, float]] = []
-    # One search for the range's first point, then a walk: ``points`` is in time order.
+    periods: list[Period] = []
+    # One search for the range's first point, then a walk.
     index = bisect_left(points, at - span * period, key=_at)
     for back in range(span, 0, -1):
         start = at - back * period
@@ -219,10 +226,39 @@ def evaluate(spec: AlarmSpec, points: list[Datapoint], at: datetime, *, explain:
         stop = index
         while stop < len(points) and points[stop].at < end:
             stop += 1
-        inside = points[index:stop]
+        periods.append(_period(spec, points[index:stop], start))
         index = stop
-        value = statistic(inside, spec.statistic) if inside else None
-        periods.append((start, value, sum(point.sample_count for point in inside)))
+    return periods
+
+
+def slide(
+    spec: AlarmSpec, points: list[Datapoint], previous: list[Period], previous_at: datetime, at: datetime
+) -> list[Period] | None:
+    """The evaluation range at ``at`` from the one at the boundary before (``previous``, at
+    ``previous_at``): one period leaves, the one just ended comes in. None when ``previous_at`` is not the
+    boundary before ``at``; the caller makes sure no datapoint before ``previous_at`` was added since."""
+    if at - previous_at != timedelta(seconds=spec.period):
+        return None
+    inside = points[bisect_left(points, previous_at, key=_at) : bisect_left(points, at, key=_at)]
+    return [*previous[1:], _period(spec, inside, previous_at)]
+
+
+def evaluate(
+    spec: AlarmSpec,
+    points: list[Datapoint],
+    at: datetime,
+    *,
+    explain: bool = True,
+    periods: list[Period] | None = None,
+) -> Evaluation:
+    """Evaluate ``spec`` over ``points`` at the boundary ``at`` (see the module docstring).
+
+    With ``explain`` False only the state is computed (``reason`` and ``reason_data`` are empty): what the
+    evaluator needs at boundaries where nothing changes, which are most of them. ``periods``: the
+    evaluation range at ``at`` when the caller has it (:func:`slide`), else computed from ``points``.
+    """
+    if periods is None:
+        periods = evaluation_range(spec, points, at)
     real = [(start, value, count) for start, value, count in periods if value is not None]
     evaluated = real[-spec.evaluation_periods :]
     needed = spec.evaluation_periods - len(evaluated)
@@ -280,38 +316,33 @@ def candidate_boundaries(
     """Boundaries in ``(after, until]``, in time order, where the result can differ from the one before:
     every boundary while a period holding data is inside the evaluation range (which datapoints are
     evaluated and which periods are filled in shift with each one) or has just left it, plus the first
-    boundary after ``after``. Lazy: a caller that stops at the first change pays for no more."""
+    boundary after ``after``. Lazy: a caller that stops at the first change pays for no more.
+
+    A datapoint at ``t`` in the period starting at ``s`` makes the boundaries ``s + 1`` to ``s + span + 1``
+    periods candidates, so a boundary ``b`` is one exactly when some datapoint lies in
+    ``[b - (span + 1) periods, b)``: one search per boundary yielded (``points`` is in time order), and a
+    boundary that is none jumps to the first boundary after the next datapoint. A busy metric costs
+    O(log n) per boundary, not a walk over the range's datapoints at every step."""
     step = spec.period
-    span = spec.evaluation_periods + LOOKBACK_PERIODS
-    period = timedelta(seconds=step)
+    reach = timedelta(seconds=(spec.evaluation_periods + LOOKBACK_PERIODS + 1) * step)
     floor_after = math.floor(after.timestamp())
-    first = floor_after - floor_after % step + step
+    moment = floor_after - floor_after % step + step
     last = None if until is None else math.floor(until.timestamp())
-    # ``points`` is in time order: a point whose period left the range by ``after`` adds nothing, and one
-    # after ``until`` neither (scanning only the range keeps a busy metric's evaluation O(range), not
-    # O(history), at every step). Each period with data makes boundaries start+1..start+span+1 periods
-    # candidates; consecutive periods' runs overlap, so they merge into few runs, walked in order.
-    low = bisect_left(points, after - span * period - period, key=_at)
-    high = len(points) if until is None else bisect_right(points, until, key=_at)
-    runs: list[list[int]] = [[first, first]]
-    for point in points[low:high]:
-        seconds = math.floor(point.at.timestamp())
-        start = seconds - seconds % step
-        run_from, run_to = start + step, start + (span + 1) * step
-        if run_from <= runs[-1][1] + step:
-            runs[-1][1] = max(runs[-1][1], run_to)
-        else:
-            runs.append([run_from, run_to])
-    emitted = floor_after
-    for run_from, run_to in runs:
-        moment = max(run_from, emitted + step - (emitted + step) % step)
-        while moment <= run_to and (last is None or moment <= last):
-            if moment > emitted:
-                yield datetime.fromtimestamp(moment, UTC)
-                emitted = moment
-            moment += step
-        if last is not None and moment > last:
+    if last is not None and moment > last:
+        return
+    yield datetime.fromtimestamp(moment, UTC)
+    moment += step
+    while last is None or moment <= last:
+        boundary = datetime.fromtimestamp(moment, UTC)
+        index = bisect_left(points, boundary - reach, key=_at)
+        if index == len(points):
             return
+        if points[index].at < boundary:
+            yield boundary
+            moment += step
+            continue
+        seconds = math.floor(points[index].at.timestamp())
+        moment = seconds - seconds % step + step
 
 
 def _snapshot(alarm: Any) -> dict[str, Any]:
@@ -348,10 +379,13 @@ class AlarmEvaluator:
         self._seen: dict[tuple[str, str], _Seen] = {}
         # moto replaces an alarm's object on every PutMetricAlarm, so the object itself keys its spec.
         self._specs: dict[tuple[str, str], tuple[Any, AlarmSpec | None]] = {}
-        # (region, name) -> (alarm object, boundary, datapoints before it, state): the look-ahead's last
-        # evaluation, reused by the step that reaches that boundary while no datapoint before it was added
-        # (datapoints are append-only, so the count before the boundary tells).
-        self._looked: dict[tuple[str, str], tuple[Any, datetime, int, str | None]] = {}
+        # (region, name) -> (alarm object, boundary, datapoints before it, evaluation range, state): the
+        # look-ahead's last evaluation, reused by the step that reaches that boundary while no datapoint
+        # before it was added (datapoints are append-only, so the count before the boundary tells), and
+        # slid to the next boundary.
+        self._looked: dict[tuple[str, str], tuple[Any, datetime, int, list[Period], str | None]] = {}
+        # (region, name) -> (alarm, boundary, datapoints before it, evaluation): :meth:`current`'s last.
+        self._current: dict[tuple[str, str], tuple[Any, datetime, int, Evaluation]] = {}
         self.on_alarm: Callable[[str, Any, datetime], None] | None = None
         """Called (region, moto alarm, instant) when an alarm with actions enabled enters ``ALARM``:
         CloudWatch invokes the alarm's actions on the state change (Application Auto Scaling policies among
@@ -415,13 +449,21 @@ class AlarmEvaluator:
     def _state_at(
         self, key: tuple[str, str], alarm: Any, spec: AlarmSpec, points: list[Datapoint], moment: datetime
     ) -> str | None:
-        """The state an evaluation at ``moment`` gives (None: keep), the look-ahead's while still valid."""
+        """The state an evaluation at ``moment`` gives (None: keep), the look-ahead's while still valid.
+
+        The evaluation range slides from the one of the boundary before when no datapoint before that
+        boundary was added since (the clock steps boundary by boundary through a busy metric)."""
         before = bisect_left(points, moment, key=_at)
         looked = self._looked.get(key)
         if looked is not None and looked[0] is alarm and looked[1] == moment and looked[2] == before:
-            return looked[3]
-        state = evaluate(spec, points, moment, explain=False).state
-        self._looked[key] = (alarm, moment, before, state)
+            return looked[4]
+        periods = None
+        if looked is not None and looked[0] is alarm and looked[2] == bisect_left(points, looked[1], key=_at):
+            periods = slide(spec, points, looked[3], looked[1], moment)
+        if periods is None:
+            periods = evaluation_range(spec, points, moment)
+        state = evaluate(spec, points, moment, explain=False, periods=periods).state
+        self._looked[key] = (alarm, moment, before, periods, state)
         return state
 
     def advance(self, now: datetime) -> None:
@@ -501,11 +543,20 @@ class AlarmEvaluator:
         Auto Scaling, which acts on the alarm's metric value: the evaluation has no reason text)."""
         backend = cloudwatch.backend(self.ctx.account_id, region)
         alarm = backend.alarms.get(alarm_name)
-        spec = spec_of(alarm) if alarm is not None else None
-        if alarm is None or spec is None:
+        if alarm is None:
             return None
-        return (
-            alarm,
-            spec,
-            evaluate(spec, self.points(backend, spec), _boundary(now, spec.period), explain=False),
-        )
+        known = self._specs.get((region, alarm_name))
+        spec = known[1] if known is not None and known[0] is alarm else spec_of(alarm)
+        if spec is None:
+            return None
+        points = self.points(backend, spec)
+        moment = _boundary(now, spec.period)
+        # Asked at every step while an alarm is in ALARM: kept while no datapoint before the boundary was
+        # added (as the look-ahead's evaluation is).
+        before = bisect_left(points, moment, key=_at)
+        kept = self._current.get((region, alarm_name))
+        if kept is not None and kept[0] is alarm and kept[1] == moment and kept[2] == before:
+            return alarm, spec, kept[3]
+        evaluation = evaluate(spec, points, moment, explain=False)
+        self._current[(region, alarm_name)] = (alarm, moment, before, evaluation)
+        return alarm, spec, evaluation

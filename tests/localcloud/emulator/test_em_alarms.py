@@ -11,7 +11,15 @@ import pytest
 import time_machine
 
 from localcloud.emulator import Emulator
-from localcloud.emulator.alarms import LOOKBACK_PERIODS, AlarmSpec, candidate_boundaries, evaluate
+from localcloud.emulator.alarms import (
+    LOOKBACK_PERIODS,
+    STATISTICS,
+    AlarmSpec,
+    candidate_boundaries,
+    evaluate,
+    evaluation_range,
+    slide,
+)
 from localcloud.emulator.cloudwatch import Datapoint
 from localcloud.emulator.common import RecordingSink
 from tests.localcloud.emulator.support import START, Call, deploy_on_plan, raises_aws, run_clock
@@ -267,3 +275,34 @@ def test_candidate_boundaries_are_those_of_the_definition_in_time_order(seed: in
     assert list(candidate_boundaries(spec, points, after, until)) == _boundaries_by_definition(
         spec, points, after, until
     )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_range_slid_boundary_by_boundary_is_the_range_computed_afresh(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)  # noqa: S311 - a reproducible test series, not a secret
+    period = rng.choice([60, 300])
+    evaluation_periods = rng.randint(1, 15)
+    spec = AlarmSpec(
+        name="a", namespace="n", metric_name="m", dimensions={}, statistic=rng.choice(sorted(STATISTICS)),
+        period=period, evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=rng.randint(1, evaluation_periods), threshold=rng.uniform(0, 5),
+        comparison="GreaterThanThreshold", treat_missing=rng.choice(["missing", "ignore", "breaching"]),
+        metric_id="m1",
+    )  # fmt: skip
+    moments = sorted(
+        START + timedelta(seconds=rng.uniform(0, 40 * period)) for _ in range(rng.randint(0, 80))
+    )
+    points = [Datapoint(at, value, value, value, 1.0) for at in moments for value in [rng.uniform(0, 10)]]
+    at = START + timedelta(seconds=period)
+    periods = evaluation_range(spec, points, at)
+
+    for _ in range(45):
+        later = at + timedelta(seconds=period)
+        slid = slide(spec, points, periods, at, later)
+
+        assert slid == evaluation_range(spec, points, later)
+        assert evaluate(spec, points, later, periods=slid) == evaluate(spec, points, later)
+        periods, at = slid, later
+    assert slide(spec, points, periods, at, at + 2 * timedelta(seconds=period)) is None  # not the next one

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.chart import ChartWorker
 from localcloud.report import build_report, compare, copies_per_instance, instance_hours, write_report
 from localcloud.traffic import Deployment, HourCount, Sample, TrafficProfile, TrafficResult
 
@@ -197,3 +198,26 @@ def test_report_json_and_png_hold_both_models_series_and_the_comparison(tmp_path
     width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
     assert (width, height) == (1100, 600)
     assert len(png) > 20_000  # two panels of lines, legends and labels, not an empty canvas
+
+
+def test_the_chart_worker_draws_the_png_this_process_draws(tmp_path: Path) -> None:
+    report = build_report(_result(), _profile(), ledger=[])
+    _json_path, here = write_report(report, tmp_path / "here")
+
+    with ChartWorker() as worker:
+        _json_path, there = write_report(report, tmp_path / "worker", chart=worker)
+
+    assert there.read_bytes() == here.read_bytes()
+
+
+def test_a_chart_worker_that_failed_leaves_the_drawing_to_this_process(tmp_path: Path) -> None:
+    report = build_report(_result(), _profile(), ledger=[])
+    _json_path, here = write_report(report, tmp_path / "here")
+    worker = ChartWorker()
+    assert worker._child is not None
+    worker._child.kill()  # the child dies before it is asked (a crash, an out-of-memory kill)
+    worker._child.wait()
+
+    _json_path, there = write_report(report, tmp_path / "worker", chart=worker)
+
+    assert there.read_bytes() == here.read_bytes()
