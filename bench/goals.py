@@ -285,13 +285,17 @@ def run(quick: bool = False) -> Section:
             "shipped handler's to the shipped boto3's. The every-function row is benchmark 2's."
         ),
         table=rows,
-        notes=_unmet(rows),
+        notes=_unmet(
+            rows,
+            api_floor=cold.libraries / cold.shipped_boto3,
+            step_floor=cold.step_libraries / cold.shipped_boto3,
+        ),
     )
 
 
 _WHY = {
     "`make demo` wall time": (
-        "the demo (about 13 s idle; the run's own timer about 10 s): about 3 s pass before the run starts "
+        "the demo (benchmark 5 gives the run's own timer): about 3 s pass before the run starts "
         "(importing moto, boto3 and samtranslator about 1.3 s, the template's SAM transform about 0.4 s), "
         "the deploy about 1.5 s (half of it moto's ANTLR parse of the state machines), moto.ssm imports all "
         "of moto.ec2 at the first Parameter Store call (about 1 s: every region's instance-type offerings); "
@@ -300,9 +304,10 @@ _WHY = {
         "the scheduler) most of the remainder"
     ),
     "API handler import / bare `import boto3`, both as shipped (built layer)": (
-        "cold init of the API: the libraries it needs at init cost about 1.4-1.5x a bare boto3 by themselves "
-        "(two rows below; Powertools' event_handler package imports every resolver, AppSync's with "
-        "asyncio, and the data classes of every event source); our modules add about 100 ms of CPU "
+        "cold init of the API: the libraries it needs at init cost {api_floor:.2f}x a bare boto3 by "
+        "themselves in this run (two rows below; Powertools' event_handler package imports every resolver, "
+        "AppSync's with asyncio, and the data classes of every event source); our modules add about 100 ms "
+        "of CPU "
         "(python -X importtime): capacity.contracts (52 models, every step's and route's), the request "
         "model, capacity.logic.api with what it calls (checks, ports, ledger, policy), and the route "
         "modules whose models the route signatures name (plans, schedules, extension_request, costs). "
@@ -310,8 +315,9 @@ _WHY = {
     ),
     "every function's import / bare `import boto3`, both as shipped (benchmark 2)": (
         "cold init of the steps: a step's libraries (boto3, Powertools' Logger, pydantic and its first model "
-        "class: pydantic's field and type machinery) cost about 1.45x a bare boto3 (the row below), and the "
-        "first invocation validates its input with a pydantic model, so they cannot wait; our modules add "
+        "class: pydantic's field and type machinery) cost {step_floor:.2f}x a bare boto3 in this run "
+        "(the row below), and the first invocation validates its input with a pydantic model, so they "
+        "cannot wait; our modules add "
         "0.3-0.5x (python -X importtime, CPU): capacity.contracts (all 52 step and API models, about 20 ms, "
         "of which a step uses two), capacity.wire and capacity.request (about 15 ms), capacity.events (16 "
         "models), capacity.resources (8 frozen dataclasses), Ports with the ledger and policy store "
@@ -330,9 +336,10 @@ _WHY = {
 """Why a figure misses its goal (a note is printed only for the rows that miss it)."""
 
 
-def _unmet(rows: list[list[str]]) -> list[str]:
-    """One note naming the figures that miss their goal, and why."""
-    missed = [_WHY.get(row[0], row[0]) for row in rows[1:] if row[3] == _met(False)]
+def _unmet(rows: list[list[str]], **figures: float) -> list[str]:
+    """One note naming the figures that miss their goal, and why (``figures``: this run's floors, named in
+    the reasons)."""
+    missed = [_WHY.get(row[0], row[0]).format(**figures) for row in rows[1:] if row[3] == _met(False)]
     return ["Goals not met: " + "; ".join(missed) + "."] if missed else ["Every goal above is met."]
 
 
