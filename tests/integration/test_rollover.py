@@ -746,3 +746,36 @@ def test_a_successor_block_whose_payment_fails_leaves_the_first_serving_to_its_e
         later = [e for e in bus_events(cloud, "RolloverDue") if e.at > at(told, "written_at")]
         assert len(later) <= 1, [e.at for e in later]
         assert cloud.billable_resources() == []
+
+
+def test_serve_until_cleared_while_the_roll_over_is_searching_buys_no_successor() -> None:
+    # The requester clears serve_until while the roll-over Lambda is inside its first search at the lead
+    # time (it read the request before the PATCH): nothing may be bought for a chain nobody asks for any more.
+    faults = FaultInjector(
+        [
+            FaultRule(
+                service="sagemaker",
+                operation="SearchTrainingPlanOfferings",
+                kind=FaultKind.LATENCY,
+                latency_seconds=8,  # within the SDK's read timeout: one slow answer, no retry
+                not_before=DUE,
+                times=1,
+            )
+        ]
+    )
+    with make_cloud(market=ROLLS_OVER, faults=faults) as cloud:
+        assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
+        cloud.run(until=DUE + timedelta(seconds=4))
+        assert [f.kind for f in cloud.faults.fired] == [FaultKind.LATENCY]  # the roll-over is mid-search
+        assert items(cloud, RID, "SUCCESSOR") == []
+        patched = api(cloud, "PATCH", {"serve_until": None})
+        assert patched["statusCode"] == 200, patched
+        cloud.run_until_idle()
+        assert succeeded(cloud, "CreateTrainingPlan", lambda p: p["TrainingPlanName"].endswith("-r2")) == []
+        assert len(training_plans(cloud)) == 1
+        assert states(cloud, NEXT) == []  # refused at its intake: never recorded, nothing to tell
+        assert bus_events(cloud, "RolloverFailed") == []  # nobody asks for it any more
+        assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
+        assert states(cloud, RID)[-1] == "RELEASED"
+        parameter_retired(cloud)
+        assert cloud.billable_resources() == []

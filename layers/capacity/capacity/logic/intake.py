@@ -11,9 +11,10 @@ from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD
 from capacity.logic.attempts import live_intent
-from capacity.logic.chain import SUCCESSOR
+from capacity.logic.chain import SUCCESSOR, serving_target
 from capacity.logic.checks import require_in_scope
-from capacity.logic.common import final_state, states
+from capacity.logic.common import final_state, load_request, states
+from capacity.logic.serve_until import successor_needed
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.records import State
@@ -120,6 +121,19 @@ def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
                     "rollover_of",
                     f"{request.rollover_of} did not name {request.id} as its successor: rollover_of is set "
                     "by the orchestrator when it rolls a reservation over (serve_until); remove it",
+                )
+            ]
+        )
+    # A PATCH that cleared serve_until (or moved it within the end) while the roll-over was under way found no
+    # successor to stop: this one was named after it, so it is stopped here, before anything is bought.
+    predecessor = load_request(ports, request.rollover_of)
+    if not successor_needed(ports, request.rollover_of, serving_target(ports, predecessor).serve_until):
+        raise InvalidRequest(
+            [
+                FieldError(
+                    "rollover_of",
+                    f"{request.rollover_of} no longer needs a successor: its serve_until was cleared or is "
+                    "covered by its own end (PATCH /reservations/{id})",
                 )
             ]
         )

@@ -98,6 +98,9 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
                 request_id=member, serve_until=until, rollover_lead_hours=lead, actor=actor
             ),
         )
+    # Read the chain again after recording: a roll-over that read serve_until before this change may have
+    # named a successor since (its intake then sees this change: require_named_successor).
+    chain = chain_ids(ports, request_id)
     _stop_unneeded(ports, chain[chain.index(request_id) :], until, actor)
     purchase = load_purchase(ports, request_id)
     return {
@@ -123,13 +126,27 @@ def _stop_unneeded(ports: Ports, members: list[str], until: datetime | None, act
             continue
         if ledger.get(successor, PURCHASE_INTENT) is not None or ledger.get(successor, PURCHASE) is not None:
             return  # paid (or being bought): kept, and so are those after it
-        before = load_purchase(ports, previous)
-        margin = extend.release_margin(load_request(ports, previous))
-        if until is not None and (before is None or not covered(before.end_time, margin, until)):
+        if successor_needed(ports, previous, until):
             continue
         with contextlib.suppress(PaidReservation):  # bought meanwhile: kept
             api.cancel_reservation(successor, ports, actor=actor)
         return  # the cancel stops the ones after it too
+
+
+def successor_needed(ports: Ports, previous: str, until: datetime | None) -> bool:
+    """Whether keeping serving until ``until`` (UTC; None: no longer kept serving) needs a reservation after
+    ``previous``: ``until`` is set and not covered by ``previous``'s own end (less its release margin); a
+    ``previous`` not bought yet needs one.
+
+    Raises:
+        ReservationNotFound: ``previous`` is not recorded.
+        RetryableAwsError: the ledger failed.
+    """
+    if until is None:
+        return False
+    before = load_purchase(ports, previous)
+    margin = extend.release_margin(load_request(ports, previous))
+    return before is None or not covered(before.end_time, margin, until)
 
 
 def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> None:
