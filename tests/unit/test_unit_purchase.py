@@ -16,7 +16,7 @@ from capacity.errors import (
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic import buy_once
-from capacity.logic.purchase import purchase_capacity
+from capacity.logic.purchase import BUYERS, purchase_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ranking import normalise_offering
 from capacity.records import State
@@ -268,3 +268,21 @@ def test_a_purchase_recorded_after_the_release_finished_leaves_the_ledger_releas
     (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
     assert str(purchased.money_usd) == "8000.00"
     assert "ReleaseRequested" in harness.events.types()
+
+
+def test_adopting_a_brought_plan_after_a_cancel_records_no_purchased(harness: Harness) -> None:
+    # A brought plan's PURCHASE item is recorded, then a cancel and its release finish before the step's
+    # after-purchase part runs (a retry on a fault: soak seed 529 #55). Nothing was paid, so nothing is
+    # recorded after the cancel: PURCHASED would follow RELEASED and stay the reservation's last state.
+    paid = record(harness)
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
+    purchase_capacity(PurchaseInput(request_id=paid.id, offering=chosen(paid)), harness.ports)
+    item = harness.ledger.get(paid.id, PURCHASE)
+    assert item is not None
+    brought = record(harness, request_id="demo-2")
+    brought_item = dict(item) | {"request_id": brought.id, "brought": True, "upfront_fee_usd": "0"}
+    harness.ledger.append_outcome(brought.id, State.CANCELLED, actor="test")
+    with pytest.raises(ReservationCancelled):
+        buy_once.after_purchase(BUYERS["sagemaker"], brought, brought_item, harness.ports, first=True)
+    assert [e.state for e in harness.ledger.history(brought.id)][-1] is State.CANCELLED
+    assert not any("demo-2" in text and "Purchased" in text for text in harness.slack.texts())

@@ -398,6 +398,10 @@ def after_purchase(
 
     Returns:
         The :class:`~capacity.contracts.PurchaseOutput` of ``item``.
+
+    Raises:
+        ReservationCancelled: ``item`` is a brought reservation (nothing paid) and the request already has
+            its outcome (cancelled, rejected or failed): ``PURCHASED`` is not written after it.
     """
     output = PurchaseOutput.from_purchase_item(item)
     release_at, detail, message = buyer.purchased(request, item, ports)
@@ -426,6 +430,9 @@ def after_purchase(
         },
         money_usd=output.upfront_fee_usd,
         once=True,
+        # A brought reservation costs this request nothing, so after a cancel there is nothing to record:
+        # PURCHASED must not follow the release's RELEASED (soak seed 529 #55). A paid one is always recorded.
+        unless_outcome=bool(item.get("brought")),
     )
     if written is not None:
         post(ports, message)
