@@ -56,7 +56,8 @@ def bus_queue(bus_name: str, region: str = "us-east-1") -> str:
     """An SQS queue receiving every event of ``bus_name`` (to count what the application put)."""
     sqs = boto3.client("sqs", region_name=region)
     events = boto3.client("events", region_name=region)
-    url = sqs.create_queue(QueueName="bus-tap")["QueueUrl"]
+    # SQS keeps a message 14 days at most (4 by default): a test travelling back must drain in its travel
+    url = sqs.create_queue(QueueName="bus-tap", Attributes={"MessageRetentionPeriod": "1209600"})["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(
         Name="tap", EventBusName=bus_name, EventPattern=json.dumps({"source": ["capacity.orchestrator"]})

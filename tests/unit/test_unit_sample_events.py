@@ -13,6 +13,7 @@ and the signed Slack requests are checked for the answer they give on that empty
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,25 +100,36 @@ def _event(path: str) -> dict[str, Any]:
     return loaded
 
 
+def _at_its_time(event: dict[str, Any]) -> time_machine.travel:
+    """The clock at the instant the event says it was sent (as ``localcloud run`` starts), else at the unit
+    fakes' ``NOW``: the samples carry fixed dates, and a door refuses a window already past."""
+    epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
+    when = datetime.fromtimestamp(epoch / 1000, UTC) if epoch else NOW
+    return time_machine.travel(when, tick=False)
+
+
 @pytest.mark.usefixtures("fake_sagemaker")
 @pytest.mark.parametrize(("function", "path", "required"), STEP_EVENTS)
 def test_step_sample_event_matches_the_function_contract(function: str, path: str, required: str) -> None:
     handler = load_handler(function)
     event = _event(path)
-    answer = _answer(handler, event)
-    assert answer not in ("InvalidRequest", None), f"{path} is not a valid {function} input"
-    assert answer in DOMAIN_ANSWERS | {"ok"}, f"{path}: {answer}"
+    with _at_its_time(event):
+        answer = _answer(handler, event)
+        assert answer not in ("InvalidRequest", None), f"{path} is not a valid {function} input"
+        assert answer in DOMAIN_ANSWERS | {"ok"}, f"{path}: {answer}"
 
-    broken = {key: value for key, value in event.items() if key != required}
-    with pytest.raises(InvalidRequest, match=required):
-        invoke(handler, broken)
+        broken = {key: value for key, value in event.items() if key != required}
+        with pytest.raises(InvalidRequest, match=required):
+            invoke(handler, broken)
 
 
 @pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize(("path", "statuses"), API_EVENTS)
 def test_api_sample_event_is_routed_and_accepted(path: str, statuses: set[int]) -> None:
     handler = load_handler("api")
-    response = invoke(handler, _event(path))
+    event = _event(path)
+    with _at_its_time(event):
+        response = invoke(handler, event)
     assert response["statusCode"] in statuses, response
 
 
