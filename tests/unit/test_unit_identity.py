@@ -74,7 +74,8 @@ def test_later_fields_are_versioned_and_reached_by_the_derivation() -> None:
             "req-e25ca071ffc4228f",
         ),
         # keep looking (identity version 6): the default interval sent explicitly is left out like unset
-        ({"search_every_minutes": 60}, "req-16afb7bd4c7140ea"),
+        # (15 minutes since issue 31: a request that sent 60, the default before, now has its own id)
+        ({"search_every_minutes": 15}, "req-16afb7bd4c7140ea"),
         ({"search_until": "2026-12-05T00:00:00Z"}, "req-dca47bd380d8b410"),
         ({"search_until": "2026-12-05T00:00:00Z", "search_every_minutes": 120}, "req-a8557469e663bb40"),
     ],

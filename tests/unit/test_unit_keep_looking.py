@@ -1,5 +1,7 @@
-"""Keep looking until a deadline (issue 17 item 4) with fakes: the choose step's SEARCH_AGAIN, SEARCHING once
-per look, the deadline's outcome, a dry run's next look, the wait's token and a cancel that ends the wait."""
+"""Keep looking until a deadline (issue 17 item 4, issue 31 item 4) with fakes: the choose step's SEARCH_AGAIN
+every interval, SEARCHING at the first look and when the answer changes (not at every look), the deadline's
+outcome, a dry run's next look, the wait's token, a cancel that ends the wait, and the name of the execution
+the workflow continues in."""
 
 from __future__ import annotations
 
@@ -11,14 +13,14 @@ from capacity.contracts import ChooseInput, NotifyInput, SearchInput, SearchOutp
 from capacity.errors import ReservationCancelled
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
-from capacity.logic.keep_looking import may_look_again
+from capacity.logic.keep_looking import may_look_again, successor_name
 from capacity.logic.notify import notify
 from capacity.logic.plans import plan_reservation
 from capacity.logic.search import search_offerings
 from capacity.planner import Decision, Plan
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
-from capacity.search_schedule import look_instants
+from capacity.search_schedule import look_instants, looks_per_execution
 
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
@@ -52,13 +54,15 @@ def test_nothing_now_searches_again_after_the_interval_and_records_searching_onc
     out = look(harness, request, 0)
     assert out.decision == "SEARCH_AGAIN"
     assert (out.look, out.next_look, out.offering) == (0, 1, None)
-    assert out.next_look_at == NOW + timedelta(hours=1)
-    assert out.wait_seconds == 3600
+    assert out.next_look_at == NOW + timedelta(minutes=15)  # the default interval
+    assert out.wait_seconds == 900
+    assert out.continue_as is None
     entry = harness.ledger.history(request.id)[-1]
     assert entry.state is State.SEARCHING
-    assert entry.detail["next_look_at"] == "2026-12-01T10:00:00Z"
+    assert entry.detail["next_look_at"] == "2026-12-01T09:15:00Z"
     assert entry.detail["search_until"] == "2026-12-05T09:00:00Z"
-    assert (entry.detail["looks_left"], entry.detail["decision"]) == (6, "NO_OFFERING")
+    assert entry.detail["every_minutes"] == 15
+    assert (entry.detail["looks_left"], entry.detail["decision"]) == (4 * 96, "NO_OFFERING")
     assert [t for t in harness.slack.texts() if "Still looking for demo-1" in t]
     assert harness.events.types() == []  # nothing is failed or planned yet
     # A retried step (the same look) records nothing twice and tells nobody again.
@@ -101,11 +105,51 @@ def test_over_budget_keeps_looking_and_a_cheaper_offering_later_is_bought(harnes
     assert State.REJECTED not in states(harness)
 
 
+def test_looks_that_find_what_the_last_one_found_record_nothing_and_a_change_is_recorded(
+    harness: Harness,
+) -> None:
+    request = record(harness, max_upfront_fee_usd="9000")
+    first = look(harness, request, 0)
+    for number in range(1, 6):  # nothing, every time: the history stays as it was after the first look
+        harness.clock.now = first.next_look_at + timedelta(minutes=15 * (number - 1))
+        assert look(harness, request, number).decision == "SEARCH_AGAIN"
+    assert states(harness) == [State.REQUESTED, State.SEARCHING]
+    harness.world.add_offerings("us-east-1", raw_offering("tpo-dear", fee="12000"))
+    harness.clock.now += timedelta(minutes=15)
+    dear = look(harness, request, 6)
+    assert dear.decision == "SEARCH_AGAIN"
+    assert "above the budget" in dear.reason
+    looked = [e for e in harness.ledger.history(request.id) if e.state is State.SEARCHING]
+    assert [(e.detail["look"], e.detail["decision"]) for e in looked] == [(0, "NO_OFFERING"), (6, "REJECTED")]
+    assert looked[1].detail["since"] == looked[0].detail["since"] == "2026-12-01T09:00:00Z"
+    look(harness, request, 6)  # the same look retried: nothing twice
+    assert states(harness).count(State.SEARCHING) == 2
+    assert len([t for t in harness.slack.texts() if "Still looking" in t]) == 1  # told once
+
+
+def test_every_few_hundred_looks_the_next_one_runs_in_a_fresh_execution_named_once(harness: Harness) -> None:
+    request = record(harness)
+    per = looks_per_execution(len(request.regions))
+    harness.clock.now = NOW + timedelta(hours=2)
+    assert look(harness, request, per - 2).continue_as is None
+    out = look(harness, request, per - 1)
+    assert out.continue_as == successor_name(request, per) == "demo-1-" + out.continue_as.split("-")[2] + "-g1"
+    assert successor_name(request, 2 * per) is not None
+    assert successor_name(request, 2 * per).endswith("-g2")  # type: ignore[union-attr]
+    assert successor_name(request, per + 1) is None
+    # Execution names allow letters, digits, '-' and '_' (80 at most): ids that differ in '.' or ':' differ.
+    dotted = request.model_copy(update={"request_id": "a" * 60 + ".b"})
+    coloned = request.model_copy(update={"request_id": "a" * 60 + ":b"})
+    names = {successor_name(dotted, per), successor_name(coloned, per)}
+    assert len(names) == 2
+    assert all(n is not None and len(n) <= 80 and n.replace("-", "").isalnum() for n in names)
+
+
 def test_at_the_deadline_nothing_found_fails_with_a_dedicated_error_told_to_the_requester(
     harness: Harness,
 ) -> None:
-    request = record(harness)
-    instants = look_instants(NOW, DEADLINE, 60)
+    request = record(harness, search_every_minutes=600)
+    instants = look_instants(NOW, DEADLINE, 600)
     out = look(harness, request, 0)
     for number, instant in enumerate(instants, start=1):
         harness.clock.now = instant
@@ -116,12 +160,12 @@ def test_at_the_deadline_nothing_found_fails_with_a_dedicated_error_told_to_the_
     assert out.decision == "NO_OFFERING"
     assert out.next_look_at is None
     seen = states(harness)
-    assert seen.count(State.SEARCHING) == len(instants) == 6
-    assert seen[-1] is State.FAILED
+    assert len(instants) == 10  # every 10 hours for four days, the last (6 h later) at the deadline
+    assert seen == [State.REQUESTED, State.SEARCHING, State.FAILED]  # the same answer every time
     failed = harness.ledger.history(request.id)[-1].detail
     assert failed["error"] == "SearchDeadlinePassed"
     assert failed["reason"].startswith(
-        "Looked 7 times from 2026-12-01T09:00:00Z until the deadline 2026-12-05T09:00:00Z (search_until)"
+        "Looked 11 times from 2026-12-01T09:00:00Z until the deadline 2026-12-05T09:00:00Z (search_until)"
     )
     failures = [d for t, d in harness.events.puts if t == "ReservationFailed"]
     assert [(d["error"], d["request_id"]) for d in failures] == [("SearchDeadlinePassed", "demo-1")]
@@ -141,8 +185,8 @@ def test_a_dry_run_never_waits_but_says_when_it_would_look_again(harness: Harnes
     request = record(harness, dry_run=True)
     out = look(harness, request, 0)
     assert out.decision == "NO_OFFERING"
-    assert out.next_look_at == NOW + timedelta(hours=1)
-    assert "it would look again at 2026-12-01T10:00:00Z" in out.reason
+    assert out.next_look_at == NOW + timedelta(minutes=15)
+    assert "it would look again at 2026-12-01T09:15:00Z" in out.reason
     assert State.SEARCHING not in states(harness)
 
 

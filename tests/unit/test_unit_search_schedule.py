@@ -1,5 +1,6 @@
-"""Keep looking until a deadline (issue 17 item 4): the looks' instants, their growth, the cap, the deadline
-(capacity.search_schedule), and the request's keep-looking fields at the door."""
+"""Keep looking until a deadline (issue 17 item 4, issue 31 item 4): the looks' instants (every interval at
+most, the last at the deadline), the looks one execution holds before it continues as new, and the
+request's keep-looking fields at the door (capacity.search_schedule)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import pytest
 from capacity.errors import InvalidRequest
 from capacity.request import parse_request
 from capacity.search_schedule import (
-    MAX_MORE_LOOKS,
-    growth_ratio,
+    DEFAULT_EVERY_MINUTES,
+    HISTORY_BUDGET,
+    HISTORY_LIMIT,
+    events_per_look,
     look_instants,
     looks_left,
+    looks_per_execution,
     next_look,
 )
 
@@ -28,53 +32,41 @@ def _gaps(instants: list[datetime]) -> list[timedelta]:
     return [later - earlier for earlier, later in pairwise(points)]
 
 
-def test_the_first_look_comes_after_the_interval_and_the_last_at_the_deadline() -> None:
-    deadline = SINCE + timedelta(days=1)
-    instants = look_instants(SINCE, deadline, 60)
-    assert instants[0] == SINCE + timedelta(hours=1)
-    assert instants[-1] == deadline
-    assert [moment.isoformat() for moment in instants] == [
+def test_looks_come_every_interval_and_the_last_at_the_deadline() -> None:
+    deadline = SINCE + timedelta(hours=2, minutes=10)
+    assert [moment.isoformat() for moment in look_instants(SINCE, deadline, 60)] == [
         "2026-12-01T09:00:00+00:00",
-        "2026-12-01T10:33:39+00:00",
-        "2026-12-01T12:59:50+00:00",
-        "2026-12-01T16:48:00+00:00",
-        "2026-12-01T22:44:08+00:00",
-        "2026-12-02T08:00:00+00:00",
+        "2026-12-01T10:00:00+00:00",
+        "2026-12-01T10:10:00+00:00",
     ]
 
 
-@pytest.mark.parametrize("days", [1, 3, 10, 60])
-def test_one_day_and_ten_days_of_looking_take_the_same_number_of_looks_with_growing_gaps(days: int) -> None:
-    instants = look_instants(SINCE, SINCE + timedelta(days=days), 60)
+@pytest.mark.parametrize(("days", "every"), [(1, 15), (10, 15), (30, 15), (30, 60), (90, 10080)])
+def test_no_gap_is_longer_than_the_interval_however_long_the_search(days: int, every: int) -> None:
+    deadline = SINCE + timedelta(days=days)
+    instants = look_instants(SINCE, deadline, every)
     gaps = _gaps(instants)
-    assert len(instants) == MAX_MORE_LOOKS
-    assert gaps[0] == timedelta(hours=1)
-    assert all(later > earlier for earlier, later in pairwise(gaps)), gaps
+    assert max(gaps) == timedelta(minutes=every)
+    assert min(gaps) > timedelta(0)
+    assert instants[-1] == deadline
+    assert len(instants) == -(-days * 24 * 60 // every)  # ceil: 30 days of 15 minutes is 2,880 looks
     assert sum(gaps, timedelta()) == timedelta(days=days)
 
 
-def test_a_deadline_closer_than_six_intervals_gets_one_look_per_interval() -> None:
-    instants = look_instants(SINCE, SINCE + timedelta(hours=3), 60)
-    assert instants == [SINCE + timedelta(hours=h) for h in (1, 2, 3)]  # ratio 1: exactly room for them
-    shorter = look_instants(SINCE, SINCE + timedelta(hours=3, minutes=30), 60)
-    assert len(shorter) == 3
-    assert shorter[0] == SINCE + timedelta(hours=1)
-    assert shorter[-1] == SINCE + timedelta(hours=3, minutes=30)
+def test_the_default_interval_is_a_quarter_of_an_hour() -> None:
+    assert DEFAULT_EVERY_MINUTES == 15
+    assert len(look_instants(SINCE, SINCE + timedelta(days=1), DEFAULT_EVERY_MINUTES)) == 96
+
+
+def test_a_regular_look_within_a_minute_of_the_deadline_is_the_deadlines_look() -> None:
+    deadline = SINCE + timedelta(hours=2, seconds=30)
+    assert look_instants(SINCE, deadline, 60) == [SINCE + timedelta(hours=1), deadline]
 
 
 def test_a_deadline_within_one_interval_is_looked_at_once_and_a_past_one_never() -> None:
     assert look_instants(SINCE, SINCE + timedelta(minutes=20), 60) == [SINCE + timedelta(minutes=20)]
     assert look_instants(SINCE, SINCE, 60) == []
     assert look_instants(SINCE, SINCE - timedelta(hours=1), 60) == []
-
-
-def test_the_growth_ratio_fills_the_span_exactly() -> None:
-    ratio = growth_ratio(timedelta(days=10), timedelta(hours=1), 6)
-    total = sum(ratio**index for index in range(6))
-    assert total == pytest.approx(240, rel=1e-9)
-    assert growth_ratio(timedelta(hours=6), timedelta(hours=1), 6) == 1.0
-    with pytest.raises(ValueError, match="no growth ratio"):
-        growth_ratio(timedelta(hours=5), timedelta(hours=1), 6)
 
 
 def test_next_look_walks_the_schedule_and_ends_at_the_deadline() -> None:
@@ -84,9 +76,26 @@ def test_next_look_walks_the_schedule_and_ends_at_the_deadline() -> None:
     # A look made on its instant (or a few seconds late) is that look: the next one is the one after it.
     assert next_look(SINCE, deadline, 60, now=instants[2] + timedelta(seconds=5)) == instants[3]
     assert next_look(SINCE, deadline, 60, now=instants[2] - timedelta(seconds=30)) == instants[3]
-    assert looks_left(SINCE, deadline, 60, now=instants[2]) == 3
+    # A look made late (a slow step, a retry) is followed by the next one on the grid, never a full interval.
+    assert next_look(SINCE, deadline, 60, now=instants[2] + timedelta(minutes=40)) == instants[3]
+    assert looks_left(SINCE, deadline, 60, now=instants[2]) == len(instants) - 3
+    assert looks_left(SINCE, deadline, 60, now=SINCE) == 240
+    assert looks_left(SINCE, deadline, 60, now=instants[-2]) == 1
     assert next_look(SINCE, deadline, 60, now=deadline) is None
     assert looks_left(SINCE, deadline, 60, now=deadline) == 0
+
+
+def test_an_interval_below_one_minute_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        next_look(SINCE, SINCE + timedelta(days=1), 0, now=SINCE)
+
+
+@pytest.mark.parametrize("regions", [1, 3, 10])
+def test_an_execution_holds_its_looks_far_below_the_history_limit(regions: int) -> None:
+    per = looks_per_execution(regions)
+    assert per * events_per_look(regions) <= HISTORY_BUDGET < HISTORY_LIMIT
+    assert per >= 90  # about a day of 15-minute looks or more per execution, whatever the regions
+    assert looks_per_execution(regions + 1) <= per
 
 
 # ------------------------------------------------------------------------------ the request's fields

@@ -58,6 +58,11 @@ class RecordRequestOutput(_Out):
     brought: bool = False
     """The request brings its own reservation: the workflow adopts it (``AdoptReservation``) instead of
     searching, choosing and buying."""
+    continued: bool = False
+    """This execution continues a request that keeps looking (``resume_of.look``: continue-as-new before the
+    history limit): it goes straight to look ``look``'s search."""
+    look: int = 0
+    """The look this execution starts at (0, or the continued one's next look)."""
 
 
 # 2. search_offerings
@@ -93,11 +98,13 @@ Decision = Literal["NO_OFFERING", "REJECTED", "DRY_RUN", "APPROVAL_REQUIRED", "P
 
 class ChooseOutput(_Out):
     """``{"decision", "reason", "offering" | null, "approval_timeout_seconds", "look", "next_look",
-    "next_look_at" | null, "wait_seconds"}``.
+    "next_look_at" | null, "wait_seconds", "continue_as" | null}``.
 
     Keep looking (issue 17): ``SEARCH_AGAIN`` waits ``wait_seconds`` (at least 1; the ``SearchLater``
-    task's timeout) until ``next_look_at`` (UTC) and searches again as look ``next_look``. A dry run that
-    found nothing fitting says in ``next_look_at`` when the workflow would look again (null otherwise).
+    task's timeout) until ``next_look_at`` (UTC) and searches again as look ``next_look``, in a fresh
+    execution named ``continue_as`` when it is set (continue-as-new before the history limit, issue 31;
+    :func:`capacity.logic.keep_looking.successor_name`). A dry run that found nothing fitting says in
+    ``next_look_at`` when the workflow would look again (null otherwise).
     """
 
     decision: Decision
@@ -108,6 +115,7 @@ class ChooseOutput(_Out):
     next_look: int = 1
     next_look_at: UtcDatetime | None = None
     wait_seconds: int = 0
+    continue_as: str | None = None
 
 
 # 4. notify

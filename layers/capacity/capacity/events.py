@@ -39,7 +39,11 @@ class ResumeOf(Model):
 
     request_id: str = Field(min_length=1, max_length=128)
     execution: str = Field(min_length=1, max_length=2048)
-    """The ARN of the execution that was stopped (timed out, aborted, failed outside its failure path)."""
+    """The ARN of the execution that was stopped (timed out, aborted, failed outside its failure path), or
+    that continues as new (``look`` set)."""
+    look: int | None = Field(default=None, ge=1)
+    """Set by the reserve workflow's ``ContinueAsNew`` state only: the request keeps looking and the
+    execution carries on at this look (``capacity.logic.keep_looking``), without the resume's wait."""
 
 
 class ReservationRequestedDetail(_Detail):

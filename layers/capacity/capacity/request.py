@@ -43,7 +43,6 @@ from capacity.request_parts import IdlePolicy, LaunchTemplateRef, ModelSpec
 from capacity.search_schedule import (
     DEFAULT_EVERY_MINUTES,
     MAX_EVERY_MINUTES,
-    MAX_MORE_LOOKS,
     MIN_EVERY_MINUTES,
 )
 from capacity.timeutil import iso_z
@@ -151,9 +150,9 @@ class ReservationRequest(Model):
     is used). The plan's region (from its ARN) must be one of ``regions``.
 
     Keep looking (issue 17 item 4): ``search_until`` (UTC) asks the workflow, when nothing fits the rules now
-    (no offering, or none within the budget), to search again at growing intervals until that deadline
-    instead of failing at once (:mod:`capacity.search_schedule`: at most 6 more looks, the first after
-    ``search_every_minutes``, default 60, 15..10080), and to tell the requester at the deadline if nothing
+    (no offering, or none within the budget), to search again until that deadline instead of failing at once
+    (:mod:`capacity.search_schedule`: every ``search_every_minutes`` at most, default 15, 15..10080, the last
+    look at the deadline; issue 31), and to tell the requester at the deadline if nothing
     fitted. It must be in the future (at most 90 days ahead) and no later than the window's latest start
     (``latest_end - duration_hours``).
 
@@ -237,8 +236,8 @@ class ReservationRequest(Model):
         default=DEFAULT_EVERY_MINUTES,
         ge=MIN_EVERY_MINUTES,
         le=MAX_EVERY_MINUTES,
-        description=f"with search_until: minutes until the second look; later gaps grow so that at most "
-        f"{MAX_MORE_LOOKS} more looks reach the deadline",
+        description="with search_until: the longest wait between two looks (minutes); the workflow looks "
+        "again this often until search_until, the last look at the deadline",
     )
 
     @field_validator("training_plan_arn")

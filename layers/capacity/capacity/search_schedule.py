@@ -1,16 +1,19 @@
-"""Keep looking until a deadline (issue 17 item 4): when the request's next looks happen (pure, no I/O).
+"""Keep looking until a deadline (issue 17 item 4, issue 31 item 4): when the request's looks happen, and
+how many fit in one workflow execution (pure, no I/O).
 
 A request with ``search_until`` that finds nothing that fits the rules is not failed at once: the reserve
-workflow searches again at the instants :func:`look_instants` gives, and tells the requester at the
-deadline if nothing fitted by then. The looks are at most :data:`MAX_MORE_LOOKS` after the first one, the
-last at the deadline itself, with gaps that grow geometrically from ``search_every_minutes``: the first gap is
-the interval the request asks for, and each later gap is the previous one times a ratio chosen so that the
-looks reach the deadline exactly. So a search of one day and one of ten days take the same number of looks
-(and the same state transitions: each wait is one ``.waitForTaskToken`` task, O(1) whatever its length, as
-the activation wait is); only a deadline closer than :data:`MAX_MORE_LOOKS` intervals gets fewer looks (one
-per interval, the last at the deadline).
+workflow searches again every ``search_every_minutes`` (the longest gap between two looks) for as long as
+the deadline allows, the last look at the deadline itself, and tells the requester at the deadline if
+nothing fitted by then. So capacity that appears at any instant is seen by the next look, at most one
+interval later. The looks are at ``since + k * every`` (``k = 1, 2, ...``) and at the deadline; a regular
+look within :data:`LOOK_TOLERANCE` of the deadline is the deadline's look.
 
-Times are UTC, whole seconds.
+A look that finds nothing costs a handful of state transitions (:func:`events_per_look`); a workflow
+execution holds at most :func:`looks_per_execution` of them and then continues as a fresh execution
+(``ContinueAsNew`` in ``statemachines/reserve_capacity.asl.json``), well before Step Functions' history
+limit of :data:`HISTORY_LIMIT` events, so days or weeks of looking work.
+
+Times are UTC, whole seconds. Every function is O(1) in the number of looks.
 """
 
 from __future__ import annotations
@@ -20,90 +23,96 @@ from datetime import datetime, timedelta
 
 from capacity.timeutil import as_utc
 
-MAX_MORE_LOOKS = 6
-"""Looks after the first one, at most (the last one is at the deadline)."""
-DEFAULT_EVERY_MINUTES = 60
-"""The first gap when the request does not say (``search_every_minutes``)."""
+DEFAULT_EVERY_MINUTES = 15
+"""The longest gap between two looks when the request does not say (``search_every_minutes``)."""
 MIN_EVERY_MINUTES = 15
 MAX_EVERY_MINUTES = 7 * 24 * 60
-"""The bounds of ``search_every_minutes`` (15 minutes to a week)."""
+"""The bounds of ``search_every_minutes`` (15 minutes to a week). Below 15 minutes a request of ten regions
+would cost more than $0.10 a day of looking (``make bench``) and offerings rarely move faster."""
 LOOK_TOLERANCE = timedelta(minutes=1)
 """A look due within this long of now counts as this look (a wait's timeout ends on a whole second, and a
 look may run a moment before or after its instant)."""
+HISTORY_LIMIT = 25_000
+"""Step Functions' limit of events in one execution's history (AWS Step Functions quotas, "Maximum execution
+history size"): an execution that would exceed it fails."""
+HISTORY_BUDGET = 15_000
+"""The events one execution's looks may take: the rest of :data:`HISTORY_LIMIT` is for the steps before the
+first look and after the last (purchase, activation, endpoint: a few hundred events) and for retries of
+transient faults (a few events each)."""
 
 
-def growth_ratio(span: timedelta, every: timedelta, looks: int) -> float:
-    """The ratio ``r >= 1`` with ``every * (1 + r + ... + r**(looks - 1)) == span``.
-
-    Args:
-        span: from the first look to the deadline (positive).
-        every: the first gap (positive, ``looks * every <= span``).
-        looks: how many gaps (at least 1).
-
-    Raises:
-        ValueError: ``span``, ``every`` or ``looks`` outside those bounds.
-    """
-    if looks < 1 or every <= timedelta(0) or span < every * looks:
-        raise ValueError(f"no growth ratio for {looks} gaps of at least {every} in {span}")
-    target = span / every
-    if math.isclose(target, looks):
-        return 1.0
-
-    def total(ratio: float) -> float:
-        return float(looks) if ratio == 1.0 else (ratio**looks - 1) / (ratio - 1)
-
-    low, high = 1.0, max(2.0, target)
-    for _ in range(200):  # bisection: total() grows with the ratio
-        middle = (low + high) / 2
-        if total(middle) < target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+def _every(every_minutes: int) -> timedelta:
+    if every_minutes < 1:
+        raise ValueError(f"every_minutes must be at least 1, not {every_minutes}")
+    return timedelta(minutes=every_minutes)
 
 
-def look_instants(since: datetime, deadline: datetime, every_minutes: int) -> list[datetime]:
-    """The instants of the looks after the first one (made at ``since``), earliest first.
+def _seconds(moment: datetime) -> datetime:
+    return as_utc(moment).replace(microsecond=0)
 
-    At most :data:`MAX_MORE_LOOKS`, the last one at ``deadline``; the gaps start at ``every_minutes`` and
-    grow (a ratio of 1 when the deadline leaves exactly room for them). A deadline closer than one
-    interval gets one look, at the deadline; a deadline at or before ``since`` gets none.
+
+def next_look(since: datetime, deadline: datetime, every_minutes: int, *, now: datetime) -> datetime | None:
+    """The first look after the one made at ``now`` (beyond :data:`LOOK_TOLERANCE`), or None when the look
+    made at ``now`` is the last one (the deadline has come).
+
+    The looks are at ``since + k * every_minutes`` and at ``deadline``: the gap is never longer than
+    ``every_minutes`` (the last one may be shorter).
 
     Args:
         since: the first look (UTC).
         deadline: ``search_until`` (UTC).
-        every_minutes: ``search_every_minutes``, the first gap (minutes, at least 1).
+        every_minutes: ``search_every_minutes``, the longest gap (minutes, at least 1).
+        now: when this look is made (UTC).
 
     Raises:
         ValueError: a naive datetime, or ``every_minutes`` below 1.
     """
-    if every_minutes < 1:
-        raise ValueError(f"every_minutes must be at least 1, not {every_minutes}")
-    start, end = as_utc(since).replace(microsecond=0), as_utc(deadline).replace(microsecond=0)
-    span = end - start
-    if span <= timedelta(0):
-        return []
-    every = timedelta(minutes=every_minutes)
-    looks = max(1, min(MAX_MORE_LOOKS, span // every))
-    if looks == 1:
-        return [end]
-    ratio = growth_ratio(span, every, looks)
-    instants: list[datetime] = []
-    offset = 0.0
-    for index in range(looks - 1):
-        offset += every.total_seconds() * ratio**index
-        instants.append(start + timedelta(seconds=round(offset)))
-    return [*instants, end]
-
-
-def next_look(since: datetime, deadline: datetime, every_minutes: int, *, now: datetime) -> datetime | None:
-    """The first look of :func:`look_instants` after ``now`` (beyond :data:`LOOK_TOLERANCE`), or None when
-    the look made at ``now`` is the last one (the deadline has come)."""
+    every = _every(every_minutes)
+    start, end = _seconds(since), _seconds(deadline)
     after = as_utc(now) + LOOK_TOLERANCE
-    return next((moment for moment in look_instants(since, deadline, every_minutes) if moment > after), None)
+    if end <= after:
+        return None
+    passed = max(0, math.floor((after - start) / every))  # regular looks at or before ``after``
+    regular = start + every * (passed + 1)
+    return end if regular >= end - LOOK_TOLERANCE else regular
 
 
 def looks_left(since: datetime, deadline: datetime, every_minutes: int, *, now: datetime) -> int:
-    """How many looks are still to come after the one made at ``now`` (0 at the deadline)."""
-    after = as_utc(now) + LOOK_TOLERANCE
-    return sum(1 for moment in look_instants(since, deadline, every_minutes) if moment > after)
+    """How many looks are still to come after the one made at ``now`` (0 at the deadline), the deadline's
+    included."""
+    at = next_look(since, deadline, every_minutes, now=now)
+    if at is None:
+        return 0
+    end = _seconds(deadline)
+    every = _every(every_minutes)
+    if at == end:
+        return 1
+    # ``at`` and the regular looks after it short of the deadline's tolerance, then the deadline's.
+    return math.ceil((end - LOOK_TOLERANCE - at) / every) + 1
+
+
+def look_instants(since: datetime, deadline: datetime, every_minutes: int) -> list[datetime]:
+    """Every look after the first one (made at ``since``), earliest first, the last at ``deadline`` (for
+    tests, docs and the bench: O(number of looks); the workflow uses :func:`next_look`)."""
+    instants: list[datetime] = []
+    moment: datetime | None = _seconds(since)
+    while moment is not None:
+        moment = next_look(since, deadline, every_minutes, now=moment - LOOK_TOLERANCE)
+        if moment is not None:
+            instants.append(moment)
+    return instants
+
+
+def events_per_look(regions: int) -> int:
+    """The history events one look that finds nothing adds to its execution, at most: the ``SearchRegions``
+    Map (5, and 7 per region: iteration started and succeeded, the task's entered, scheduled, started,
+    succeeded and exited events), ``ChooseOffering`` (5), ``DropSearches``, ``Decide``, ``NextLook`` and
+    ``ContinueAsNew?`` (2 each), the ``SearchLater`` wait (6, with its timeout), rounded up to 60 + 10 per
+    region (measured on the local cloud: ``tests/integration/test_keep_looking_pace.py``)."""
+    return 60 + 10 * max(1, regions)
+
+
+def looks_per_execution(regions: int) -> int:
+    """How many looks one execution makes before it continues as new: :data:`HISTORY_BUDGET` over
+    :func:`events_per_look` (250 for one region, 166 for three, 93 for ten)."""
+    return max(1, HISTORY_BUDGET // events_per_look(regions))

@@ -30,7 +30,7 @@ from capacity.errors import ReservationCancelled
 from capacity.events import ReservationFailedDetail, ReservationPlannedDetail
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
-from capacity.logic.keep_looking import look_again
+from capacity.logic.keep_looking import look_again, successor_name
 from capacity.logic.policy import admit, judge_plan
 from capacity.planner import Decision, Plan, decide
 from capacity.ports import Ports
@@ -172,4 +172,5 @@ def _answer(
         next_look=step.look + 1,
         next_look_at=next_look_at,
         wait_seconds=wait,
+        continue_as=successor_name(request, step.look + 1) if wait else None,
     )

@@ -145,12 +145,15 @@ def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
 def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequestOutput:
     """Carry on the stopped execution ``resume.execution`` of a recorded request: the request as recorded
     (not validated again: the clock has moved on since it was admitted), with this execution as the
-    workflow's owner (the conditional ``RESUME#<stopped execution>`` item: one resumer wins).
+    workflow's owner (the conditional ``RESUME#<stopped execution>`` item: one resumer wins). With
+    ``resume.look``, the execution continues one that keeps looking (continue-as-new,
+    :mod:`capacity.logic.keep_looking`) and carries on at that look, in the same way.
 
     Returns:
         ``duplicate`` True when the request has an outcome already, when the stopped execution no longer
         owns the request (a stale resume), or when another execution resumed it first;
-        ``resume_offering`` the offering of the request's purchase intent, if any (back to the purchase).
+        ``resume_offering`` the offering of the request's purchase intent, if any (back to the purchase);
+        ``continued`` and ``look`` for a continuation.
 
     Raises:
         InvalidRequest: no request ``resume.request_id`` is recorded, or no execution is named.
@@ -182,4 +185,6 @@ def _resume(resume: ResumeOf, execution: str | None, ports: Ports) -> RecordRequ
         dry_run=request.dry_run,
         resume_offering=offering,
         brought=request.brought is not None,
+        continued=resume.look is not None,
+        look=resume.look or 0,
     )

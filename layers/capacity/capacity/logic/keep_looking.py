@@ -1,29 +1,38 @@
-"""Keep looking until a deadline (issue 17 item 4): whether a request searches again, the ``SEARCHING``
-record of each look, and the wait between two looks.
+"""Keep looking until a deadline (issue 17 item 4, issue 31 item 4): whether a request searches again, its
+``SEARCHING`` records, the wait between two looks, and when the workflow continues as a fresh execution.
 
 A request with ``search_until`` whose search finds nothing that fits the rules - no offering
 (``NO_OFFERING``) or none within its budget (``REJECTED`` without a team's refusal) - is not ended: the choose
-step answers ``SEARCH_AGAIN`` with the next look's instant (:mod:`capacity.search_schedule`), records
-``SEARCHING`` once per look (only while no outcome exists: a cancel that came first wins) and the reserve
-workflow waits in ``SearchLater``, a ``.waitForTaskToken`` task whose timeout is the next look: one task
-however long the wait (O(1) transitions, as the activation wait), and one a cancel can end at once
-(``DELETE`` fails the stored token, as it does a waiting approval). A later look that finds something that
-fits goes the usual way (``PLANNED``, an approval when one is needed, the purchase); when the purchase finds
-the offering taken and nothing replaces it, :func:`offering_taken` looks again before the deadline (the
-intent reconciled and closed, the hold given back: :mod:`capacity.logic.attempts`). At the deadline the last
-look's plan stands: ``NO_OFFERING`` ends ``FAILED`` with the error ``SearchDeadlinePassed`` (the requester is
-told in Slack, ``ReservationFailed`` is put and reaches the operations topic), over budget ends ``REJECTED``,
-each saying how long it looked. A team's refusal (types, regions, quota, its month's money) ends at once:
-looking again does not change who may spend what. A dry run never waits: it says when it would look next.
+step answers ``SEARCH_AGAIN`` with the next look's instant (:mod:`capacity.search_schedule`: every
+``search_every_minutes`` at most, the last at the deadline) and the reserve workflow waits in ``SearchLater``,
+a ``.waitForTaskToken`` task whose timeout is the next look, one a cancel can end at once (``DELETE`` fails
+the newest stored token, as it does a waiting approval). A later look that finds something that fits goes
+the usual way (``PLANNED``, an approval when one is needed, the purchase); when the purchase finds the
+offering taken and nothing replaces it, :func:`offering_taken` looks again before the deadline (the intent
+reconciled and closed, the hold given back: :mod:`capacity.logic.attempts`). At the deadline the last look's
+plan stands: ``NO_OFFERING`` ends ``FAILED`` with the error ``SearchDeadlinePassed`` (the requester is told in
+Slack, ``ReservationFailed`` is put and reaches the operations topic), over budget ends ``REJECTED``, each
+saying how long it looked. A team's refusal (types, regions, quota, its month's money) ends at once: looking
+again does not change who may spend what. A dry run never waits: it says when it would look next.
 
-Ledger items: ``STATE#`` ``SEARCHING`` (``detail``: ``look``, ``since``, ``next_look_at``, ``search_until``,
-``looks_left``, ``decision``, ``reason``) and ``SEARCH_WAIT#<time>#<nonce>`` (the waiting task's token; the
-newest is the live one).
+A look that finds nothing costs a few transitions and O(1) ledger work: ``SEARCHING`` is recorded at the
+first look and when the answer changes (another decision or reason, or an offering taken), not at every
+look, so the history every step reads stays short over weeks of 15-minute looks (30 days: 2,880 looks). The
+look count travels in the workflow's state (``$.look``). Every
+:func:`~capacity.search_schedule.looks_per_execution` looks the next look runs in a fresh execution of the
+same state machine (:func:`successor_name`: continue-as-new before the 25,000-event history limit), which
+takes the request over as a resumed execution does (``RESUME#<execution>``, :mod:`capacity.logic.intake`).
+
+Ledger items: ``STATE#`` ``SEARCHING`` (``detail``: ``look``, ``since``, ``next_look_at`` (the look after
+this one), ``search_until``, ``every_minutes``, ``looks_left``, ``decision``, ``reason``) and
+``SEARCH_WAIT#<time>#<nonce>`` (each wait's token, read only by a cancel; the newest is the live one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -42,7 +51,7 @@ from capacity.planner import Decision, Plan
 from capacity.ports import Ports
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest
-from capacity.search_schedule import looks_left, next_look
+from capacity.search_schedule import looks_left, looks_per_execution, next_look
 from capacity.timeutil import iso_ms, iso_z, parse_utc
 
 SEARCH_DEADLINE_PASSED = "SearchDeadlinePassed"
@@ -108,11 +117,11 @@ def dry_run_note(request: ReservationRequest, now: datetime) -> tuple[datetime |
     )
 
 
-def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: datetime) -> str:
-    """The sentence in front of the final reason at the deadline: how long and how often it looked."""
+def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: datetime, *, looks: int) -> str:
+    """The sentence in front of the final reason at the deadline: how long and how often (``looks``, this
+    one included) it looked."""
     if request.search_until is None:
         return ""
-    looks = len(searching_entries(history)) + 1
     since = first_look(history, now)
     return (
         f"Looked {looks} time{'s' if looks > 1 else ''} from {iso_z(since)} until the deadline "
@@ -130,15 +139,20 @@ def record_searching(
     look: int,
     upcoming: NextLook,
 ) -> None:
-    """Record ``SEARCHING`` for this look (once per next look: a retried step records nothing twice) with
-    ``decision`` (a plan's, or :data:`OFFERING_TAKEN`) and ``reason``; at the first one, and whenever an
-    offering was taken, tell the requester that it keeps looking.
+    """Record ``SEARCHING`` for look ``look`` when it says something new: the first look, another decision
+    or reason than the last ``SEARCHING``, or :data:`OFFERING_TAKEN`; a look that finds what the last one
+    found records nothing (and a retried step nothing twice). At the first one, and whenever an offering was
+    taken, tell the requester that it keeps looking.
 
     Raises:
         ReservationCancelled: an outcome (a cancel) is recorded: nothing is written.
     """
-    due = iso_z(upcoming.at)
-    if any(entry.detail.get("next_look_at") == due for entry in searching_entries(history)):
+    looked = searching_entries(history)
+    last = looked[-1].detail if looked else None
+    if last is not None and (
+        last.get("look") == look
+        or (decision != OFFERING_TAKEN and (last.get("decision"), last.get("reason")) == (decision, reason))
+    ):
         return
     written = ports.ledger.append(
         request.id,
@@ -147,16 +161,37 @@ def record_searching(
         detail={
             "look": look,
             "since": iso_z(upcoming.since),
-            "next_look_at": due,
+            "next_look_at": iso_z(upcoming.at),
             "search_until": iso_z(upcoming.deadline),
+            "every_minutes": request.search_every_minutes,
             "looks_left": upcoming.left,
             "decision": decision,
             "reason": reason,
         },
         unless_outcome=True,  # a DELETE that got in first wins: ReservationCancelled, nothing written
     )
-    if written is not None and (decision == OFFERING_TAKEN or not searching_entries(history)):
+    if written is not None and (decision == OFFERING_TAKEN or not looked):
         post(ports, messages.searching(request, reason, upcoming.at, upcoming.left))
+
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def successor_name(request: ReservationRequest, next_look: int) -> str | None:
+    """The name of the fresh execution look ``next_look`` runs in, or None when it runs in this one.
+
+    Every :func:`~capacity.search_schedule.looks_per_execution` looks (by the request's regions) the workflow
+    continues as new; generation ``g`` holds looks ``g * n`` to ``(g + 1) * n - 1``. The name is derived
+    from the request id and the generation, so a retried ``StartExecution`` (or a step answered twice) names
+    the same execution and never starts two: ``<request id, A-Z a-z 0-9 _ - only>-<8 hex of its sha256>-g<g>``
+    (at most 80 characters, Step Functions' limit; the hash keeps two ids that differ only in ``.`` or ``:``
+    apart).
+    """
+    per = looks_per_execution(len(request.regions))
+    if next_look <= 0 or next_look % per:
+        return None
+    digest = hashlib.sha256(request.id.encode()).hexdigest()[:8]
+    return f"{_NAME_UNSAFE.sub('-', request.id)}-{digest}-g{next_look // per}"
 
 
 @dataclass(frozen=True)
@@ -194,7 +229,7 @@ def look_again(
         return Looking(replace(plan, reason=plan.reason + note), next_look_at=at)
     upcoming = next_look_for(request, first_look(history, now), now)
     if upcoming is None:  # the deadline has come: the last look's plan stands
-        note = deadline_note(request, history, now)
+        note = deadline_note(request, history, now, looks=look + 1)
         return Looking(replace(plan, reason=note + plan.reason), error=SEARCH_DEADLINE_PASSED)
     record_searching(ports, request, plan.decision.value, plan.reason, history, look=look, upcoming=upcoming)
     return Looking(plan, upcoming=upcoming)
@@ -272,7 +307,12 @@ def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOut
     record_searching(ports, request, OFFERING_TAKEN, why, history, look=step.look, upcoming=upcoming)
     wait = max(1, math.ceil((upcoming.at - now).total_seconds()))
     return answer(
-        decision=Decision.SEARCH_AGAIN, reason=why, offering=None, next_look_at=upcoming.at, wait_seconds=wait
+        decision=Decision.SEARCH_AGAIN,
+        reason=why,
+        offering=None,
+        next_look_at=upcoming.at,
+        wait_seconds=wait,
+        continue_as=successor_name(request, step.look + 1),
     )
 
 
