@@ -118,6 +118,7 @@ class Outcome:
         needed: per hour of the window, the most instances the copies wanted (uncapped by the
             reservation): the chart's "needed" line.
         running: per hour, the most instances run.
+        hour_sent, hour_rejected: per hour, requests sent and refused (every model).
     """
 
     instances: int
@@ -127,6 +128,17 @@ class Outcome:
     peak_instances: int = 0
     needed: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
+    hour_sent: list[float] = field(default_factory=list)
+    hour_rejected: list[float] = field(default_factory=list)
+
+    @property
+    def peak_rejected_percent(self) -> float:
+        """Share refused in the busiest hours (those with the most requests sent), percent."""
+        top = max(self.hour_sent, default=0.0)
+        if not top:
+            return 0.0
+        busiest = [i for i, sent in enumerate(self.hour_sent) if sent == top]
+        return 100.0 * sum(self.hour_rejected[i] for i in busiest) / (top * len(busiest))
 
     @property
     def sent(self) -> float:
@@ -244,6 +256,8 @@ def simulate(
         if (offset + minute + 1) % MINUTES_PER_HOUR == 0 or minute == hours * MINUTES_PER_HOUR - 1:
             result.needed.append(hour_needed)
             result.running.append(hour_running)
+            result.hour_sent.append(sum(sent for sent, _ in hourly))
+            result.hour_rejected.append(sum(rejected for _, rejected in hourly))
             hour_needed = hour_running = 0
             for index, (sent, rejected) in enumerate(hourly):
                 if sent:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from localcloud.emulator.instances import InstanceSpec, spec_for
 from servingsim.packing import Hardware, Requirements
 from servingsim.packing import pack as _pack
-
-from localcloud.emulator.instances import InstanceSpec, spec_for
 
 __all__ = ["FALLBACK_SPEC", "Requirements", "pack", "spec_of"]
 
