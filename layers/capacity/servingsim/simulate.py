@@ -20,7 +20,8 @@ The model is the local cloud's (``localcloud/emulator``), which follows AWS's do
   :attr:`Timings.scale_in_minutes` (in).
 * **Refusals.** A request to a model with no copy placed is refused (SageMaker Runtime "no capacity");
   with ``requests_per_minute_per_copy`` (a copy's throughput: its concurrency x 60 / seconds per
-  request), requests beyond ``placed copies x`` that in a minute are refused too.
+  request), requests beyond ``placed copies x`` that in a minute are refused too (they are still
+  invocations: target tracking sees them).
 
 One-minute steps are CloudWatch's periods, the only instants an alarm changes: a 72-hour window is 4,320
 steps whatever the request rate (requests are counted, never drawn one by one). Pure standard library; it
@@ -293,7 +294,7 @@ def _serve(
         load,
         state,
         minute,
-        served=served,
+        invocations=rate if placed else 0.0,
         placed=placed,
         refused_no_copy=rate > 0 and not placed,
         timings=timings,
@@ -306,18 +307,19 @@ def _evaluate(
     state: _State,
     minute: int,
     *,
-    served: float,
+    invocations: float,
     placed: int,
     refused_no_copy: bool,
     timings: Timings,
 ) -> None:
     """The alarms at the end of ``minute`` (its datapoints) and the actions they take a minute later."""
     act = minute + timings.reaction_minutes
-    metric = served / placed if served and placed else None  # no invocations: no datapoint
+    # Every request that reached a copy is an invocation, served or refused for the copy's concurrency.
+    metric = invocations / placed if invocations and placed else None  # no invocations: no datapoint
     target = load.target_per_copy
     state.high_run = state.high_run + 1 if metric is not None and metric > target else 0
     state.low_run = state.low_run + 1 if metric is not None and metric < 0.9 * target else 0
-    state.idle_run = 0 if served else state.idle_run + 1
+    state.idle_run = 0 if invocations else state.idle_run + 1
     out_cooled = act >= state.last_out + load.scale_out_cooldown_seconds // 60
     in_cooled = act >= state.last_in + load.scale_in_cooldown_seconds // 60
     if metric is not None and state.high_run >= timings.high_datapoints and out_cooled:
