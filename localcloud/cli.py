@@ -67,6 +67,7 @@ from localcloud.http_api import (
 )
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
+from localcloud.rightsize_view import ask_plan, predicted_section
 from localcloud.serving import RealTimeDriver, SlackClock
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
@@ -763,7 +764,11 @@ def command_run(args: argparse.Namespace) -> int:
     progress = ProgressLine(cloud, mode=args.progress)
     with cloud, chart or contextlib.nullcontext():
         replay = attach(cloud, profile) if profile is not None else None
+        right_size: dict[str, Any] = {}
         for position, (event, kind) in enumerate(zip(events, kinds, strict=True)):
+            if profile is not None and not right_size and args.function is None:
+                # What the load needs, asked before buying (issue 33): the same request to POST /plans.
+                right_size = ask_plan(cloud, event, kind, profile, args.caller or default_caller(cloud))
             deliveries.append(
                 deliver(
                     cloud,
@@ -792,6 +797,7 @@ def command_run(args: argparse.Namespace) -> int:
                 progress.done()
         if replay is not None and profile is not None:
             traffic_text = traffic_report(cloud, replay, profile, args.reports_dir, chart=chart)
+            traffic_text += predicted_section(right_size, replay.result)
         text, failed = report(
             cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text
         )

@@ -132,6 +132,9 @@ def test_request_ids_of_sagemaker_requests_do_not_change_with_the_new_fields() -
             "serve_until",
             "rollover_lead_hours",
             "rollover_of",
+            "load",
+            "right_size",
+            "sizing",
         },
     )
     for model in payload["models"]:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from capacity.search_schedule import DEFAULT_EVERY_MINUTES
 
-IDENTITY_VERSION = 7
+IDENTITY_VERSION = 8
 """The latest version of :data:`IDENTITY` (a field added at version ``n`` has ``since=n``)."""
 
 
@@ -81,6 +81,9 @@ IDENTITY: dict[str, dict[str, Role]] = {
         "serve_until": _later(7),
         "rollover_lead_hours": _later(7, 48),  # request.DEFAULT_ROLLOVER_LEAD_HOURS (a unit test holds it)
         "rollover_of": _later(7),
+        "load": _later(8),
+        "right_size": _later(8, False),
+        "sizing": EXCLUDED,  # set by the orchestrator from load (right_size), never sent
     },
     "ModelSpec": {
         "name": ALWAYS,
@@ -102,6 +105,42 @@ IDENTITY: dict[str, dict[str, Role]] = {
     },
     "IdlePolicy": {"action": ALWAYS, "idle_hours": ALWAYS},
     "LaunchTemplateRef": {"id": ALWAYS, "name": ALWAYS, "version": ALWAYS},
+    "LoadSpec": {"description": ALWAYS, "models": ALWAYS, "max_rejected_percent": ALWAYS},
+    "ModelLoadSpec": {"model": ALWAYS, "requests_per_minute": ALWAYS, "requests_per_minute_per_copy": ALWAYS},
+    # sizing is EXCLUDED: its models never reach the hash (listed so that every request model is decided).
+    "RightSizing": dict.fromkeys(
+        (
+            "instance_type",
+            "requested_count",
+            "instance_count",
+            "best",
+            "max_rejected_percent",
+            "simulated_from",
+            "hours",
+            "candidates",
+            "needed_instances_by_hour",
+            "text",
+        ),
+        ALWAYS,
+    ),
+    "CandidateFigures": dict.fromkeys(
+        (
+            "instance_type",
+            "instance_count",
+            "meets_target",
+            "rejected_percent",
+            "peak_rejected_percent",
+            "worst_hour_rejected_percent",
+            "requests",
+            "rejected_requests",
+            "instance_hours_used",
+            "reserved_instance_hours",
+            "idle_percent",
+            "peak_instances",
+            "upfront_fee_usd",
+        ),
+        ALWAYS,
+    ),
 }
 """Every field of every model a request is made of, by model class name, with its :class:`Role`. The
 derivation applies the roles of ``ReservationRequest`` and of each ``models[]`` item (``ModelSpec``); the

@@ -133,6 +133,25 @@ def alternatives_message(
     return text
 
 
+def right_size_note(request: ReservationRequest) -> str:
+    """With ``right_size`` (issue 33): which count the simulation chose over the one asked for, and its
+    figures, recorded with the decision ("" otherwise)."""
+    sizing = request.sizing
+    if sizing is None:
+        return ""
+    if sizing.instance_count is None:
+        return f" Right-size: {sizing.text} So the count asked for, {sizing.requested_count} x, is searched."
+    chosen = (
+        f"the {sizing.requested_count} x asked for is"
+        if sizing.instance_count == sizing.requested_count
+        else f"{sizing.instance_count} x instead of the {sizing.requested_count} x asked for,"
+    )
+    return (
+        f" Right-size: {chosen} the smallest count meeting the target on the expected load (simulated from "
+        f"{iso_z(sizing.simulated_from)} for {sizing.hours} h): {sizing.text}"
+    )
+
+
 def decide(
     request: ReservationRequest,
     offerings: Sequence[Offering],
@@ -151,7 +170,7 @@ def decide(
     top = tuple(ranked[:TOP_N])
 
     def plan(decision: Decision, reason: str, offering: Offering | None) -> Plan:
-        return Plan(decision, reason, offering, top, alts, quotas, len(offerings))
+        return Plan(decision, reason + right_size_note(request), offering, top, alts, quotas, len(offerings))
 
     if not ranked:
         return plan(Decision.NO_OFFERING, alternatives_message(request, alts, quotas), None)

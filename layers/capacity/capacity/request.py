@@ -39,7 +39,8 @@ from capacity.instances import (
     spec_for,
 )
 from capacity.pricing import KNOWN_REGIONS
-from capacity.request_parts import IdlePolicy, LaunchTemplateRef, ModelSpec
+from capacity.request_parts import IdlePolicy, LaunchTemplateRef, LoadSpec, ModelSpec
+from capacity.rightsize import RightSizing, size
 from capacity.search_schedule import (
     DEFAULT_EVERY_MINUTES,
     MAX_EVERY_MINUTES,
@@ -239,6 +240,21 @@ class ReservationRequest(Model):
         description="with search_until: the longest wait between two looks (minutes); the workflow looks "
         "again this often until search_until, the last look at the deadline",
     )
+    load: LoadSpec | None = Field(
+        default=None,
+        description="the expected traffic per model and the service target (issue 33): POST /plans "
+        "simulates each candidate instance count on it",
+    )
+    right_size: StrictBool = Field(
+        default=False,
+        description="with load: buy the smallest instance count that meets load.max_rejected_percent "
+        "instead of instance_count (which stays the count asked for in sizing.requested_count)",
+    )
+    sizing: RightSizing | None = Field(
+        default=None,
+        description="set by the orchestrator for right_size (the simulated candidates and the count "
+        "chosen); a value sent in the body is replaced",
+    )
 
     @field_validator("training_plan_arn")
     @classmethod
@@ -392,6 +408,31 @@ class ReservationRequest(Model):
             self.strategy = self._default_for(info) or "reserved"
         return self
 
+    @model_validator(mode="after")
+    def _right_size(self) -> Self:
+        """With ``right_size``, simulate the candidates once (:func:`capacity.rightsize.size`: a request
+        re-read keeps its ``sizing``) and take the smallest count meeting the target as ``instance_count``;
+        when none meets it, the count asked for stays and ``sizing.text`` says so."""
+        if not self.right_size or self.load is None or self.sizing is not None:
+            return self
+        self.sizing = self.simulate_load(self.load)
+        if self.sizing.instance_count is not None:
+            self.instance_count = self.sizing.instance_count
+        return self
+
+    def simulate_load(self, load: LoadSpec) -> RightSizing:
+        """The candidates of this request simulated on ``load`` from ``earliest_start`` for
+        ``duration_hours`` (:func:`capacity.rightsize.size`)."""
+        return size(
+            instance_type=self.instance_type,
+            models=self.models,
+            load=load,
+            requested_count=self.sizing.requested_count if self.sizing else self.instance_count,
+            start=self.earliest_start,
+            hours=self.duration_hours,
+            min_instances=self.min_instance_count,
+        )
+
     def _reservable_problems(self, strategy: Strategy) -> list[tuple[str, str]]:
         """A SageMaker type without training plans (``ml.g6.*``: not in botocore's
         ``ReservedCapacityInstanceType``) runs on demand only: a problem when the (defaulted) strategy
@@ -447,6 +488,7 @@ class ReservationRequest(Model):
         problems.extend(self._brought_problems())
         problems.extend(self._serve_until_problems())
         problems.extend(self._search_problems())
+        problems.extend(self._load_problems())
         names = [model.name for model in self.models]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -648,6 +690,29 @@ class ReservationRequest(Model):
         match = _TRAINING_PLAN_ARN.match(self.training_plan_arn or "")
         return match["region"] if match else None
 
+    def _load_problems(self) -> list[tuple[str, str]]:
+        """``load`` names models of the request, on SageMaker; ``right_size`` needs a load and buys."""
+        problems: list[tuple[str, str]] = []
+        if self.right_size and self.load is None:
+            problems.append(("right_size", "needs load (the expected traffic and the target) to size on"))
+        if self.right_size and self.brought is not None:
+            problems.append(("right_size", "sizes a purchase: remove it when bringing your own reservation"))
+        if self.load is None:
+            return problems
+        if self.platform != "sagemaker" or not self.models:
+            problems.append(("load", "applies to SageMaker requests with models (inference components)"))
+            return problems
+        names = {model.name for model in self.models}
+        for index, item in enumerate(self.load.models):
+            if item.model not in names:
+                problems.append(
+                    (
+                        f"load.models.{index}.model",
+                        f"{item.model!r} is not a model of the request ({', '.join(sorted(names))})",
+                    )
+                )
+        return problems
+
     def _fit_problems(self) -> list[tuple[str, str]]:
         spec = spec_for(self.instance_type)
         if spec is None:  # already reported by the field validator
@@ -703,6 +768,8 @@ def parse_request(data: Mapping[str, Any], *, now: datetime | None) -> Reservati
     """
     if not isinstance(data, Mapping):
         raise InvalidRequest([FieldError("request", "must be a JSON object")])
+    if now is not None:  # at a door: the orchestrator sets sizing (right_size), never the caller
+        data = {key: value for key, value in data.items() if key != "sizing"}
     try:
         return ReservationRequest.model_validate(dict(data), context={"now": now} if now else None)
     except ValidationError as exc:

@@ -166,3 +166,44 @@ class LaunchTemplateRef(Model):
         """The ``LaunchTemplate`` parameter of ``RunInstances``."""
         ref = {"LaunchTemplateId": self.id} if self.id else {"LaunchTemplateName": str(self.name)}
         return {**ref, "Version": self.version}
+
+
+class ModelLoadSpec(Model):
+    """The expected traffic of one model (issue 33), as ``events/traffic_two_models.json`` gives it.
+
+    ``requests_per_minute``: 24 rates, requests per minute during each UTC hour (index 0 = 00:00-00:59),
+    repeated every day of the reservation. ``requests_per_minute_per_copy`` (optional): the most requests
+    one copy serves in a minute, its concurrency x 60 / seconds per request; requests beyond it are
+    counted as refused. Without it a copy serves whatever reaches it (only a model with no copy refuses).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="a model of the request (models[].name)")
+    requests_per_minute: list[Annotated[float, Field(ge=0, le=1_000_000)]] = Field(
+        min_length=24, max_length=24, description="requests per minute in each UTC hour, 00:00 first"
+    )
+    requests_per_minute_per_copy: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="the most requests one copy serves per minute"
+    )
+
+
+class LoadSpec(Model):
+    """The load a reservation must serve and the service target (issue 33): per model a daily traffic
+    profile, and ``max_rejected_percent``, the most requests (percent of all, over the reservation)
+    refused for lack of capacity. The planner simulates each candidate count on it
+    (:mod:`capacity.rightsize`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = Field(default="", max_length=1000)
+    models: list[ModelLoadSpec] = Field(min_length=1, max_length=10)
+    max_rejected_percent: float = Field(default=1.0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        names = [item.model for item in self.models]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise problem(f"load lists models twice: {', '.join(repeated)}; give one profile per model")
+        return self

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from pydantic import Field
@@ -44,7 +45,8 @@ from capacity.planner import Decision, decide
 from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.recommendation import Recommendation, on_demand_check, recommend, reservable
-from capacity.request import parse_request
+from capacity.request import ReservationRequest, parse_request
+from capacity.rightsize import RightSizing, describe
 from capacity.wire import UtcDatetime
 
 PLAN_TIME_LIMIT_SECONDS = 20.0
@@ -102,6 +104,11 @@ class PlanResult(Model):
         default=None,
         description="a request with search_until that finds nothing fitting now: when the workflow would "
         "look again (UTC); null otherwise",
+    )
+    right_size: RightSizing | None = Field(
+        default=None,
+        description="a request with load (issue 33): each candidate instance count simulated on it, with "
+        "the cheapest feasible fee of that count, the smallest meeting the target and why (text)",
     )
 
 
@@ -218,7 +225,57 @@ def plan_reservation(
         advice=_advice(recommendation, on_demand_check(planned, now)),
         team=_team_check(admission, refusal, ports),
         next_look_at=next_look_at,
+        right_size=_right_size(
+            request,
+            offerings,
+            ports,
+            regions=searched,
+            blocked=set(blocked),
+            started=started,
+            monotonic=monotonic,
+        ),
     )
+
+
+def _right_size(
+    request: ReservationRequest,
+    offerings: list[Offering],
+    ports: Ports,
+    *,
+    regions: list[str],
+    blocked: set[str],
+    started: float,
+    monotonic: Callable[[], float],
+) -> RightSizing | None:
+    """The candidates simulated on the request's load, each with the cheapest feasible fee of its count in
+    the regions searched (a search per other count, within the time limit), and the answer in words."""
+    if request.load is None:
+        return None
+    sizing = request.sizing or request.simulate_load(request.load)
+    fees: dict[int, Decimal] = {}
+    for candidate in sizing.candidates:
+        count = candidate.instance_count
+        if count == request.instance_count:
+            found = offerings
+        else:
+            found = []
+            counted = request.model_copy(update={"instance_count": count})
+            for region in regions:
+                if region in blocked or monotonic() - started >= PLAN_TIME_LIMIT_SECONDS:
+                    continue
+                try:
+                    found.extend(region_offerings(ports, region, counted)[0])
+                except RetryableAwsError:
+                    continue  # that count's fee stays unknown; the main answer already says the region
+        feasible = [o.upfront_fee_usd for o in found if o.feasible and o.region not in blocked]
+        if feasible:
+            fees[count] = min(feasible)
+    candidates = [
+        item.model_copy(update={"upfront_fee_usd": fees.get(item.instance_count)})
+        for item in sizing.candidates
+    ]
+    priced = sizing.model_copy(update={"candidates": candidates})
+    return priced.model_copy(update={"text": describe(priced, fees)})
 
 
 def _team_check(admission: Admission | None, refusal: str | None, ports: Ports) -> TeamCheck | None:
