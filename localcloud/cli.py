@@ -666,6 +666,69 @@ def _usd(value: Any) -> str:
     return f"${float(value):,.2f}" if value is not None else "n/a"
 
 
+def _ledger(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:
+    """Every ledger item of ``request_id`` as plain values (the soak's reader: no faults)."""
+    from boto3.dynamodb.types import TypeDeserializer  # noqa: PLC0415 - boto3 is the cloud's own
+
+    client = cloud.client("dynamodb")
+    kwargs: dict[str, Any] = {
+        "TableName": cloud.stack.physical_id("LedgerTable"),
+        "KeyConditionExpression": "request_id = :r",
+        "ExpressionAttributeValues": {":r": {"S": request_id}},
+        "ConsistentRead": True,
+    }
+    items: list[dict[str, Any]] = []
+    with cloud.dispatcher.exempt():
+        while True:
+            page = client.query(**kwargs)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    plain = TypeDeserializer()
+    return [{k: plain.deserialize(v) for k, v in item.items()} for item in items]
+
+
+def _at(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def fee_lines(cloud: LocalCloud, request_id: str) -> list[str]:
+    """What each fee of ``request_id`` bought and how much of it served (issue 28): the reservation's own
+    fee and each paid extension, its hours (UTC) and the hours of it during which the reservation served
+    (from ``READY`` to the first ``RELEASING``), from the ledger."""
+    items = _ledger(cloud, request_id)
+    purchase = next((i for i in items if i.get("sk") == "PURCHASE"), None)
+    if purchase is None or not purchase.get("start_time"):
+        return []
+    entries = sorted(
+        (i for i in items if str(i.get("sk", "")).startswith("STATE#")), key=lambda i: str(i["sk"])
+    )
+    ready = next((_at(e["at"]) for e in entries if e.get("state") == "READY"), None)
+    ended = next((_at(e["at"]) for e in entries if e.get("state") == "RELEASING"), None) or cloud.now()
+    fees: list[tuple[str, Any, datetime, datetime]] = []
+    extended = [e for e in entries if e.get("state") == "EXTENDED"]
+    first_end = _at(extended[0]["detail"]["previous_end_time"]) if extended else _at(purchase["end_time"])
+    fees.append(("reservation", purchase.get("upfront_fee_usd"), _at(purchase["start_time"]), first_end))
+    for entry in extended:
+        detail = entry.get("detail") or {}
+        fees.append(
+            ("extension", entry.get("money_usd"), _at(detail["previous_end_time"]), _at(detail["end_time"]))
+        )
+    lines = []
+    for what, fee, start, end in fees:
+        bought = (end - start) / timedelta(hours=1)
+        used = 0.0
+        if ready is not None:
+            used = max(0.0, (min(end, ended) - max(start, ready)) / timedelta(hours=1))
+        unused = "" if used > 0 else "  UNUSED"
+        lines.append(
+            f"    {what} fee {_usd(fee)}: bought {start:%m-%d %H:%M} -> {end:%m-%d %H:%M} UTC "
+            f"({bought:.0f} h); served {used:.2f} h of it{unused}"
+        )
+    return lines
+
+
 def cost_section(cloud: LocalCloud) -> str:
     """``== Cost summary``: the application's own ``GET /costs`` (as the demo's caller), one line per
     reservation bought, from what ran: paid, instance-hours used of reserved, USD per used instance-hour,
@@ -704,6 +767,7 @@ def cost_section(cloud: LocalCloud) -> str:
             f"{_usd(item['usd_per_used_instance_hour'])} per used instance-hour; on demand, what ran would "
             f"have cost {_usd(on_demand)}: {verdict}"
         )
+        lines.extend(fee_lines(cloud, str(item["request_id"])))
     totals = report["totals"]
     lines.append(
         f"  total: {totals['reservations']} reservation(s), paid {_usd(totals['paid_usd'])}, "

@@ -462,6 +462,9 @@ def run_lifecycle(
             ledger or leave resources behind with it, to prove the checks see them).
     """
     from localcloud.emulator import MarketConfig  # noqa: PLC0415 - the emulator is optional to the cloud
+    from localcloud.emulator.market import Timings  # noqa: PLC0415
+
+    low, high = scenario.extension_payment_minutes
 
     began = time.monotonic()
     injector = FaultInjector(list(scenario.faults), seed=scenario.seed)
@@ -470,7 +473,10 @@ def run_lifecycle(
         start=START,
         seed=scenario.seed,
         faults=injector,
-        market=MarketConfig(max_lead=timedelta(days=90)),
+        market=MarketConfig(
+            max_lead=timedelta(days=90),
+            timings=Timings(extension_payment_pending=(timedelta(minutes=low), timedelta(minutes=high))),
+        ),
         parameter_overrides={"SlackChannelId": "C0SOAK"},
     )
     body = dict(scenario.request)

@@ -5,6 +5,7 @@ cancellations, and the faults injected, from a seed derived from the soak's and 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -163,6 +164,10 @@ class Scenario:
     """Keep looking (issue 17): how the market lists capacity once the budget is set (``MarketConfig``
     fields: ``listed_from`` ``{"*": <UTC>}`` for capacity that appears later, or never within the deadline;
     ``churn`` and ``churn_period`` for offerings that appear and vanish), None: listed all along."""
+    extension_payment_minutes: tuple[float, float] = (5.0, 5.0)
+    """How long extension payments stay pending in this lifecycle's market (minutes, drawn per extension
+    between the two: ``Timings.extension_payment_pending``), from minutes to past AWS's 12-hour deadline
+    (issue 29, kindness 1): :func:`_extension_payment`."""
     brings: bool = False
     """Bring your own reservation (issue 17): "central procurement" buys a training plan or capacity block
     for the request before the POST, and the request names it (``training_plan_arn`` /
@@ -202,6 +207,7 @@ class Scenario:
                 else ""
             )
             + (f", serve until {r['serve_until']}" if r.get("serve_until") else "")
+            + ", extension payments pending {:.0f}-{:.0f} min".format(*self.extension_payment_minutes)
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
         )
 
@@ -640,7 +646,20 @@ def make_scenario(seed: int, index: int) -> Scenario:
         faults=tuple(faults),
         listing=listing,
         brings=brings,
+        extension_payment_minutes=_extension_payment(random.Random(f"{own}:payment")),
     )
+
+
+EXTENSION_PAYMENT_MAX_MINUTES = 13 * 60
+"""The longest extension payment the soak draws: past AWS's 12-hour deadline, so some fail there."""
+
+
+def _extension_payment(rng: random.Random) -> tuple[float, float]:
+    """Every lifecycle's extension payments stay pending from 2 minutes up to a drawn bound, log-uniform
+    between 5 minutes and :data:`EXTENSION_PAYMENT_MAX_MINUTES` (AWS: pending until paid, failed after 12 h
+    or 35 min before the end; AWS_FACTS.md, "Payments")."""
+    high = round(math.exp(rng.uniform(math.log(5), math.log(EXTENSION_PAYMENT_MAX_MINUTES))), 1)
+    return 2.0, high
 
 
 def starts_soon(request: dict[str, Any], now: datetime) -> bool:

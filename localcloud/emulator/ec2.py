@@ -540,7 +540,12 @@ class CapacityBlocks:
             offering=offering,
             purchased=now,
             payment=ext.payment(
-                now, self.ctx.market.config.timings.block_payment_pending, reservation.end_at(now), faults
+                now,
+                self.ctx.market.extension_payment_pending(
+                    offering.offering_id, self.ctx.market.config.timings.block_payment_pending
+                ),
+                reservation.end_at(now),
+                faults,
             ),
         )
         reservation.extensions.append(extension)

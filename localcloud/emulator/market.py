@@ -82,6 +82,12 @@ class Timings(BaseModel):
     component_scale_out: timedelta = timedelta(minutes=2)
     component_scale_in: timedelta = timedelta(minutes=1)
     component_delete: timedelta = timedelta(minutes=1)
+    extension_payment_pending: tuple[timedelta, timedelta] | None = None
+    """How long an extension's payment (training plan or capacity block) stays pending: drawn per extension,
+    seeded, between the two bounds (AWS: ``payment-pending`` until the bill is paid, ``payment-failed`` after
+    12 hours or 35 minutes before the reservation's end, whichever first; AWS_FACTS.md, "Payments").
+    None: ``plan_pending`` / ``block_payment_pending`` (5 minutes, for tests and demos that do not study it;
+    the soak draws minutes to 12 hours in every lifecycle)."""
     autoscaling_reaction: timedelta = timedelta(seconds=60)
     """Interval between two actions of a policy while its alarm stays in ``ALARM`` (CloudWatch invokes
     Auto Scaling actions on the state change, then once a minute while the state lasts)."""
@@ -229,6 +235,15 @@ class Market:
         """A lowercase hex string that depends only on the seed and ``parts``."""
         text = "|".join([str(self.seed), *map(str, parts)])
         return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+    def extension_payment_pending(self, offering_id: str, default: timedelta) -> timedelta:
+        """How long the payment of the extension bought from ``offering_id`` stays pending
+        (``Timings.extension_payment_pending``, drawn from the seed and the offering; else ``default``)."""
+        bounds = self.config.timings.extension_payment_pending
+        if bounds is None:
+            return default
+        low, high = bounds
+        return low + (high - low) * self.unit("extension-payment", offering_id)
 
     # -- regions, types, prices ---------------------------------------------------------------------
 

@@ -535,7 +535,14 @@ class TrainingPlans:
         extension = ext.Extension(
             offering=offering,
             purchased=now,
-            payment=ext.payment(now, self.ctx.market.config.timings.plan_pending, plan.end_at(now), kinds),
+            payment=ext.payment(
+                now,
+                self.ctx.market.extension_payment_pending(
+                    offering_id, self.ctx.market.config.timings.plan_pending
+                ),
+                plan.end_at(now),
+                kinds,
+            ),
         )
         if not extension.will_succeed:
             self.ctx.market.give_back(offering)

@@ -383,7 +383,8 @@ class ReleaseInput(_In):
 
 class ReleaseOutput(_Out):
     """``{"done", "remaining", "next_wait_seconds", "attempt", "already_released", "summary" | null,
-    "leftovers", "retry_at" | null, "platform" | null}`` (``attempt_failed``: what is still there and when
+    "leftovers", "retry_at" | null, "platform" | null, "payment_wait_seconds", "postponed"}``
+    (``attempt_failed``: what is still there and when
     the release is tried again, UTC). ``platform`` is the ``PURCHASE``'s (null when nothing was bought):
     the release workflow branches on ``begin``'s to run only its platform's teardown states."""
 
@@ -396,6 +397,10 @@ class ReleaseOutput(_Out):
     leftovers: list[str] = Field(default_factory=list)
     retry_at: UtcDatetime | None = None
     platform: Platform | None = None
+    payment_wait_seconds: int = 0
+    """``begin``: an extension's payment is in flight; wait this long and begin again (nothing deleted)."""
+    postponed: bool = False
+    """``begin``: an extension was paid, the reservation serves to its new end (its schedule moved)."""
 
 
 def backoff_seconds(attempt: int, *, base: int, cap: int) -> int:

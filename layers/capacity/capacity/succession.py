@@ -131,6 +131,7 @@ def successor_window(
     now: datetime,
     platform: str,
     extra_days: int = 0,
+    after_paid_hours: bool = False,
 ) -> Window:
     """The window of the reservation that takes over from one ending at ``end`` (released ``margin`` before):
     the shortest duration that serves until ``serve_until`` from a start early enough to be in service
@@ -139,11 +140,18 @@ def successor_window(
     serve_until + margin``: the window ``[max(now + 1 h, latest_start - 1 day, serve_until + margin - hours),
     latest_start + hours]`` holds exactly those.
 
+    ``after_paid_hours``: the reservation's last hours were bought as an extension for this continuity
+    (:func:`_window_after`): the successor never pays for them.
+
     Raises:
         NoSuccessorError: it is too late to start one before the release, or ``serve_until`` is covered.
     """
     if covered(end, margin, serve_until):
         raise NoSuccessorError(f"the reservation already serves until {iso_z(serve_until)}")
+    if after_paid_hours:
+        return _window_after(
+            end=end, margin=margin, serve_until=serve_until, now=now, platform=platform, extra_days=extra_days
+        )
     latest_start = end - margin - DEPLOY_ALLOWANCE
     opens = max(now + BUY_AHEAD, latest_start - START_SLACK)
     if opens > latest_start:
@@ -164,6 +172,40 @@ def successor_window(
         latest_start=latest_start,
         duration_hours=hours,
         latest_end=latest_start + timedelta(hours=hours),
+        covers=covers,
+    )
+
+
+def _window_after(
+    *, end: datetime, margin: timedelta, serve_until: datetime, now: datetime, platform: str, extra_days: int
+) -> Window:
+    """The successor of a reservation whose end an extension in place moved (issue 28: one continuity
+    decision per lead time, never two fees for the same hours): it starts between the hand-over before the
+    end (``end - margin -`` :data:`DEPLOY_ALLOWANCE`) and the end itself, so it pays for none of the hours the
+    extension bought. On a market whose starts fall on the hour the reservation ends (11:30 UTC) it starts
+    there: the clients move once it serves, after a gap of at most the release margin and its deployment.
+
+    Raises:
+        NoSuccessorError: capacity bought now cannot start by ``end``.
+    """
+    opens = max(now + BUY_AHEAD, end - margin - DEPLOY_ALLOWANCE)
+    if opens > end:
+        raise NoSuccessorError(
+            f"it is too late to roll over: a successor must start by {iso_z(end)}, and capacity bought now "
+            f"starts after {iso_z(now + BUY_AHEAD)}; set rollover_lead_hours longer next time"
+        )
+    goal = serve_until + margin
+    hours = _days_reaching(end, goal) + 24 * extra_days
+    if platform == "ec2" and not valid_capacity_block_hours(hours):
+        hours = _block_hours(hours)
+    covers = hours <= MAX_DURATION_HOURS
+    hours = min(hours, MAX_DURATION_HOURS)
+    earliest = max(opens, goal - timedelta(hours=hours)) if covers else opens
+    return Window(
+        earliest_start=earliest,
+        latest_start=end,
+        duration_hours=hours,
+        latest_end=end + timedelta(hours=hours),
         covers=covers,
     )
 

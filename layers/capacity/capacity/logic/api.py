@@ -59,6 +59,7 @@ from capacity.ledger import (
     SUBMITTED,
     history_of,
 )
+from capacity.logic import extend
 from capacity.logic.attempts import live_intent
 from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
@@ -477,9 +478,11 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
 
 def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
     """What cancelling ``request_id`` loses: ``{"upfront_fee_usd", "refunded_usd": "0", "saves_usd": "0",
-    "what", "end_time", "purchase_on_its_way"}`` for a paid training plan or capacity block (not voided), or
-    one whose purchase call is on its way (:func:`_fee_on_its_way`); None when nothing upfront is paid or
-    being paid (nothing bought, on demand, or AWS charged nothing)."""
+    "what", "end_time", "purchase_on_its_way"}`` (and for a paid reservation ``extension_fees_usd``, its
+    paid extensions, and ``extensions_in_flight`` ``[{"extension_id", "upfront_fee_usd"}]``, whose payment
+    AWS may still take: :func:`~capacity.logic.extend.fees_in_flight`) for a paid training plan or capacity
+    block (not voided), or one whose purchase call is on its way (:func:`_fee_on_its_way`); None when
+    nothing upfront is paid or being paid (nothing bought, on demand, or AWS charged nothing)."""
     purchase = load_purchase(ports, request_id)
     if purchase is None:
         return _fee_on_its_way(ports, request_id)
@@ -495,6 +498,11 @@ def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
         "what": f"{what} {purchase.training_plan_name}",
         "end_time": iso_z(purchase.end_time),
         "purchase_on_its_way": False,
+        "extension_fees_usd": f"{purchase.extension_fees_usd:f}",
+        "extensions_in_flight": [
+            {"extension_id": extension_id, "upfront_fee_usd": f"{fee:f}"}
+            for extension_id, fee in extend.fees_in_flight(ports, request_id)
+        ],
     }
 
 
@@ -528,11 +536,21 @@ def _refuse_unconfirmed(ports: Ports, request_id: str) -> None:
             "again with ?confirm=true to cancel anyway: whatever it buys is released at once",
             sunk,
         )
+    flying = sunk.get("extensions_in_flight") or []
+    paid = Decimal(str(sunk.get("extension_fees_usd") or "0"))
+    extensions = (
+        f"; its paid extensions {format_usd(paid)}, not refunded either" if paid > 0 else ""
+    ) + "".join(
+        f"; an extension ({item['extension_id']}) whose payment of "
+        f"{format_usd(Decimal(item['upfront_fee_usd']))} is in flight: AWS may still take it, it is not "
+        "refunded, and the release waits for it (at most until AWS's deadline)"
+        for item in flying
+    )
     raise PaidReservation(
         f"reservation {request_id} has a paid {sunk['what']}: its upfront fee "
         f"{format_usd(Decimal(sunk['upfront_fee_usd']))} "
         "is not refunded and cancelling saves nothing (the fee covers the reservation until "
-        f"{sunk['end_time']}); "
+        f"{sunk['end_time']}){extensions}; "
         "it only stops the endpoint or instances now. Send DELETE again with ?confirm=true to cancel anyway",
         sunk,
     )

@@ -55,7 +55,12 @@ from capacity.errors import (
 )
 from capacity.events import ExtensionFailedDetail, ExtensionRequestedDetail, ReservationExtendedDetail
 from capacity.logic import policy
-from capacity.logic.buy_once import RELEASE_REASON, refuse_another_owner, wait_for_an_earlier_call
+from capacity.logic.buy_once import (
+    CONSISTENCY_WINDOW,
+    RELEASE_REASON,
+    refuse_another_owner,
+    wait_for_an_earlier_call,
+)
 from capacity.logic.chain import SUCCESSOR
 from capacity.logic.common import (
     STOP_STATES,
@@ -88,6 +93,15 @@ offering; :mod:`capacity.logic.extension_request`)."""
 EXTENSION_DECISION = "EXTENSION_DECISION"
 """``EXTENSION_DECISION#<id>``: the first decision on it (approved, approver): what the purchase reads."""
 MAX_EXTENSION_HOURS = 182 * 24
+PAYMENT_WINDOW = timedelta(hours=12)
+"""AWS fails an extension's payment not taken within 12 hours of the purchase (EC2 guide, "Extend Capacity
+Blocks"; assumed for training plans too: AWS_FACTS.md, "Payments")."""
+PAYMENT_DEADLINE_BEFORE_END = timedelta(minutes=35)
+"""... or by 35 minutes before the reservation's current end, whichever comes first (same source)."""
+PAYMENT_GRACE = timedelta(minutes=10)
+"""How long after AWS's deadline a release still waits for a payment AWS reports pending (its reads lag)."""
+PAYMENT_POLL = timedelta(minutes=10)
+"""How often a release waiting for a payment in flight looks again."""
 
 
 class Extender(Protocol):
@@ -213,7 +227,10 @@ def require_extension_allowed(
         BudgetExceeded: the request's budget would be exceeded.
         TeamLimitExceeded: the team's monthly budget or the account cap has no room for the fee.
         ExtensionApprovalRequired: above the threshold and not approved (the doors ask for it).
+        ExtensionRefused: its payment could land after the release begins
+            (:func:`require_payment_before_release`).
     """
+    require_payment_before_release(request, ports)
     admission = policy.admit(request, ports)
     if admission is not None:
         request = admission.request  # the effective approval threshold
@@ -243,6 +260,118 @@ def require_extension_allowed(
             f"(POST /reservations/{request.id}/extensions/{extension_id or offering.offering_id}/approval or "
             "the Slack buttons); nothing was bought"
         )
+
+
+# ------------------------------------------------------------------------------------------ money in flight
+
+
+def payment_deadline(bought_at: datetime, end: datetime) -> datetime:
+    """When AWS has taken or failed the payment of an extension bought at ``bought_at`` for a reservation
+    ending at ``end`` (UTC): :data:`PAYMENT_WINDOW` after the purchase or :data:`PAYMENT_DEADLINE_BEFORE_END`
+    before the end, whichever comes first."""
+    return min(bought_at + PAYMENT_WINDOW, end - PAYMENT_DEADLINE_BEFORE_END)
+
+
+def require_payment_before_release(request: ReservationRequest, ports: Ports) -> None:
+    """An extension is asked only when its payment cannot land after the release must begin: AWS's
+    deadline for a purchase now (:func:`payment_deadline`) is no later than the release (the current end
+    less :func:`release_margin`). With a margin of 35 minutes or less that always holds (AWS decides by 35
+    minutes before the end); with more (the default 60 minutes) an extension is asked at least 12 hours
+    before the release. docs/api.md, "Money in flight".
+
+    Raises:
+        ExtensionRefused: too close to the release; the message names the latest moment to ask.
+    """
+    purchase = load_purchase(ports, request.id)
+    if purchase is None:
+        return
+    end = current_end(ports, request.id, purchase)
+    release = end - release_margin(request)
+    now = ports.clock()
+    if payment_deadline(now, end) <= release:
+        return
+    raise ExtensionRefused(
+        f"{request.id} is released at {iso_z(release)}, and AWS may take the payment of an extension "
+        f"asked now until {iso_z(payment_deadline(now, end))} (12 hours after the purchase or 35 minutes "
+        f"before the end): an extension is asked by {iso_z(release - PAYMENT_WINDOW)} (12 hours before "
+        "the release), so its fee never pays for hours after the release began; nothing was bought"
+    )
+
+
+def in_flight(ports: Ports, request_id: str) -> list[str]:
+    """The extensions of ``request_id`` whose money is in flight: an ``EXTENSION_INTENT`` (the AWS call may
+    have committed) without an ``EXTENSION_OUTCOME`` (neither paid nor failed is recorded)."""
+    done = {
+        str(item["sk"]).split("#", 1)[1] for item in ports.ledger.items(request_id, f"{EXTENSION_OUTCOME}#")
+    }
+    return [
+        extension_id
+        for item in ports.ledger.items(request_id, f"{EXTENSION_INTENT}#")
+        if (extension_id := str(item["sk"]).split("#", 1)[1]) not in done
+    ]
+
+
+def settle_in_flight(ports: Ports, request_id: str) -> datetime | None:
+    """Before a release deletes anything: reconcile every extension in flight with AWS (an extension call
+    found in AWS's history is recorded, each bought one confirmed: paid records ``EXTENDED`` and moves the
+    release schedule, failed records its outcome). Returns when to look again (UTC) while a payment is still
+    pending before AWS's deadline (plus :data:`PAYMENT_GRACE`), else None: nothing is in flight any more,
+    or AWS's deadline has passed (AWS fails it there).
+
+    An intent with no call recorded is in flight only for
+    :data:`~capacity.logic.buy_once.CONSISTENCY_WINDOW` after it was written: the purchase step refuses to
+    call AWS once the release has begun (:func:`extend_capacity`).
+
+    Raises:
+        RetryableAwsError: throttling/5xx after retries (the release's step retries).
+    """
+    purchase = load_purchase(ports, request_id)
+    if purchase is None:
+        return None
+    now = ports.clock()
+    wake: list[datetime] = []
+    for extension_id in in_flight(ports, request_id):
+        calls = _items(ports, request_id, EXTENSION_CALL, extension_id)
+        bought = ports.ledger.get(request_id, f"{EXTENSION}#{extension_id}")
+        if bought is None and calls:
+            found = _find(
+                EXTENDERS[purchase.platform],
+                purchase,
+                ports,
+                {str(c["offering"]["offering_id"]) for c in calls},
+            )
+            if found is not None:
+                bought = _record(ports, request_id, extension_id, found)
+        if bought is None:
+            intent = ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") or {}
+            since = parse_utc(str(calls[0]["sk"]).split("#", 2)[2]) if calls else _written(intent, now)
+            if now < since + CONSISTENCY_WINDOW:
+                wake.append(min(now + PAYMENT_POLL, since + CONSISTENCY_WINDOW))
+            continue
+        try:
+            confirm_extension(request_id, extension_id, ports)
+        except ExtensionPending:
+            bought_at = parse_utc(str(calls[0]["sk"]).split("#", 2)[2]) if calls else now
+            deadline = payment_deadline(bought_at, current_end(ports, request_id, purchase)) + PAYMENT_GRACE
+            if now < deadline:
+                wake.append(min(now + PAYMENT_POLL, deadline))
+    return min(wake) if wake else None
+
+
+def _written(item: Mapping[str, Any], default: datetime) -> datetime:
+    at = item.get("written_at")
+    return parse_utc(str(at)) if at else default
+
+
+def fees_in_flight(ports: Ports, request_id: str) -> list[tuple[str, Decimal]]:
+    """``(extension id, upfront fee USD)`` of every extension in flight (:func:`in_flight`): what a cancel's
+    confirmation names besides the reservation's own fee."""
+    out: list[tuple[str, Decimal]] = []
+    for extension_id in in_flight(ports, request_id):
+        intent = ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") or {}
+        offering = intent.get("offering") or {}
+        out.append((extension_id, Decimal(str(offering.get("upfront_fee_usd") or "0"))))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ dry run
@@ -422,8 +551,19 @@ def _call(  # noqa: PLR0917 - one call, every piece it records
     extension_id: str,
     offering: ExtensionOffering,
 ) -> Extension:
-    """Hold the fee in the team's month (atomic, idempotent per extension), record the call, make it."""
+    """Hold the fee in the team's month (atomic, idempotent per extension), record the call, make it; never
+    once the release has begun (it deletes what the extension would pay for).
+
+    Raises:
+        ExtensionRefused: the reservation is releasing or ended (nothing was bought).
+    """
     request_id = request.id
+    stopped = states(ports.ledger.history(request_id)) & STOP_STATES
+    if stopped:
+        raise ExtensionRefused(
+            f"{request_id} is {sorted(stopped)[0].value}: the extension was not bought (it would pay for "
+            "hours nothing serves)"
+        )
     policy.reserve_spend(
         ports,
         key=hold_key(request_id, extension_id),
@@ -513,6 +653,30 @@ def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> Exten
     if status == "pending":
         raise ExtensionPending(f"the payment of extension {extension_id} of {request_id} is still processing")
     old_end = current_end(ports, request_id, purchase)
+    if status == "paid" and found is not None and State.RELEASING in states(ledger.history(request_id)):
+        # Paid after the release began (it waits for payments in flight, so only past AWS's own deadline):
+        # the fee is recorded with its outcome, never as EXTENDED after RELEASING, and a person is told.
+        policy.settle_spend(ports, key=hold_key(request_id, extension_id), amount_usd=found.upfront_fee_usd)
+        reason = (
+            f"AWS took the payment of the extension ({format_usd(found.upfront_fee_usd)}) after the release "
+            f"of {request_id} had begun: the fee is spent and nothing serves its hours"
+        )
+        post(ports, messages.extension_failed(request_id, reason))
+        ledger.put_once(
+            request_id,
+            f"{EXTENSION_OUTCOME}#{extension_id}",
+            {
+                "outcome": "paid",
+                "after_release": True,
+                "upfront_fee_usd": f"{found.upfront_fee_usd:f}",
+                "end_time": iso_z(old_end),
+                "reason": reason,
+                "actor": ports.actor,
+            },
+        )
+        return ExtendOutput(
+            request_id=request_id, extension_id=extension_id, status="paid", end_time=iso_z(old_end)
+        )
     if status == "paid" and found is not None:
         new_end = max(old_end, found.end_time)
         release_at = new_end - _margin(request, extender)

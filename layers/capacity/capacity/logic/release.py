@@ -29,6 +29,8 @@ from capacity.errors import FieldError, InvalidRequest
 from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth
 from capacity.ledger import RELEASED_MARKER
+from capacity.logic import extend
+from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import Purchase, load_purchase, post, states
 from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.notify import readable_reason, report_release_failure
@@ -105,10 +107,45 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     if purchase is None:
         logger.info("release of %s: nothing was bought, nothing to release", step.request_id)
         return ReleaseOutput(done=True)
+    if step.action == "begin" and marker is None:
+        waiting = _money_in_flight(step, ports, purchase)
+        if waiting is not None:
+            return waiting
     output = TEARDOWNS[purchase.platform].run(step, ports, purchase)
     if step.action == "begin":  # the workflow's ``Platform?`` branches on it: only this platform's states run
         output = output.model_copy(update={"platform": purchase.platform})
     return output
+
+
+def _money_in_flight(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput | None:
+    """A release never deletes what an extension in flight pays for: before ``RELEASING``, every extension
+    whose AWS call may have committed is reconciled (:func:`~capacity.logic.extend.settle_in_flight`); while
+    a payment is pending before AWS's deadline the workflow waits (``payment_wait_seconds``) and begins
+    again. A payment that landed moved the end and the release schedule: the release of the old end
+    (``reservation-end``) is then ``postponed`` and the reservation serves to the new end; any other release
+    (a cancel, a roll-over, a failure) goes on, the fee recorded with ``EXTENDED`` first. None: go on now."""
+    if State.RELEASING in states(ports.ledger.history(step.request_id)):
+        return None  # begun already (a retried begin): the deletions go on
+    now = ports.clock()
+    wake = extend.settle_in_flight(ports, step.request_id)
+    if wake is not None:
+        logger.info("release of %s waits for an extension payment until %s", step.request_id, wake)
+        seconds = max(1, int((wake - now).total_seconds()))
+        return ReleaseOutput(done=False, payment_wait_seconds=seconds, platform=purchase.platform)
+    if step.reason == RELEASE_REASON:
+        request = ports.ledger.get_request(step.request_id)
+        moved = load_purchase(ports, step.request_id)
+        if request is not None and moved is not None:
+            release_at = moved.end_time - extend.release_margin(request)
+            if release_at > now + POSTPONE_TOLERANCE:
+                logger.info("release of %s postponed to %s (extended)", step.request_id, release_at)
+                return ReleaseOutput(done=True, postponed=True, platform=purchase.platform)
+    return None
+
+
+POSTPONE_TOLERANCE = timedelta(minutes=5)
+"""A ``reservation-end`` release that fires earlier than this before the (extended) end's release moment is
+postponed to it (its schedule moved with the extension)."""
 
 
 @dataclass(frozen=True)

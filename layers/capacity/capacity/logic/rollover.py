@@ -395,6 +395,9 @@ def _roll_over(due: _Due, ports: Ports, *, why: str) -> KeepServingOutput:
     if generation > MAX_GENERATIONS:
         return _tell(due, ports, f"{why}; the chain already holds {MAX_GENERATIONS} reservations")
     spent = extend.extension_spend(ports, request.id)
+    # The end was moved by an extension for this continuity: the successor starts where it ends, never
+    # paying again for its hours (one continuity decision per lead time).
+    extended = any(e.state is State.EXTENDED for e in ports.ledger.history(request.id))
     found = None
     try:
         for extra_days in (0, 1):  # the shortest successor that covers, else one day longer
@@ -405,6 +408,7 @@ def _roll_over(due: _Due, ports: Ports, *, why: str) -> KeepServingOutput:
                 now=due.now,
                 platform=request.platform,
                 extra_days=extra_days,
+                after_paid_hours=extended,
             )
             body = successor_request(
                 request,
@@ -429,7 +433,7 @@ def _roll_over(due: _Due, ports: Ports, *, why: str) -> KeepServingOutput:
     if plan.recommendation is None:  # pragma: no cover - found only with a recommendation
         return _tell(due, ports, f"{why}; no next reservation was recommended")
     offering = plan.recommendation.summary()
-    switch_by = due.end - due.margin
+    switch_by = window.latest_start + DEPLOY_ALLOWANCE  # in service by then (end - margin, or after the end)
     created, stored = ports.ledger.put_once(
         request.id,
         SUCCESSOR,
