@@ -72,6 +72,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
         "dry_run": False,
         "resume_offering": None,
         "brought": False,
+        "invalid": None,
     }
     retry = invoke(handler, requested_event())  # the same delivery again (same event id)
     other = requested_event()

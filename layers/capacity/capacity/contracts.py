@@ -58,6 +58,10 @@ class RecordRequestOutput(_Out):
     brought: bool = False
     """The request brings its own reservation: the workflow adopts it (``AdoptReservation``) instead of
     searching, choosing and buying."""
+    invalid: str | None = None
+    """Why a request admitted at its door (202) and recorded now is refused (its delivery came after its
+    window could start, say): the workflow records ``FAILED`` with this reason and tells the requester
+    (``NotifyFailure``), so GET shows an outcome."""
 
 
 # 2. search_offerings
