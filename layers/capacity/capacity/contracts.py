@@ -63,6 +63,10 @@ class RecordRequestOutput(_Out):
     history limit): it goes straight to look ``look``'s search."""
     look: int = 0
     """The look this execution starts at (0, or the continued one's next look)."""
+    invalid: str | None = None
+    """Why a request admitted at its door (202) and recorded now is refused (its delivery came after its
+    window could start, say): the workflow records ``FAILED`` with this reason and tells the requester
+    (``NotifyFailure``), so GET shows an outcome."""
 
 
 # 2. search_offerings

@@ -18,6 +18,7 @@ from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
+from capacity.timeutil import iso_z
 from capacity.validation import parse_model
 
 
@@ -52,7 +53,10 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     if detail.resume_of is not None:
         return _resume(detail.resume_of, execution, ports)
     try:
-        request = parse_request(detail.request, now=ports.clock())
+        # The request's own rules first, then those of the clock: a request its door admitted (202) whose
+        # delivery came too late for its window is recorded and failed with the reason (``invalid``), so
+        # GET shows an outcome and the requester is told; one never valid is refused unrecorded.
+        request, late = _admit(detail.request, ports)
         require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
         require_named_successor(request, ports)
     except OutOfScope as exc:
@@ -91,7 +95,27 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         regions=list(request.regions),
         dry_run=request.dry_run,
         brought=request.brought is not None,
+        invalid=late if created else None,
     )
+
+
+def _admit(raw: Mapping[str, Any], ports: Ports) -> tuple[ReservationRequest, str | None]:
+    """The request, and why it can no longer be served although valid in itself (None when it can): only
+    the clock's rules (:mod:`capacity.admission`: a start more than 15 minutes past...) refuse it now.
+
+    Raises:
+        InvalidRequest: the request breaks a rule of its own, whatever the time (never recorded).
+    """
+    now = ports.clock()
+    try:
+        return parse_request(raw, now=now), None
+    except InvalidRequest as exc:
+        try:
+            request = parse_request(raw, now=None)
+        except InvalidRequest:
+            raise exc from None
+        problems = "; ".join(f"request.{e.field}: {e.message}" for e in exc.errors)
+        return request, f"it reached the workflow at {iso_z(now)}, too late for its window ({problems})"
 
 
 def require_named_successor(request: ReservationRequest, ports: Ports) -> None:

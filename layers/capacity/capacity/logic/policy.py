@@ -43,11 +43,13 @@ from capacity.errors import (
     TeamNotFound,
 )
 from capacity.ledger import APPROVAL_REFUSED
+from capacity.logic.chain import SERVE_UNTIL
 from capacity.planner import Decision, Plan
 from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
+from capacity.succession import MAX_GENERATIONS
 from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
 from capacity.timeutil import iso_ms
 from capacity.validation import parse_model
@@ -207,6 +209,7 @@ def check_approver(
     try:
         require_caller_named(named, identity)
         _not_asked_by(identity, requesters[1:])
+        _not_caused_by(identity, spend_causers(ports, request_id))
         may_approve(identity, requesters[0] if requesters else None, team_name, ports)
     except NotPermitted as refused:
         ports.ledger.put_once(
@@ -224,6 +227,49 @@ def _not_asked_by(identity: str, requesters: Sequence[str | None]) -> None:
             f"{identity} asked for this and cannot approve or reject it: another approver of its team must "
             "(four-eyes rule)"
         )
+
+
+@dataclass(frozen=True)
+class Causer:
+    """Someone whose action led to a reservation's spend: ``identity`` (IAM ARN or ``slack:<user>``), what
+    they did (``what``, for the refusal's message) on which reservation of the chain."""
+
+    identity: str
+    what: str
+
+
+def spend_causers(ports: Ports, request_id: str) -> list[Causer]:
+    """Whoever caused the spend ``request_id`` may lead to (issue 28, point 4), besides its requester: every
+    person who changed ``serve_until`` (``SERVE_UNTIL#`` items, a PATCH's ``actor``) of this reservation or
+    of a reservation it keeps serving (its ``rollover_of`` chain: a successor is bought because of them), and
+    the requesters of those predecessors. Each is a requester of the purchases and extensions that follow:
+    never their approver. Read from the ledger (the ``SERVE_UNTIL#`` items are the record of who caused)."""
+    found: list[Causer] = []
+    current: str | None = request_id
+    for _ in range(MAX_GENERATIONS):
+        if current is None:
+            break
+        prefix = f"{SERVE_UNTIL}#"
+        for change in ports.ledger.items(current, prefix):
+            actor = str(change.get("actor") or "")
+            if actor and str(change["sk"]).startswith(prefix):
+                found.append(
+                    Causer(actor, f"changed serve_until of {current} at {change.get('written_at', '?')}")
+                )
+        request = ports.ledger.get_request(current)
+        if current != request_id and request is not None and request.requester:
+            found.append(Causer(request.requester, f"requested {current}, which this keeps serving"))
+        current = request.rollover_of if request is not None else None
+    return found
+
+
+def _not_caused_by(identity: str, causers: Sequence[Causer]) -> None:
+    for causer in causers:
+        if causer.identity == identity:
+            raise NotPermitted(
+                f"{identity} {causer.what}, which led to this purchase, and cannot approve or reject it: "
+                "another approver of its team must (four-eyes rule: whoever causes spend is its requester)"
+            )
 
 
 def _approves(identity: str, team: TeamPolicy, ports: Ports) -> bool:

@@ -30,7 +30,13 @@ from typing import Any
 from capacity import messages
 from capacity.contracts import NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, PurchaseUnconfirmed
-from capacity.events import ReleaseRequestedDetail, ReservationRequestedDetail, ResumeOf
+from capacity.events import (
+    ReleaseRequestedDetail,
+    ReservationFailedDetail,
+    ReservationRequestedDetail,
+    ResumeOf,
+)
+from capacity.ledger import SUBMITTED
 from capacity.logic.common import final_state, post
 from capacity.logic.purchase import reconcile_purchase
 from capacity.ports import Ports
@@ -98,8 +104,10 @@ def _reserve_stopped(
 ) -> NotifyOutput:
     request_id = _request_id(started)
     ledger = ports.ledger
-    if request_id is None or ledger.get_request(request_id) is None:
+    if request_id is None:
         return NotifyOutput(notified=False, state=None)
+    if ledger.get_request(request_id) is None:
+        return _never_recorded(request_id, status, execution, ports)
     final = final_state(ledger.history(request_id))
     if final is not None or ledger.owner(request_id) != execution:
         return NotifyOutput(notified=False, state=final.value if final else None)
@@ -124,6 +132,32 @@ def _reserve_stopped(
     logger.warning("%s: %s after money was at stake: resumed", request_id, why)
     post(ports, messages.resumed(request_id, why=why))
     return NotifyOutput(notified=True, state=State.REQUESTED.value)
+
+
+def _never_recorded(request_id: str, status: str, execution: str, ports: Ports) -> NotifyOutput:
+    """A reserve execution ended before recording a request its door accepted (``SUBMITTED``: a 202 was
+    answered): the request ends ``FAILED`` with the reason and the requester is told, so GET never shows
+    ``state: null`` once no workflow carries the request. Nothing was bought (no ``REQUEST``, so no step
+    ran). An event nobody admitted (no ``SUBMITTED``) leaves nothing."""
+    ledger = ports.ledger
+    if ledger.get(request_id, SUBMITTED) is None:
+        return NotifyOutput(notified=False, state=None)
+    reason = (
+        f"the reserve workflow {status.replace('_', ' ').lower()} ({execution.rsplit(':', 1)[-1]}) before it "
+        "recorded the request: nothing was searched or bought; send the request again"
+    )
+    written = ledger.append_outcome(
+        request_id, State.FAILED, actor=ports.actor, detail={"error": "WorkflowStopped", "reason": reason}
+    )
+    if written is None:  # an outcome exists (a cancel before recording, a retried delivery of this event)
+        final = final_state(ledger.history(request_id))
+        return NotifyOutput(notified=False, state=final.value if final else None)
+    ports.events.put(
+        "ReservationFailed",
+        ReservationFailedDetail(request_id=request_id, error="WorkflowStopped", reason=reason),
+    )
+    post(ports, messages.failure(request_id, error="WorkflowStopped", reason=reason, releasing=False))
+    return NotifyOutput(notified=True, state=State.FAILED.value)
 
 
 def _release_stopped(started: Mapping[str, Any], status: str, execution: str, ports: Ports) -> NotifyOutput:
