@@ -100,6 +100,20 @@ class Runtime:
         """The target's region (for a request's default ``regions``)."""
         return region_of(self.options, self.config)
 
+    def target_flags(self) -> str:
+        """The target options as typed on a command line (``--stack prod --region us-west-2``), for the
+        commands the CLI and the MCP server tell a person to run; empty for the configured target."""
+        o = self.options
+        pairs = [
+            ("--stack", o.stack),
+            ("--endpoint", o.endpoint),
+            ("--region", o.region),
+            ("--profile", o.profile),
+        ]
+        flags = ["--local"] if o.local else []
+        flags += [f"{name} {value}" for name, value in pairs if value]
+        return " ".join(flags)
+
 
 def _runtime(ctx: typer.Context) -> Runtime:
     runtime = ctx.obj
@@ -791,7 +805,14 @@ def mcp(ctx: typer.Context) -> None:
     runtime = _runtime(ctx)
     api = _guard(runtime, runtime.api)
     runtime.err.print(f"capacity MCP server on stdio: {api.transport.describe()}", highlight=False)
-    serve_stdio(api, default_region=runtime.region(), default_requester=runtime.requester())
+    cloud = getattr(api.transport, "cloud", None)  # the embedded local cloud, when --local
+    serve_stdio(
+        api,
+        default_region=runtime.region(),
+        default_requester=runtime.requester(),
+        target_flags=runtime.target_flags(),
+        ignore_thread=cloud.clock.ignore_thread if cloud is not None else None,
+    )
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ def test_the_tools_are_listed_and_plan_runs(cloud: LocalCloud) -> None:
 
     names, (planned,) = _run(cloud, [("plan", {"request": body})])
 
-    assert sorted(names) == ["cancel", "costs", "plan", "reserve", "status", "watch"]  # no approve
+    assert sorted(names) == ["cancel", "costs", "extend", "plan", "reserve", "status", "watch"]  # no approve
     assert not planned.is_error
     result = planned.structured_content
     assert result["decision"] == "DRY_RUN"
