@@ -10,7 +10,14 @@ from decimal import Decimal
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.integration.support import APPROVER, api_event, make_cloud, post_reservation, states
+from tests.integration.support import (
+    APPROVER,
+    api_event,
+    make_cloud,
+    post_reservation,
+    states,
+    training_plans,
+)
 from tests.integration.test_extension_approval import approve, lower_team_threshold
 from tests.integration.test_rollover import (
     DUE,
@@ -22,7 +29,6 @@ from tests.integration.test_rollover import (
     items,
     request,
     succeeded,
-    training_plans,
 )
 
 pytestmark = pytest.mark.integration

@@ -68,7 +68,9 @@ def test_an_extension_paid_hours_later_just_before_the_release_serves_to_the_new
         assert order[-1] == "RELEASED"
         assert never_extended_after_releasing(order), order
         released = next(
-            i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
+            i
+            for i in ledger_items(cloud, RID)
+            if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
         )
         assert released["at"] > (old_end + timedelta(hours=20)).strftime("%Y-%m-%dT%H:%M:%S")
         assert cloud.billable_resources() == []
@@ -95,7 +97,9 @@ def test_an_extension_asked_when_its_payment_could_land_after_the_release_is_ref
         assert state_order(cloud)[-1] == "RELEASED"
 
 
-def test_a_pending_extension_that_fails_at_the_aws_deadline_is_recorded_told_and_the_release_goes_on() -> None:
+def test_a_pending_extension_that_fails_at_the_aws_deadline_is_recorded_told_and_the_release_goes_on() -> (
+    None
+):
     """Pending longer than AWS allows: AWS fails it 12 hours after the purchase (10 minutes before the
     release); the outcome is recorded, the requester told, the team's month given the fee back, and the
     release runs at the old end (before: the workflow stopped polling after about 8 hours and recorded no
@@ -115,7 +119,9 @@ def test_a_pending_extension_that_fails_at_the_aws_deadline_is_recorded_told_and
         assert order[-1] == "RELEASED"
         assert "EXTENDED" not in order
         released = next(
-            i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
+            i
+            for i in ledger_items(cloud, RID)
+            if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
         )
         assert released["at"] < old_end.strftime("%Y-%m-%dT%H:%M:%S")
         assert f"Extension of {RID} FAILED" in slack_texts(cloud)

@@ -117,7 +117,9 @@ def dry_run_note(request: ReservationRequest, now: datetime) -> tuple[datetime |
     )
 
 
-def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: datetime, *, looks: int) -> str:
+def deadline_note(
+    request: ReservationRequest, history: list[LedgerEntry], now: datetime, *, looks: int
+) -> str:
     """The sentence in front of the final reason at the deadline: how long and how often (``looks``, this
     one included) it looked."""
     if request.search_until is None:
