@@ -147,8 +147,10 @@ def test_a_state_machine_role_without_invoke_fails_the_execution_at_its_first_ta
         items = ledger_items(cloud, "eval-week-49")
     assert execution.status == "FAILED"  # the RecordRequest task failed with Lambda's AccessDeniedException
     assert denials[0]["resource"] == cloud.stack.function("RecordRequestFunction").arn
-    # Only the API's own record: RecordRequest never ran.
-    assert [item["sk"] for item in items] == ["SUBMITTED"]
+    # RecordRequest never ran; the stopped workflow failed the request its door accepted (a 202 always ends
+    # in an outcome someone is told about).
+    assert sorted(item["sk"].split("#")[0] for item in items) == ["CURRENT", "OUTCOME", "STATE", "SUBMITTED"]
+    assert {item.get("state") for item in items if item["sk"].startswith("STATE#")} == {"FAILED"}
 
 
 def test_a_rule_target_role_without_start_execution_starts_nothing() -> None:
