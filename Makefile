@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove record-calls
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -70,6 +70,13 @@ serve: venv
 ## Load deploy/policy-seed.json (teams, budgets, approvers, the account cap) into the deployed PolicyTable.
 seed-policy: venv
 	$(BIN)/python scripts/seed_policy.py --stack $(STACK)
+
+## tests/gates/recorded_calls.json: the AWS calls the integration tests make, with the checks IAM evaluated
+## (each action and its dependent actions), replayed against the template by tests/gates/test_dependent_actions.py.
+record-calls: venv
+	rm -f .recorded-calls.jsonl
+	LOCALCLOUD_RECORD_CHECKS=$(CURDIR)/.recorded-calls.jsonl $(BIN)/pytest -q -p no:cacheprovider -n 2 tests/integration
+	$(BIN)/python scripts/record_calls.py .recorded-calls.jsonl tests/gates/recorded_calls.json
 
 ## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
 openapi: venv
