@@ -42,7 +42,7 @@ def identity(region: str, profile: str | None) -> dict[str, Any]:
     config = botocore.config.Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2})
     try:
         client = session.create_client("sts", region_name=region, config=config)
-        answer: dict[str, Any] = client.get_caller_identity()
+        answer: dict[str, Any] = client.get_caller_identity()  # type: ignore[attr-defined]
     except (botocore.exceptions.NoCredentialsError, botocore.exceptions.ProfileNotFound) as exc:
         raise RuntimeError(f"no AWS credentials ({exc})") from exc
     except botocore.exceptions.ClientError as exc:
@@ -69,7 +69,9 @@ def _identity_by_cli(region: str, profile: str | None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    parser.add_argument(
+        "--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    )
     parser.add_argument("--account", default=None, help="refuse credentials of any other account")
     parser.add_argument("--profile", default=os.environ.get("AWS_PROFILE"))
     args = parser.parse_args(argv)
