@@ -20,9 +20,9 @@ from typing import Any
 
 WHAT_TO_SET = (
     "Set credentials for the account to deploy to: export AWS_PROFILE=NAME (after aws configure, or aws sso "
-    "login --profile NAME), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); the Region "
-    "with REGION=... (or AWS_DEFAULT_REGION); ACCOUNT=... to refuse any other account. The deployer needs "
-    "deploy/deployer-policy.json (docs/deploy.md, step 1)."
+    "login --profile NAME), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN); "
+    "the Region with REGION=... (or AWS_DEFAULT_REGION); ACCOUNT=... to refuse any other account. "
+    "The deployer needs deploy/deployer-policy.json (docs/deploy.md, step 1)."
 )
 
 
