@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -68,8 +68,16 @@ serve: venv
 	$(BIN)/python -m localcloud serve --speed $(SPEED)
 
 ## Load deploy/policy-seed.json (teams, budgets, approvers, the account cap) into the deployed PolicyTable.
-seed-policy: venv
+seed-policy: deploy-check
+	@$(MAKE) --no-print-directory venv
 	$(BIN)/python scripts/seed_policy.py --stack $(STACK)
+
+## tests/gates/recorded_calls.json: the AWS calls the integration tests make, with the checks IAM evaluated
+## (each action and its dependent actions), replayed against the template by tests/gates/test_dependent_actions.py.
+record-calls: venv
+	rm -f .recorded-calls.jsonl
+	LOCALCLOUD_RECORD_CHECKS=$(CURDIR)/.recorded-calls.jsonl $(BIN)/pytest -q -p no:cacheprovider -n 2 tests/integration
+	$(BIN)/python scripts/record_calls.py .recorded-calls.jsonl tests/gates/recorded_calls.json
 
 ## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
 openapi: venv
@@ -145,7 +153,13 @@ costs-measure: venv
 STACK ?= capacity-orchestrator
 REGION ?= $(AWS_DEFAULT_REGION)
 CAPACITY := $(BIN)/python -m capacity_cli
-deploy: template
+ACCOUNT ?=
+## Seconds, before anything is installed or built: credentials, account and Region (scripts/deploy_check.py).
+deploy-check:
+	@python3 scripts/deploy_check.py --region $(REGION) $(if $(ACCOUNT),--account $(ACCOUNT))
+
+deploy: deploy-check
+	@$(MAKE) --no-print-directory template
 	@echo ">> cfn-lint of the built template, the one sam deploy uploads"
 	$(BIN)/cfn-lint .aws-sam/build/template.yaml
 	@mode=$$($(BIN)/python scripts/deploy_preflight.py --stack $(STACK) --region $(REGION)) || exit $$?; \
@@ -153,13 +167,15 @@ deploy: template
 		--stack-name $(STACK) --region $(REGION) $$(test "$$mode" = new && echo --guided)
 
 ## After make deploy, in the real account and buying nothing: a dry run (capacity plan) and every route.
-smoke: venv
+smoke: deploy-check
+	@$(MAKE) --no-print-directory venv
 	$(CAPACITY) --stack $(STACK) --region $(REGION) plan --type ml.p5.48xlarge --count 1 --duration 1d \
 		--from +14d --max-fee 100000 --model smoke-check
 	$(CAPACITY) --stack $(STACK) --region $(REGION) smoke
 
 ## Remove the stack (sam delete asks first); refused while a reservation still holds or waits for capacity.
-remove: venv sam
+remove: deploy-check
+	@$(MAKE) --no-print-directory venv sam
 	$(CAPACITY) --stack $(STACK) --region $(REGION) status --live --fail-if-any
 	$(SAM) delete --stack-name $(STACK) --region $(REGION)
 

@@ -35,7 +35,7 @@ import re
 import runpy
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -172,6 +172,7 @@ class LocalCloud:
         region: str = "us-east-1",
         account_id: str = "123456789012",
         iam: bool = True,
+        caller_policies: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.stack = Stack.load(
             Path(template),
@@ -209,6 +210,7 @@ class LocalCloud:
                 self.emulator, self.lambdas, account_id=account_id, partition=self.stack.partition
             )
             self.iam = Iam(self.stack, lookups=lookups, now=self.clock.now, on_denial=self._record_denial)
+            self._attach_caller_policies(caller_policies)
             self.lambdas.principal_scope = self.iam.function_scope
             self.delivery.authorizer = self.iam
         self.dispatcher = Dispatcher(
@@ -435,7 +437,8 @@ class LocalCloud:
         The route is found from ``httpMethod`` and ``resource`` (or ``path``) among the template's Api
         events; the function is invoked directly (``RequestResponse``). As API Gateway does, a function
         error or a malformed proxy response answers 502 ``{"message": "Internal server error"}``; no route
-        answers 403 ``{"message": "Missing Authentication Token"}``. IAM authorization is not checked.
+        answers 403 ``{"message": "Missing Authentication Token"}``; an ``AWS_IAM`` route checks the caller's
+        ``execute-api:Invoke`` first (:meth:`_caller_refused`).
 
         Returns:
             ``{"statusCode", "headers", "multiValueHeaders", "body", "isBase64Encoded"}``.
@@ -459,6 +462,9 @@ class LocalCloud:
         context.setdefault("accountId", self.account_id)
         context.setdefault("requestTimeEpoch", int(self.clock.now().timestamp() * 1000))
         event["requestContext"] = context
+        refused = self._caller_refused(route, event, method, path)
+        if refused is not None:
+            return refused
         spec = self.stack.function(route.function)
         if self.iam is not None:
             # API Gateway invokes the function through its resource-based policy (AWS::Lambda::Permission);
@@ -505,6 +511,46 @@ class LocalCloud:
             if params is not None:
                 return route, params
         return None, {}
+
+    def _attach_caller_policies(self, caller_policies: Mapping[str, Sequence[str]] | None) -> None:
+        """The API callers' identity policies: ``{policy file (from the repository root): [principal ARN
+        patterns]}``, by default ``CallerPolicies`` of local_values.json (the deploy/*-policy.json an
+        administrator attaches, docs/deploy.md)."""
+        if self.iam is None:
+            return
+        if caller_policies is None:
+            section = self.stack.local_values.get("CallerPolicies") or {}
+            caller_policies = {k: v for k, v in section.items() if not k.startswith("_")}
+        root = Path(__file__).resolve().parents[1]
+        for source, principals in caller_policies.items():
+            document = json.loads((root / source).read_text(encoding="utf-8"))
+            for principal in principals:
+                self.iam.add_caller_policy(principal, document, source=source)
+
+    def _caller_refused(
+        self, route: Any, event: dict[str, Any], method: str, path: str
+    ) -> dict[str, Any] | None:
+        """API Gateway's check of an ``AWS_IAM`` route before it invokes anything: a request without a caller
+        is 403 ``Missing Authentication Token``; a caller whose identity policies do not allow
+        ``execute-api:Invoke`` on the route's ARN is 403 with AWS's message (``x-amzn-ErrorType:
+        AccessDeniedException``)."""
+        if self.iam is None or route.auth != "AWS_IAM":
+            return None
+        identity = (event.get("requestContext") or {}).get("identity") or {}
+        caller = str(identity.get("userArn") or "")
+        if not caller:
+            return self._api_answer(method, path, 403, {"message": "Missing Authentication Token"})
+        stage = event["requestContext"]["stage"]
+        resource = (
+            f"arn:{self.stack.partition}:execute-api:{self.region}:{self.account_id}:{route.api_id}/{stage}/"
+            f"{method}{path}"
+        )
+        if self.iam.authorize_caller(caller, resource, operation=f"{method} {route.path}") is None:
+            return None
+        message = f"User: {caller} is not authorized to perform: execute-api:Invoke on resource: {resource}"
+        answer = self._api_answer(method, path, 403, {"Message": message})
+        answer["headers"]["x-amzn-ErrorType"] = "AccessDeniedException"
+        return answer
 
     def _api_answer(self, method: str, path: str, status: int, body: dict[str, Any]) -> dict[str, Any]:
         answer = {

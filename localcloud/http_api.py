@@ -18,7 +18,7 @@ request's Signature Version 4 as API Gateway does: the signature is recomputed w
 must be within 5 minutes of the server's clock, and the caller's identity (``userArn``, ``accountId``,
 ``accessKey``...) goes into ``requestContext.identity``. A refusal is API Gateway's 403 with its message and
 ``x-amzn-ErrorType``. The callers are the ``ApiCallers`` of ``local_values.json`` (access key id -> secret
-key and principal ARN); IAM policies of callers (``execute-api:Invoke``) are not evaluated.
+key and principal ARN); the callers' ``execute-api:Invoke`` is evaluated by ``LocalCloud.api_request``.
 """
 
 from __future__ import annotations

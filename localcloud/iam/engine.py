@@ -18,12 +18,15 @@ case). A denial answers the service's own error with AWS's message and is record
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from localcloud.contracts import AwsError
@@ -33,7 +36,11 @@ from localcloud.iam.policy import Decision, PolicyError, RequestContext, Stateme
 from localcloud.iam.requests import Call, Check, Lookups, UnresolvedResourceError, checks_for
 from localcloud.iam.sar import UnknownActionError, reference
 
-__all__ = ["Denial", "Iam", "IamEvaluationError", "TargetCaller", "denied_error"]
+__all__ = ["RECORD_CHECKS_ENV", "Denial", "Iam", "IamEvaluationError", "TargetCaller", "denied_error"]
+
+RECORD_CHECKS_ENV = "LOCALCLOUD_RECORD_CHECKS"
+"""Set to a file path, every allowed call of a stack role is appended there with its checks (``make
+record-calls``; tests/gates/recorded_calls.json keeps them)."""
 
 
 class IamEvaluationError(RuntimeError):
@@ -191,6 +198,8 @@ class Iam:
         self._resource: dict[str, tuple[Statement, ...]] = {}
         self._function_roles: dict[str, str] = {}
         self._machine_roles: dict[str, str] = {}
+        self._role_ids: dict[str, str] = {}
+        self._callers: list[tuple[str, tuple[Statement, ...]]] = []
 
     # ------------------------------------------------------------------------------------------- index
 
@@ -210,6 +219,7 @@ class Iam:
                 continue
             arn = stack.arn(logical_id)
             role_by_name[stack.physical_id(logical_id)] = arn
+            self._role_ids[arn] = logical_id
             statements = identity.setdefault(arn, [])
             props = resource.properties
             for policy in props.get("Policies") or []:
@@ -252,6 +262,53 @@ class Iam:
             identity = self._identity or {}
             identity[role_arn] = (*identity.get(role_arn, ()), *statements)
             self._identity = identity
+
+    def add_caller_policy(self, principal: str, document: dict[str, Any], *, source: str) -> None:
+        """Give the API's callers matching ``principal`` (an ARN pattern with ``*``/``?``, such as
+        ``arn:aws:sts::123456789012:assumed-role/MlPlatform/*``) an identity policy: what an administrator
+        attaches to the account's roles and users (deploy/*-policy.json). :meth:`authorize_caller` reads them.
+
+        Raises:
+            PolicyError: the document cannot be read.
+        """
+        statements = parse_policy(document, f"caller policy {source} for {principal}")
+        with self._lock:
+            self._callers.append((principal, statements))
+
+    def caller_statements(self, caller_arn: str) -> tuple[Statement, ...]:
+        """Every statement of the caller policies whose principal pattern matches ``caller_arn``."""
+        with self._lock:
+            callers = list(self._callers)
+        return tuple(
+            s for pattern, found in callers if fnmatch.fnmatchcase(caller_arn, pattern) for s in found
+        )
+
+    def authorize_caller(self, caller_arn: str, resource: str, *, operation: str) -> Denial | None:
+        """An API caller's ``execute-api:Invoke`` on a route (``arn:aws:execute-api:<region>:<account>:
+        <api id>/<stage>/<METHOD>/<path>``), as API Gateway checks an ``AWS_IAM`` route: the caller's identity
+        policies must allow it (API Gateway Developer Guide, "Control access to a REST API with IAM
+        permissions"); no caller policy is no permission.
+
+        Returns:
+            None when allowed, else the :class:`Denial` (recorded).
+        """
+        context = RequestContext(
+            {"aws:principalarn": caller_arn, "aws:principalaccount": caller_arn.split(":")[4] or None}
+        )
+        with self._lock:
+            self.evaluated += 1
+        decision = decide(self.caller_statements(caller_arn), "execute-api:Invoke", resource, context)
+        if decision is Decision.ALLOW:
+            return None
+        return self._deny(
+            caller_arn,
+            "",
+            Check("execute-api:Invoke", resource),
+            "execute-api",
+            operation,
+            explicit=decision is Decision.EXPLICIT_DENY,
+            where="identity",
+        )
 
     def _managed(self, arn: str, logical_id: str) -> tuple[Statement, ...]:
         for other_id, resource in self.stack.resources.items():
@@ -393,7 +450,65 @@ class Iam:
             denial = self._check_role(principal, check, service, operation, region)
             if denial is not None:
                 return denied_error(service, denial.message)
+        if RECORD_CHECKS_ENV in os.environ:
+            self._record(principal, service, operation, region, checks)
         return None
+
+    def _record(
+        self, principal: Principal, service: str, operation: str, region: str, checks: list[Check]
+    ) -> None:
+        """Append the allowed call's checks to the file ``$LOCALCLOUD_RECORD_CHECKS`` names (JSON lines):
+        what tests/gates/test_dependent_actions.py replays against the template (``make record-calls``)."""
+        role = self._role_ids.get(principal.role_arn)
+        if role is None:
+            return  # a role outside the stack (a test's): not the product's
+        line = json.dumps(
+            {
+                "role": role,
+                "service": service,
+                "operation": operation,
+                "region": region,
+                "account": self.stack.account_id,
+                "stack_region": self.stack.region,
+                "stack_name": getattr(self.stack, "stack_name", ""),
+                "parameters": getattr(self.stack, "parameter_overrides", {}),
+                "checks": [
+                    {
+                        "action": c.action,
+                        "resource": c.resource,
+                        "context": {k: v for k, v in c.context.items() if not callable(v)},
+                        "resource_tags": c.read_tags[0] if c.read_tags else None,
+                    }
+                    for c in checks
+                ],
+            },
+            sort_keys=True,
+        )
+        with self._lock, Path(os.environ[RECORD_CHECKS_ENV]).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def evaluate(
+        self, role_arn: str, check: Check, *, service: str, operation: str, region: str
+    ) -> Denial | None:
+        """Evaluate one check as a session of the role (no call made): how a gate replays a recorded call.
+
+        Returns:
+            None when allowed, else the :class:`Denial` (recorded).
+        """
+        self.index()
+        return self._check_role(Principal(role_arn, "replay", "lambda"), check, service, operation, region)
+
+    def role_arn(self, logical_id: str) -> str:
+        """The ARN of a role of the stack by its logical id.
+
+        Raises:
+            KeyError: no such role.
+        """
+        self.index()
+        found = next((arn for arn, lid in self._role_ids.items() if lid == logical_id), None)
+        if found is None:
+            raise KeyError(logical_id)
+        return found
 
     def _check_role(
         self, principal: Principal, check: Check, service: str, operation: str, region: str

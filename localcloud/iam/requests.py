@@ -157,6 +157,8 @@ class Check:
     resource: str
     context: dict[str, ContextValue] = field(default_factory=dict)
     resource_tags: Callable[[], dict[str, str] | None] | None = None
+    read_tags: list[dict[str, str] | None] = field(default_factory=list)
+    """The resource's tags once a condition read them (kept for recorded calls)."""
 
 
 @dataclass
@@ -211,10 +213,106 @@ def checks_for(call: Call, reference: Reference) -> list[Check]:
         context = request_tag_context(call.params.get("Tags"))
         checks = [Check(action.qualified, arn, dict(context)) for arn in generic_resources(call, action)]
         checks.extend(_tag_on_create(call, action, context, checks))
+    checks.extend(dependent_checks(call, reference, checks))
     for check in checks:
         _add_resource_tags(check, call)
     checks.extend(_pass_role_checks(call, reference))
     return checks
+
+
+# ------------------------------------------------------------------------------------ dependent actions
+
+EVALUATED_WHEN_USED: dict[str, str] = {
+    "iam:passrole": "a role is passed (every role ARN of the request, or the launch's instance profile role)",
+    "ec2:createtags": "the request tags what it creates (TagSpecifications: tag-on-create)",
+    "sagemaker:addtags": "the request carries Tags (tag-on-create)",
+    "application-autoscaling:tagresource": "the request carries Tags (tag-on-create)",
+    "ssm:getparameters": "the image is an SSM parameter (ImageId resolve:ssm:<parameter>)",
+}
+"""Dependent actions AWS authorizes only when the request uses what they guard, with when (IAM User Guide,
+"Grant permission to tag resources during creation"; EC2 User Guide, "Use a Systems Manager parameter
+instead of an AMI ID"; "Granting a user permissions to pass a role"). Every other dependent action the
+reference lists for an action is authorized on every call of it."""
+
+
+def dependent_checks(call: Call, reference: Reference, checks: list[Check]) -> list[Check]:
+    """The dependent actions of every action in ``checks`` (the reference's "Dependent actions"), each on its
+    own resource types: a resource of the call that is of one of its types (``sagemaker:AddTags`` on the
+    plan being created), else the ARNs derivable from the request, else, for a resource the call creates
+    under a name AWS generates (``reserved-capacity/${RandomString}``), the type's ARN with ``*`` for the
+    name (only a grant covering every such resource matches). See :data:`EVALUATED_WHEN_USED` for the
+    dependent actions AWS evaluates only when the request uses them (tags, a passed role, an SSM image)."""
+    seen = {(c.action.lower(), c.resource) for c in checks}
+    found: list[Check] = []
+    for name in dict.fromkeys(c.action for c in checks):
+        action = reference.action(name)
+        own = [c for c in checks if c.action == name]
+        for dependent_name in action.dependent_actions:
+            key = dependent_name.lower()
+            if key == "ssm:getparameters":
+                resources = _ssm_image_parameters(call)
+            elif key in EVALUATED_WHEN_USED:
+                continue  # tag-on-create and iam:PassRole add these when the request uses them
+            else:
+                resources = _dependent_resources(
+                    call, reference.action(dependent_name), [c.resource for c in own]
+                )
+            dependent = reference.action(dependent_name).qualified
+            context = dict(own[0].context) if own else {}
+            for resource in resources:
+                if (dependent.lower(), resource) not in seen:
+                    seen.add((dependent.lower(), resource))
+                    found.append(Check(dependent, resource, dict(context)))
+    return found
+
+
+def _dependent_resources(call: Call, dependent: Action, resources: list[str]) -> list[str]:
+    if not dependent.resource_types:
+        return ["*"]
+    shared = [r for r in resources if dependent.resource_type_of(r) is not None]
+    if shared:
+        return shared
+    try:
+        return generic_resources(call, dependent)
+    except UnresolvedResourceError:
+        pass
+    types = [rt for rt, required in dependent.resource_types if required] or [dependent.resource_types[0][0]]
+    values = {"Partition": call.partition, "Region": call.region, "Account": call.account}
+    return [rt.build({**dict.fromkeys(rt.placeholders, "*"), **values}) for rt in types]
+
+
+def _ssm_image_parameters(call: Call) -> list[str]:
+    """The parameter ARNs of an image given as ``resolve:ssm:<name or ARN>[:<version or label>]``, in the
+    request or its launch template (AWS public parameters, ``/aws/service/...``, have no account)."""
+    images = [call.params.get("ImageId")]
+    if call.params.get("LaunchTemplate"):
+        template = call.lookups.launch_template(call.region, dict(call.params["LaunchTemplate"]))
+        images.append((template[1] if template else {}).get("ImageId"))
+    if call.operation == "DescribeLaunchTemplateVersions" and call.params.get("ResolveAlias"):
+        template = call.lookups.launch_template(call.region, _template_spec(call.params))
+        images.append((template[1] if template else {}).get("ImageId"))
+    arns: list[str] = []
+    for image in images:
+        if not isinstance(image, str) or not image.startswith("resolve:ssm:"):
+            continue
+        name = image.removeprefix("resolve:ssm:")
+        if name.startswith("arn:"):
+            arn = ":".join(name.split(":")[:6])
+        else:
+            name = name.split(":", 1)[0].removeprefix("/")
+            account = "" if name.startswith("aws/service/") else call.account
+            arn = call.arn("ssm", f"parameter/{name}", account=account)
+        if arn not in arns:
+            arns.append(arn)
+    return arns
+
+
+def _template_spec(params: dict[str, Any]) -> dict[str, Any]:
+    spec = {k: params[k] for k in ("LaunchTemplateId", "LaunchTemplateName") if params.get(k)}
+    versions = params.get("Versions") or []
+    if versions:
+        spec["Version"] = str(versions[0])
+    return spec
 
 
 # ------------------------------------------------------------------------------------ generic resources
@@ -316,7 +414,7 @@ def _add_resource_tags(check: Check, call: Call) -> None:
     """Give the check a lazy reader of its resource's current tags (for ``aws:ResourceTag/<k>``)."""
     if "*" in check.resource:
         return
-    cache: list[dict[str, str] | None] = []
+    cache = check.read_tags
     resource = check.resource
 
     def tags() -> dict[str, str] | None:
@@ -586,7 +684,15 @@ def _ec2_run_instances(call: Call, reference: Reference) -> list[Check]:
         "network-interface": call.arn("ec2", "network-interface/*"),
     }
     resources = [
-        (call.arn("ec2", f"image/{image}", account="") if image else None, {}),
+        # An SSM alias names no image until EC2 resolves it: any image (only a grant on image/* matches).
+        (
+            call.arn(
+                "ec2", "image/*" if str(image).startswith("resolve:ssm:") else f"image/{image}", account=""
+            )
+            if image
+            else None,
+            {},
+        ),
         (arns["instance"], tags.get("instance", {})),
         (arns["network-interface"], tags.get("network-interface", {})),
         (arns["volume"], tags.get("volume", {})),

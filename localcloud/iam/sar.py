@@ -42,13 +42,21 @@ INDEXED_PREFIXES = frozenset(
 )
 """IAM service prefixes indexed from the reference (every service the local cloud routes)."""
 
-NEWER_ACTIONS: dict[str, tuple[str, ...]] = {
-    "sagemaker": ("ExtendTrainingPlan", "DescribeTrainingPlanExtensionHistory"),
+NEWER_ACTIONS: dict[str, str] = {
+    "sagemaker:ExtendTrainingPlan": (
+        "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ExtendTrainingPlan.html"
+    ),
+    "sagemaker:DescribeTrainingPlanExtensionHistory": (
+        "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingPlanExtensionHistory.html"
+    ),
 }
-"""Actions botocore's model has and the pinned reference lacks (SageMaker training plan extensions, 2025).
-They are indexed with no resource type, so only a ``Resource: "*"`` grant allows them: the less kind choice
-(a grant on a training-plan ARN would be denied if AWS authorizes them on ``*``, while ``*`` works either
-way)."""
+"""The one list of actions the pinned reference lacks and the local cloud still authorizes, each with its
+source (the API reference page of the operation; SageMaker training plan extensions, 2025). Any other
+action the reference does not know raises :class:`UnknownActionError`: never allowed silently.
+
+They are indexed with no resource type and no dependent action, so only a ``Resource: "*"`` grant allows
+them: the less kind choice (a grant on a training-plan ARN would be denied if AWS authorizes them on ``*``,
+while ``*`` works either way)."""
 
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 _CONTEXT_PLACEHOLDERS = frozenset({"Partition", "Region", "Account"})
@@ -105,11 +113,15 @@ class ResourceType:
 @dataclass(frozen=True)
 class Action:
     """One action: ``name`` as the reference spells it (``InvokeFunction``), its ``prefix``, and its
-    ``resource_types`` as (resource type, required) pairs in the reference's order (empty: only ``*``)."""
+    ``resource_types`` as (resource type, required) pairs in the reference's order (empty: only ``*``), and
+    its ``dependent_actions``: the other actions AWS authorizes for a call of it (the reference's
+    "Dependent actions" column, ``sagemaker:CreateReservedCapacity`` for ``CreateTrainingPlan``), in order,
+    without repeats."""
 
     prefix: str
     name: str
     resource_types: tuple[tuple[ResourceType, bool], ...]
+    dependent_actions: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -182,13 +194,21 @@ def _load() -> Reference:
         }
         actions: dict[str, Action] = {}
         for name, privilege in (entry.get("privileges") or {}).items():
+            specs = (privilege.get("resource_types") or {}).items()
             resource_types = tuple(
                 (types[type_name], bool(spec.get("required")))
-                for type_name, spec in (privilege.get("resource_types") or {}).items()
+                for type_name, spec in specs
                 if type_name and type_name in types
             )
-            actions[name.lower()] = Action(prefix, str(privilege.get("privilege") or name), resource_types)
-        for name in NEWER_ACTIONS.get(prefix, ()):
-            actions.setdefault(name.lower(), Action(prefix, name, ()))
+            dependents = tuple(
+                dict.fromkeys(str(d) for _, spec in specs for d in spec.get("dependent_actions") or [])
+            )
+            actions[name.lower()] = Action(
+                prefix, str(privilege.get("privilege") or name), resource_types, dependents
+            )
+        for qualified in NEWER_ACTIONS:
+            newer_prefix, _, name = qualified.partition(":")
+            if newer_prefix == prefix:
+                actions.setdefault(name.lower(), Action(prefix, name, ()))
         services[prefix] = _Service(prefix, actions)
     return Reference(services)

@@ -114,6 +114,8 @@ class Stack(Intrinsics):
     ) -> None:
         self.template_path = template_path.resolve()
         self.root = self.template_path.parent
+        self.stack_name = stack_name
+        self.parameter_overrides = dict(parameter_overrides or {})
         values = local_values if local_values is not None else load_local_values()
         self.warnings: list[str] = []
         self.resources: dict[str, Resource] = {}

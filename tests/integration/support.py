@@ -68,6 +68,19 @@ def api_event(
     return event
 
 
+TEST_CALLER_POLICIES = {
+    "deploy/requester-policy.json": [
+        "arn:aws:sts::123456789012:assumed-role/*",
+        "arn:aws:iam::123456789012:user/*",
+    ],
+    "deploy/approver-policy.json": ["arn:aws:sts::123456789012:assumed-role/*"],
+    "deploy/admin-policy.json": ["arn:aws:sts::123456789012:assumed-role/PlatformAdmins/*"],
+}
+"""The tests' account: every role may call the requesters' and approvers' routes (the teams policy then
+decides, which is what these tests check), only PlatformAdmins the admin routes. Tests of the caller
+policies themselves use local_values.json's ``CallerPolicies`` (tests/integration/test_caller_iam.py)."""
+
+
 def make_cloud(*, faults: FaultInjector | None = None, market: Any = None, seed: int = 7) -> LocalCloud:
     """A local cloud of the application's own template, Slack enabled, starting at START."""
     return LocalCloud(
@@ -77,6 +90,7 @@ def make_cloud(*, faults: FaultInjector | None = None, market: Any = None, seed:
         faults=faults,
         market=market,
         parameter_overrides={"SlackChannelId": "C0TESTS"},
+        caller_policies=TEST_CALLER_POLICIES,
     )
 
 

@@ -78,6 +78,10 @@ SINGLE_INVOCATIONS = [
     ("ChooseOfferingFunction", "events:PutEvents", True, "choose_offering.json"),
     ("NotifyFunction", "events:PutEvents", True, "notify.json"),
     ("PurchaseCapacityFunction", "sagemaker:CreateTrainingPlan", True, "purchase_capacity.json"),
+    # Dependent actions of CreateTrainingPlan (Service Authorization Reference): without either, AWS refuses
+    # the purchase, so the local cloud does.
+    ("PurchaseCapacityFunction", "sagemaker:CreateReservedCapacity", True, "purchase_capacity.json"),
+    ("PurchaseCapacityFunction", "sagemaker:AddTags", True, "purchase_capacity.json"),
     ("WaitForActivationFunction", "sagemaker:DescribeTrainingPlan", True, "wait_for_activation.json"),
     ("CreateEndpointFunction", "dynamodb:GetItem", True, "create_endpoint.json"),
     ("CreateInferenceComponentsFunction", "dynamodb:GetItem", True, "create_inference_components.json"),
@@ -237,3 +241,26 @@ def test_with_list_tags_granted_the_other_requests_plan_is_refused_by_name() -> 
         assert cloud.iam.denials == []
     assert purchases == []
     assert {r.error_type for r in failures} == {"NameCollision"}
+
+
+def test_without_create_reserved_capacity_nothing_is_bought_and_the_denial_names_it() -> None:
+    cloud = make_cloud()
+    assert revoke(cloud, "PurchaseCapacityFunctionRole", "sagemaker:CreateReservedCapacity") == 1
+    with cloud:
+        _record(cloud)
+        answer = _invoke(cloud, "PurchaseCapacityFunction", "purchase_capacity.json")
+        denials = _denied(cloud, "PurchaseCapacityFunctionRole", "sagemaker:CreateReservedCapacity")
+        plans = cloud.client("sagemaker").list_training_plans()["TrainingPlanSummaries"]
+    role = cloud.stack.physical_id("PurchaseCapacityFunctionRole")
+    session = cloud.stack.function("PurchaseCapacityFunction").name
+    expected = (
+        f"User: arn:aws:sts::123456789012:assumed-role/{role}/{session}"
+        " is not authorized to perform: sagemaker:CreateReservedCapacity on resource: "
+        "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/* because no identity-based policy "
+        "allows the sagemaker:CreateReservedCapacity action"
+    )
+    assert expected in answer["errorMessage"], answer
+    assert [d["resource"] for d in denials] == [
+        "arn:aws:sagemaker:us-east-1:123456789012:reserved-capacity/*"
+    ]
+    assert plans == []

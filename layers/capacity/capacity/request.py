@@ -409,11 +409,16 @@ class ReservationRequest(Model):
         return self
 
     @model_validator(mode="after")
-    def _right_size(self) -> Self:
-        """With ``right_size``, simulate the candidates once (:func:`capacity.rightsize.size`: a request
-        re-read keeps its ``sizing``) and take the smallest count meeting the target as ``instance_count``;
-        when none meets it, the count asked for stays and ``sizing.text`` says so."""
-        if not self.right_size or self.load is None or self.sizing is not None:
+    def _right_size(self, info: ValidationInfo) -> Self:
+        """With ``right_size``, simulate the candidates (:func:`capacity.rightsize.size`) and take the
+        smallest count meeting the target as ``instance_count``; when none meets it, the count asked for
+        stays and ``sizing.text`` says so. Simulated whenever the request is validated with a clock (at a
+        door, at intake: a ``sizing`` sent is never trusted, only its ``requested_count`` carried); a request
+        re-read from the ledger (no clock) keeps the ``sizing`` recorded."""
+        if not self.right_size or self.load is None:
+            self.sizing = None
+            return self
+        if self.sizing is not None and _now(info) is None:
             return self
         self.sizing = self.simulate_load(self.load)
         if self.sizing.instance_count is not None:
@@ -427,7 +432,7 @@ class ReservationRequest(Model):
             instance_type=self.instance_type,
             models=self.models,
             load=load,
-            requested_count=self.sizing.requested_count if self.sizing else self.instance_count,
+            requested_count=max(self.instance_count, self.sizing.requested_count if self.sizing else 0),
             start=self.earliest_start,
             hours=self.duration_hours,
             min_instances=self.min_instance_count,
@@ -768,8 +773,6 @@ def parse_request(data: Mapping[str, Any], *, now: datetime | None) -> Reservati
     """
     if not isinstance(data, Mapping):
         raise InvalidRequest([FieldError("request", "must be a JSON object")])
-    if now is not None:  # at a door: the orchestrator sets sizing (right_size), never the caller
-        data = {key: value for key, value in data.items() if key != "sizing"}
     try:
         return ReservationRequest.model_validate(dict(data), context={"now": now} if now else None)
     except ValidationError as exc:
