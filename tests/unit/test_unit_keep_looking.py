@@ -133,7 +133,9 @@ def test_every_few_hundred_looks_the_next_one_runs_in_a_fresh_execution_named_on
     harness.clock.now = NOW + timedelta(hours=2)
     assert look(harness, request, per - 2).continue_as is None
     out = look(harness, request, per - 1)
-    assert out.continue_as == successor_name(request, per) == "demo-1-" + out.continue_as.split("-")[2] + "-g1"
+    assert (
+        out.continue_as == successor_name(request, per) == "demo-1-" + out.continue_as.split("-")[2] + "-g1"
+    )
     assert successor_name(request, 2 * per) is not None
     assert successor_name(request, 2 * per).endswith("-g2")  # type: ignore[union-attr]
     assert successor_name(request, per + 1) is None

@@ -117,7 +117,9 @@ def dry_run_note(request: ReservationRequest, now: datetime) -> tuple[datetime |
     )
 
 
-def deadline_note(request: ReservationRequest, history: list[LedgerEntry], now: datetime, *, looks: int) -> str:
+def deadline_note(
+    request: ReservationRequest, history: list[LedgerEntry], now: datetime, *, looks: int
+) -> str:
     """The sentence in front of the final reason at the deadline: how long and how often (``looks``, this
     one included) it looked."""
     if request.search_until is None:
@@ -150,7 +152,7 @@ def record_searching(
     looked = searching_entries(history)
     last = looked[-1].detail if looked else None
     if last is not None and (
-        last.get("look") == look
+        str(last.get("look")) == str(look)  # the ledger gives numbers back as text
         or (decision != OFFERING_TAKEN and (last.get("decision"), last.get("reason")) == (decision, reason))
     ):
         return
