@@ -26,6 +26,13 @@ returns (``{"errorType": <exception class name>, ...}``), so ``Retry``/``Catch``
 says ``Exception``: :func:`_lambda_service_error` replaces ``StateTaskLambda._from_error`` for that case,
 so the state machines' ``Retry`` on those names applies locally as on AWS.
 
+An optimized Step Functions integration (``arn:aws:states:::states:startExecution``, the reserve workflow's
+continue-as-new) takes its ``Parameters`` as Step Functions documents them (``StateMachineArn``, ``Name``,
+``Input``) and answers ``{"ExecutionArn", "StartDate"}``, as on AWS: moto 5.2.5 hands the parameters to
+botocore unchanged (LocalStack's ``_normalise_parameters`` maps them onto the API's shape; moto left it a
+no-op), so botocore fails on ``StateMachineArn`` (a ``States.Runtime`` error). :func:`_sfn_to_boto` maps them
+onto the ``StartExecution`` shape (``stateMachineArn``, ``name``, ``input``) and the answer back.
+
 ``StopExecution`` of a running execution ends it ``ABORTED`` for good, as on AWS: moto's
 ``Environment.set_error``/``set_timed_out`` would overwrite the stop when the task that was running (a
 Lambda still in its call) fails afterwards, and report ``FAILED``; :func:`_unless_stopped` keeps the stop.
@@ -231,6 +238,41 @@ def _lambda_service_error(original: Any) -> Any:
     return _from_error
 
 
+_SFN_TASK = f"{_PARSER}.asl.component.state.exec.state_task.service.state_task_service_sfn"
+
+
+def _sfn_to_boto(original: Any) -> Any:
+    """``StateTaskServiceSfn._normalise_parameters`` that then maps the (Step Functions cased) parameters
+    onto the botocore input shape of the action (``StartExecution``: ``stateMachineArn``...)."""
+
+    def _normalise_parameters(
+        self: Any,
+        parameters: dict[str, Any],
+        boto_service_name: str | None = None,
+        service_action_name: str | None = None,
+    ) -> None:
+        original(self, parameters, boto_service_name, service_action_name)
+        import botocore.session  # noqa: PLC0415 - only when a workflow uses the integration
+
+        model = botocore.session.get_session().get_service_model("stepfunctions")
+        action = "".join(part.title() for part in str(self._get_boto_service_action()).split("_"))
+        self._to_boto_request(parameters, model.operation_model(action).input_shape)
+
+    return _normalise_parameters
+
+
+def _sfn_from_boto(
+    self: Any, response: Any, boto_service_name: str | None = None, service_action_name: str | None = None
+) -> None:
+    """``StateTaskServiceSfn._normalise_response``: the answer in Step Functions' casing (``ExecutionArn``,
+    ``StartDate`` as ISO 8601 text), as the integration returns it on AWS."""
+    if not isinstance(response, dict):
+        return
+    for key in list(response):
+        value = response.pop(key)
+        response[self._to_sfn_cased(key)] = value.isoformat() if hasattr(value, "isoformat") else value
+
+
 def install(clock: VirtualClock) -> None:
     """Route the interpreter's waits through ``clock`` (idempotent; :func:`uninstall` reverts).
 
@@ -251,6 +293,13 @@ def install(clock: VirtualClock) -> None:
             raise ImportError(f"{module_name} has no {attribute!r}: moto's interpreter changed")
         _saved.append((module, attribute, getattr(module, attribute)))
         setattr(module, attribute, replacements[kind])
+    sfn_task = importlib.import_module(_SFN_TASK).StateTaskServiceSfn
+    for name, replacement in (
+        ("_normalise_parameters", _sfn_to_boto(sfn_task.__dict__["_normalise_parameters"])),
+        ("_normalise_response", _sfn_from_boto),
+    ):
+        _saved.append((sfn_task, name, sfn_task.__dict__.get(name, getattr(sfn_task, name))))
+        setattr(sfn_task, name, replacement)
     task = importlib.import_module(_LAMBDA_TASK).StateTaskLambda
     _saved.append((task, "_from_error", task.__dict__["_from_error"]))
     task._from_error = _lambda_service_error(task.__dict__["_from_error"])

@@ -35,7 +35,7 @@ look may run a moment before or after its instant)."""
 HISTORY_LIMIT = 25_000
 """Step Functions' limit of events in one execution's history (AWS Step Functions quotas, "Maximum execution
 history size"): an execution that would exceed it fails."""
-HISTORY_BUDGET = 15_000
+HISTORY_BUDGET = 20_000
 """The events one execution's looks may take: the rest of :data:`HISTORY_LIMIT` is for the steps before the
 first look and after the last (purchase, activation, endpoint: a few hundred events) and for retries of
 transient faults (a few events each)."""
@@ -104,15 +104,16 @@ def look_instants(since: datetime, deadline: datetime, every_minutes: int) -> li
 
 
 def events_per_look(regions: int) -> int:
-    """The history events one look that finds nothing adds to its execution, at most: the ``SearchRegions``
-    Map (5, and 7 per region: iteration started and succeeded, the task's entered, scheduled, started,
-    succeeded and exited events), ``ChooseOffering`` (5), ``DropSearches``, ``Decide``, ``NextLook`` and
-    ``ContinueAsNew?`` (2 each), the ``SearchLater`` wait (6, with its timeout), rounded up to 60 + 10 per
-    region (measured on the local cloud: ``tests/integration/test_keep_looking_pace.py``)."""
-    return 60 + 10 * max(1, regions)
+    """The history events one look that finds nothing adds to its execution, with a margin: the
+    ``SearchRegions`` Map and its iterations (about 7 events per region), ``ChooseOffering``, ``DropSearches``,
+    ``Decide``, ``SearchLater`` (the wait and its timeout), ``NextLook`` and ``ContinueAsNew?``: 46 for three
+    regions on the local cloud (``tests/integration/test_keep_looking_pace.py`` measures it), so 24 + 8 per
+    region."""
+    return 24 + 8 * max(1, regions)
 
 
 def looks_per_execution(regions: int) -> int:
     """How many looks one execution makes before it continues as new: :data:`HISTORY_BUDGET` over
-    :func:`events_per_look` (250 for one region, 166 for three, 93 for ten)."""
+    :func:`events_per_look` (625 for one region, 416 for three, 192 for ten: two to six days of 15-minute
+    looks)."""
     return max(1, HISTORY_BUDGET // events_per_look(regions))

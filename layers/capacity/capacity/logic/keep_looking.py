@@ -152,7 +152,7 @@ def record_searching(
     looked = searching_entries(history)
     last = looked[-1].detail if looked else None
     if last is not None and (
-        last.get("look") == look
+        str(last.get("look")) == str(look)  # the ledger gives numbers back as text
         or (decision != OFFERING_TAKEN and (last.get("decision"), last.get("reason")) == (decision, reason))
     ):
         return
