@@ -58,6 +58,7 @@ from capacity.contracts import (
     CancelAccepted,
     CostReport,
     ErrorsBody,
+    GatewayDeniedBody,
     MessageBody,
     PaidReservationBody,
     ReservationAccepted,
@@ -146,7 +147,11 @@ UNPROCESSABLE = _body("valid against the schema but cannot be carried out (see t
 NOT_FOUND = _body("no such reservation or schedule", MessageBody)
 CONFLICT = _body("the resource is not in a state that allows this", MessageBody)
 UNAVAILABLE = _body("AWS throttled or failed beyond retries: try again", MessageBody)
-FORBIDDEN = _body("the authenticated caller may not do this (the message says why and who may)", MessageBody)
+FORBIDDEN = _body(
+    "the caller may not do this: API Gateway's refusal (``Message``: no execute-api:Invoke grant for the"
+    " route) or the function's (``message``: why and who may)",
+    MessageBody | GatewayDeniedBody,
+)
 ERRORS = {
     400: INVALID,
     403: FORBIDDEN,

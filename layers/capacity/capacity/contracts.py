@@ -467,6 +467,15 @@ class MessageBody(_Body):
     message: str
 
 
+class GatewayDeniedBody(_Body):
+    """403 from API Gateway itself, before the function runs: the caller's identity policy does not allow
+    ``execute-api:Invoke`` on the route (``{"Message": "User: <arn> is not authorized to perform:
+    execute-api:Invoke on resource: <route arn>"}``, header ``x-amzn-ErrorType: AccessDeniedException``;
+    the policy to attach is in docs/deploy.md)."""
+
+    Message: str
+
+
 class ReservationLinks(_Body):
     """Paths (relative to the stage) to follow, approve or cancel a reservation."""
 

@@ -105,10 +105,9 @@ def look_instants(since: datetime, deadline: datetime, every_minutes: int) -> li
 
 def events_per_look(regions: int) -> int:
     """The history events one look that finds nothing adds to its execution, with a margin: the
-    ``SearchRegions`` Map and its iterations (about 7 events per region), ``ChooseOffering``, ``DropSearches``,
-    ``Decide``, ``SearchLater`` (the wait and its timeout), ``NextLook`` and ``ContinueAsNew?``: 46 for three
-    regions on the local cloud (``tests/integration/test_keep_looking_pace.py`` measures it), so 24 + 8 per
-    region."""
+    ``SearchRegions`` Map and its iterations (about 7 events per region), ``ChooseOffering``,
+    ``DropSearches``, ``Decide``, ``SearchLater`` (the wait and its timeout), ``NextLook`` and
+    ``ContinueAsNew?``: about 46 for three regions on the local cloud, so 24 + 8 per region."""
     return 24 + 8 * max(1, regions)
 
 
