@@ -39,6 +39,7 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
+from types import UnionType
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -137,7 +138,8 @@ CONFLICTS: list[type[Exception]] = [
 ]
 
 
-def _body(description: str, model: type[Any]) -> OpenAPIResponse:
+def _body(description: str, model: type[Any] | UnionType) -> OpenAPIResponse:
+    """One documented answer; ``model`` may be a union of bodies (Powertools builds its schema)."""
     return {"description": description, "content": {"application/json": {"model": model}}}
 
 
