@@ -6,6 +6,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
+from capacity import pricing
+from capacity.instances import CAPACITY_BLOCK_INSTANCE_TYPES, INSTANCE_TYPES
 from capacity.offerings import Offering
 from capacity.ranking import normalise_block_offering
 from capacity.recommendation import on_demand_over_limit, recommend
@@ -95,6 +98,35 @@ def test_the_on_demand_budget_check_uses_the_dearest_region_the_launch_may_land_
     assert recommend(request, [block(request)], now=NOW).option == "capacity-block"
     cheaper = request.model_copy(update={"regions": ["us-east-1", "us-west-2"]})
     assert on_demand_over_limit(cheaper, NOW) is None
+
+
+def test_on_demand_with_no_known_price_is_never_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A spend that cannot be priced cannot be checked against the budget: the plan reserves instead.
+    request = parse_request(
+        ec2_body(
+            earliest_start=SOON.isoformat(), latest_end="2026-12-14T11:30:00Z", max_upfront_fee_usd="40000"
+        ),
+        now=NOW,
+    )
+    assert on_demand_over_limit(request, NOW) is None  # priced: within the $40,000 budget
+    monkeypatch.delitem(pricing.ON_DEMAND_USD_PER_HOUR_US_EAST_1, "ml.p5.48xlarge")
+    over = on_demand_over_limit(request, NOW)
+    assert over is not None
+    assert (over.cost_usd, over.limit, over.limit_usd) == (None, "unpriced", Decimal("40000"))
+    plan = recommend(request, [block(request)], now=NOW)
+    assert plan.option == "capacity-block"
+    assert "has no known price in every region of the request" in plan.reason
+
+
+def test_every_instance_type_a_request_may_name_has_an_on_demand_price_in_every_known_region() -> None:
+    # Else on demand of that type is never tried (above): the price table must keep up with the types.
+    unpriced = [
+        (region, instance_type)
+        for instance_type in sorted(set(INSTANCE_TYPES) | CAPACITY_BLOCK_INSTANCE_TYPES)
+        for region in sorted(pricing.KNOWN_REGIONS)
+        if pricing.on_demand_usd_per_hour(region, instance_type) is None
+    ]
+    assert unpriced == []
 
 
 def test_g6_on_demand_first_has_no_reservation_fallback() -> None:

@@ -105,22 +105,30 @@ def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
 
 @dataclass(frozen=True)
 class OnDemandOverLimit:
-    """On demand from now to ``latest_end`` would cost more than the request allows, so the workflow reserves.
+    """On demand from now to ``latest_end`` would cost more than the request allows, or its cost cannot be
+    known, so the workflow reserves (whose fee is known before it is paid).
 
     Attributes:
         cost_usd: the on-demand cost (USD) of ``instance_count`` instances from now to ``latest_end`` at the
-            dearest rate among the request's regions (the instances run until then).
+            dearest rate among the request's regions (the instances run until then); None when some region's
+            on-demand price is unknown (``limit`` is then ``unpriced``).
         limit: which limit it exceeds: ``approval`` (``approval_above_usd``: the reserving path asks for
-            approval) or ``budget`` (``max_upfront_fee_usd``).
+            approval), ``budget`` (``max_upfront_fee_usd``), or ``unpriced`` (a spend nobody can check
+            against the limits is not made).
         limit_usd: that limit (USD).
     """
 
-    cost_usd: Decimal
-    limit: Literal["approval", "budget"]
+    cost_usd: Decimal | None
+    limit: Literal["approval", "budget", "unpriced"]
     limit_usd: Decimal
 
     def sentence(self, until: str) -> str:
-        """``on demand until <until> would cost about $X, above the <limit> $Y``."""
+        """``on demand until <until> would cost about $X, above the <limit> $Y`` (or why it has no price)."""
+        if self.cost_usd is None:
+            return (
+                f"on demand until {until} has no known price in every region of the request, so its cost "
+                f"cannot be checked against the budget {format_usd(self.limit_usd)}"
+            )
         name = "approval threshold" if self.limit == "approval" else "budget"
         return (
             f"on demand until {until} would cost about {format_usd(self.cost_usd)}, above the {name} "
@@ -133,12 +141,13 @@ def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemand
     the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost from ``now`` to
     ``latest_end`` is above ``approval_above_usd`` (checked first) or above ``max_upfront_fee_usd``. The
     cost is at the dearest rate among the request's regions: the launch may happen in any of them (the
-    first with free capacity), and the spend must stay within the limits wherever it lands. None: within
-    both, or no on-demand price is known for the type."""
+    first with free capacity), and the spend must stay within the limits wherever it lands. A region whose
+    on-demand price is unknown makes the cost unknowable: ``unpriced``, never tried (the money rules check
+    every spend before it is made). None: within both limits."""
     rates = [on_demand_usd_per_hour(region, request.instance_type) for region in request.regions]
     known = [rate for rate in rates if rate is not None]
-    if not known:
-        return None
+    if not known or len(known) < len(rates):
+        return OnDemandOverLimit(None, "unpriced", request.max_upfront_fee_usd)
     rate = max(known)
     hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
     cost = on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
