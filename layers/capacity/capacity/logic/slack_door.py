@@ -105,8 +105,8 @@ cron(30 11 ? * MON *) tz=UTC 2 ml.p5.48xlarge 1d models=llama-eu max=5000`; \
 `/gpu schedule list`, `/gpu schedule delete <name>`
 • `/gpu help`: this help
 With `search_until=<date>`, when nothing fits now the request keeps looking until that date (UTC, at \
-most the window's latest start) instead of failing: next after `search_every` (default 60 minutes), then at \
-growing intervals, at most 6 more looks; it buys as soon as something fits, says so in the thread if nothing \
+most the window's latest start) instead of failing: it looks again every `search_every` (default 15 \
+minutes), the last look at that date; it buys as soon as something fits, says so in the thread if nothing \
 does by then, and `/gpu cancel` stops it. `/gpu plan` says when it would look next.
 With `serve_until=<date>` the models are kept served until then (as `/gpu serve` sets later): `lead` \
 (default 48h) before the reservation ends it is extended in place, else the next reservation is bought \
