@@ -1,12 +1,13 @@
 """Keep looking until a deadline (issue 17 item 4) on the local cloud, whose market lists capacity from a
 later virtual instant (``MarketConfig.listed_from``) or never (``capacity`` 0):
 
-- no offering today, one from day 3: bought at the first look after it appeared, within the window and the
+- no offering today, one from day 3: bought at the first look after it appeared (a look every
+  ``search_every_minutes``, default 15), within the window and the
   rules (budget; an approval when above the threshold), on both platforms;
 - none until the deadline: the requester is told at the deadline (FAILED ``SearchDeadlinePassed``, the Slack
   decision, ``ReservationFailed`` on the operations topic), nothing is bought;
-- one day and ten days of looking take the same state transitions (``GetExecutionHistory``'s
-  ``*StateEntered``, as bench section 1 counts them);
+- a look that finds nothing costs the same handful of state transitions, for a day or ten of looking
+  (``GetExecutionHistory``'s ``*StateEntered``, as bench section 1 counts them);
 - a cancel during a wait ends the looking at once: the reserve execution stops within minutes, nothing is
   bought, even when capacity appears later.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from capacity.search_schedule import look_instants
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from tests.integration.support import (
@@ -70,13 +72,19 @@ def _reserve_execution(cloud: LocalCloud) -> Any:
     return execution
 
 
-def _first_look_after(cloud: LocalCloud, request_id: str, moment: datetime) -> datetime:
-    """The first look the ledger's SEARCHING entries scheduled at or after ``moment``."""
-    due = sorted(
-        datetime.fromisoformat(str(e["detail"]["next_look_at"]).replace("Z", "+00:00"))
-        for e in _entries(cloud, request_id, "SEARCHING")
+def _looks(cloud: LocalCloud, request_id: str) -> list[datetime]:
+    """Every look of the request's schedule after the first: from the first SEARCHING's ``since``,
+    ``search_until`` and ``every_minutes`` (SEARCHING is recorded only when the answer changes)."""
+    first = _entries(cloud, request_id, "SEARCHING")[0]["detail"]
+    since, until = (
+        datetime.fromisoformat(str(first[k]).replace("Z", "+00:00")) for k in ("since", "search_until")
     )
-    return next(look for look in due if look >= moment)
+    return look_instants(since, until, int(first["every_minutes"]))
+
+
+def _first_look_after(cloud: LocalCloud, request_id: str, moment: datetime) -> datetime:
+    """The first look of the request's schedule at or after ``moment``."""
+    return next(look for look in _looks(cloud, request_id) if look >= moment)
 
 
 def test_an_offering_that_appears_on_day_3_is_bought_then_within_the_window_and_the_rules() -> None:
@@ -136,8 +144,11 @@ def test_nothing_until_the_deadline_tells_the_requester_at_the_deadline() -> Non
         cloud.run_until_idle()
 
         seen = states(cloud, RID)
-        assert seen == ["REQUESTED"] + ["SEARCHING"] * 6 + ["FAILED"], seen
+        assert seen == ["REQUESTED", "SEARCHING", "FAILED"], seen  # SEARCHING once: the answer never changed
         (failed,) = _entries(cloud, RID, "FAILED")
+        looks = 1 + len(_looks(cloud, RID))  # 2 days of 15-minute looks: 193
+        assert looks == 2 * 24 * 4 + 1
+        assert f"Looked {looks} times from" in failed["detail"]["reason"]
         assert deadline <= _at(failed) < deadline + timedelta(minutes=15)  # at the deadline, not before
         assert failed["detail"]["error"] == "SearchDeadlinePassed"
         assert "until the deadline 2026-12-01T12:00:00Z (search_until)" in failed["detail"]["reason"]
@@ -148,9 +159,11 @@ def test_nothing_until_the_deadline_tells_the_requester_at_the_deadline() -> Non
         assert any(d.target_arn == topic for d in cloud.delivery.deliveries)
 
 
-def _transitions_looking_for(days: int) -> int:
+def _transitions_looking_for(days: int) -> tuple[int, int]:
+    """``(looks, state transitions)`` of a request that looks every 3 hours for ``days`` and finds nothing."""
     with make_cloud(market=MarketConfig(capacity={"*": 0})) as cloud:
-        assert post_reservation(cloud, _looking(START + timedelta(days=days)))["statusCode"] == 202
+        body = _looking(START + timedelta(days=days), search_every_minutes=180)
+        assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run_until_idle()
         assert states(cloud, RID)[-1] == "FAILED"
         execution = _reserve_execution(cloud)
@@ -160,21 +173,23 @@ def _transitions_looking_for(days: int) -> int:
             )
         entered = [e for e in history["events"] if e["type"].endswith("StateEntered")]
         assert len(entered) == execution.transitions
-        return int(execution.transitions)
+        return 1 + len(_looks(cloud, RID)), int(execution.transitions)
 
 
-def test_one_and_ten_days_of_looking_take_the_same_transitions() -> None:
-    one, ten = _transitions_looking_for(1), _transitions_looking_for(10)
-    assert one == ten
-    assert one < 120  # seven looks: a handful of states each, whatever the waits last
+def test_a_look_that_finds_nothing_costs_the_same_few_transitions_for_a_day_or_ten() -> None:
+    (looks_one, one), (looks_ten, ten) = _transitions_looking_for(1), _transitions_looking_for(10)
+    assert (looks_one, looks_ten) == (9, 81)  # every 3 hours, the last at the deadline
+    per_look, rest = divmod(ten - one, looks_ten - looks_one)
+    assert rest == 0, (one, ten)  # each look the same transitions, whatever its wait lasts
+    assert 0 < per_look <= 20, per_look  # a handful: $0.025 per 1,000 transitions
 
 
 def test_a_cancel_during_the_wait_ends_the_looking_at_once_and_buys_nothing() -> None:
     market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
     with make_cloud(market=market) as cloud:
         assert post_reservation(cloud, _looking(START + timedelta(days=8)))["statusCode"] == 202
-        cloud.run(stop_when=lambda: len(_entries(cloud, RID, "SEARCHING")) >= 2)
-        cloud.run(until=cloud.now() + timedelta(minutes=10))  # in the wait between two looks
+        cloud.run(stop_when=lambda: len(_entries(cloud, RID, "SEARCHING")) >= 1)
+        cloud.run(until=cloud.now() + timedelta(hours=2, minutes=10))  # eight looks later, in a wait
         cancelled_at = cloud.now()
         answer = cloud.api_request(api_event(None, method="DELETE", path=f"/reservations/{RID}"))
         assert answer["statusCode"] == 202, answer["body"]

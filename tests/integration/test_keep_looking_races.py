@@ -58,6 +58,10 @@ def _slow_purchase_call() -> FaultInjector:
     )
 
 
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
 def _intent(cloud: LocalCloud) -> dict[str, Any] | None:
     return next((i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE_INTENT"), None)
 
@@ -97,9 +101,9 @@ SCARCE = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{RE
 """Capacity that appears on day 3, in pools of 2 instances (another buyer can take a whole window)."""
 
 
-def _keep_looking(cloud: LocalCloud) -> None:
-    """POST the demo request in one region, looking until day 5 12:00 for :data:`SCARCE` capacity."""
-    deadline = START + timedelta(days=5, hours=12)
+def _keep_looking(cloud: LocalCloud, deadline: datetime = START + timedelta(days=5, hours=12)) -> None:
+    """POST the demo request in one region, looking until ``deadline`` (day 5 12:00) for :data:`SCARCE`
+    capacity."""
     body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
     assert post_reservation(cloud, body)["statusCode"] == 202
 
@@ -111,9 +115,10 @@ def _ours(cloud: LocalCloud) -> list[dict[str, Any]]:
 def test_an_offering_bought_elsewhere_at_the_look_that_buys_is_not_bought_and_the_release_reconciles() -> (
     None
 ):
-    # Given capacity that appears on day 3 in small pools, and a request that keeps looking for it
+    # Given capacity that appears on day 3 in small pools, and a request that keeps looking for it until a
+    # minute after it appears (the look that finds it is the deadline's: no later look can replace it)
     with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
-        _keep_looking(cloud)
+        _keep_looking(cloud, deadline=APPEARS + timedelta(minutes=1))
         # When the look that finds it chooses an offering another buyer then takes before the purchase lands
         _someone_else_buys_the_chosen_window(cloud)
         cloud.run_until_idle()
@@ -153,7 +158,7 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         cloud.run_until_idle()
 
         # Then it is not ended: the intent is reconciled (nothing bought, the hold given back), SEARCHING says
-        # the offering was taken, and the next look (the deadline) buys in us-west-2, once
+        # the offering was taken, and the first look after us-west-2's capacity appears (day 5) buys there, once
         items = ledger_items(cloud, RID)
         assert held_between_looks == 0
         seen = states(cloud, RID)
@@ -166,7 +171,11 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         ]
         assert len(taken_looks) == 1, taken_looks
         assert "taken before it could be bought" in taken_looks[0]["reason"]
-        assert taken_looks[0]["next_look_at"] == _iso(deadline)
+        taken_at = next(
+            _parse(i["at"]) for i in items if i.get("state") == "SEARCHING" and i["detail"] == taken_looks[0]
+        )
+        next_look = _parse(taken_looks[0]["next_look_at"])
+        assert taken_at < next_look <= taken_at + timedelta(minutes=15)  # the next look, one interval at most
         (missed,) = [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
         assert missed["offering"]["offering_id"] == taken["offering_id"]
         assert {i["sk"] for i in items if i["sk"].startswith("PURCHASE_INTENT")} == {
@@ -174,7 +183,8 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
             "PURCHASE_INTENT#1",
         }
         (purchased,) = [i for i in items if i.get("state") == "PURCHASED"]
-        assert purchased["at"].startswith(_iso(deadline)[:13])
+        west_appears = START + timedelta(days=5)
+        assert west_appears <= _parse(purchased["at"]) < west_appears + timedelta(minutes=20)
         assert purchased["detail"]["region"] == "us-west-2"
         second = next(i for i in items if i["sk"] == "PURCHASE_INTENT#1")
         assert second["region"] == "us-west-2"
