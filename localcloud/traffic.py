@@ -34,7 +34,10 @@ runs in discrete virtual time without busy loops:
 5. **End.** When a component or the endpoint the parameter names (or, without one, the one found) leaves
    service (the release deletes them), the replay stops: the last sample closes the series (instances and
    copies 0), nothing more is sent, and the components' Application Auto Scaling activities are read
-   (``DescribeScalingActivities``).
+   (``DescribeScalingActivities``). While the parameter still names the endpoint that left (a chain whose
+   next reservation is not in service yet: a hand-over gap), clients keep reading it: their requests fail
+   (``EndpointNotInService``, counted at the switch) until it names the next endpoint; the replay ends as of
+   the moment the endpoint left when the parameter is deleted instead, or after :data:`GAP_PATIENCE`.
 
 The replay's own reads (discovery, samples, activities) are exempt from injected faults (they are the
 observer, not the application: the emulator answers them directly); ``InvokeEndpoint`` calls are not
@@ -66,6 +69,9 @@ NO_CAPACITY_PHRASE = "has no capacity to process this request"
 """What SageMaker Runtime says when a component has no running copy (the request is a failure to count)."""
 
 _LIVE = frozenset({"InService", "Updating"})
+GAP_PATIENCE = timedelta(hours=6)
+"""How long clients keep reading an endpoint parameter that names an endpoint no longer in service (the gap
+between a reservation's release and its successor's endpoint in service) before the replay ends."""
 
 
 class ModelTraffic(BaseModel):
@@ -295,6 +301,11 @@ class TrafficReplay:
         """The SSM parameter naming the endpoint (None: the application names none; the replay stays)."""
         self._batches_since_read = 0
         self._failed_since_read = 0
+        self._gap_since: datetime | None = None
+        """When the endpoint in use left service while the parameter still named it (a hand-over gap)."""
+        self._gap_lost = 0
+        """Requests sent during that gap: failures (``EndpointNotInService``) once a successor takes over;
+        forgotten when the chain ends instead (the traffic outlived the reservation, nothing was promised)."""
         # Set for real when the deployment is found (nothing is due before that).
         self._next_batch = self._next_sample = datetime.max.replace(tzinfo=UTC)
         self._clients: dict[str, Any] = {}
@@ -315,6 +326,10 @@ class TrafficReplay:
                 # steps (a reservation that starts in a week is not polled for a week).
                 return Due(_next_boundary(now, 1), foreground=False)
             return None
+        if self._gap_since is not None:
+            # A hand-over gap: clients read the parameter every minute until it names the next endpoint or
+            # is deleted; this keeps the run going (at most GAP_PATIENCE), so the replay's end is seen.
+            return Due(_next_boundary(now, 1), foreground=True)
         return Due(min(self._next_batch, self._next_sample), foreground=False)
 
     def advance(self, now: datetime) -> None:
@@ -328,7 +343,10 @@ class TrafficReplay:
             self._discover(ready, now)
             return
         if not self._live(now) and not self._moved_on(now):
-            self._finish(now)
+            if self._awaiting_successor(now):
+                self._lose_batches(now)
+                return
+            self._finish(self._gap_since or now)
             return
         if now >= self._next_batch:
             batch = _floor(now, self.profile.batch_minutes)
@@ -549,6 +567,12 @@ class TrafficReplay:
         successor = self._describe({str(k): str(v) for k, v in components.items()}, region)
         self.result.current = successor
         self.result.deployments.append(successor)
+        gap = ""
+        if self._gap_since is not None:
+            self.result.errors["EndpointNotInService"] += self._gap_lost
+            minutes = int((now - self._gap_since).total_seconds() // 60)
+            gap = f" (nothing served them for {minutes} minute(s): a hand-over gap)"
+            self._gap_since, self._gap_lost = None, 0
         self.result.switches.append(
             Switch(
                 at=now,
@@ -563,8 +587,33 @@ class TrafficReplay:
             "traffic",
             f"traffic replay moved to endpoint {successor.endpoint} in {region} (reservation "
             f"{successor.reservation}), as {self.parameter} names it now; {failed} request(s) failed on "
-            f"{current.endpoint} before it knew",
+            f"{current.endpoint} before it knew{gap}",
         )
+
+    def _awaiting_successor(self, now: datetime) -> bool:
+        """The endpoint in use left service but the parameter still names it (a chain whose next reservation
+        is not in service yet): clients keep reading the parameter, for at most :data:`GAP_PATIENCE`. False
+        when the parameter is gone (the chain ended) or the wait is over: the replay ends."""
+        if self._named() is None:
+            return False
+        if self._gap_since is None:
+            self._gap_since = now
+        return now - self._gap_since <= GAP_PATIENCE
+
+    def _lose_batches(self, now: datetime) -> None:
+        """During a hand-over gap: the batches due fail (nothing serves them; counted as failed on the old
+        endpoint at the switch), the copies and instances sampled are 0, and the parameter is read again."""
+        if now >= self._next_batch:
+            batch = _floor(now, self.profile.batch_minutes)
+            lost = sum(self.profile.batch_size(item.model, batch) for item in self.profile.models)
+            self._failed_since_read += lost
+            self._gap_lost += lost
+            self._next_batch = _next_boundary(now, self.profile.batch_minutes)
+        self._read_parameter(now)
+        if now >= self._next_sample:
+            zero = dict.fromkeys(self._deployment().components, 0)
+            self.result.samples.append(Sample(now, dict(zero), dict(zero), 0))
+            self._next_sample = _next_boundary(now, self.profile.sample_minutes)
 
     def _live(self, now: datetime) -> bool:
         """True while the endpoint and every component are in service (the release has not begun)."""
@@ -655,6 +704,9 @@ class TrafficReplay:
         if self.result.deployment is None or self.result.ended is not None:
             return
         now = self.cloud.now()
+        if self._gap_since is not None or not self._live(now):  # the release began: it ended then
+            self._finish(self._gap_since or now)
+            return
         if not self.result.samples or self.result.samples[-1].at < now:
             self._sample(now)
         self.collect_activities()
@@ -680,9 +732,12 @@ class TrafficReplay:
         self.result.activities = found
 
     def _finish(self, now: datetime) -> None:
+        """End the replay as of ``now`` (when the endpoint left service; the samples of a gap after it are
+        dropped)."""
         deployment = self._deployment()
         self.collect_activities()
         zero = dict.fromkeys(deployment.components, 0)
+        self.result.samples = [sample for sample in self.result.samples if sample.at < now]
         self.result.samples.append(Sample(now, dict(zero), dict(zero), 0))
         self.result.ended = now
         failed = sum(count.failed for count in self.result.hours.values())
@@ -691,6 +746,7 @@ class TrafficReplay:
             "traffic",
             f"traffic replay ended (the release began): {sent} requests, "
             f"{failed} failed for lack of capacity",
+            at=now,
         )
 
 

@@ -413,19 +413,23 @@ def test_make_demo_extend_shows_an_extension_and_a_roll_over_in_its_timeline(
     )
     out = capsys.readouterr().out
     assert status == cli.EXIT_OK, out
-    timeline = out.split("\n== ", 2)[1]
+    timeline = out.split("\n== Timeline", 1)[1].split("\n== ", 1)[0]
+    # The successor starts where the extension's paid hours end (none is paid twice): the first is released
+    # at its own end, and clients move once the successor serves, after a hand-over gap.
     order = [
         "2026-12-07T11:30:00Z  slack      [chat.postMessage C0CAPACITY] EVAL-WEEK-49: EXTENDING TO SERVE",
         "EXTENDED: EVAL-WEEK-49",
         "2026-12-08T11:30:00Z  slack      [chat.postMessage C0CAPACITY] EVAL-WEEK-49: ROLLING OVER TO",
-        "ROLLED OVER: EVAL-WEEK-49 -> EVAL-WEEK-49-R2",
+        "is released at its own end (2026-12-10 10:30 UTC)",
         "RELEASED: EVAL-WEEK-49\n",
+        "ROLLED OVER: EVAL-WEEK-49 -> EVAL-WEEK-49-R2",
         "2026-12-12T10:35:00Z  slack      [chat.postMessage C0CAPACITY] RELEASED: EVAL-WEEK-49-R2",
     ]
     positions = [timeline.find(line) for line in order]
     assert -1 not in positions, [line for line, at in zip(order, positions, strict=True) if at < 0]
     assert positions == sorted(positions)
     assert "traffic replay moved to endpoint co-eval-week-49-r2 in us-west-2" in timeline
+    assert "a hand-over gap" in timeline
     assert "== Billable resources left\n  none" in out
     report = json.loads((tmp_path / "eval-week-49.json").read_text())
     (switch,) = report["switches"]
@@ -539,8 +543,9 @@ def test_a_capacity_block_rolls_over_to_a_block_in_another_region_with_its_insta
 
 def test_a_successor_requested_too_late_to_serve_leaves_no_endpoint_parameter_behind() -> None:
     # The successor's ReservationRequested arrives two days late, after the first's end: nothing can start in
-    # its window any more, so the intake refuses it and records nothing. The first's release (at its end) is
-    # the last word of the chain: the parameter naming its deleted endpoint goes with it.
+    # its window any more, so the intake records it and ends it FAILED with the reason (nothing bought). The
+    # first's release (at its end) is the last word of the chain: the parameter naming its deleted endpoint
+    # goes with it.
     late = FaultRule(
         service="eventbridge",
         operation="ReservationRequested",
@@ -554,7 +559,8 @@ def test_a_successor_requested_too_late_to_serve_leaves_no_endpoint_parameter_be
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
         (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
         assert f"the next reservation {NEXT} was never recorded" in told["reason"]
-        assert [i["sk"] for i in ledger_items(cloud, NEXT)] == ["SUBMITTED"]  # refused at the intake
+        assert states(cloud, NEXT) == ["REQUESTED", "FAILED"]  # refused at the intake, with its reason
+        assert "too late for its window" in entry(cloud, NEXT, "FAILED")["detail"]["reason"]
         assert len(training_plans(cloud)) == 1
         assert [v["endpoint_name"] for v in parameter_values(cloud)] == ["co-eval-week-49"]
         parameter_retired(cloud)
@@ -773,7 +779,10 @@ def test_serve_until_cleared_while_the_roll_over_is_searching_buys_no_successor(
         cloud.run_until_idle()
         assert succeeded(cloud, "CreateTrainingPlan", lambda p: p["TrainingPlanName"].endswith("-r2")) == []
         assert len(training_plans(cloud)) == 1
-        assert states(cloud, NEXT) == []  # refused at its intake: never recorded, nothing to tell
+        # ended at its intake as nobody needs it any more: CANCELLED (not a failure), nothing to tell
+        assert states(cloud, NEXT) == ["REQUESTED", "CANCELLED"]
+        assert entry(cloud, NEXT, "CANCELLED")["detail"]["reason"] == "not-needed"
+        assert bus_events(cloud, "ReservationFailed") == []
         assert bus_events(cloud, "RolloverFailed") == []  # nobody asks for it any more
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
         assert states(cloud, RID)[-1] == "RELEASED"

@@ -782,16 +782,30 @@ def serving_extension(
 
 
 def rolling_over(
-    request_id: str, *, successor: str, offering: OfferingSummary | None, serve_until: str, switch_by: str
+    request_id: str,
+    *,
+    successor: str,
+    offering: OfferingSummary | None,
+    serve_until: str,
+    switch_by: str,
+    released_at: str | None = None,
 ) -> SlackMessage:
     """No extension fits: the next reservation is requested (bought once by the reserve workflow, with the
-    usual approval above the threshold); clients move when it serves."""
+    usual approval above the threshold); clients move when it serves. ``released_at``: the reservation is
+    released at its own end, before the successor serves (it starts where hours already paid for end, so
+    nothing is paid twice): the message says clients wait in between."""
     bought = f"{describe_offering_summary(offering)}" if offering is not None else "the best offering found"
+    then = (
+        f"{escape(request_id)} is released then"
+        if released_at is None
+        else f"{escape(request_id)} is released at its own end ({escape(released_at)} UTC): the successor "
+        "starts where the hours already paid for end, so none is paid twice, and nothing serves in between"
+    )
     text = (
         f"*Rolling {escape(request_id)} over* to keep serving until {escape(serve_until)} UTC: no extension "
         f"in place fits, so the next reservation {escape(successor)} is requested ({bought}). Clients move "
         f"to it (the endpoint parameter switches) once its endpoint is in service, by {escape(switch_by)} "
-        f"UTC; {escape(request_id)} is released then."
+        f"UTC; {then}."
     )
     return _message(text, f"{request_id}: rolling over to {successor}", request_id=request_id)
 

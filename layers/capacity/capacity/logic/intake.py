@@ -9,7 +9,7 @@ from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
-from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD
+from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD, SUBMITTED
 from capacity.logic.attempts import live_intent
 from capacity.logic.chain import SUCCESSOR, serving_target
 from capacity.logic.checks import require_in_scope
@@ -56,15 +56,24 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         # The request's own rules first, then those of the clock: a request its door admitted (202) whose
         # delivery came too late for its window is recorded and failed with the reason (``invalid``), so
         # GET shows an outcome and the requester is told; one never valid is refused unrecorded.
-        request, late = _admit(detail.request, ports)
-        require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
-        require_named_successor(request, ports)
-    except OutOfScope as exc:
-        raise OutOfScope([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
+        request, invalid = _admit(detail.request, ports)
     except InvalidRequest as exc:
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     writer = execution or str(event.get("id") or "") or None
     ledger = ports.ledger
+    try:
+        require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
+        require_named_successor(request, ports)
+    except (OutOfScope, InvalidRequest) as exc:
+        errors = [FieldError(f"request.{e.field}", e.message) for e in exc.errors]
+        if ledger.get(request.id, SUBMITTED) is None:  # nobody was answered 202: refused unrecorded
+            raise type(exc)(errors) from exc
+        # A door accepted it (202) and the rules changed since (a team's scope, the chain it was to serve):
+        # it is recorded and ends with the reason, never left without an outcome.
+        if isinstance(exc, SuccessorNotNeeded):
+            return _not_needed(request, exc, writer, ports)
+        problems = "; ".join(f"{e.field}: {e.message}" for e in errors)
+        invalid = f"it was refused when its workflow recorded it: {problems}"
     try:
         created = ledger.record_request(request, actor=ports.actor, write_id=writer)
     except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
@@ -95,7 +104,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         regions=list(request.regions),
         dry_run=request.dry_run,
         brought=request.brought is not None,
-        invalid=late if created else None,
+        invalid=invalid if created else None,
     )
 
 
@@ -116,6 +125,37 @@ def _admit(raw: Mapping[str, Any], ports: Ports) -> tuple[ReservationRequest, st
             raise exc from None
         problems = "; ".join(f"request.{e.field}: {e.message}" for e in exc.errors)
         return request, f"it reached the workflow at {iso_z(now)}, too late for its window ({problems})"
+
+
+class SuccessorNotNeeded(InvalidRequest):
+    """A successor whose predecessor no longer needs one (its ``serve_until`` was cleared or is covered by its
+    own end): nobody asks for it any more."""
+
+
+def _not_needed(
+    request: ReservationRequest, exc: InvalidRequest, writer: str | None, ports: Ports
+) -> RecordRequestOutput:
+    """Record a successor nobody needs any more and end it ``CANCELLED`` (not a failure: the PATCH that
+    cleared ``serve_until`` asked for exactly this); the workflow ends quietly, as for a duplicate."""
+    ledger = ports.ledger
+    try:
+        created = ledger.record_request(request, actor=ports.actor, write_id=writer)
+    except ReservationCancelled:  # cancelled meanwhile: that outcome stands
+        created = False
+    if created:
+        ledger.append_outcome(
+            request.id,
+            State.CANCELLED,
+            actor=ports.actor,
+            detail={"reason": "not-needed", "why": "; ".join(e.message for e in exc.errors)},
+        )
+    return RecordRequestOutput(
+        request_id=request.id,
+        platform=request.platform,
+        duplicate=True,
+        regions=list(request.regions),
+        dry_run=request.dry_run,
+    )
 
 
 def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
@@ -155,7 +195,7 @@ def require_named_successor(request: ReservationRequest, ports: Ports) -> None:
 
     predecessor = load_request(ports, request.rollover_of)
     if not successor_needed(ports, request.rollover_of, serving_target(ports, predecessor).serve_until):
-        raise InvalidRequest(
+        raise SuccessorNotNeeded(
             [
                 FieldError(
                     "rollover_of",

@@ -459,6 +459,7 @@ def _roll_over(due: _Due, ports: Ports, *, why: str) -> KeepServingOutput:
                 offering=offering,
                 serve_until=short(due.serve_until),
                 switch_by=short(switch_by),
+                released_at=short(due.end - due.margin) if switch_by > due.end - due.margin else None,
             ),
         )
     check = max(parse_utc(str(stored["latest_start"])), due.now)
