@@ -20,8 +20,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-
 from capacity.search_schedule import look_instants
+
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
 from tests.integration.support import (

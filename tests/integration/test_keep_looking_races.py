@@ -158,7 +158,7 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         cloud.run_until_idle()
 
         # Then it is not ended: the intent is reconciled (nothing bought, the hold given back), SEARCHING says
-        # the offering was taken, and the first look after us-west-2's capacity appears (day 5) buys there, once
+        # the offering was taken, and the first look after us-west-2's capacity appears (day 5) buys there
         items = ledger_items(cloud, RID)
         assert held_between_looks == 0
         seen = states(cloud, RID)
