@@ -16,10 +16,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import pytest
+from capacity.timeutil import iso_z
 
 from events.slack_signed_request import COMMAND_PATH, command_body, headers, local_secret
 
@@ -76,8 +78,17 @@ def slow_server() -> Iterator[str]:
         process.wait(timeout=30)
 
 
+def _server_now(url: str) -> datetime:
+    """The server's (virtual) clock, from its ``Date`` header."""
+    return datetime.fromtimestamp(time.time() + _virtual_ahead_seconds(url), UTC)
+
+
 def test_a_post_then_a_get_answer_at_3600x_with_slow_lambdas(slow_server: str) -> None:
-    body = (ROOT / "events" / "reservation_request.json").read_bytes()
+    # The sample body, its window moved to a week after the server's clock (which starts at the real time)
+    sample = json.loads((ROOT / "events" / "reservation_request.json").read_text())
+    start = _server_now(slow_server).replace(minute=0, second=0, microsecond=0) + timedelta(days=7)
+    sample |= {"earliest_start": iso_z(start), "latest_end": iso_z(start + timedelta(days=7))}
+    body = json.dumps(sample).encode()
     posted = _call(
         slow_server + "/reservations", data=body, sent={"Content-Type": "application/json"}, method="POST"
     )
