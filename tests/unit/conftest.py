@@ -120,6 +120,16 @@ class Harness:
     def ledger(self) -> Ledger:
         return self.ports.ledger
 
+    def activate(self, request_id: str, *, region: str = "us-east-1") -> None:
+        """AWS reports the bought training plan ``co-<request_id>`` ``Active`` and the activation step records
+        it (``SCHEDULED``, ``ACTIVE``): the lifecycle deploys only on an active reservation."""
+        from capacity.contracts import ActivationInput
+        from capacity.logic.activation import wait_for_activation
+
+        self.world.client(region).set_plan_status(f"co-{request_id}", "Active")
+        step = ActivationInput(request_id=request_id, region=region, training_plan_name=f"co-{request_id}")
+        assert wait_for_activation(step, self.ports).status == "Active"
+
 
 @pytest.fixture
 def harness(aws: None) -> Harness:

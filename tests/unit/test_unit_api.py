@@ -13,9 +13,11 @@ import time_machine
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
 from capacity.ledger import APPROVAL, PURCHASE, SUBMITTED, Ledger
+from capacity.lifecycle import Event
 from capacity.records import State
 from capacity.request import parse_request
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
 from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
@@ -139,7 +141,7 @@ def test_get_reads_the_ledger_in_one_query(api: tuple[Any, str, FakeTasks]) -> N
     handler, _, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
     ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
-    ledger.append("demo-1", State.PLANNED, actor="choose_offering")
+    seed(ledger, "demo-1", State.PLANNED, actor="choose_offering")
     queries: list[str] = []
     clients.dynamodb(REGION).meta.events.register(
         "before-call.dynamodb.Query", lambda params, **_: queries.append(str(params.get("body", "")))
@@ -170,8 +172,8 @@ def test_get_of_a_bought_reservation_with_its_spend_is_still_one_read(
             "instance_count": 2,
         },
     )
-    ledger.append("demo-1", State.PURCHASED, actor="purchase_capacity", money_usd=Decimal("1990.60"))
-    ledger.append("demo-1", State.READY, actor="create_inference_components")
+    seed(ledger, "demo-1", State.PURCHASED, actor="purchase_capacity", money_usd=Decimal("1990.60"))
+    seed(ledger, "demo-1", State.READY, actor="create_inference_components")
     reads: list[str] = []
     for operation in ("Query", "GetItem", "Scan", "BatchGetItem"):
         clients.dynamodb(REGION).meta.events.register(
@@ -202,7 +204,7 @@ def test_approval_sends_the_stored_token(api: tuple[Any, str, FakeTasks]) -> Non
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
     ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
-    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     status, body = call(
         handler,
         "POST",
@@ -243,7 +245,7 @@ def test_second_approval_decision_is_409_and_answers_nothing(api: tuple[Any, str
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
     ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
-    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     path = "/reservations/demo-1/approval"
     first = call(handler, "POST", path, {"approved": True})
     second = call(handler, "POST", path, {"approved": False}, caller=BOB)
@@ -306,12 +308,12 @@ def test_delete_fails_a_token_stored_by_an_approval_step_that_had_not_recorded_i
     ledger.record_request(
         parse_request(request_body(requester=ALICE), now=NOW), actor="t"
     )  # as the API records it
-    ledger.append("demo-1", State.PLANNED, actor="choose")
+    seed(ledger, "demo-1", State.PLANNED, actor="choose")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-2"})
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
     assert [(kind, token) for kind, token, _ in tasks.calls] == [("failure", "token-2")]
     with pytest.raises(ReservationCancelled, match="is CANCELLED: AWAITING_APPROVAL is not recorded"):
-        ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+        ledger.record("demo-1", Event.ASK_APPROVAL, actor="notify")
     assert [e.state for e in ledger.history("demo-1")] == [State.REQUESTED, State.PLANNED, State.CANCELLED]
 
 
@@ -324,7 +326,7 @@ def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
         parse_request(request_body(requester=ALICE), now=NOW), actor="t"
     )  # as the API records it
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
-    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     assert call(handler, "DELETE", "/reservations/demo-1")[0] == 202
     assert tasks.calls == [
         (
@@ -340,7 +342,7 @@ def _awaiting(requester: str) -> Ledger:
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
     ledger.record_request(parse_request(request_body(requester=requester), now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
-    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="notify")
+    seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     return ledger
 
 

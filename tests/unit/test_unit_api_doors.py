@@ -16,6 +16,7 @@ from capacity.ledger import APPROVAL, APPROVAL_DECISION, Ledger
 from capacity.records import State
 from capacity.request import parse_request
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import REGION
 from tests.unit.handler_support import ROOT, bus_queue, drain, invoke, load_handler
 from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
@@ -128,7 +129,7 @@ def test_approval_records_the_callers_iam_identity(api: tuple[Any, str, FakeTask
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
     ledger.record_request(parse_request(request_body(), now=None), actor="tests")
-    ledger.append("demo-1", State.AWAITING_APPROVAL, actor="tests")
+    seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="tests")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
 
     status, body = send(

@@ -11,6 +11,7 @@ from capacity.logic.costs import cost_summary, instance_hours, record_usage
 from capacity.messages import released
 from capacity.records import State
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW
 
@@ -41,10 +42,10 @@ def test_the_integral_is_the_step_function_of_the_observations() -> None:
 
 def _served(harness: Harness, hours: float, instances: int) -> list:  # type: ignore[type-arg]
     harness.clock.now = START
-    harness.ledger.append("r", State.READY, actor="t")
+    seed(harness.ledger, "r", State.READY, actor="t")
     record_usage(harness.ports, "r", instances, source="ready")
     harness.clock.now = START + timedelta(hours=hours)
-    harness.ledger.append("r", State.RELEASING, actor="t")
+    seed(harness.ledger, "r", State.RELEASING, actor="t")
     return harness.ledger.history("r")
 
 
@@ -65,11 +66,11 @@ def test_the_plans_in_use_count_before_service_does_not_lower_the_hours_in_servi
     harness.clock.now = START - timedelta(hours=3)  # the activation poll: the plan Active, nothing on it yet
     record_usage(harness.ports, "r", 0, source="training-plan")
     harness.clock.now = START
-    harness.ledger.append("r", State.READY, actor="t")
+    seed(harness.ledger, "r", State.READY, actor="t")
     harness.clock.now = START + timedelta(minutes=1)  # DescribeEndpoint answered a minute after READY
     record_usage(harness.ports, "r", 1, source="ready")
     harness.clock.now = START + timedelta(hours=70, minutes=49)
-    harness.ledger.append("r", State.RELEASING, actor="t")
+    seed(harness.ledger, "r", State.RELEASING, actor="t")
     history = harness.ledger.history("r")
     summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
     # 70.82, not 70.80: the 0 seen before READY is the time before service, not its first minute
@@ -84,9 +85,9 @@ def test_only_an_observation_before_service_leaves_the_use_assumed(harness: Harn
     harness.clock.now = START - timedelta(hours=3)
     record_usage(harness.ports, "r", 0, source="training-plan")
     harness.clock.now = START
-    harness.ledger.append("r", State.READY, actor="t")
+    seed(harness.ledger, "r", State.READY, actor="t")
     harness.clock.now = START + timedelta(hours=10)
-    harness.ledger.append("r", State.RELEASING, actor="t")
+    seed(harness.ledger, "r", State.RELEASING, actor="t")
     history = harness.ledger.history("r")
     summary = cost_summary("r", _purchase(), history, now=harness.clock.now, ports=harness.ports)
     # not 0 used: nothing was observed in service, so the reservation's 2 instances are assumed, and said so

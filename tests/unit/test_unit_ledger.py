@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
 from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
+from capacity.lifecycle import Event
 from capacity.records import State
 from capacity.request import parse_request
 
@@ -37,9 +38,9 @@ def raw_items() -> list[dict[str, Any]]:
 def test_state_changes_are_new_items_in_order_even_within_one_millisecond(aws: None) -> None:
     # Given a clock that stands still (as the local cloud's does while code runs)
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    # When three states are appended at the same instant
-    for state in (State.REQUESTED, State.PLANNED, State.PURCHASED):
-        ledger.append("r1", state, actor="test")
+    # When three states are recorded at the same instant
+    for event in (Event.REQUEST, Event.PLAN, Event.PURCHASE):
+        ledger.record("r1", event, actor="test")
     # Then three items exist, ordered by a sequence number after the timestamp
     history = ledger.history("r1")
     assert [e.state for e in history] == [State.REQUESTED, State.PLANNED, State.PURCHASED]
@@ -52,29 +53,38 @@ def test_state_changes_are_new_items_in_order_even_within_one_millisecond(aws: N
 
 
 def test_current_follows_the_latest_state_and_a_late_write_never_moves_it_back(aws: None) -> None:
-    # Given two reservations with states, one written by a writer whose clock was behind (a late write)
+    # Given two reservations, one planned then bought five minutes later
     clock = Clock()
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=clock)
-    ledger.append("r1", State.REQUESTED, actor="test")
-    ledger.append("r2", State.REQUESTED, actor="test")
+    ledger.record("r1", Event.REQUEST, actor="test")
+    ledger.record("r2", Event.REQUEST, actor="test")
+    ledger.record("r1", Event.PLAN, actor="test")
     clock.advance(minutes=5)
-    ledger.append("r1", State.PURCHASED, actor="test")
+    ledger.record("r1", Event.PURCHASE, actor="test")
+    # When a late PLANNED arrives from a writer whose clock is behind, and a state from another one
     clock.advance(minutes=-3)
-    ledger.append("r1", State.PLANNED, actor="late")  # lands after PURCHASED, sorts before it
-    # Then the history holds every state, and CURRENT the latest one by the history's order
-    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED, State.PLANNED, State.PURCHASED]
-    assert ledger.current_states(["r1", "r2", "r-none"]) == {"r1": State.PURCHASED, "r2": State.REQUESTED}
+    assert ledger.record("r1", Event.PLAN, actor="late") is None  # behind PURCHASED: skipped
+    ledger.record("r1", Event.SCHEDULE, actor="behind")
+    # Then nothing moved back: the late write is not recorded, and a clock behind records after the last
+    assert [e.state for e in ledger.history("r1")] == [
+        State.REQUESTED,
+        State.PLANNED,
+        State.PURCHASED,
+        State.SCHEDULED,
+    ]
+    assert ledger.current_states(["r1", "r2", "r-none"]) == {"r1": State.SCHEDULED, "r2": State.REQUESTED}
     current = ledger.get("r1", CURRENT)
     assert current is not None
-    assert current["state_sk"] == "STATE#2026-12-01T09:05:00.000Z#0000"
+    assert current["state_sk"] == "STATE#2026-12-01T09:05:00.000Z#0001"
+    assert (current["phase"], current["version"]) == ("SCHEDULED", 4)
 
 
 def test_current_states_reads_a_page_in_one_call_and_older_reservations_from_their_history(aws: None) -> None:
     # Given a reservation recorded before CURRENT existed (its state item only) and two with CURRENT
     recorder = RecordingClient(clients.dynamodb(REGION))
     ledger = Ledger("ledger", recorder, clock=Clock())  # type: ignore[arg-type]
-    ledger.append("new-1", State.READY, actor="test")
-    ledger.append("new-2", State.RELEASED, actor="test")
+    ledger.record("new-1", Event.REQUEST, actor="test")
+    ledger.record("new-2", Event.CANCEL, actor="test")
     ledger.put_once(
         "old",
         "STATE#2026-11-01T09:00:00.000Z#0000",
@@ -84,7 +94,7 @@ def test_current_states_reads_a_page_in_one_call_and_older_reservations_from_the
     # When their states are read for a listing page
     states = ledger.current_states(["new-1", "new-2", "old"])
     # Then one BatchGetItem answers the two, and the old one is read from its history
-    assert states == {"new-1": State.READY, "new-2": State.RELEASED, "old": State.RELEASED}
+    assert states == {"new-1": State.REQUESTED, "new-2": State.CANCELLED, "old": State.RELEASED}
     assert recorder.operations == ["batch_get_item", "query"]
 
 
@@ -97,9 +107,9 @@ def test_nothing_is_ever_updated_or_deleted(aws: None) -> None:
     # When a request and states are recorded, twice, with retries
     ledger.record_request(request, actor="a", write_id="evt-1")
     ledger.record_request(request, actor="a", write_id="evt-2")
-    ledger.append(request.id, State.PLANNED, actor="a", once=True)
+    ledger.record(request.id, Event.PLAN, actor="a")
     clock.advance(seconds=1)
-    ledger.append(request.id, State.PLANNED, actor="a", once=True)
+    assert ledger.record(request.id, Event.PLAN, actor="a") is None  # a retried step: done already
     ledger.put_once(request.id, PURCHASE_INTENT, {"x": 1})
     ledger.put_once(request.id, PURCHASE_INTENT, {"x": 2})
     # Then only puts, gets and queries were used (a transaction is a conditional put with a condition
@@ -144,17 +154,18 @@ def test_record_request_dedupes_other_deliveries_but_not_retries(aws: None) -> N
 
 def test_money_and_details_round_trip_json_safe(aws: None) -> None:
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    entry = ledger.append(
+    ledger.record("r1", Event.REQUEST, actor="record_request")
+    entry = ledger.record(
         "r1",
-        State.PURCHASED,
+        Event.PURCHASE,
         actor="purchase",
         detail={"cpu": 0.25, "count": 2, "nested": {"ok": True}},
         money_usd=Decimal("8523.654"),
     )
     assert entry is not None
-    (item,) = [i for i in raw_items() if i["sk"]["S"].startswith("STATE#")]
+    (item,) = [i for i in raw_items() if i["sk"]["S"].startswith("STATE#") and "money_usd" in i]
     assert item["money_usd"] == {"S": "8523.65"}
-    (read,) = ledger.history("r1")
+    (_, read) = ledger.history("r1")
     assert read.money_usd == Decimal("8523.65")
     assert read.detail == {"cpu": 0.25, "count": 2, "nested": {"ok": True}}
     assert isinstance(read.detail["count"], int)
@@ -173,13 +184,14 @@ def test_request_item_holds_the_validated_request(aws: None) -> None:
 def test_a_state_written_unless_outcome_never_follows_the_outcome(aws: None) -> None:
     # AWAITING_APPROVAL must not land after CANCELLED (fault soak seed 1, lifecycle 176)
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    first = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    ledger.record("r1", Event.REQUEST, actor="record_request")
+    first = ledger.record("r1", Event.PLAN, actor="choose")
     assert first is not None
-    assert first.sk == "STATE#2026-12-01T09:00:00.000Z#0000"
-    ledger.append_outcome("r1", State.CANCELLED, actor="api")
+    assert first.sk == "STATE#2026-12-01T09:00:00.000Z#0001"
+    ledger.record("r1", Event.CANCEL, actor="api")
     with pytest.raises(ReservationCancelled, match="r1 is CANCELLED: AWAITING_APPROVAL is not recorded"):
-        ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
-    assert [e.state for e in ledger.history("r1")] == [State.AWAITING_APPROVAL, State.CANCELLED]
+        ledger.record("r1", Event.ASK_APPROVAL, actor="notify")
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED, State.PLANNED, State.CANCELLED]
 
 
 class ReplayingClient(RecordingClient):
@@ -208,51 +220,54 @@ class ReplayingClient(RecordingClient):
 def test_a_retried_transaction_that_had_committed_counts_as_the_writer(aws: None) -> None:
     client = ReplayingClient(clients.dynamodb(REGION), replay=True)
     ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
-    entry = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    entry = ledger.record("r1", Event.REQUEST, actor="record_request")
     assert entry is not None
     assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0000"
-    assert [e.state for e in ledger.history("r1")] == [State.AWAITING_APPROVAL]
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED]
     assert set(client.operations) <= {"put_item", "get_item", "query", "transact_write_items"}
 
 
 def test_a_sequence_number_taken_meanwhile_moves_the_transaction_to_the_next(aws: None) -> None:
-    sk = "STATE#2026-12-01T09:00:00.000Z#0000"
+    # Given a request recorded, and an item written outside the protocol under the next entry's key
+    sk = "STATE#2026-12-01T09:00:00.000Z#0001"
     competitor = {
         "request_id": {"S": "r1"},
         "sk": {"S": sk},
-        "state": {"S": "PLANNED"},
+        "state": {"S": "SEARCHING"},
         "at": {"S": sk[6:30]},
     }
-    client = ReplayingClient(clients.dynamodb(REGION), competitor=competitor)
+    client = ReplayingClient(clients.dynamodb(REGION))
     ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
-    entry = ledger.append("r1", State.AWAITING_APPROVAL, actor="notify", unless_outcome=True)
+    ledger.record("r1", Event.REQUEST, actor="record_request")
+    client.competitor = competitor
+    # When the next state is recorded in the same millisecond
+    entry = ledger.record("r1", Event.PLAN, actor="choose")
+    # Then it takes the next free key, and nothing is overwritten
     assert entry is not None
-    assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0001"
-    assert [e.state for e in ledger.history("r1")] == [State.PLANNED, State.AWAITING_APPROVAL]
+    assert entry.sk == "STATE#2026-12-01T09:00:00.000Z#0002"
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED, State.SEARCHING, State.PLANNED]
 
 
-def test_an_outcome_whose_writer_died_before_its_entry_is_completed_by_the_step_it_stops(aws: None) -> None:
-    # Given a DELETE that put the CANCELLED marker and died before its entry (soak seed 304 #133), after the
-    # workflow put REQUEST and before REQUESTED
-    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    request = parse_request(request_body(request_id="r1"), now=NOW)
-    ledger.put_once("r1", REQUEST, {"request": request.model_dump(mode="json"), "actor": "t"})
-    ledger.put_once(
-        "r1", OUTCOME, {"outcome": "CANCELLED", "actor": "alice", "detail": {"reason": "cancelled"}}
-    )
-    assert ledger.history("r1") == []
-    # When the workflow's REQUESTED meets the marker
-    with pytest.raises(ReservationCancelled):
-        ledger.append("r1", State.REQUESTED, actor="record_request", unless_outcome=True)
-    # Then the history says CANCELLED, by the DELETE's caller, once however often it is met
-    assert ledger.complete_outcome("r1") is None
-    (entry,) = ledger.history("r1")
+def test_an_outcome_and_its_entry_are_one_write(aws: None) -> None:
+    # Given a request, and a DELETE whose transaction DynamoDB refuses (nothing of it may stand alone)
+    client = ConflictingClient(clients.dynamodb(REGION), conflicts=0)
+    ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
+    ledger.record("r1", Event.REQUEST, actor="record_request")
+    # When the cancel is recorded
+    ledger.record("r1", Event.CANCEL, actor="alice", detail={"reason": "cancelled"})
+    # Then the marker, the entry and CURRENT went in one transaction: REQUESTED is refused after it
+    marker = ledger.get("r1", OUTCOME)
+    assert marker is not None
+    assert marker["outcome"] == "CANCELLED"
+    (_, entry) = ledger.history("r1")
     assert (entry.state, entry.actor, entry.detail) == (State.CANCELLED, "alice", {"reason": "cancelled"})
+    assert client.transactions == 2
+    assert ledger.snapshot("r1").outcome is State.CANCELLED
 
 
 def test_an_outcome_marker_carries_its_entry_detail_and_money(aws: None) -> None:
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.append_outcome("r2", State.FAILED, actor="notify", detail={"reason": "x"}, money_usd=Decimal("-5"))
+    ledger.record("r2", Event.FAIL, actor="notify", detail={"reason": "x"}, money_usd=Decimal("-5"))
     marker = ledger.get("r2", OUTCOME)
     assert marker is not None
     assert (marker["detail"], marker["money_usd"]) == ({"reason": "x"}, "-5.00")
@@ -288,7 +303,7 @@ def test_a_state_whose_transaction_meets_a_concurrent_one_is_tried_again_whole(a
     # Given an append whose transaction DynamoDB cancels twice for a conflict on CURRENT
     client = ConflictingClient(clients.dynamodb(REGION), conflicts=2)
     ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
-    ledger.append("r1", State.REQUESTED, actor="test", unless_outcome=True)
+    ledger.record("r1", Event.REQUEST, actor="test")
     # Then the third try records the state and moves CURRENT with it (not the state alone)
     assert client.transactions == 3
     assert [e.state for e in ledger.history("r1")] == [State.REQUESTED]

@@ -12,6 +12,7 @@ from capacity.logic.plans import plan_reservation
 from capacity.records import State
 from capacity.request import parse_request
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
@@ -180,7 +181,7 @@ def _record(harness: Harness, request_id: str, *states: State) -> None:
     request = parse_request(request_body(request_id=request_id), now=None)
     harness.ledger.record_request(request, actor="tests")
     for state in states:
-        harness.ledger.append(request_id, state, actor="tests")
+        seed(harness.ledger, request_id, state, actor="tests")
     harness.clock.advance(minutes=1)
 
 

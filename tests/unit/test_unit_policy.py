@@ -21,6 +21,7 @@ from capacity.records import State
 from capacity.request import parse_request
 from capacity.teams import TeamPolicy
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
@@ -95,7 +96,7 @@ def test_an_approver_of_another_team_is_refused_and_the_teams_approver_approves(
 ) -> None:
     request = _request(harness)
     harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
-    harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="notify")
+    seed(harness.ledger, request.id, State.AWAITING_APPROVAL, actor="notify")
     with pytest.raises(NotPermitted, match="not an approver of team ml-eval"):
         decide_approval(request.id, {"approved": True}, harness.ports, identity=OTHER_APPROVER)
     with pytest.raises(NotPermitted, match="requested this reservation"):

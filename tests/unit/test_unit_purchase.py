@@ -10,11 +10,13 @@ from capacity.contracts import PurchaseInput
 from capacity.errors import (
     BudgetExceeded,
     ModelNotFound,
+    MoneyInFlight,
     NameCollision,
     OfferingExpired,
     ReservationCancelled,
 )
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.lifecycle import Event
 from capacity.logic import buy_once
 from capacity.logic.purchase import BUYERS, purchase_capacity
 from capacity.offerings import OfferingSummary
@@ -22,6 +24,7 @@ from capacity.ranking import normalise_offering
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
 
@@ -181,7 +184,7 @@ def test_over_budget_is_never_bought(harness: Harness) -> None:
 
 def test_cancelled_reservation_is_not_bought(harness: Harness) -> None:
     request = record(harness)
-    harness.ledger.append(request.id, State.CANCELLED, actor="api")
+    seed(harness.ledger, request.id, State.CANCELLED, actor="api")
     with pytest.raises(ReservationCancelled):
         purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     assert creates(harness) == []
@@ -240,34 +243,35 @@ def test_models_given_by_image_need_no_describe_model(harness: Harness) -> None:
     assert len(creates(harness)) == 1
 
 
-def test_a_purchase_recorded_after_the_release_finished_leaves_the_ledger_released(
+def test_a_cancel_during_the_purchase_call_waits_for_its_money_before_the_release_begins(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a cancel whose release finishes while the purchase call is in flight (soak seed 304 #16): the
-    # release reads the PURCHASE item and records RELEASED before the purchase records PURCHASED
+    # Given a cancel, and its release trying to begin, while the purchase call is in flight (soak seed 304
+    # #16 once let the release finish first and the money land on a released reservation)
     request = record(harness)
     harness.world.add_offerings("us-east-1", raw_offering("tpo-1", fee="8000"))
     recorded = buy_once.record_purchase
+    refused: list[str] = []
 
-    def release_meanwhile(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        item = recorded(*args, **kwargs)
-        harness.ledger.append_outcome(
-            request.id, State.CANCELLED, actor="alice", detail={"reason": "cancelled"}
-        )
-        harness.ledger.append(request.id, State.RELEASING, actor="release")
-        harness.ledger.append(request.id, State.RELEASED, actor="release", detail={"reason": "cancelled"})
-        return item
+    def cancel_and_release_meanwhile(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        harness.ledger.record(request.id, Event.CANCEL, actor="alice", detail={"reason": "cancelled"})
+        with pytest.raises(MoneyInFlight) as waited:
+            harness.ledger.record(request.id, Event.START_RELEASE, actor="release")
+        refused.append(str(waited.value))
+        return recorded(*args, **kwargs)
 
-    monkeypatch.setattr(buy_once, "record_purchase", release_meanwhile)
+    monkeypatch.setattr(buy_once, "record_purchase", cancel_and_release_meanwhile)
     # When the purchase step goes on after its call
     with pytest.raises(ReservationCancelled):
         purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
-    # Then the money is recorded, and the ledger still ends RELEASED (and asks for the release again)
+    # Then the release waited for the money, which is recorded (after the cancel), and is asked again
+    assert refused == ["reservation demo-1: money in flight (purchase); start-release waits for it"]
     seen = [e.state for e in harness.ledger.history(request.id)]
-    assert seen[-2:] == [State.PURCHASED, State.RELEASED], seen
+    assert seen == [State.REQUESTED, State.CANCELLED, State.PURCHASED], seen
     (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
     assert str(purchased.money_usd) == "8000.00"
     assert "ReleaseRequested" in harness.events.types()
+    assert harness.ledger.record(request.id, Event.START_RELEASE, actor="release") is not None
 
 
 def test_adopting_a_brought_plan_after_a_cancel_records_no_purchased(harness: Harness) -> None:

@@ -16,6 +16,7 @@ from capacity.contracts import (
     SearchInput,
 )
 from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy, RetryableAwsError
+from capacity.lifecycle import Event
 from capacity.logic.choose import choose_offering
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.release import release_capacity, retry_delay
@@ -42,6 +43,7 @@ def deployed(h: Harness) -> FakeSageMaker:
     purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), h.ports)
     sm = h.world.client("us-east-1")
     h.clock.now = PLAN_START + timedelta(minutes=5)
+    h.activate(request.id)
     create_endpoint(EndpointInput(request_id=request.id, action="create"), h.ports)
     sm.set_endpoint_status("co-demo-1", "InService")
     h.clock.now = PLAN_START + timedelta(minutes=15)
@@ -322,17 +324,17 @@ def test_a_release_that_died_after_its_marker_is_recorded_by_the_next_attempt(
 ) -> None:
     sm = deployed(harness)
     delete_everything(harness, sm)
-    append = harness.ledger.append
+    record = harness.ledger.record
 
-    def failing_append(request_id: str, state: State, **kwargs: object) -> object:
-        if state is State.RELEASED:  # DynamoDB answers 5xx after the marker was put
+    def failing_record(request_id: str, event: Event, **kwargs: object) -> object:
+        if event is Event.FINISH_RELEASE:  # DynamoDB answers 5xx after the marker was put
             raise RetryableAwsError("PutItem: ServiceUnavailable")
-        return append(request_id, state, **kwargs)  # type: ignore[arg-type]
+        return record(request_id, event, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(harness.ledger, "append", failing_append)
+    monkeypatch.setattr(harness.ledger, "record", failing_record)
     with pytest.raises(RetryableAwsError):
         release(harness, "finish")
-    monkeypatch.setattr(harness.ledger, "append", append)
+    monkeypatch.setattr(harness.ledger, "record", record)
     retried = release(harness, "finish")  # the state machine's retry
     assert not retried.already_released
     assert [e.state for e in harness.ledger.history("demo-1")].count(State.RELEASED) == 1

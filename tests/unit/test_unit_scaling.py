@@ -394,6 +394,7 @@ def _deployed_with_idle_policy(h: Harness, hours: int) -> None:
     purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), h.ports)
     sm = h.world.client("us-east-1")
     h.clock.now = PLAN_START + timedelta(minutes=5)
+    h.activate(request.id)
     create_endpoint(EndpointInput(request_id=request.id, action="create"), h.ports)
     sm.set_endpoint_status("co-demo-1", "InService")
     out = create_inference_components(ComponentsInput(request_id=request.id, action="create"), h.ports)

@@ -23,6 +23,7 @@ from capacity.request import parse_request
 from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event, resigned
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.handler_support import LambdaContext, load_handler
 from tests.unit.unit_fakes import request_body
@@ -423,7 +424,7 @@ def awaiting(harness: Harness, request_id: str = "slack-week-49") -> None:
     request = parse_request(request_body(request_id=request_id, requester="slack:U0REQUESTER"), now=None)
     harness.ledger.record_request(request, actor="tests")
     harness.ledger.put_once(request_id, APPROVAL, {"task_token": "token-1"})
-    harness.ledger.append(request_id, State.AWAITING_APPROVAL, actor="tests")
+    seed(harness.ledger, request_id, State.AWAITING_APPROVAL, actor="tests")
 
 
 def test_a_non_approver_pressing_approve_gets_an_ephemeral_refusal(harness: Harness, door: Any) -> None:

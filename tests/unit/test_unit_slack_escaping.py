@@ -22,6 +22,7 @@ from capacity.request import parse_request
 from capacity.resources import SlackMessage
 
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.test_unit_slack_door import SIGNED_AT, STAMP
 from tests.unit.test_unit_steps import search_all
@@ -59,6 +60,7 @@ def test_a_requester_with_slack_markup_is_posted_escaped_in_the_approval_request
 
 def test_an_approver_and_reason_with_markup_are_escaped_in_the_outcome(harness: Harness) -> None:
     reason = "rejected by <!here>: <https://evil.example|click>"
+    seed(harness.ledger, "demo-1", State.AWAITING_APPROVAL)
     notify(
         NotifyInput(
             kind="approval_outcome",
@@ -115,7 +117,7 @@ def test_a_decision_recorded_by_an_approver_with_markup_is_echoed_escaped(harnes
     request = parse_request(request_body(), now=None)
     harness.ledger.record_request(request, actor="tests")
     harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
-    harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="tests")
+    seed(harness.ledger, request.id, State.AWAITING_APPROVAL, actor="tests")
     decide_approval(request.id, {"approved": True}, harness.ports, identity="<!here>")
     door = slack_door.Door(
         signing_secret=local_secret,
@@ -150,7 +152,7 @@ def test_a_slack_requester_pressing_approve_on_its_own_request_gets_an_ephemeral
     request = parse_request(request_body(requester="slack:U0APPROVER"), now=None)
     harness.ledger.record_request(request, actor="tests")
     harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
-    harness.ledger.append(request.id, State.AWAITING_APPROVAL, actor="tests")
+    seed(harness.ledger, request.id, State.AWAITING_APPROVAL, actor="tests")
     door = slack_door.Door(
         signing_secret=local_secret, guard=_Guard(), approvers=frozenset({"U0APPROVER"}), respond=respond
     )

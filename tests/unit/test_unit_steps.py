@@ -28,6 +28,7 @@ from capacity.errors import (
     ResourceBusy,
 )
 from capacity.ledger import APPROVAL
+from capacity.lifecycle import Event
 from capacity.logic import on_demand_record
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import cancel_reservation
@@ -40,6 +41,7 @@ from capacity.logic.search import search_offerings
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW, WINDOW_START, raw_offering, request_body
 
@@ -288,6 +290,7 @@ def test_activation_deadline_is_start_plus_two_hours(harness: Harness) -> None:
 
 def test_endpoint_config_targets_the_plan_without_model_name(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     out = create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     assert out.to_json() == {
         "endpoint_name": "co-demo-1",
@@ -313,6 +316,7 @@ def test_endpoint_config_targets_the_plan_without_model_name(harness: Harness) -
 
 def test_endpoint_status_backs_off_and_fails_with_the_reason(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     out = create_endpoint(EndpointInput(request_id=request.id, action="status", attempt=4), harness.ports)
     assert (out.status, out.next_wait_seconds, out.attempt) == ("Creating", 300, 5)
@@ -323,6 +327,7 @@ def test_endpoint_status_backs_off_and_fails_with_the_reason(harness: Harness) -
 
 def test_endpoint_creating_past_the_deadline_fails(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     harness.clock.advance(minutes=91)
     with pytest.raises(EndpointFailed, match="90 minutes"):
@@ -331,6 +336,7 @@ def test_endpoint_creating_past_the_deadline_fails(harness: Harness) -> None:
 
 def test_components_wait_for_the_endpoint_then_become_ready(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     sm = harness.world.client("us-east-1")
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     with pytest.raises(ResourceBusy):
@@ -370,6 +376,7 @@ def test_components_wait_for_the_endpoint_then_become_ready(harness: Harness) ->
 
 def test_failed_component_raises_with_its_reason(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     sm = harness.world.client("us-east-1")
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     sm.set_endpoint_status("co-demo-1", "InService")
@@ -381,7 +388,8 @@ def test_failed_component_raises_with_its_reason(harness: Harness) -> None:
 
 def test_no_deployment_once_release_started(harness: Harness) -> None:
     request = bought(harness)
-    harness.ledger.append(request.id, State.RELEASING, actor="release")
+    harness.activate(request.id)
+    seed(harness.ledger, request.id, State.RELEASING, actor="release")
     with pytest.raises(ReservationCancelled):
         create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     assert harness.world.names("CreateEndpointConfig") == []
@@ -438,7 +446,7 @@ def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(h
     plan = choose_offering(
         ChooseInput(request_id=request.id, searches=search_all(harness, request)), harness.ports
     )
-    harness.ledger.append(request.id, State.CANCELLED, actor="api")
+    seed(harness.ledger, request.id, State.CANCELLED, actor="api")
     posted = len(harness.slack.messages)
     with pytest.raises(ReservationCancelled, match="is CANCELLED: no approval is requested"):
         notify(
@@ -556,7 +564,7 @@ def test_failure_records_failed_and_requests_release_when_something_was_bought(h
 
 def test_failure_after_a_final_state_records_nothing(harness: Harness) -> None:
     request = record(harness)
-    harness.ledger.append(request.id, State.REJECTED, actor="test")
+    seed(harness.ledger, request.id, State.REJECTED, actor="test")
     out = notify(
         NotifyInput(kind="failure", request_id=request.id, error=StepError(Error="X")), harness.ports
     )
@@ -604,8 +612,9 @@ def test_failed_release_is_reported_without_requesting_another_release(harness: 
 
 def test_endpoint_deleted_by_a_release_is_a_cancellation_not_a_failure(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
-    harness.ledger.append(request.id, State.RELEASING, actor="release")
+    seed(harness.ledger, request.id, State.RELEASING, actor="release")
     del harness.world.endpoints["co-demo-1"]
     with pytest.raises(ReservationCancelled, match="RELEASING"):
         create_endpoint(EndpointInput(request_id=request.id, action="status"), harness.ports)
@@ -626,8 +635,8 @@ def test_endpoint_and_components_of_another_request_are_never_adopted(harness: H
 
 def test_failed_release_after_the_reservation_failed_is_still_reported(harness: Harness) -> None:
     request = bought(harness)
-    harness.ledger.append(request.id, State.FAILED, actor="test", detail={"reason": "endpoint failed"})
-    harness.ledger.append(request.id, State.RELEASING, actor="test")
+    seed(harness.ledger, request.id, State.FAILED, actor="test", detail={"reason": "endpoint failed"})
+    seed(harness.ledger, request.id, State.RELEASING, actor="test")
     cause = '{"errorMessage": "release of demo-1 gave up; still billing: endpoint co-demo-1 (Deleting)."}'
     error = StepError(Error="ReleaseStuck", Cause=cause)
     step = NotifyInput(kind="failure", phase="release", request_id=request.id, error=error)
@@ -665,7 +674,7 @@ def test_rejected_release_request_does_not_claim_anything_is_billing(harness: Ha
 @pytest.mark.parametrize("final", [State.CANCELLED, State.RELEASED, State.FAILED])
 def test_activation_after_a_final_state_records_nothing_and_stops(harness: Harness, final: State) -> None:
     request = bought(harness)
-    harness.ledger.append(request.id, final, actor="api")
+    seed(harness.ledger, request.id, final, actor="api")
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
     harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
     step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
@@ -679,13 +688,14 @@ def test_activation_after_a_final_state_records_nothing_and_stops(harness: Harne
 
 def test_components_in_service_after_a_failure_do_not_record_ready(harness: Harness) -> None:
     request = bought(harness)
+    harness.activate(request.id)
     sm = harness.world.client("us-east-1")
     create_endpoint(EndpointInput(request_id=request.id, action="create"), harness.ports)
     sm.set_endpoint_status("co-demo-1", "InService")
     create_inference_components(ComponentsInput(request_id=request.id, action="create"), harness.ports)
     for name in ("co-demo-1-llama-eu", "co-demo-1-llama-us"):
         sm.set_component_status(name, "InService")
-    harness.ledger.append(request.id, State.FAILED, actor="notify")
+    seed(harness.ledger, request.id, State.FAILED, actor="notify")
     with pytest.raises(ReservationCancelled):
         create_inference_components(ComponentsInput(request_id=request.id, action="status"), harness.ports)
     assert State.READY not in states(harness)
@@ -694,7 +704,7 @@ def test_components_in_service_after_a_failure_do_not_record_ready(harness: Harn
 def test_a_rejection_after_a_cancellation_records_no_second_outcome(harness: Harness) -> None:
     # Fault soak: CANCELLED then REJECTED (an approval timing out while the DELETE was recorded).
     request = record(harness)
-    harness.ledger.append_outcome(request.id, State.CANCELLED, actor="api", detail={"reason": "cancelled"})
+    harness.ledger.record(request.id, Event.CANCEL, actor="api", detail={"reason": "cancelled"})
     posted = len(harness.slack.messages)
     notify(
         NotifyInput(kind="approval_outcome", request_id=request.id, approved=False, reason="States.Timeout"),
@@ -714,11 +724,12 @@ def test_the_first_outcome_wins_even_when_the_other_writer_did_not_see_it(harnes
     # Two steps that both read "no final state" yet: only the first outcome is appended; a retry of the
     # same outcome appends nothing more; the release's RELEASED and a release failure may still follow.
     request = record(harness)
-    assert harness.ledger.append_outcome(request.id, State.REJECTED, actor="choose") is not None
-    assert harness.ledger.append_outcome(request.id, State.CANCELLED, actor="api") is None
-    assert harness.ledger.append_outcome(request.id, State.REJECTED, actor="choose") is None
-    harness.ledger.append(request.id, State.RELEASED, actor="release")
-    assert states(harness, request.id)[-2:] == [State.REJECTED, State.RELEASED]
+    assert harness.ledger.record(request.id, Event.REJECT, actor="choose") is not None
+    assert harness.ledger.record(request.id, Event.CANCEL, actor="api") is None
+    assert harness.ledger.record(request.id, Event.REJECT, actor="choose") is None
+    harness.ledger.record(request.id, Event.START_RELEASE, actor="release")
+    harness.ledger.record(request.id, Event.FINISH_RELEASE, actor="release")
+    assert states(harness, request.id)[-3:] == [State.REJECTED, State.RELEASING, State.RELEASED]
 
 
 def test_a_cancel_between_the_request_and_its_requested_state_wins(
@@ -766,7 +777,7 @@ def test_a_release_failure_recorded_by_a_lambda_that_died_before_posting_is_told
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     request = bought(harness)
-    harness.ledger.append(request.id, State.RELEASING, actor="test")
+    seed(harness.ledger, request.id, State.RELEASING, actor="test")
     step = NotifyInput(
         kind="failure",
         phase="release",

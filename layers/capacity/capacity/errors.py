@@ -66,6 +66,18 @@ class ReservationCancelled(CapacityError):
     """The reservation was cancelled (or otherwise finished) before this step; nothing was bought."""
 
 
+class TransitionRefused(CapacityError):
+    """The lifecycle's table (:mod:`capacity.lifecycle`) does not allow this change from the reservation's
+    current state: nothing was recorded (the message names the state and the change)."""
+
+
+class MoneyInFlight(CapacityError):
+    """A purchase or an extension whose AWS call may have committed is not reconciled yet: the release may
+    not begin until it is (:mod:`capacity.lifecycle`); the release step waits and tries again."""
+
+    retryable = True
+
+
 class NotAwaitingApproval(CapacityError):
     """An approval decision arrived for a reservation that is not waiting for one (or was decided)."""
 

@@ -41,6 +41,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import partial
@@ -50,7 +51,14 @@ from botocore.exceptions import ClientError
 
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
-from capacity.errors import ReservationCancelled, RetryableAwsError
+from capacity.errors import (
+    CapacityError,
+    MoneyInFlight,
+    ReservationCancelled,
+    RetryableAwsError,
+    TransitionRefused,
+)
+from capacity.lifecycle import RULES, Event, Snapshot, Verdict, decide, event_of
 from capacity.pricing import money_str
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest, parse_request
@@ -206,9 +214,9 @@ class Ledger:
     def record_request(self, request: ReservationRequest, *, actor: str, write_id: str | None = None) -> bool:
         """Put the ``REQUEST`` item and the ``REQUESTED`` state.
 
-        ``REQUESTED`` is written only while no outcome is recorded (:meth:`append` ``unless_outcome``): a
-        ``DELETE`` landing between the two writes finds ``REQUEST`` and records ``CANCELLED``, and the
-        ledger never reads ``CANCELLED -> REQUESTED`` (issue 13, defect 8).
+        ``REQUESTED`` is recorded through the lifecycle (:meth:`record`): after a ``DELETE`` that landed between
+        the two writes (and recorded ``CANCELLED``) it is refused, so the ledger never reads
+        ``CANCELLED -> REQUESTED`` (issue 13, defect 8).
 
         Args:
             write_id: the delivery's stable id (the EventBridge event id), so a retried delivery is not
@@ -228,13 +236,11 @@ class Ledger:
             write_id=write_id,
         )
         if created:
-            self.append(
+            self.record(
                 request.id,
-                State.REQUESTED,
+                Event.REQUEST,
                 actor=actor,
                 detail={"requester": request.requester, "dry_run": request.dry_run},
-                once=True,
-                unless_outcome=True,
             )
         return created
 
@@ -289,6 +295,126 @@ class Ledger:
 
     # ----------------------------------------------------------------------------- states
 
+    def snapshot(self, request_id: str) -> Snapshot:
+        """The reservation's lifecycle snapshot (:class:`~capacity.lifecycle.Snapshot`), from its :data:`CURRENT`
+        item (strongly consistent); a reservation recorded before the snapshot was kept there (no
+        ``version``) is read from its history (:func:`snapshot_of`)."""
+        item = self.get(request_id, CURRENT)
+        if item is not None and item.get("version") is not None:
+            return _snapshot(item)
+        return snapshot_of(self.history(request_id), state_sk=item.get("state_sk") if item else None)
+
+    def record(
+        self,
+        request_id: str,
+        event: Event,
+        *,
+        actor: str,
+        detail: Mapping[str, Any] | None = None,
+        money_usd: Decimal | None = None,
+        key: str | None = None,
+    ) -> LedgerEntry | None:
+        """Record ``event`` if the lifecycle's table allows it from the reservation's current snapshot: the
+        entry (``STATE#<now ms>#<seq>``, when the event records one), the new :data:`CURRENT` and, for an
+        outcome, the :data:`OUTCOME` marker, in one ``TransactWriteItems`` conditional on the snapshot's
+        ``version`` (:func:`capacity.lifecycle.decide`). When another writer moved the snapshot first, the
+        event is decided again from the new one: two writers racing never both win, and nothing the table
+        forbids is written.
+
+        Args:
+            event: what happens (:class:`~capacity.lifecycle.Event`).
+            detail: the entry's small JSON map.
+            money_usd: the money the entry records (a fee; negative: a refund).
+            key: the money in flight the event opens or closes (``MONEY_CALL``, ``MONEY_SETTLED``, ``EXTEND``).
+
+        Returns:
+            The entry written; None when the event was skipped (done already: a retry, a duplicate, a late
+            step) or records no entry (money in flight).
+
+        Raises:
+            ReservationCancelled: the reservation has an outcome or its release began (the writer stops).
+            MoneyInFlight: the release may not begin while money is in flight (the release waits).
+            TransitionRefused: the table does not allow ``event`` from the current phase.
+        """
+        taken: str | None = None  # a state item's key found taken (never by this protocol's writers)
+        for _ in range(MAX_SEQ_ATTEMPTS):
+            snapshot = self.snapshot(request_id)
+            verdict = decide(snapshot, event, key=key)
+            if verdict.action == "skip":
+                return None
+            if verdict.action == "refuse":
+                raise _refusal(request_id, event, verdict)
+            try:
+                return self._commit(
+                    request_id, snapshot, verdict, _Entry(actor, dict(detail or {}), money_usd), taken
+                )
+            except _Lost as lost:
+                taken = lost.taken or taken
+        raise RetryableAwsError(
+            f"{request_id}: {event.value} lost the race for the ledger {MAX_SEQ_ATTEMPTS} times"
+        )
+
+    def _commit(
+        self, request_id: str, before: Snapshot, verdict: Verdict, entry: _Entry, taken: str | None
+    ) -> LedgerEntry | None:
+        """Write ``verdict`` conditionally on ``before``'s version: the entry written (None: no entry).
+
+        Raises:
+            _Lost: another writer moved the snapshot first (decide again), or the entry's key was taken.
+        """
+        wid = uuid.uuid4().hex
+        after = verdict.after
+        writes: list[Any] = []
+        state_item: dict[str, Any] | None = None
+        if verdict.records is not None:
+            sk = _next_state_sk(max(before.state_sk or "", taken or "") or None, self._clock())
+            attributes: dict[str, Any] = {
+                "state": verdict.records.value,
+                "at": sk[len(STATE_PREFIX) : len(STATE_PREFIX) + 24],
+                "actor": entry.actor,
+                "detail": entry.detail,
+            }
+            if entry.money_usd is not None:
+                attributes["money_usd"] = money_str(entry.money_usd)
+            state_item = self._new_item(request_id, sk, attributes, wid)
+            writes.append(_put_new(self._table, state_item))
+            after = replace(after, state_sk=sk)
+        if verdict.records is not None and after.outcome is not None and after.outcome != before.outcome:
+            # The outcome's marker (readers that only need "has it ended?" read this one item).
+            marker: dict[str, Any] = {
+                "outcome": after.outcome.value,
+                "actor": entry.actor,
+                "detail": entry.detail,
+            }
+            if entry.money_usd is not None:
+                marker["money_usd"] = money_str(entry.money_usd)
+            writes.append(_put_new(self._table, self._new_item(request_id, OUTCOME, marker, wid)))
+        mirror = self._new_item(request_id, CURRENT, _current_attributes(after), wid)
+        if before.version:
+            condition: dict[str, Any] = {
+                "ConditionExpression": "version = :v",
+                "ExpressionAttributeValues": {":v": {"N": str(before.version)}},
+            }
+        else:  # nothing recorded under a snapshot yet (or recorded before snapshots were kept)
+            condition = {"ConditionExpression": "attribute_not_exists(sk) OR attribute_not_exists(version)"}
+        writes.append({"Put": {"TableName": self._table, "Item": serialize_item(mirror), **condition}})
+        try:
+            call_dynamodb(
+                "TransactWriteItems", lambda: self._client.transact_write_items(TransactItems=writes)
+            )
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            current = self.get(request_id, CURRENT)
+            if current is not None and current.get("write_id") == wid:  # a botocore retry of our own commit
+                return _entry(state_item) if state_item is not None else None
+            reasons = [str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []]
+            if "TransactionConflict" in reasons:  # another transaction on CURRENT at the same moment
+                time.sleep(random.uniform(0.01, 0.05))  # noqa: S311 - jitter
+            stolen = state_item is not None and reasons[:1] == ["ConditionalCheckFailed"]
+            raise _Lost(str(state_item["sk"]) if stolen and state_item else None) from exc
+        return _entry(state_item) if state_item is not None else None
+
     def append(
         self,
         request_id: str,
@@ -300,140 +426,11 @@ class Ledger:
         once: bool = False,
         unless_outcome: bool = False,
     ) -> LedgerEntry | None:
-        """Append a state change ``STATE#<now ms>#<seq>``.
-
-        Args:
-            once: skip (return None) if the history already holds ``state`` (retried steps).
-            unless_outcome: write only if no :data:`OUTCOME` is recorded, atomically (one
-                ``TransactWriteItems``: a ``ConditionCheck`` on ``OUTCOME`` and the put). A step that must
-                never follow a cancel (``AWAITING_APPROVAL``) cannot slip in between a check and its write.
-
-        Returns:
-            The entry written, or None when ``once`` skipped it.
-
-        Raises:
-            ReservationCancelled: ``unless_outcome`` and an outcome is recorded (the message names it).
-        """
-        if once:
-            for entry in self.history(request_id):
-                if entry.state == state:
-                    return None
-        at = self._clock()
-        prefix = f"{STATE_PREFIX}{iso_ms(at)}#"
-        seq = len(self.items(request_id, prefix))
-        attributes: dict[str, Any] = {
-            "state": state.value,
-            "at": iso_ms(at),
-            "actor": actor,
-            "detail": dict(detail or {}),
-        }
-        if money_usd is not None:
-            attributes["money_usd"] = money_str(money_usd)
-        for _ in range(MAX_SEQ_ATTEMPTS):
-            sk = f"{prefix}{seq:04d}"
-            created, item = self._put_state(request_id, sk, attributes, unless_outcome=unless_outcome)
-            if created:
-                return _entry(item)
-            seq += 1  # another writer took this sequence number in the same millisecond
-        raise RetryableAwsError(f"could not find a free ledger sequence number for {request_id} at {prefix}")
-
-    def _put_state(
-        self,
-        request_id: str,
-        sk: str,
-        attributes: Mapping[str, Any],
-        *,
-        unless_outcome: bool,
-        current: bool = True,
-        conflicts: int = MAX_CONFLICT_RETRIES,
-    ) -> tuple[bool, dict[str, Any]]:
-        """Put the ``STATE#`` item ``sk`` unless it exists, with :data:`CURRENT` moved to it, in one
-        ``TransactWriteItems`` (and, ``unless_outcome``, a ``ConditionCheck`` that no :data:`OUTCOME` exists).
-
-        When ``CURRENT`` already mirrors a later state (two writers, or a write that landed late), the state
-        is put alone: the history takes every state, the listing keeps the latest. A ``TransactionConflict``
-        (another append of the reservation writing ``CURRENT`` at the same moment: DynamoDB cancels one of
-        two transactions on one item) is tried again, whole, up to :data:`MAX_CONFLICT_RETRIES` times.
-
-        Returns:
-            ``(created, item)`` as :meth:`put_once`.
-
-        Raises:
-            ReservationCancelled: ``unless_outcome`` and the outcome is recorded (then nothing was written).
-            RetryableAwsError: the transaction was cancelled for another reason (a conflicting one).
-        """
-        wid = uuid.uuid4().hex
-        item = self._new_item(request_id, sk, attributes, wid)
-        writes: list[Any] = []
-        if unless_outcome:
-            outcome_key = {"request_id": {"S": request_id}, "sk": {"S": OUTCOME}}
-            check = {
-                "TableName": self._table,
-                "Key": outcome_key,
-                "ConditionExpression": "attribute_not_exists(sk)",
-            }
-            writes.append({"ConditionCheck": check})
-        writes.append(
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": serialize_item(item),
-                    "ConditionExpression": "attribute_not_exists(sk)",
-                }
-            }
+        """Deprecated shim: :meth:`record` of the event ``state`` stands for."""
+        del once, unless_outcome
+        return self.record(
+            request_id, event_of(state, detail), actor=actor, detail=detail, money_usd=money_usd
         )
-        if current:
-            mirror = self._new_item(
-                request_id, CURRENT, {"current_state": attributes["state"], "state_sk": sk}, wid
-            )
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": serialize_item(mirror),
-                        "ConditionExpression": "attribute_not_exists(sk) OR state_sk < :sk",
-                        "ExpressionAttributeValues": {":sk": {"S": sk}},
-                    }
-                }
-            )
-        try:
-            call_dynamodb(
-                "TransactWriteItems", lambda: self._client.transact_write_items(TransactItems=writes)
-            )
-        except ClientError as exc:
-            if error_code(exc) != "TransactionCanceledException":
-                raise
-            # A botocore retry of a transaction that did commit meets its own item: that is success.
-            existing = self.get(request_id, sk)
-            if existing is not None and existing.get("write_id") == wid:
-                return True, existing
-            outcome = self.get(request_id, OUTCOME) if unless_outcome else None
-            if outcome is not None:
-                self.complete_outcome(request_id, outcome)
-                raise ReservationCancelled(
-                    f"reservation {request_id} is {outcome.get('outcome')}: {attributes.get('state')} "
-                    "is not recorded after it"
-                ) from exc
-            if existing is not None:
-                return False, existing
-            reasons = [str(r.get("Code")) for r in exc.response.get("CancellationReasons") or []]
-            if current and reasons[-1:] == ["ConditionalCheckFailed"] and set(reasons[:-1]) <= {"None"}:
-                return self._put_state(
-                    request_id, sk, attributes, unless_outcome=unless_outcome, current=False
-                )
-            if "TransactionConflict" in reasons and conflicts > 0:
-                # Another append of this reservation wrote CURRENT at the same moment: try again, whole.
-                time.sleep(random.uniform(0.01, 0.05) * (1 + MAX_CONFLICT_RETRIES - conflicts))  # noqa: S311 - jitter
-                return self._put_state(
-                    request_id,
-                    sk,
-                    attributes,
-                    unless_outcome=unless_outcome,
-                    current=current,
-                    conflicts=conflicts - 1,
-                )
-            raise RetryableAwsError(f"ledger transaction for {sk} was cancelled: {exc}") from exc
-        return True, deserialize_item(serialize_item(item))
 
     def current_states(self, request_ids: Sequence[str]) -> dict[str, State]:
         """The latest state of each reservation from its :data:`CURRENT` item: one ``BatchGetItem`` (at most
@@ -480,50 +477,15 @@ class Ledger:
         detail: Mapping[str, Any] | None = None,
         money_usd: Decimal | None = None,
     ) -> LedgerEntry | None:
-        """Append the outcome ``CANCELLED``, ``REJECTED`` or ``FAILED`` unless another one was recorded.
-
-        A reservation has one outcome: the conditional :data:`OUTCOME` item is put first, and only a step
-        recording the same outcome (a retry) goes on to append it (once). ``RELEASED`` may still follow
-        (the release of a cancelled or failed reservation), and so may a ``FAILED`` of the release (phase
-        ``release``, appended with :meth:`append`: resources may still bill). Found by the fault soak:
-        ``CANCELLED`` then ``REJECTED``/``FAILED`` in one ledger.
-
-        Returns:
-            The entry written, or None when another outcome (or this one, already) is recorded.
-        """
-        # "outcome", not "state": readers that scan items for a "state" see only the STATE# entries. The
-        # entry's detail and money ride along, so whoever meets the outcome can complete its entry.
-        marker: dict[str, Any] = {"outcome": state.value, "actor": actor, "detail": dict(detail or {})}
-        if money_usd is not None:
-            marker["money_usd"] = money_str(money_usd)
-        _, item = self.put_once(request_id, OUTCOME, marker)
-        if item.get("outcome") != state.value:
+        """Deprecated shim: :meth:`record` of the outcome ``state`` (None when an outcome is recorded)."""
+        try:
+            return self.record(request_id, event_of(state), actor=actor, detail=detail, money_usd=money_usd)
+        except ReservationCancelled:
             return None
-        return self.append(request_id, state, actor=actor, detail=detail, money_usd=money_usd, once=True)
 
-    def complete_outcome(
-        self, request_id: str, outcome: Mapping[str, Any] | None = None
-    ) -> LedgerEntry | None:
-        """Append the entry of the recorded :data:`OUTCOME` if its writer died (or timed out) between the
-        marker and the entry (once): a step that stops on the outcome must not leave a ledger whose history
-        never says it (soak seed 304 #133: a DELETE's ``CANCELLED`` marker with no entry, and the request's
-        ``REQUESTED`` refused after it, left no state at all).
-
-        Returns:
-            The entry appended, or None (no outcome, or its entry is there already).
-        """
-        outcome = outcome if outcome is not None else self.get(request_id, OUTCOME)
-        if outcome is None:
-            return None
-        money = outcome.get("money_usd")
-        return self.append(
-            request_id,
-            State(str(outcome["outcome"])),
-            actor=str(outcome.get("actor") or "ledger"),
-            detail=dict(outcome.get("detail") or {}),
-            money_usd=Decimal(str(money)) if money is not None else None,
-            once=True,
-        )
+    def complete_outcome(self, request_id: str, outcome: Mapping[str, Any] | None = None) -> None:
+        """Deprecated: an outcome and its entry are now written in one transaction."""
+        del request_id, outcome
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""
@@ -551,3 +513,100 @@ def _entry(item: Mapping[str, Any]) -> LedgerEntry:
         detail=item.get("detail") or {},
         money_usd=Decimal(item["money_usd"]) if item.get("money_usd") is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What a recorded entry carries besides its state."""
+
+    actor: str
+    detail: dict[str, Any]
+    money_usd: Decimal | None
+
+
+class _Lost(Exception):  # noqa: N818 - internal: the write lost a race (never leaves the ledger)
+    """Another writer moved the snapshot first (decide again); ``taken``: the entry's key was taken."""
+
+    def __init__(self, taken: str | None) -> None:
+        super().__init__(taken or "lost")
+        self.taken = taken
+
+
+def _put_new(table: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": serialize_item(item),
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+    }
+
+
+def _next_state_sk(previous: str | None, now: datetime) -> str:
+    """``STATE#<ms>#<seq>`` after ``previous``: never earlier than it (a writer whose clock is behind the last
+    one's still records after it), the next sequence number within one millisecond."""
+    at = iso_ms(now)
+    seq = 0
+    if previous:
+        last_at, _, last_seq = previous[len(STATE_PREFIX) :].partition("#")
+        if last_at >= at:
+            at, seq = last_at, int(last_seq or 0) + 1
+    return f"{STATE_PREFIX}{at}#{seq:04d}"
+
+
+def _current_attributes(snapshot: Snapshot) -> dict[str, Any]:
+    return {
+        "current_state": snapshot.state.value if snapshot.state else None,
+        "state_sk": snapshot.state_sk,
+        "phase": snapshot.phase.value if snapshot.phase else None,
+        "outcome": snapshot.outcome.value if snapshot.outcome else None,
+        "in_flight": sorted(snapshot.in_flight),
+        "version": snapshot.version,
+    }
+
+
+def _snapshot(item: Mapping[str, Any]) -> Snapshot:
+    def state(name: str) -> State | None:
+        value = item.get(name)
+        return State(str(value)) if value else None
+
+    return Snapshot(
+        phase=state("phase"),
+        outcome=state("outcome"),
+        in_flight=frozenset(str(k) for k in item.get("in_flight") or []),
+        version=int(item.get("version") or 0),
+        state=state("current_state"),
+        state_sk=str(item["state_sk"]) if item.get("state_sk") else None,
+    )
+
+
+def snapshot_of(history: Sequence[LedgerEntry], *, state_sk: str | None = None) -> Snapshot:
+    """The snapshot a history leads to (for reservations recorded before snapshots were kept): the phase and
+    the outcome its entries set, no money in flight, version 0."""
+    phase: State | None = None
+    outcome: State | None = None
+    for entry in history:
+        event = event_of(entry.state, entry.detail, phase=phase)
+        rule = RULES[event]
+        phase = rule.to or phase
+        outcome = outcome or rule.outcome
+    last = history[-1] if history else None
+    return Snapshot(
+        phase=phase,
+        outcome=outcome,
+        state=last.state if last else None,
+        state_sk=last.sk if last else state_sk,
+    )
+
+
+def _refusal(request_id: str, event: Event, verdict: Verdict) -> CapacityError:
+    """The error a refused ``event`` raises (its message names the state and what was not recorded)."""
+    records = RULES[event].records
+    what = records.value if records is not None else event.value
+    if verdict.stopped:
+        return ReservationCancelled(
+            f"reservation {request_id} {verdict.reason}: {what} is not recorded after it"
+        )
+    if verdict.waits_for_money:
+        return MoneyInFlight(f"reservation {request_id}: {verdict.reason}; {event.value} waits for it")
+    return TransitionRefused(f"reservation {request_id}: {verdict.reason}")

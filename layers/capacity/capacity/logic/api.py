@@ -59,6 +59,7 @@ from capacity.ledger import (
     SUBMITTED,
     history_of,
 )
+from capacity.lifecycle import Event
 from capacity.logic import extend
 from capacity.logic.attempts import live_intent
 from capacity.logic.chain import chain_view, serving_target, successors
@@ -440,8 +441,8 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
         # marker record_request checks after writing REQUEST, and the outcome, so GET says what DELETE did.
         ledger.put_once(request_id, CANCEL_REQUESTED, {"actor": actor})
         if ledger.get(request_id, REQUEST) is None:  # record_request will see the marker and stop
-            ledger.append_outcome(
-                request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled", "before": "recorded"}
+            ledger.record(
+                request_id, Event.CANCEL, actor=actor, detail={"reason": "cancelled", "before": "recorded"}
             )
             return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
         history = ledger.history(request_id)  # recorded meanwhile: cancel it the usual way
@@ -459,7 +460,7 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
         _refuse_unconfirmed(ports, request_id)
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
-    written = ledger.append_outcome(request_id, State.CANCELLED, actor=actor, detail={"reason": "cancelled"})
+    written = ledger.record(request_id, Event.CANCEL, actor=actor, detail={"reason": "cancelled"})
     if written is None:  # a concurrent DELETE (or a rejection, a failure) recorded the outcome first
         final = final_state(ledger.history(request_id)) or State.CANCELLED
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}

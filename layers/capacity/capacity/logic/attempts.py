@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.ledger import PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_MISSED
+from capacity.lifecycle import PURCHASE_KEY, Event
 from capacity.ports import Ports
 
 
@@ -50,3 +51,9 @@ def attempt_calls(ports: Ports, request_id: str, attempt: int) -> list[dict[str,
     ``attempt`` is the first attempt's)."""
     calls = ports.ledger.items(request_id, f"{PURCHASE_CALL}#")
     return [call for call in calls if int(call.get("attempt", 0)) == attempt]
+
+
+def nothing_bought(ports: Ports, request_id: str) -> None:
+    """The live attempt is reconciled and bought nothing: its money is no longer in flight
+    (:attr:`~capacity.lifecycle.Event.MONEY_SETTLED`; a no-op when it was not), so the release may begin."""
+    ports.ledger.record(request_id, Event.MONEY_SETTLED, actor=ports.actor, key=PURCHASE_KEY)

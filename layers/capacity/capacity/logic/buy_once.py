@@ -41,9 +41,9 @@ from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.events import ReservationPurchasedDetail
 from capacity.ledger import PURCHASE, PURCHASE_CALL
+from capacity.lifecycle import PURCHASE_KEY, Event
 from capacity.logic.attempts import attempt_calls, hold_key, intent_key, live_attempt
 from capacity.logic.common import (
-    keep_released_last,
     post,
     require_not_final,
     require_within_budget,
@@ -195,7 +195,6 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         settle_spend(ports, key=hold_key(request.id, attempt), amount_usd=fee)
         money_metrics.committed(request.team, fee)
     output = after_purchase(buyer, request, existing, ports, first=State.PURCHASED not in states(history))
-    keep_released_last(ports, request.id)
     stop_if_released(ports, request.id, "going on after the purchase")  # a cancel that came meanwhile
     return output
 
@@ -265,7 +264,15 @@ def _call(
     *,
     attempt: int,
 ) -> Bought:
-    """Record the call (``PURCHASE_CALL#<time>`` with its offering and attempt), then make it."""
+    """Record the money in flight (:attr:`~capacity.lifecycle.Event.MONEY_CALL`: refused once the reservation
+    has an outcome or its release began, so no purchase starts after a cancel; the release waits until it is
+    reconciled) and the call (``PURCHASE_CALL#<time>`` with its offering and attempt), then make it.
+
+    Raises:
+        ReservationCancelled: the reservation was cancelled, rejected or failed, or its release began:
+            nothing is bought.
+    """
+    ports.ledger.record(request.id, Event.MONEY_CALL, actor=ports.actor, key=PURCHASE_KEY)
     ports.ledger.put_once(
         request.id,
         f"{PURCHASE_CALL}#{iso_ms(ports.clock())}",
@@ -368,6 +375,9 @@ def reconcile(
     ledger = ports.ledger
     item = ledger.get(request.id, PURCHASE)
     if item is not None:
+        if PURCHASE_KEY in ledger.snapshot(request.id).in_flight:  # its money is not recorded yet
+            history = ledger.history(request.id)
+            after_purchase(buyer, request, item, ports, first=State.PURCHASED not in states(history))
         return item
     attempt = live_attempt(ports, request.id)  # earlier attempts were reconciled when they missed
     intent = ledger.get(request.id, intent_key(attempt))
@@ -414,9 +424,9 @@ def after_purchase(
             ReservationPurchasedDetail(request_id=request.id, **output.model_dump()),
             resources=[output.training_plan_arn],
         )
-    written = ports.ledger.append(
+    written = ports.ledger.record(
         request.id,
-        State.PURCHASED,
+        Event.PURCHASE,
         actor=ports.actor,
         detail={
             **detail,
@@ -429,10 +439,6 @@ def after_purchase(
             "release_at": iso_z(release_at),
         },
         money_usd=output.upfront_fee_usd,
-        once=True,
-        # A brought reservation costs this request nothing, so after a cancel there is nothing to record:
-        # PURCHASED must not follow the release's RELEASED (soak seed 529 #55). A paid one is always recorded.
-        unless_outcome=bool(item.get("brought")),
     )
     if written is not None:
         post(ports, message)

@@ -28,6 +28,7 @@ from capacity import messages
 from capacity.contracts import ChooseInput, ChooseOutput
 from capacity.errors import ReservationCancelled
 from capacity.events import ReservationFailedDetail, ReservationPlannedDetail
+from capacity.lifecycle import Event
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
 from capacity.logic.keep_looking import look_again, successor_name
@@ -93,9 +94,9 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                 "ReservationFailed",
                 ReservationFailedDetail(request_id=request.id, error=error, reason=plan.reason),
             )
-        written = ports.ledger.append_outcome(
+        written = ports.ledger.record(
             request.id,
-            State.FAILED,
+            Event.FAIL,
             actor=ports.actor,
             detail={
                 "error": error,
@@ -121,9 +122,9 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                     offerings_considered=plan.considered,
                 ),
             )
-        written = ports.ledger.append(
+        written = ports.ledger.record(
             request.id,
-            State.PLANNED,
+            Event.PLAN,
             actor=ports.actor,
             detail={
                 "decision": plan.decision.value,
@@ -133,15 +134,11 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
                 "considered": plan.considered,
                 "quota_errors": dict(plan.quota_errors),
             },
-            once=True,
-            # A DELETE landing after the check above must win (fault soak seed 1, lifecycle 155): raises
-            # ReservationCancelled and records nothing once an OUTCOME exists.
-            unless_outcome=True,
         )
         if plan.decision is Decision.REJECTED:
-            ports.ledger.append_outcome(
+            ports.ledger.record(
                 request.id,
-                State.REJECTED,
+                Event.REJECT,
                 actor=ports.actor,
                 detail={"error": rejection, "reason": plan.reason},
             )

@@ -24,6 +24,7 @@ from capacity.errors import (
 )
 from capacity.events import ReleaseRequestedDetail, ReservationActiveDetail
 from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX, history_of
+from capacity.lifecycle import Event
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -123,17 +124,6 @@ def states(history: list[LedgerEntry]) -> set[State]:
 
 STOP_STATES = FINAL_STATES | {State.RELEASING}
 """States after which nothing billable may be created for a reservation."""
-
-
-def keep_released_last(ports: Ports, request_id: str) -> None:
-    """After a purchase is recorded: if the reservation's release finished meanwhile (the purchase call was
-    in flight when a cancel came, and the release read the ``PURCHASE`` item before its ``PURCHASED`` entry
-    was written: soak seed 304 #16), the ``PURCHASED`` entry with its money now follows ``RELEASED``; the
-    last ``RELEASED`` is appended again (its summary counts the fee) so the ledger still ends released."""
-    history = ports.ledger.history(request_id)
-    released = [entry for entry in history if entry.state is State.RELEASED]
-    if released and history[-1].state is not State.RELEASED:
-        ports.ledger.append(request_id, State.RELEASED, actor=ports.actor, detail=released[-1].detail)
 
 
 def settled_history(ports: Ports, request_id: str) -> list[LedgerEntry]:
@@ -262,12 +252,11 @@ def record_activation(
     window = {"start_time": iso_z(start) if start else None, "end_time": iso_z(end) if end else None}
     seen = {entry.state for entry in history}
     if status in ("Scheduled", "Active") and State.SCHEDULED not in seen:
-        written = ports.ledger.append(
+        written = ports.ledger.record(
             request_id,
-            State.SCHEDULED,
+            Event.SCHEDULE,
             actor=ports.actor,
             detail={**sighting.scheduled_detail, **window, "observed": status == "Scheduled"},
-            once=True,
         )
         if written is not None and status == "Scheduled":
             post(ports, sighting.scheduled_message(start, end))
@@ -282,7 +271,7 @@ def record_activation(
             )
             ports.events.put("ReservationActive", event, resources=[sighting.arn])
         detail = {**sighting.active_detail, **window}
-        written = ports.ledger.append(request_id, State.ACTIVE, actor=ports.actor, detail=detail, once=True)
+        written = ports.ledger.record(request_id, Event.ACTIVATE, actor=ports.actor, detail=detail)
         if written is not None:
             post(ports, sighting.active_message(start, end))
     else:

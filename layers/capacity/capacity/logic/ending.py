@@ -14,6 +14,7 @@ from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
 from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
+from capacity.lifecycle import Event
 from capacity.logic.attempts import live_hold_key
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
@@ -84,12 +85,11 @@ def record_released(
         ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
         resources=[purchase.training_plan_arn],
     )
-    ports.ledger.append(
+    ports.ledger.record(
         step.request_id,
-        State.RELEASED,
+        Event.FINISH_RELEASE,
         actor=ports.actor,
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
-        once=True,
     )
     try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
         ports.scheduler.delete(release_schedule_name(step.request_id))

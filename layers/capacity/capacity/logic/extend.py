@@ -51,9 +51,11 @@ from capacity.errors import (
     InvalidRequest,
     OfferingExpired,
     PurchaseFailed,
+    ReservationCancelled,
     TeamLimitExceeded,
 )
 from capacity.events import ExtensionFailedDetail, ExtensionRequestedDetail, ReservationExtendedDetail
+from capacity.lifecycle import Event, extension_key
 from capacity.logic import policy
 from capacity.logic.buy_once import (
     CONSISTENCY_WINDOW,
@@ -347,6 +349,8 @@ def settle_in_flight(ports: Ports, request_id: str) -> datetime | None:
             since = parse_utc(str(calls[0]["sk"]).split("#", 2)[2]) if calls else _written(intent, now)
             if now < since + CONSISTENCY_WINDOW:
                 wake.append(min(now + PAYMENT_POLL, since + CONSISTENCY_WINDOW))
+            else:  # no call, or none AWS shows after its consistency window: nothing was bought
+                _nothing_bought(ports, request_id, extension_id)
             continue
         try:
             confirm_extension(request_id, extension_id, ports)
@@ -355,7 +359,15 @@ def settle_in_flight(ports: Ports, request_id: str) -> datetime | None:
             deadline = payment_deadline(bought_at, current_end(ports, request_id, purchase)) + PAYMENT_GRACE
             if now < deadline:
                 wake.append(min(now + PAYMENT_POLL, deadline))
+            else:  # AWS fails it by its deadline: the release goes on (a fee taken later is still recorded)
+                _nothing_bought(ports, request_id, extension_id)
     return min(wake) if wake else None
+
+
+def _nothing_bought(ports: Ports, request_id: str, extension_id: str) -> None:
+    """Extension ``extension_id`` is reconciled and bought nothing (or AWS's payment deadline passed): its
+    money is no longer in flight (:attr:`~capacity.lifecycle.Event.MONEY_SETTLED`; a no-op when it was not)."""
+    ports.ledger.record(request_id, Event.MONEY_SETTLED, actor=ports.actor, key=extension_key(extension_id))
 
 
 def _written(item: Mapping[str, Any], default: datetime) -> datetime:
@@ -538,6 +550,7 @@ def extend_capacity(step: ExtendInput, ports: Ports) -> ExtendOutput:
     except (CapacityUnavailable, PurchaseFailed, OfferingExpired):
         # AWS refused and nothing was bought: the team's month gets the fee back
         policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        _nothing_bought(ports, request_id, extension_id)
         raise
     _record(ports, request_id, extension_id, bought)
     return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
@@ -558,20 +571,24 @@ def _call(  # noqa: PLR0917 - one call, every piece it records
         ExtensionRefused: the reservation is releasing or ended (nothing was bought).
     """
     request_id = request.id
-    stopped = states(ports.ledger.history(request_id)) & STOP_STATES
-    if stopped:
+    try:  # money in flight from here: refused once the reservation has an outcome or its release began
+        ports.ledger.record(request_id, Event.MONEY_CALL, actor=ports.actor, key=extension_key(extension_id))
+    except ReservationCancelled as exc:
         raise ExtensionRefused(
-            f"{request_id} is {sorted(stopped)[0].value}: the extension was not bought (it would pay for "
-            "hours nothing serves)"
+            f"{exc}: the extension was not bought (it would pay for hours nothing serves)"
+        ) from exc
+    try:
+        policy.reserve_spend(
+            ports,
+            key=hold_key(request_id, extension_id),
+            team_name=request.team,
+            amount_usd=offering.upfront_fee_usd,
+            instance_type=request.instance_type,
+            instance_count=0,  # an extension adds time, not instances: the quota is unchanged
         )
-    policy.reserve_spend(
-        ports,
-        key=hold_key(request_id, extension_id),
-        team_name=request.team,
-        amount_usd=offering.upfront_fee_usd,
-        instance_type=request.instance_type,
-        instance_count=0,  # an extension adds time, not instances: the quota is unchanged
-    )
+    except Exception:
+        _nothing_bought(ports, request_id, extension_id)
+        raise
     ports.ledger.put_once(
         request_id,
         f"{EXTENSION_CALL}#{extension_id}#{iso_ms(ports.clock())}",
@@ -699,6 +716,7 @@ def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> Exten
         )
         post(ports, messages.extension_failed(request_id, reason))
         policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        _nothing_bought(ports, request_id, extension_id)
         end = old_end
         status = "failed"
     ledger.put_once(
@@ -725,9 +743,10 @@ def _record_extended(  # noqa: PLR0917
     )
     if recorded:
         return
-    ports.ledger.append(
+    ports.ledger.record(
         request_id,
-        State.EXTENDED,
+        Event.EXTEND,
+        key=extension_key(extension_id),
         actor=ports.actor,
         detail={
             "extension_id": extension_id,
@@ -815,6 +834,7 @@ def extension_not_done(event: Mapping[str, Any], ports: Ports) -> ExtendOutput:
         # Started and given up: the fee held in the team's month goes back, and the outcome is final (the
         # intent's owner is gone, so nothing buys this extension id again).
         policy.give_back(ports, hold_key(request_id, extension_id), money=True, quota=False)
+        _nothing_bought(ports, request_id, extension_id)
         ledger.put_once(
             request_id,
             f"{EXTENSION_OUTCOME}#{extension_id}",

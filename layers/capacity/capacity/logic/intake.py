@@ -10,6 +10,7 @@ from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationC
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
 from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD, SUBMITTED
+from capacity.lifecycle import Event
 from capacity.logic.attempts import live_intent
 from capacity.logic.chain import SUCCESSOR, serving_target
 from capacity.logic.checks import require_in_scope
@@ -90,9 +91,9 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
     # put CANCEL_REQUESTED before this read, so a cancelled request never goes on to a purchase.
     cancel = ledger.get(request.id, CANCEL_REQUESTED)
     if cancel is not None:
-        ledger.append_outcome(
+        ledger.record(
             request.id,
-            State.CANCELLED,
+            Event.CANCEL,
             actor=str(cancel.get("actor") or ports.actor),
             detail={"reason": "cancelled", "before": "record_request"},
         )
@@ -143,9 +144,9 @@ def _not_needed(
     except ReservationCancelled:  # cancelled meanwhile: that outcome stands
         created = False
     if created:
-        ledger.append_outcome(
+        ledger.record(
             request.id,
-            State.CANCELLED,
+            Event.CANCEL,
             actor=ports.actor,
             detail={"reason": "not-needed", "why": "; ".join(e.message for e in exc.errors)},
         )

@@ -42,7 +42,8 @@ from capacity import messages
 from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.ledger import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
-from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent
+from capacity.lifecycle import Event
+from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent, nothing_bought
 from capacity.logic.common import final_state, load_request, post
 from capacity.logic.policy import give_back
 from capacity.logic.purchase import reconcile_purchase
@@ -156,9 +157,9 @@ def record_searching(
         or (decision != OFFERING_TAKEN and (last.get("decision"), last.get("reason")) == (decision, reason))
     ):
         return
-    written = ports.ledger.append(
+    written = ports.ledger.record(
         request.id,
-        State.SEARCHING,
+        Event.LOOK,
         actor=ports.actor,
         detail={
             "look": look,
@@ -170,7 +171,6 @@ def record_searching(
             "decision": decision,
             "reason": reason,
         },
-        unless_outcome=True,  # a DELETE that got in first wins: ReservationCancelled, nothing written
     )
     if written is not None and (decision == OFFERING_TAKEN or not looked):
         post(ports, messages.searching(request, reason, upcoming.at, upcoming.left))
@@ -330,6 +330,7 @@ def _close_attempt(ports: Ports, request_id: str, reason: str) -> None:
     attempt = live_attempt(ports, request_id)
     intent = ports.ledger.get(request_id, intent_key(attempt))
     give_back(ports, hold_key(request_id, attempt), money=True, quota=True)
+    nothing_bought(ports, request_id)
     if intent is None:  # closed by an earlier try of this step, or nothing was attempted
         return
     ports.ledger.put_once(

@@ -47,7 +47,15 @@ from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, Notify
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
-from capacity.logic.attempts import attempt_calls, intent_key, live_attempt, live_hold_key, live_intent
+from capacity.lifecycle import Event
+from capacity.logic.attempts import (
+    attempt_calls,
+    intent_key,
+    live_attempt,
+    live_hold_key,
+    live_intent,
+    nothing_bought,
+)
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
@@ -177,9 +185,9 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
                 ),
             ),
         )
-    written = ledger.append(
+    written = ledger.record(
         request.id,
-        State.AWAITING_APPROVAL,
+        Event.ASK_APPROVAL,
         actor=ports.actor,
         detail={
             "reason": step.plan.reason,
@@ -187,8 +195,6 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
             "offering": step.plan.offering.model_dump(mode="json") if step.plan.offering else None,
             "approval_above_usd": money_str(threshold) if threshold is not None else None,
         },
-        once=True,
-        unless_outcome=True,  # raises ReservationCancelled when a DELETE got in since the check above
     )
     if written is not None or created:
         post(
@@ -229,9 +235,9 @@ def _approval_outcome(step: NotifyInput, ports: Ports) -> NotifyOutput:
     if step.approved:
         return NotifyOutput(notified=True, state=_current(ports, step.request_id))
     reason = outcome_reason(step)
-    written = ledger.append_outcome(
+    written = ledger.record(
         step.request_id,
-        State.REJECTED,
+        Event.REJECT,
         actor=step.approver or ports.actor,
         detail={"error": "ApprovalRejected", "reason": reason},
     )
@@ -263,6 +269,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         ):
             # Held, then stopped before buying.
             give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
+            nothing_bought(ports, step.request_id)
         return NotifyOutput(notified=True, state=final.value)
     if error.Error == "ReservationCancelled" and states(history) & STOP_STATES:
         # Stopped by a release that started meanwhile (reservation end, idle): not a failure, and that
@@ -290,20 +297,22 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     if voided is not None or (bought is None and _not_bought(ports, step.request_id, error)):
         # The team's money and quota come back.
         give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
+        if voided is None:
+            nothing_bought(ports, step.request_id)
     refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
     if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
-        written = ledger.append_outcome(
+        written = ledger.record(
             step.request_id,
-            State.REJECTED,
+            Event.REJECT,
             actor=ports.actor,
             detail={"error": error.Error, "reason": reason},
         )
         if written is not None:
             post(ports, messages.team_refusal(step.request_id, reason=reason))
         return NotifyOutput(notified=True, state=State.REJECTED.value)
-    written = ledger.append_outcome(
+    written = ledger.record(
         step.request_id,
-        State.FAILED,
+        Event.FAIL,
         actor=ports.actor,
         detail={
             "error": error.Error,
@@ -397,9 +406,9 @@ def report_release_failure(
             request_id=request_id, error=error.Error, reason=f"release failed: {reason}{left}"[:4000]
         ),
     )
-    entry = ports.ledger.append(
+    entry = ports.ledger.record(
         request_id,
-        State.FAILED,
+        Event.RELEASE_FAIL,
         actor=ports.actor,
         detail={
             "phase": "release",

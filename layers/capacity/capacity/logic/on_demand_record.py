@@ -13,6 +13,7 @@ from capacity.contracts import OnDemandOutput, backoff_seconds
 from capacity.errors import ReservationCancelled
 from capacity.events import ReservationPlannedDetail
 from capacity.ledger import PURCHASE
+from capacity.lifecycle import Event
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import (
     first_entry,
@@ -125,13 +126,11 @@ def record_launch(
     Raises:
         ReservationCancelled: an outcome is recorded (see :meth:`capacity.ledger.Ledger.append`).
     """
-    written = ports.ledger.append(
+    written = ports.ledger.record(
         request.id,
-        State.PLANNED,
+        Event.PLAN,
         actor=ports.actor,
         detail={"decision": "ON_DEMAND", "reason": reason, "market": market, "region": region},
-        once=True,
-        unless_outcome=True,
     )
     if written is not None:
         ports.events.put(
@@ -139,13 +138,11 @@ def record_launch(
             ReservationPlannedDetail(request_id=request.id, decision="ON_DEMAND", reason=reason),
         )
         post(ports, messages.on_demand_decision(request.id, reason=reason))
-    ports.ledger.append(
+    ports.ledger.record(
         request.id,
-        State.DEPLOYING,
+        Event.DEPLOY,
         actor=ports.actor,
         detail={"market": market, "region": region, "instance_ids": ids, "release_at": iso_z(at)},
-        once=True,
-        unless_outcome=True,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from capacity.events import ReservationReadyDetail
+from capacity.lifecycle import Event
 from capacity.logic.chain import endpoint_parameter, hand_over, handed_over, publish_endpoint
 from capacity.logic.common import states
 from capacity.ports import Ports
@@ -54,7 +55,7 @@ def record_ready(
     if request is not None and event.endpoint_name:  # clients find the endpoint by the chain's parameter
         event = event.model_copy(update={"parameter_name": publish_endpoint(ports, request, event)})
     ports.events.put("ReservationReady", event, resources=resources or ())
-    written = ports.ledger.append(event.request_id, State.READY, actor=ports.actor, detail=detail, once=True)
+    written = ports.ledger.record(event.request_id, Event.SERVE, actor=ports.actor, detail=detail)
     if request is not None:
         hand_over(ports, request, event)  # a successor: the predecessor is told and released
     return written is not None

@@ -89,12 +89,9 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
     purchase = load_purchase(ports, step.request_id)
     # An intent whose Lambda died before recording the purchase (then a cancel, or the end): ask AWS by the
     # deterministic name or tag, so what was bought is recorded, scheduled and released.
-    if (
-        purchase is None
-        and marker is None
-        and step.action == "begin"
-        and reconcile_purchase(ports, step.request_id) is not None
-    ):
+    # A purchase whose money entry is not recorded yet is recorded now too (the release waits for money in
+    # flight: capacity.lifecycle).
+    if marker is None and step.action == "begin" and reconcile_purchase(ports, step.request_id) is not None:
         purchase = load_purchase(ports, step.request_id)
     # Released already: done, unless a deployment that raced the release created something after its
     # pass (it puts ReleaseRequested again): then this release deletes it; ``finish`` keeps one RELEASED.
@@ -128,6 +125,8 @@ def _money_in_flight(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Re
         return None  # begun already (a retried begin): the deletions go on
     now = ports.clock()
     wake = extend.settle_in_flight(ports, step.request_id)
+    if wake is None and ports.ledger.snapshot(step.request_id).in_flight:
+        wake = now + extend.PAYMENT_POLL  # a call not reconciled yet (its step retries): look again soon
     if wake is not None:
         logger.info("release of %s waits for an extension payment until %s", step.request_id, wake)
         seconds = max(1, int((wake - now).total_seconds()))

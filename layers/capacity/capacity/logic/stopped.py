@@ -37,6 +37,7 @@ from capacity.events import (
     ResumeOf,
 )
 from capacity.ledger import SUBMITTED
+from capacity.lifecycle import Event
 from capacity.logic.common import final_state, post
 from capacity.logic.purchase import reconcile_purchase
 from capacity.ports import Ports
@@ -146,8 +147,8 @@ def _never_recorded(request_id: str, status: str, execution: str, ports: Ports) 
         f"the reserve workflow {status.replace('_', ' ').lower()} ({execution.rsplit(':', 1)[-1]}) before it "
         "recorded the request: nothing was searched or bought; send the request again"
     )
-    written = ledger.append_outcome(
-        request_id, State.FAILED, actor=ports.actor, detail={"error": "WorkflowStopped", "reason": reason}
+    written = ledger.record(
+        request_id, Event.FAIL, actor=ports.actor, detail={"error": "WorkflowStopped", "reason": reason}
     )
     if written is None:  # an outcome exists (a cancel before recording, a retried delivery of this event)
         final = final_state(ledger.history(request_id))

@@ -20,6 +20,7 @@ from capacity.errors import (
     PlanFailed,
 )
 from capacity.events import ReservationReadyDetail
+from capacity.lifecycle import Event
 from capacity.logic.common import (
     Purchase,
     load_purchase,
@@ -30,7 +31,6 @@ from capacity.logic.common import (
 from capacity.logic.costs import record_usage
 from capacity.logic.ready import record_ready
 from capacity.ports import Ports
-from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.resources import Instance, tags_for
 
@@ -69,12 +69,11 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
     if template is None:
         return _ready(request, ports, purchase, [])
     if step.action == "launch":
-        ports.ledger.append(
+        ports.ledger.record(
             request.id,
-            State.DEPLOYING,
+            Event.DEPLOY,
             actor=ports.actor,
             detail={"capacity_reservation_id": reservation_id, "launch_template": template.as_aws()},
-            once=True,
         )
         ec2.run_instances(
             count=request.instance_count,

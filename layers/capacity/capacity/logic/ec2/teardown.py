@@ -18,13 +18,13 @@ from capacity.errors import (
     LeftoverResources,
     ReleaseStuck,
 )
+from capacity.lifecycle import Event
 from capacity.logic.common import (
     Purchase,
 )
 from capacity.logic.ending import record_released
 from capacity.logic.on_demand_record import NOT_VISIBLE_GRACE
 from capacity.ports import Ec2Port, Ports
-from capacity.records import State
 from capacity.resources import LIVE_INSTANCE_STATES, Instance
 
 POLL_SECONDS = 30
@@ -52,15 +52,14 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
     """
     ec2 = ports.ec2(purchase.region)
     if step.action == "begin":
-        ports.ledger.append(
+        ports.ledger.record(
             step.request_id,
-            State.RELEASING,
+            Event.START_RELEASE,
             actor=ports.actor,
             detail={
                 "reason": step.reason or "requested",
                 "capacity_reservation_id": purchase.training_plan_name,
             },
-            once=True,
         )
         _terminate(ec2, step.request_id, purchase, ports.clock())
         return ReleaseOutput(done=False)

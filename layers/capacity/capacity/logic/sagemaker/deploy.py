@@ -38,6 +38,7 @@ from capacity.contracts import (
 )
 from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
 from capacity.events import ReservationReadyDetail
+from capacity.lifecycle import Event
 from capacity.logic.common import (
     ensure_owned,
     first_entry,
@@ -143,12 +144,11 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
             info = sagemaker.describe_endpoint(name)
         # A cancel during the creates (a throttling back-off) may have released before they existed.
         _guard(ports, request.id)
-        ports.ledger.append(
+        ports.ledger.record(
             request.id,
-            State.DEPLOYING,
+            Event.DEPLOY,
             actor=ports.actor,
             detail={"endpoint_name": name, "endpoint_config_name": config, "region": purchase.region},
-            once=True,
         )
         status = info.status if info else "Creating"
         if info is not None and status == "Failed":

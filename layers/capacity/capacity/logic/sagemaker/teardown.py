@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
 from capacity.errors import LeftoverResources, ReleaseStuck, ResourceBusy
+from capacity.lifecycle import Event
 from capacity.logic.common import Purchase
 from capacity.logic.ending import record_released
 from capacity.logic.sagemaker.scaling import delete_alarms, scaling_leftovers, stop_scaling
@@ -36,7 +37,6 @@ from capacity.naming import (
     inference_component_name,
 )
 from capacity.ports import Ports, SageMakerPort
-from capacity.records import State
 
 logger = logging.getLogger(__name__)
 
@@ -223,12 +223,11 @@ def release_endpoint(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Re
     """
     sagemaker = ports.sagemaker(purchase.region)
     if step.action == "begin":
-        ports.ledger.append(
+        ports.ledger.record(
             step.request_id,
-            State.RELEASING,
+            Event.START_RELEASE,
             actor=ports.actor,
             detail={"reason": step.reason or "requested"},
-            once=True,
         )
         return ReleaseOutput(done=False)
     if step.action == "finish":
