@@ -1,8 +1,8 @@
 """Ledger fixtures for tests: a state entry written as it stands, outside the lifecycle's table.
 
-The product records every change through :meth:`capacity.ledger.Ledger.record` (the table decides). A test that
-only needs a reservation *in* some state (a listing, a cost summary, a door's answer) writes it here instead of
-driving every step: the entry is put as given and the ``CURRENT`` snapshot follows it
+The product records every change through :meth:`capacity.ledger.Ledger.record` (the table decides). A test
+that only needs a reservation *in* some state (a listing, a cost summary, a door's answer) writes it here
+instead of driving every step: the entry is put as given and the ``CURRENT`` snapshot follows it
 (:func:`capacity.ledger.snapshot_of` of the history), so the product's next transition is decided from it.
 """
 
@@ -34,7 +34,7 @@ def seed(
     to the snapshot its history leads to (money in flight kept) and, for an outcome, put the ``OUTCOME``
     marker. Returns the entry."""
     before = ledger.snapshot(request_id)
-    sk = _next_sk(before, iso_ms(ledger._clock()))  # noqa: SLF001 - a fixture writes as the ledger does
+    sk = _next_sk(before, iso_ms(ledger._clock()))
     attributes: dict[str, Any] = {
         "state": state.value,
         "at": sk[6:30],
@@ -80,4 +80,4 @@ def _put_current(ledger: Ledger, request_id: str, snapshot: Snapshot) -> None:
         "write_id": uuid.uuid4().hex,
         "written_at": snapshot.state_sk[6:30] if snapshot.state_sk else "",
     }
-    ledger._client.put_item(TableName=ledger._table, Item=serialize_item(item))  # noqa: SLF001
+    ledger._client.put_item(TableName=ledger._table, Item=serialize_item(item))

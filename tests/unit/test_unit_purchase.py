@@ -285,7 +285,7 @@ def test_adopting_a_brought_plan_after_a_cancel_records_no_purchased(harness: Ha
     assert item is not None
     brought = record(harness, request_id="demo-2")
     brought_item = dict(item) | {"request_id": brought.id, "brought": True, "upfront_fee_usd": "0"}
-    harness.ledger.append_outcome(brought.id, State.CANCELLED, actor="test")
+    harness.ledger.record(brought.id, Event.CANCEL, actor="test")
     with pytest.raises(ReservationCancelled):
         buy_once.after_purchase(BUYERS["sagemaker"], brought, brought_item, harness.ports, first=True)
     assert [e.state for e in harness.ledger.history(brought.id)][-1] is State.CANCELLED

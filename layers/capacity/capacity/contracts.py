@@ -67,6 +67,9 @@ class RecordRequestOutput(_Out):
     """Why a request admitted at its door (202) and recorded now is refused (its delivery came after its
     window could start, say): the workflow records ``FAILED`` with this reason and tells the requester
     (``NotifyFailure``), so GET shows an outcome."""
+    invalid_error: str = "InvalidRequest"
+    """The error name ``FAILED`` records with ``invalid`` (the refusal's own: ``OutOfScope``,
+    ``BroughtReservationRefused``...; ``InvalidRequest`` for a delivery too late for its window)."""
 
 
 # 2. search_offerings

@@ -214,8 +214,8 @@ class Ledger:
     def record_request(self, request: ReservationRequest, *, actor: str, write_id: str | None = None) -> bool:
         """Put the ``REQUEST`` item and the ``REQUESTED`` state.
 
-        ``REQUESTED`` is recorded through the lifecycle (:meth:`record`): after a ``DELETE`` that landed between
-        the two writes (and recorded ``CANCELLED``) it is refused, so the ledger never reads
+        ``REQUESTED`` is recorded through the lifecycle (:meth:`record`): after a ``DELETE`` that landed
+        between the two writes (and recorded ``CANCELLED``) it is refused, so the ledger never reads
         ``CANCELLED -> REQUESTED`` (issue 13, defect 8).
 
         Args:
@@ -296,9 +296,9 @@ class Ledger:
     # ----------------------------------------------------------------------------- states
 
     def snapshot(self, request_id: str) -> Snapshot:
-        """The reservation's lifecycle snapshot (:class:`~capacity.lifecycle.Snapshot`), from its :data:`CURRENT`
-        item (strongly consistent); a reservation recorded before the snapshot was kept there (no
-        ``version``) is read from its history (:func:`snapshot_of`)."""
+        """The reservation's lifecycle snapshot (:class:`~capacity.lifecycle.Snapshot`), from its
+        :data:`CURRENT` item (strongly consistent); a reservation recorded before the snapshot was kept there
+        (no ``version``) is read from its history (:func:`snapshot_of`)."""
         item = self.get(request_id, CURRENT)
         if item is not None and item.get("version") is not None:
             return _snapshot(item)
@@ -325,7 +325,8 @@ class Ledger:
             event: what happens (:class:`~capacity.lifecycle.Event`).
             detail: the entry's small JSON map.
             money_usd: the money the entry records (a fee; negative: a refund).
-            key: the money in flight the event opens or closes (``MONEY_CALL``, ``MONEY_SETTLED``, ``EXTEND``).
+            key: the money in flight the event opens or closes (``MONEY_CALL``, ``MONEY_SETTLED``,
+                ``EXTEND``).
 
         Returns:
             The entry written; None when the event was skipped (done already: a retry, a duplicate, a late
@@ -415,23 +416,6 @@ class Ledger:
             raise _Lost(str(state_item["sk"]) if stolen and state_item else None) from exc
         return _entry(state_item) if state_item is not None else None
 
-    def append(
-        self,
-        request_id: str,
-        state: State,
-        *,
-        actor: str,
-        detail: Mapping[str, Any] | None = None,
-        money_usd: Decimal | None = None,
-        once: bool = False,
-        unless_outcome: bool = False,
-    ) -> LedgerEntry | None:
-        """Deprecated shim: :meth:`record` of the event ``state`` stands for."""
-        del once, unless_outcome
-        return self.record(
-            request_id, event_of(state, detail), actor=actor, detail=detail, money_usd=money_usd
-        )
-
     def current_states(self, request_ids: Sequence[str]) -> dict[str, State]:
         """The latest state of each reservation from its :data:`CURRENT` item: one ``BatchGetItem`` (at most
         100 ids, eventually consistent, as the listing index is). A reservation whose item is missing
@@ -467,25 +451,6 @@ class Ledger:
                 if state is not None:
                     found[rid] = state
         return found
-
-    def append_outcome(
-        self,
-        request_id: str,
-        state: State,
-        *,
-        actor: str,
-        detail: Mapping[str, Any] | None = None,
-        money_usd: Decimal | None = None,
-    ) -> LedgerEntry | None:
-        """Deprecated shim: :meth:`record` of the outcome ``state`` (None when an outcome is recorded)."""
-        try:
-            return self.record(request_id, event_of(state), actor=actor, detail=detail, money_usd=money_usd)
-        except ReservationCancelled:
-            return None
-
-    def complete_outcome(self, request_id: str, outcome: Mapping[str, Any] | None = None) -> None:
-        """Deprecated: an outcome and its entry are now written in one transaction."""
-        del request_id, outcome
 
     def history(self, request_id: str) -> list[LedgerEntry]:
         """Every state change of the reservation, oldest first."""

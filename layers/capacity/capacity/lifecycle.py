@@ -204,7 +204,7 @@ RULES: Mapping[Event, Rule] = {
         _rule(
             Event.DEPLOY,
             State.DEPLOYING,
-            [State.ACTIVE, State.REQUESTED, State.PLANNED],
+            [State.ACTIVE, State.PLANNED],
             to=State.DEPLOYING,
             label="endpoint / instances",
         ),
@@ -357,26 +357,25 @@ def decide(snapshot: Snapshot, event: Event, *, key: str | None = None) -> Verdi
 
 
 def _skip_reason(snapshot: Snapshot, rule: Rule, *, open_key: bool) -> str | None:
-    """Why ``rule``'s event is done already (a retry, a duplicate, a step behind), or None."""
-    event = rule.event
-    if rule.settles == "required" and not open_key:
-        return f"{event.value}: its money is not in flight (recorded already, or never called)"
-    if event is Event.MONEY_SETTLED and not open_key:
-        return "that money is not in flight (settled already)"
-    if rule.opens and open_key:
-        return "that money is in flight already"
-    if rule.outcome is not None and (snapshot.outcome is not None or snapshot.phase in STOPPING):
-        ended = snapshot.outcome or snapshot.phase
-        return f"the reservation is {ended and ended.value} already"
-    if snapshot.stopped and not _allowed_when_stopped(snapshot, rule, open_key=open_key):
-        return None  # refused (stopped), not skipped
-    if snapshot.phase is State.RELEASED and event in (Event.START_RELEASE, Event.FINISH_RELEASE):
-        return "released already"
-    if rule.to is not None and rule.to == snapshot.phase and not rule.repeatable:
-        return f"{rule.to.value} already"
-    if snapshot.phase not in rule.sources and rule.to in PHASES and _rank(snapshot.phase) > _rank(rule.to):
-        return f"{rule.to and rule.to.value} is behind {snapshot.phase and snapshot.phase.value}"
-    return None
+    """Why ``rule``'s event is done already (a retry, a duplicate, a step behind), or None. A step that a
+    stopped reservation refuses is refused, not skipped (the first checks are about money and outcomes)."""
+    event, phase = rule.event, snapshot.phase
+    ended = snapshot.outcome or (phase if phase in STOPPING else None)
+    going_on = not snapshot.stopped or _allowed_when_stopped(snapshot, rule, open_key=open_key)
+    behind = rule.to in PHASES and phase not in rule.sources and _rank(phase) > _rank(rule.to)
+    checks = (
+        (rule.settles == "required" and not open_key, f"{event.value}: its money is not in flight"),
+        (event is Event.MONEY_SETTLED and not open_key, "that money is not in flight (settled already)"),
+        (rule.opens and open_key, "that money is in flight already"),
+        (rule.outcome is not None and ended is not None, f"the reservation is {ended and ended.value}"),
+        (going_on and phase is State.RELEASED and event in _RELEASE_EVENTS, "released already"),
+        (going_on and rule.to is not None and rule.to == phase and not rule.repeatable, "done already"),
+        (going_on and behind, f"{rule.to and rule.to.value} is behind {phase and phase.value}"),
+    )
+    return next((reason for hit, reason in checks if hit), None)
+
+
+_RELEASE_EVENTS = frozenset({Event.START_RELEASE, Event.FINISH_RELEASE})
 
 
 def _allowed_when_stopped(snapshot: Snapshot, rule: Rule, *, open_key: bool) -> bool:
@@ -441,24 +440,73 @@ def replay(entries: Sequence[tuple[State, Mapping[str, object]]]) -> list[str]:
     return problems
 
 
+_GROUPS: tuple[tuple[str, str, frozenset[State | None]], ...] = (
+    ("choosing", "choosing (nothing paid)", _CHOOSING),
+    ("held", "capacity held (paid, not released)", _HELD),
+)
+"""The diagram's composite states: an arrow every phase of a group may take is drawn once, from the group."""
+
+
 def mermaid() -> str:
-    """The state diagram of :data:`RULES` (mermaid ``stateDiagram-v2``): the phases and their moves, the
-    outcomes from where they may be recorded, and the annotations that keep the phase (self arrows)."""
-    lines = ["stateDiagram-v2", "    [*] --> REQUESTED: recorded"]
+    """The state diagram of :data:`RULES` (mermaid ``stateDiagram-v2``; docs/architecture.md holds it, a gate
+    test keeps it current): each phase move; an event every phase of a group may take, drawn once from the
+    group (``choosing``, ``held``); what may still follow an outcome (money in flight recorded, the release);
+    annotations that keep the phase as self arrows. Arrows carry the event's name."""
+    inner: dict[str, list[str]] = {name: [] for name, _, _ in _GROUPS}
+    outer: list[str] = []
+
+    def name(state: State | None) -> str:
+        return state.value if state else "[*]"
+
+    def group_of(state: State | None) -> str | None:
+        return next((g for g, _, members in _GROUPS if state in members), None)
+
+    def arrow(source: str, target: str, label: str) -> None:
+        line = f"{source} --> {target}: {label}" if label else f"{source} --> {target}"
+        home = group_of(State(source)) if source in State.__members__ else None
+        same = home is not None and target in State.__members__ and group_of(State(target)) == home
+        (inner[home] if same and home else outer).append(line)
+
     for rule in RULES.values():
-        if rule.records is None or rule.event is Event.REQUEST:
-            continue
-        target = rule.to or rule.outcome
-        sources = sorted((s for s in rule.sources if s is not None), key=_rank)
-        if target is None:  # an annotation: a self arrow on each phase it may follow
-            for source in sources:
-                lines.append(f"    {source.value} --> {source.value}: {rule.records.value} ({rule.label})")
-            continue
-        for source in sources:
-            if source == target and rule.event is not Event.START_RELEASE:
-                continue
-            lines.append(f"    {source.value} --> {target.value}: {rule.label}")
-    for outcome in sorted(OUTCOMES):
-        lines.append(f"    {outcome.value} --> RELEASING: release (nothing bought: ends here)")
-    lines.append("    RELEASED --> [*]")
-    return "\n".join(dict.fromkeys(lines)) + "\n"
+        if rule.records is None:
+            continue  # money in flight: the note below
+        sources = set(rule.sources)
+        for group, _, members in _GROUPS:
+            if members <= sources and (rule.to is None or rule.to not in members):
+                into = name(rule.to or rule.outcome) if rule.to or rule.outcome else group
+                outer.append(f"{group} --> {into}: {_label(rule)}")
+                sources -= members
+        for source in sorted(sources, key=_rank):
+            target = rule.to or rule.outcome or source
+            if source == target and rule.to is not None:
+                continue  # a repeat (a retried step) is skipped
+            suffix = " (before it was recorded)" if source is None and rule.outcome is not None else ""
+            arrow(name(source), name(target), _label(rule) + suffix)
+    for outcome in sorted(OUTCOMES, key=str):
+        outer.append(
+            f"{outcome.value} --> {State.PURCHASED.value}: {Event.PURCHASE.value} (money in flight lands)"
+        )
+        outer.append(f"{outcome.value} --> {outcome.value}: {Event.EXTEND.value} (money in flight lands)")
+        outer.append(f"{outcome.value} --> {State.RELEASING.value}: {Event.START_RELEASE.value}")
+        outer.append(f"{outcome.value} --> [*]: nothing bought")
+    outer.append(f"{State.RELEASED.value} --> [*]")
+    lines = ["stateDiagram-v2"]
+    for group, title, members in _GROUPS:
+        lines.append(f'    state "{title}" as {group} {{')
+        lines += [f"        {m.value}" for m in sorted((m for m in members if m), key=_rank)]
+        lines += [f"        {line}" for line in dict.fromkeys(inner[group])]
+        lines.append("    }")
+    lines += [f"    {line}" for line in dict.fromkeys(outer)]
+    lines += [
+        "    note right of RELEASING",
+        "        never while money is in flight: a purchase or an extension whose call may have committed",
+        "    end note",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _label(rule: Rule) -> str:
+    """An arrow's text: the event, and the entry when it does not move the phase (an annotation)."""
+    if rule.to is None and rule.outcome is None and rule.records is not None:
+        return f"{rule.event.value} ({rule.records.value})"
+    return rule.event.value

@@ -47,7 +47,6 @@ from capacity.logic.common import (
     post,
     require_not_final,
     require_within_budget,
-    settled_history,
     states,
     stop_if_released,
 )
@@ -160,7 +159,7 @@ def buy_once(step: PurchaseInput, request: ReservationRequest, ports: Ports, buy
         ``RetryableAwsError``...).
     """
     ledger = ports.ledger
-    history = settled_history(ports, request.id)
+    history = ports.ledger.history(request.id)
     # Whatever an earlier attempt bought is recorded first, even if the reservation ended meanwhile.
     existing = reconcile(request, ports, buyer, fallback=step.offering)
     if existing is None:

@@ -126,14 +126,6 @@ STOP_STATES = FINAL_STATES | {State.RELEASING}
 """States after which nothing billable may be created for a reservation."""
 
 
-def settled_history(ports: Ports, request_id: str) -> list[LedgerEntry]:
-    """The history (oldest first, strongly consistent), with the entry of a recorded outcome appended first
-    if its writer died between the marker and the entry (:meth:`~capacity.ledger.Ledger.complete_outcome`):
-    what a step reads before it buys or creates anything, so a cancel is never missed."""
-    ports.ledger.complete_outcome(request_id)
-    return ports.ledger.history(request_id)
-
-
 def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool = True) -> list[LedgerEntry]:
     """Check (strongly consistent ledger read) that the reservation may still create billable resources.
 
@@ -150,7 +142,7 @@ def stop_if_released(ports: Ports, request_id: str, doing: str, *, release: bool
     Raises:
         ReservationCancelled: a stop state is recorded (the message names it and ``doing``).
     """
-    history = settled_history(ports, request_id)
+    history = ports.ledger.history(request_id)
     stop = states(history) & STOP_STATES
     if not stop:
         return history

@@ -366,7 +366,8 @@ def settle_in_flight(ports: Ports, request_id: str) -> datetime | None:
 
 def _nothing_bought(ports: Ports, request_id: str, extension_id: str) -> None:
     """Extension ``extension_id`` is reconciled and bought nothing (or AWS's payment deadline passed): its
-    money is no longer in flight (:attr:`~capacity.lifecycle.Event.MONEY_SETTLED`; a no-op when it was not)."""
+    money is no longer in flight (:attr:`~capacity.lifecycle.Event.MONEY_SETTLED`; a no-op when it was
+    not)."""
     ports.ledger.record(request_id, Event.MONEY_SETTLED, actor=ports.actor, key=extension_key(extension_id))
 
 

@@ -62,6 +62,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         raise InvalidRequest([FieldError(f"request.{e.field}", e.message) for e in exc.errors]) from exc
     writer = execution or str(event.get("id") or "") or None
     ledger = ports.ledger
+    invalid_error = "InvalidRequest"
     try:
         require_in_scope(request, ports)  # anyone's event: the same scopes as the API's
         require_named_successor(request, ports)
@@ -75,6 +76,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
             return _not_needed(request, exc, writer, ports)
         problems = "; ".join(f"{e.field}: {e.message}" for e in errors)
         invalid = f"it was refused when its workflow recorded it: {problems}"
+        invalid_error = type(exc).__name__
     try:
         created = ledger.record_request(request, actor=ports.actor, write_id=writer)
     except ReservationCancelled:  # a DELETE got in between REQUEST and REQUESTED: it recorded CANCELLED
@@ -106,6 +108,7 @@ def record_request(event: Mapping[str, Any], ports: Ports) -> RecordRequestOutpu
         dry_run=request.dry_run,
         brought=request.brought is not None,
         invalid=invalid if created else None,
+        invalid_error=invalid_error,
     )
 
 

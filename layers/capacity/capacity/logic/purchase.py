@@ -26,7 +26,6 @@ from capacity.logic.checks import brought_reservation
 from capacity.logic.common import (
     load_request,
     require_not_final,
-    settled_history,
     states,
     stop_if_released,
 )
@@ -79,7 +78,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
     """
     request = load_request(ports, step.request_id)
     buyer = BUYERS[step.platform or request.platform]  # the input lacks it only on an older definition
-    history = settled_history(ports, request.id)
+    history = ports.ledger.history(request.id)
     item = ports.ledger.get(request.id, PURCHASE)
     if item is None:
         require_not_final(history, request.id)
