@@ -75,6 +75,7 @@ def test_record_request_handler_validates_and_dedupes(world: World) -> None:
         "continued": False,
         "look": 0,
         "invalid": None,
+        "invalid_error": "InvalidRequest",
     }
     retry = invoke(handler, requested_event())  # the same delivery again (same event id)
     other = requested_event()
