@@ -21,9 +21,11 @@ from functools import partial
 from typing import Any
 
 import pytest
+from capacity.adapters.policy_store import PolicyStore
 from capacity.pricing import format_usd
 
 from localcloud.cloud import LocalCloud
+from localcloud.emulator.market import MarketConfig
 from tests.integration.support import (
     START,
     api_event,
@@ -32,6 +34,8 @@ from tests.integration.support import (
     make_cloud,
     states,
 )
+from tests.integration.test_ec2_capacity_blocks import EC2_REGIONS, blocks, create_launch_templates
+from tests.integration.test_on_demand_first import now_request as ec2_now_request
 from tests.integration.test_teams import ADMIN
 
 pytestmark = pytest.mark.integration
@@ -42,17 +46,18 @@ HOLD_ONE = Decimal("1320.96")
 ENDS = ("RELEASED", "FAILED", "REJECTED", "CANCELLED")
 
 
-def put_team(cloud: LocalCloud, *, budget: str, quota: int) -> None:
+def put_team(cloud: LocalCloud, *, budget: str, quota: int, ec2: bool = False) -> None:
     """``PUT /admin/teams/ml-small``: the month ``budget`` (USD, also its approval threshold: a threshold may
-    not be above the budget) and ``quota`` ml.p5 instances at once."""
+    not be above the budget) and ``quota`` ml.p5 instances at once (``ec2``: p5.48xlarge in the EC2 sample's
+    regions instead)."""
     body = {
         "members": {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/MlSmall/*"]},
         "approvers": {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/Approvers/*"]},
         "monthly_budget_usd": budget,
         "approval_above_usd": budget,
-        "instance_types": ["ml.p5.48xlarge"],
-        "regions": ["us-east-1"],
-        "instance_quota": {"ml.p5": quota},
+        "instance_types": ["p5.48xlarge" if ec2 else "ml.p5.48xlarge"],
+        "regions": list(EC2_REGIONS) if ec2 else ["us-east-1"],
+        "instance_quota": {"p5" if ec2 else "ml.p5": quota},
     }
     answer = cloud.api_request(api_event(body, method="PUT", path="/admin/teams/ml-small", caller=ADMIN))
     assert answer["statusCode"] == 200, answer
@@ -161,9 +166,10 @@ def test_the_measured_case_on_demand_is_held_in_the_teams_month_and_never_runs_o
         assert on_demand_endpoints(cloud) == ["co-small-1"]
         assert Decimal(team_view(cloud)["spent_usd"]) == HOLD_ONE
 
-        cloud.run_until_idle()
+        cloud.run_until_idle()  # small-1 released at 2026-11-30 11:00 UTC, an hour before its window ends
         ran = Decimal(summary(cloud, "small-1")["on_demand_equivalent_served_usd"])
         view = team_view(cloud)
+        assert view["month"] == "2026-11"
         assert Decimal(view["spent_usd"]) == ran <= Decimal(2000)
         assert view["instances_held"] == {"ml.p5": 0}
         assert Decimal(costs(cloud)["totals"]["paid_usd"]) == ran
@@ -230,3 +236,26 @@ def test_two_requests_of_one_team_at_once_cannot_both_pass_its_month_on_demand()
         assert len(refused) == 1, refused
         assert launched != [f"co-{refused[0]}"]
         assert Decimal(team_view(cloud)["spent_usd"]) == HOLD_ONE
+
+
+def test_no_capacity_on_demand_gives_the_hold_back_and_the_block_bought_instead_is_held_alone() -> None:
+    """EC2, 2 x p5.48xlarge on demand first in three regions, none with capacity: the on-demand hold (96 h at
+    the dearest rate, $11,412.09) is given back before the capacity block's fee is held."""
+    with make_cloud(market=MarketConfig(on_demand_capacity={"*/p5.48xlarge": 0})) as cloud:
+        put_team(cloud, budget="20000", quota=2, ec2=True)
+        create_launch_templates(cloud)
+        post(cloud, ec2_now_request())
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "train-now-ec2"))
+        (block,) = blocks(cloud)
+        fee = Decimal(
+            next(i for i in ledger_items(cloud, "train-now-ec2") if i["sk"] == "PURCHASE")["upfront_fee_usd"]
+        )
+        view = team_view(cloud)
+        assert (Decimal(view["spent_usd"]), view["instances_held"]) == (fee, {"p5": 2})
+        assert block["TotalInstanceCount"] == 2
+        cloud.run_until_idle()  # released in December: November keeps the fee, the instances are back
+        store = PolicyStore(cloud.stack.physical_id("PolicyTable"), cloud.client("dynamodb"))
+        assert (store.spent("2026-11", "ml-small"), store.reserved_instances("ml-small", "p5")) == (fee, 0)
+        hold = store.hold("train-now-ec2#ON_DEMAND")
+        assert hold is not None
+        assert (hold.money_returned, hold.quota_returned) == (True, True)
