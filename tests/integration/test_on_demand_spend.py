@@ -2,10 +2,11 @@
 month, the account cap and the team's instance quota before it is launched, as a purchase's fee is, and
 settled from what ran when it is released.
 
-The measured defect: a team allowed $2,000 a month ran 4 x ml.p5.48xlarge on demand for 23 hours ($5,063.68,
-$3,063.68 over) while its view said $0 spent. One request for the four at once is its own budget's refusal (a
-request may ask at most its team's month, and on demand for the window costs more); the month was overrun by
-on-demand spend it never counted: here four requests of one instance each, in the same month.
+The measured defect: a team allowed $2,000 a month ran 4 x ml.p5.48xlarge on demand (about $5,060, $3,060
+over: 23 hours at $55.04 per instance-hour) while its view said $0 spent. One request for the four at once is
+its own budget's refusal (a request may ask at most its team's month, and on demand for the window costs
+more); the month was overrun by on-demand spend it never counted: here four requests of one instance each, in
+the same month.
 
 Every team here is ``ml-small`` (p5 in us-east-1), set by an administrator; its member asks on demand for a
 window from now (2026-11-29 12:00 UTC) to 2026-11-30 12:00 UTC: 1 x ml.p5.48xlarge on demand for it is
@@ -167,7 +168,13 @@ def test_the_measured_case_on_demand_is_held_in_the_teams_month_and_never_runs_o
         assert Decimal(team_view(cloud)["spent_usd"]) == HOLD_ONE
 
         cloud.run_until_idle()  # small-1 released at 2026-11-30 11:00 UTC, an hour before its window ends
-        ran = Decimal(summary(cloud, "small-1")["on_demand_equivalent_served_usd"])
+        ended_with = summary(cloud, "small-1")
+        ran, used = (
+            Decimal(ended_with["on_demand_equivalent_served_usd"]),
+            Decimal(ended_with["instance_hours_used"]),
+        )
+        assert Decimal(22) < used < Decimal(23)  # READY a few minutes after 12:00 until 11:00 the next day
+        assert abs(ran - Decimal("55.04") * used) < Decimal("0.30")  # hours rounded to 0.01 in the summary
         view = team_view(cloud)
         assert view["month"] == "2026-11"
         assert Decimal(view["spent_usd"]) == ran <= Decimal(2000)

@@ -28,7 +28,7 @@ from capacity.recommendation import (
 )
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
-from capacity.teams import TeamPolicy
+from capacity.teams import AccountPolicy, TeamPolicy
 
 from tests.unit.conftest import REGION, Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
@@ -160,6 +160,18 @@ def test_on_demand_above_what_the_month_has_left_is_refused_recorded_and_holds_n
     assert store.spent("2026-12", "ml-small") == DAY_ON_DEMAND
     assert store.reserved_instances("ml-small", "ml.p5") == 1
     assert store.hold("od-2#ON_DEMAND") is None
+
+
+def test_on_demand_above_what_the_account_cap_has_left_is_refused(
+    harness: Harness, store: PolicyStore
+) -> None:
+    store.put_account(AccountPolicy.model_validate({"monthly_cap_usd": "1000"}), actor="t", now=NOW)
+    refusal = on_demand_spend.hold_on_demand(now_request(), harness.ports, NOW)
+    assert refusal == (
+        "the account has $1,000.00 left in December 2026 of its $1,000.00 cap; on demand for 1 x "
+        "ml.p5.48xlarge until 2026-12-02 09:00 UTC costs $1,320.96: nothing was launched on demand"
+    )
+    assert (store.spent("2026-12", None), store.reserved_instances("ml-small", "ml.p5")) == (0, 0)
 
 
 def test_the_quota_counts_instances_held_on_demand(harness: Harness, store: PolicyStore) -> None:
