@@ -16,6 +16,7 @@ from capacity.adapters.policy_store import PolicyStore
 from capacity.logic import on_demand_spend
 from capacity.logic.common import Purchase
 from capacity.logic.costs import on_demand_summary, read_usage, record_usage
+from capacity.logic.plans import plan_reservation
 from capacity.offerings import Offering
 from capacity.planner import Decision, decide
 from capacity.pricing import on_demand_usd_per_hour
@@ -37,11 +38,14 @@ DAY_ON_DEMAND = Decimal("1320.96")
 """1 x ml.p5.48xlarge on demand in us-east-1 for 24 h ($55.04 per instance-hour)."""
 
 
+MEMBER = "arn:aws:sts::123456789012:assumed-role/MlSmall/sam"
+
+
 def now_request(request_id: str = "od-1", **overrides: Any) -> ReservationRequest:
     """1 x ml.p5.48xlarge from now for 24 h in us-east-1, on demand first, team ml-small."""
     fields: dict[str, Any] = {
         "request_id": request_id,
-        "requester": "arn:aws:sts::123456789012:assumed-role/MlSmall/sam",
+        "requester": MEMBER,
         "team": "ml-small",
         "instance_count": 1,
         "earliest_start": NOW.isoformat(),
@@ -126,6 +130,22 @@ def test_the_dry_run_says_on_demand_is_not_tried_above_what_the_team_has_left() 
     )
     roomy = TeamLeft(Decimal(2000), "team ml-small has $2,000.00 left in December 2026")
     assert on_demand_check(now_request(), NOW, team_left=roomy).startswith("unknown: only launching")
+
+
+def test_the_dry_run_weighs_on_demand_against_what_the_callers_team_has_left(
+    harness: Harness, store: PolicyStore
+) -> None:
+    body = now_request("od-plan").model_dump(mode="json", exclude_none=True)
+    fits = plan_reservation(body, harness.ports, requester=MEMBER)
+    assert fits.advice.option == "on-demand"
+    assert fits.advice.on_demand_check.startswith("unknown: only launching")
+    assert on_demand_spend.hold_on_demand(now_request("od-1"), harness.ports, NOW) is None
+    crowded = plan_reservation(body, harness.ports, requester=MEMBER)
+    assert crowded.advice.on_demand_check == (
+        "not tried: team ml-small has $679.04 left in December 2026, less than on demand until "
+        "2026-12-02 09:00 UTC would cost ($1,320.96)"
+    )
+    assert crowded.advice.option != "on-demand"
 
 
 # ------------------------------------------------------------------------------------------ the hold
