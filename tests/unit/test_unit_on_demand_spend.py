@@ -191,7 +191,7 @@ def test_on_demand_above_what_the_account_cap_has_left_is_refused(
         "the account has $1,000.00 left in December 2026 of its $1,000.00 cap; on demand for 1 x "
         "ml.p5.48xlarge until 2026-12-02 09:00 UTC costs $1,320.96: nothing was launched on demand"
     )
-    assert (store.spent("2026-12", None), store.reserved_instances("ml-small", "ml.p5")) == (0, 0)
+    assert (store.spent("2026-12", None), store.reserved_instances("ml-small", "ml.p5")) == (Decimal(0), 0)
 
 
 def test_the_quota_counts_instances_held_on_demand(harness: Harness, store: PolicyStore) -> None:
