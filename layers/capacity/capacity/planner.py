@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
@@ -35,6 +36,14 @@ class Decision(StrEnum):
     SEARCH_AGAIN = "SEARCH_AGAIN"
     """Nothing fits now and the request keeps looking until ``search_until``: decided by the choose step
     (:mod:`capacity.logic.keep_looking`), never by :func:`decide`."""
+
+
+def needs_approval(amount_usd: Decimal, threshold_usd: Decimal | None) -> bool:
+    """Whether spending ``amount_usd`` (USD) needs a person's approval: it is above ``threshold_usd`` (the
+    request's ``approval_above_usd``, lowered to its team's by :func:`capacity.logic.policy.admit`; None: no
+    threshold, never). The one rule for a purchase's fee, an extension's fee and an on-demand launch's hold
+    (:func:`capacity.recommendation.on_demand_over_limit`)."""
+    return threshold_usd is not None and amount_usd > threshold_usd
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,8 @@ def no_training_plan_message(request: ReservationRequest) -> str:
         + f"), so there is no reservation fallback: {request.instance_type} runs on demand only, and "
         f"{request.instance_count} x {request.instance_type} on demand was not obtained in "
         f"{', '.join(request.regions)} (no capacity, or not tried because it would cost more than the budget "
-        "or the approval threshold). Try again later, add regions, or pick a type training plans reserve."
+        "or the approval threshold, or its team's month or quota refused it). Try again later, add regions, "
+        "or pick a type training plans reserve."
     )
 
 
@@ -189,16 +199,16 @@ def decide(
         return plan(Decision.REJECTED, reason, best)
 
     threshold = request.approval_above_usd
-    needs_approval = threshold is not None and best.upfront_fee_usd > threshold
+    approval_needed = needs_approval(best.upfront_fee_usd, threshold)
     if request.dry_run:
         approval = (
             f" It would need approval (above {format_usd(threshold)})."
-            if needs_approval and threshold is not None
+            if approval_needed and threshold is not None
             else ""
         )
         reason = f"Dry run: would buy it. {choice} Within the budget {budget}.{approval} Nothing was bought."
         return plan(Decision.DRY_RUN, reason, best)
-    if needs_approval and threshold is not None:
+    if approval_needed and threshold is not None:
         reason = (
             f"{choice} Within the budget {budget} but above the approval threshold {format_usd(threshold)}: "
             f"a person must approve within {request.approval_timeout_hours} h."

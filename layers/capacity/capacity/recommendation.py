@@ -27,6 +27,7 @@ from typing import Literal
 from capacity.admission import ON_DEMAND_FIRST_HORIZON
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.offerings import Offering
+from capacity.planner import needs_approval
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.ranking import rank
 from capacity.request import ReservationRequest
@@ -136,38 +137,73 @@ class OnDemandOverLimit:
         )
 
 
-def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemandOverLimit | None:
-    """The workflow's cost rule for ``on-demand-first``/``spot-ok`` requests, shared by the plan (here) and
-    the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost from ``now`` to
-    ``latest_end`` is above ``approval_above_usd`` (checked first) or above ``max_upfront_fee_usd``. The
-    cost is at the dearest rate among the request's regions: the launch may happen in any of them (the
-    first with free capacity), and the spend must stay within the limits wherever it lands. A region whose
-    on-demand price is unknown makes the cost unknowable: ``unpriced``, never tried (the money rules check
-    every spend before it is made). None: within both limits."""
+def on_demand_hold_usd(request: ReservationRequest, now: datetime) -> Decimal | None:
+    """What on demand for ``request`` may cost (USD, cents): ``instance_count`` instances from ``now`` to
+    ``latest_end`` (the instances run until then), at the dearest on-demand rate among the request's regions
+    (the launch may happen in any of them, the first with free capacity). Spot is priced the same: the
+    on-demand rate is its upper bound. None when some region's on-demand price is unknown.
+
+    The one figure every on-demand rule uses: the request's budget and the approval threshold
+    (:func:`on_demand_over_limit`) and the hold on the team's month, the account cap and the quota
+    (:mod:`capacity.logic.on_demand_spend`)."""
     rates = [on_demand_usd_per_hour(region, request.instance_type) for region in request.regions]
     known = [rate for rate in rates if rate is not None]
     if not known or len(known) < len(rates):
-        return OnDemandOverLimit(None, "unpriced", request.max_upfront_fee_usd)
-    rate = max(known)
+        return None
     hours = Decimal(max(0, int((request.latest_end - now).total_seconds()))) / 3600
-    cost = on_demand_equivalent(rate, instance_count=request.instance_count, hours=hours)
+    return on_demand_equivalent(max(known), instance_count=request.instance_count, hours=hours)
+
+
+def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemandOverLimit | None:
+    """The workflow's cost rule for ``on-demand-first``/``spot-ok`` requests, shared by the plan (here) and
+    the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost
+    (:func:`on_demand_hold_usd`: from ``now`` to ``latest_end`` at the dearest rate among the request's
+    regions, so the spend stays within the limits wherever it lands) needs an approval
+    (:func:`~capacity.planner.needs_approval` by ``approval_above_usd``, checked first: the rule a purchase's
+    fee is judged by) or is above ``max_upfront_fee_usd``. A region whose on-demand price is unknown makes the
+    cost unknowable: ``unpriced``, never tried (the money rules check every spend before it is made). None:
+    within both limits."""
+    cost = on_demand_hold_usd(request, now)
+    if cost is None:
+        return OnDemandOverLimit(None, "unpriced", request.max_upfront_fee_usd)
     threshold = request.approval_above_usd
-    if threshold is not None and cost > threshold:
+    if threshold is not None and needs_approval(cost, threshold):
         return OnDemandOverLimit(cost, "approval", threshold)
     if cost > request.max_upfront_fee_usd:
         return OnDemandOverLimit(cost, "budget", request.max_upfront_fee_usd)
     return None
 
 
-def on_demand_skip_reason(request: ReservationRequest, now: datetime) -> str | None:
+@dataclass(frozen=True)
+class TeamLeft:
+    """What the request's team (and the account) may still commit this month, USD, and the sentence naming it
+    (:func:`capacity.logic.policy.left_in_month`: "team ml-eval has $812.40 left in December 2026")."""
+
+    usd: Decimal
+    sentence: str
+
+
+def on_demand_skip_reason(
+    request: ReservationRequest, now: datetime, *, team_left: TeamLeft | None = None
+) -> str | None:
     """Why the workflow would not try on demand for an ``on-demand-first``/``spot-ok`` request (None: it
-    would), as a plan says it: :func:`on_demand_over_limit` with the end in ``YYYY-MM-DD HH:MM UTC``."""
+    would), as a plan says it: :func:`on_demand_over_limit` with the end in ``YYYY-MM-DD HH:MM UTC``, else
+    (with ``team_left``) a cost above what the team has left this month: the hold the ``try`` step would take
+    on the team's month is refused (:mod:`capacity.logic.on_demand_spend`; a preview: the step decides
+    atomically, the quota included)."""
+    until = f"{short(request.latest_end)} UTC"
     over = on_demand_over_limit(request, now)
-    return over.sentence(f"{short(request.latest_end)} UTC") if over is not None else None
+    if over is not None:
+        return over.sentence(until)
+    cost = on_demand_hold_usd(request, now)
+    if team_left is not None and cost is not None and cost > team_left.usd:
+        return f"{team_left.sentence}, less than on demand until {until} would cost ({format_usd(cost)})"
+    return None
 
 
-def on_demand_check(request: ReservationRequest, now: datetime) -> str:
-    """How a dry run judges on-demand availability (it never launches anything), as a sentence."""
+def on_demand_check(request: ReservationRequest, now: datetime, *, team_left: TeamLeft | None = None) -> str:
+    """How a dry run judges on-demand availability (it never launches anything), as a sentence; ``team_left``
+    as for :func:`on_demand_skip_reason`."""
     if request.strategy == "reserved":
         return "not tried: strategy reserved always reserves"
     if request.earliest_start > now + ON_DEMAND_FIRST_HORIZON:
@@ -175,7 +211,7 @@ def on_demand_check(request: ReservationRequest, now: datetime) -> str:
             f"not tried: the window starts {short(request.earliest_start)} UTC, more than an hour from now, "
             "and on-demand capacity cannot be promised ahead"
         )
-    skipped = on_demand_skip_reason(request, now)
+    skipped = on_demand_skip_reason(request, now, team_left=team_left)
     if skipped is not None:
         return f"not tried: {skipped}"
     launch = "CreateEndpoint" if request.platform == "sagemaker" else "RunInstances"
@@ -203,6 +239,7 @@ def recommend(
     *,
     now: datetime,
     on_demand_available: bool | None = None,
+    team_left: TeamLeft | None = None,
 ) -> Recommendation:
     """Recommend an option for ``request`` given the searched ``offerings`` (feasible or not).
 
@@ -212,6 +249,8 @@ def recommend(
         now: the current UTC time (does the window start within the hour?).
         on_demand_available: whether on-demand capacity was found (None: not tried, assumed possible;
             the workflow tries it first, region by region).
+        team_left: what the request's team has left this month (None: no teams policy): on demand costing
+            more is not tried (:func:`on_demand_skip_reason`).
 
     Returns:
         A :class:`Recommendation`; its ``text`` is what a person reads.
@@ -230,7 +269,7 @@ def recommend(
     reserved = _reserved_option(request)
     starts_now = request.earliest_start <= now + ON_DEMAND_FIRST_HORIZON
     wants_on_demand = request.strategy in ("on-demand-first", "spot-ok") and starts_now
-    skipped = on_demand_skip_reason(request, now) if wants_on_demand else None
+    skipped = on_demand_skip_reason(request, now, team_left=team_left) if wants_on_demand else None
     od_note = (
         f"{request.instance_count} x {request.instance_type} for {request.duration_hours} h in {region} at "
         f"${rate:.2f}/instance-hour, paid per hour used, no guarantee it is available"

@@ -6,7 +6,8 @@ with a feasible offering fails that check the step raises ``ModelNotFound``/``La
 (recorded ``FAILED`` by the workflow) before anyone is asked to approve.
 
 Records (once, so a retried step does not duplicate): ``FAILED`` for ``NO_OFFERING`` (reason with the
-nearest alternatives or the quota problem); otherwise ``PLANNED`` with the top offerings and the reason,
+nearest alternatives or the quota problem, and why on demand was not launched when its team refused it:
+``ON_DEMAND_REFUSED``); otherwise ``PLANNED`` with the top offerings and the reason,
 followed by ``REJECTED`` when over budget. ``PLANNED`` is written only while no ``OUTCOME`` exists (one
 transaction), so a DELETE landing after the step's cancel check cannot leave ``PLANNED`` after ``CANCELLED``.
 Posts the offerings table and the decision to Slack and puts ``ReservationPlanned`` (and
@@ -32,6 +33,7 @@ from capacity.lifecycle import Event
 from capacity.logic.checks import deployable_offerings, not_considered
 from capacity.logic.common import load_request, post, states
 from capacity.logic.keep_looking import look_again, successor_name
+from capacity.logic.on_demand_spend import refused_on_demand
 from capacity.logic.policy import admit, judge_plan
 from capacity.planner import Decision, Plan, decide
 from capacity.ports import Ports
@@ -75,6 +77,10 @@ def choose_offering(step: ChooseInput, ports: Ports) -> ChooseOutput:
         waited = replace(plan, decision=Decision.SEARCH_AGAIN, offering=None)
         return _answer(request, step, waited, looking.upcoming.at, now=ports.clock())
     plan, error = looking.plan, looking.error
+    refused = refused_on_demand(ports, request.id)
+    if refused is not None and plan.decision in (Decision.NO_OFFERING, Decision.REJECTED):
+        # Why on demand did not serve it either: its team refused the on-demand hold (issue 28, point 6).
+        plan = replace(plan, reason=f"{plan.reason} On demand was not launched: {refused}.")
     summary = plan.offering.summary() if plan.offering else None
 
     if plan.decision is Decision.NO_OFFERING:

@@ -144,7 +144,7 @@ def release_summary(
     (instances or an endpoint run on demand cost their hours at the on-demand price), else
     :func:`cost_summary` (a training plan or capacity block, against on-demand)."""
     if purchase.market in ("on-demand", "spot"):
-        return on_demand_summary(request_id, purchase, history, now=now)
+        return on_demand_summary(request_id, purchase, history, now=now, usage=read_usage(ports, request_id))
     return cost_summary(request_id, purchase, history, now=now, ports=ports)
 
 
@@ -203,17 +203,24 @@ def cost_summary(
 
 
 def on_demand_summary(
-    request_id: str, purchase: Purchase, history: list[LedgerEntry], *, now: datetime
+    request_id: str,
+    purchase: Purchase,
+    history: list[LedgerEntry],
+    *,
+    now: datetime,
+    usage: Sequence[tuple[datetime, int]] = (),
 ) -> CostSummary:
-    """What on-demand (or spot) instances cost: on-demand price x instances x hours served (``READY`` to
-    ``RELEASING``, else ``now``), nothing upfront. Spot is billed at the spot price, which is lower and not
-    known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time from the launch to
-    ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
+    """What on-demand (or spot) capacity cost: the on-demand price x the instance-hours that ran
+    (:func:`used_instance_hours`: the recorded instance counts over ``READY`` to ``RELEASING``, else ``now``;
+    every instance when none was recorded), nothing upfront; the figure ``GET /costs`` counts and the team's
+    on-demand hold is settled to (:mod:`capacity.logic.on_demand_spend`). Spot is billed at the spot price,
+    which is lower and not known here: the on-demand figure is its upper bound. ``hours_reserved`` is the time
+    from the launch to ``latest_end``; ``saving`` is 0 (this *is* the on-demand price)."""
     count = purchase.instance_count or 1
     planned = reserved_hours(purchase)
-    served = served_hours(history, purchase, now)
+    served, used, observed = used_instance_hours(usage, purchase, history, now)
     rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
-    paid = on_demand_equivalent(rate, instance_count=count, hours=served) if rate is not None else None
+    paid = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
     return CostSummary(
         request_id=request_id,
         training_plan_name=f"{purchase.market} instances",
@@ -230,9 +237,14 @@ def on_demand_summary(
         on_demand_equivalent_served_usd=paid,
         saving_usd=Decimal(0) if paid is not None else None,
         saving_percent=None,
-        utilisation_percent=(served / planned * 100).quantize(Decimal("0.1")) if planned else Decimal(0),
+        utilisation_percent=(used / (planned * count) * 100).quantize(Decimal("0.1"))
+        if planned
+        else Decimal(0),
         break_even_utilisation_percent=None,
-        effective_usd_per_served_instance_hour=rate if served > 0 else None,
+        effective_usd_per_served_instance_hour=rate if used > 0 else None,
+        instance_hours_reserved=(planned * count).quantize(_HOURS),
+        instance_hours_used=used.quantize(_HOURS),
+        usage_observed=observed,
     )
 
 

@@ -20,6 +20,7 @@ from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
 from capacity.logic.costs import release_summary
 from capacity.logic.forwarding import retire_forwarding
+from capacity.logic.on_demand_spend import settle_on_demand
 from capacity.logic.policy import give_back
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
@@ -37,7 +38,9 @@ def record_released(
 ) -> ReleaseOutput:
     """The end of every release (training plan, capacity block, on demand, spot), once nothing of the
     reservation is left: the cost summary (:func:`~capacity.logic.costs.release_summary`: on-demand prices
-    for ``market`` ``on-demand``/``spot``), the chain's endpoint parameter retired when nothing it could name
+    for ``market`` ``on-demand``/``spot``), the team's hold returned to its quota (and for on demand or spot
+    settled to the summary's cost of what ran, :func:`~capacity.logic.on_demand_spend.settle_on_demand`), the
+    chain's endpoint parameter retired when nothing it could name
     serves (:func:`~capacity.logic.chain.retire_endpoint`), then exactly once (the conditional ``RELEASED``
     marker item) the ``ReservationReleased`` event, the ``RELEASED`` ledger entry, the deletion of the
     release schedule and the Slack post ``message(summary, reason)``.
@@ -59,6 +62,8 @@ def record_released(
     give_back(
         ports, live_hold_key(ports, step.request_id), money=voided, quota=True
     )  # the attempt that bought
+    if purchase.market in ("on-demand", "spot"):  # held before the launch: now what ran, instances back
+        settle_on_demand(ports, step.request_id, summary.on_demand_equivalent_served_usd)
     # Clients must not be told a deleted endpoint is current: the chain's parameter goes once nothing it
     # could name serves (before the marker, so a retry after a failure here deletes it too).
     retire_endpoint(ports, step.request_id)

@@ -76,6 +76,7 @@ from capacity.logic.common import (
 from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
 from capacity.naming import release_schedule_name
 from capacity.offerings import ExtensionOffering
+from capacity.planner import needs_approval
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.records import State
@@ -252,7 +253,7 @@ def require_extension_allowed(
             f"{format_usd(request.max_upfront_fee_usd)}; nothing was bought"
         )
     threshold = request.approval_above_usd
-    if threshold is None or offering.upfront_fee_usd <= threshold:
+    if threshold is None or not needs_approval(offering.upfront_fee_usd, threshold):
         return
     approved = approved_fee(ports, request.id, extension_id) if extension_id else None
     if approved is None or offering.upfront_fee_usd > approved:

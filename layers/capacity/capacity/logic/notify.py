@@ -60,6 +60,7 @@ from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, offering_taken, search_wait
+from capacity.logic.on_demand_spend import give_back_on_demand
 from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
@@ -254,6 +255,9 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     reason = readable_reason(error)
     if step.phase == "release":
         return _release_failure(step, ports, error, reason)
+    # Nothing was launched on demand (no PURCHASE): the team gets the on-demand hold back (a launch is
+    # settled by its release instead).
+    give_back_on_demand(ports, step.request_id)
     ledger = ports.ledger
     history = ledger.history(step.request_id)
     final = final_state(history)

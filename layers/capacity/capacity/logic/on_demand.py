@@ -20,9 +20,13 @@ On success the instances run from now until the request's ``latest_end``: a ``PU
 steps terminate them), the release scheduled at ``latest_end - release_margin_minutes``, ``PLANNED``
 (decision ``ON_DEMAND``), ``DEPLOYING``, then ``READY``. The cost summary uses on-demand prices.
 
-Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window above
-``max_upfront_fee_usd`` or above ``approval_above_usd`` (the team's when it is lower: the reserving path asks
-for the approval).
+Skipped (the workflow reserves): strategy ``reserved``, a dry run, or an on-demand cost for the window
+(:func:`~capacity.recommendation.on_demand_hold_usd`) above ``max_upfront_fee_usd`` or needing an approval
+above ``approval_above_usd`` (the team's when it is lower; the rule a purchase's fee is judged by: the
+reserving path asks for the approval), or what the team refuses: its admission (types, regions, quota,
+budget) and the hold of that cost on its month, the account's month and its instance quota
+(:mod:`capacity.logic.on_demand_spend`, the mechanism a purchase holds its fee with). The hold is given back
+when nothing is launched and settled from what ran at the release.
 
 Deadlines (issue 13, defect 5): an on-demand endpoint not ``InService`` :data:`ENDPOINT_DEADLINE` after its
 ``CreationTime``, or any on-demand wait (a failed region's endpoint still deleting, a cancel waiting for a
@@ -55,6 +59,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries, stop_instances
+from capacity.logic.on_demand_spend import give_back_on_demand, hold_on_demand
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
@@ -126,15 +131,23 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         # either: the reserving path asks for the approval.
         judged = admission.request if admission is not None else request
         reason = _skip_reason(judged, now) or _team_refusal(admission)
+        # Every dollar counts against the team: what on demand may cost is held on its month, the account's
+        # and its quota before anything is launched (refused: nothing is launched, the workflow reserves).
+        reason = reason or hold_on_demand(request, ports, now)
         if reason is not None:
             post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")
     if platform == "sagemaker":
         tried = endpoint_tries(request, ports, step.attempt, now)
-        return tried if tried is not None else _abandon(request, platform, ports, step.attempt)
-    if step.action == "status":
-        return OnDemandOutput(outcome="unavailable")
-    return instance_tries(request, ports, now)
+        if tried is None:
+            return _abandon(request, platform, ports, step.attempt)
+    elif step.action == "status":
+        tried = OnDemandOutput(outcome="unavailable")
+    else:
+        tried = instance_tries(request, ports, now)
+    if tried.outcome == "unavailable":  # nothing runs on demand: the team's month and quota get the hold back
+        give_back_on_demand(ports, request.id)
+    return tried
 
 
 def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, attempt: int) -> OnDemandOutput:
@@ -184,4 +197,5 @@ def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, atte
             next_wait_seconds=backoff_seconds(min(attempt, 3), base=30, cap=300),
             attempt=attempt + 1,
         )
+    give_back_on_demand(ports, request.id)  # nothing ran on demand: the team's month and quota get it back
     raise ReservationCancelled(f"reservation {request.id} was stopped; nothing launched on demand is left")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -41,10 +42,10 @@ from capacity.logic.keep_looking import dry_run_note, may_look_again
 from capacity.logic.policy import Admission, admit, charged_to, judge_plan, left_in_month
 from capacity.logic.search import region_offerings
 from capacity.offerings import Offering
-from capacity.planner import Decision, decide
+from capacity.planner import Decision, decide, needs_approval
 from capacity.ports import Ports
 from capacity.ranking import rank
-from capacity.recommendation import Recommendation, on_demand_check, recommend, reservable
+from capacity.recommendation import Recommendation, TeamLeft, on_demand_check, recommend, reservable
 from capacity.request import ReservationRequest, parse_request
 from capacity.rightsize import RightSizing, describe
 from capacity.wire import UtcDatetime
@@ -187,7 +188,7 @@ def plan_reservation(
         next_look_at, look_note = dry_run_note(request, now)
     # A dry run launches nothing, so on-demand availability is unknown (None): recommend() says the
     # workflow tries on demand first when the strategy and the start allow it.
-    recommendation = recommend(planned, offerings, now=now, on_demand_available=None)
+    recommendation, on_demand = _recommend(planned, offerings, admission, ports, now)
     reason = plan.reason
     decision = plan.decision.value
     if not reservable(request):
@@ -203,18 +204,17 @@ def plan_reservation(
         reason += " Not searched: " + "; ".join(f"{r} ({why})" for r, why in skipped.items()) + "."
     reason += look_note
     threshold = planned.approval_above_usd
-    needs_approval = (
+    approval_needed = (
         decision == Decision.DRY_RUN.value
         and plan.offering is not None
-        and threshold is not None
-        and plan.offering.upfront_fee_usd > threshold
+        and needs_approval(plan.offering.upfront_fee_usd, threshold)
     )
     return PlanResult(
         request_id=request.id,
         decision=decision,
         reason=reason,
         recommendation=plan.offering if decision != NOT_DEPLOYABLE else None,
-        needs_approval=needs_approval,
+        needs_approval=approval_needed,
         offerings=rank(offerings, request.regions)[:MAX_RANKED],
         offerings_considered=plan.considered,
         alternatives=list(plan.alternatives),
@@ -222,7 +222,7 @@ def plan_reservation(
         regions_searched=searched,
         regions_not_searched=skipped,
         unusable_regions={r: "; ".join(p.message for p in issues) for r, issues in blocked.items()},
-        advice=_advice(recommendation, on_demand_check(planned, now)),
+        advice=_advice(recommendation, on_demand),
         team=_team_check(admission, refusal, ports),
         next_look_at=next_look_at,
         right_size=_right_size(
@@ -276,6 +276,22 @@ def _right_size(
     ]
     priced = sizing.model_copy(update={"candidates": candidates})
     return priced.model_copy(update={"text": describe(priced, fees)})
+
+
+def _recommend(
+    planned: ReservationRequest,
+    offerings: list[Offering],
+    admission: Admission | None,
+    ports: Ports,
+    now: datetime,
+) -> tuple[Recommendation, str]:
+    """The recommendation and how on demand is judged (``on_demand_check``), on demand's cost weighed against
+    what the team has left this month (:func:`~capacity.logic.policy.left_in_month`; no team: not)."""
+    team_left = None
+    if admission is not None and admission.team is not None:
+        team_left = TeamLeft(*left_in_month(ports, admission.team, now))
+    recommendation = recommend(planned, offerings, now=now, on_demand_available=None, team_left=team_left)
+    return recommendation, on_demand_check(planned, now, team_left=team_left)
 
 
 def _team_check(admission: Admission | None, refusal: str | None, ports: Ports) -> TeamCheck | None:

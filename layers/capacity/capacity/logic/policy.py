@@ -429,16 +429,21 @@ def reserve_spend(
     amount_usd: Decimal,
     instance_type: str,
     instance_count: int,
+    spend: str = "the purchase",
+    nothing: str = "nothing was bought",
 ) -> Hold | None:
     """Hold ``amount_usd`` of the team's month (and the account's) and ``instance_count`` instances of the
-    team's quota for purchase ``key``, atomically, right before the purchase call.
+    team's quota for spend ``key``, atomically, right before the money is spent: a purchase call, an
+    extension's, or an on-demand launch (:mod:`capacity.logic.on_demand_spend`).
 
     Idempotent per ``key``: a retry holds nothing twice; a larger ``amount_usd`` (a re-searched offering)
     raises the hold by the difference under the same conditions. The month is the UTC month of the first
-    hold.
+    hold. ``spend`` names what is paid for and ``nothing`` what did not happen, in the refusal ("the purchase
+    costs $2,400.00: nothing was bought").
 
     Returns:
-        The hold, or None when the deployment has no policy table.
+        The hold (its ``money_returned`` set when it was given back earlier: the caller must not spend on
+        it), or None when the deployment has no policy table.
 
     Raises:
         TeamLimitExceeded: the team's budget, the account cap or the quota would be exceeded; the message
@@ -490,10 +495,20 @@ def reserve_spend(
                 amount_usd=amount_usd,
                 instance_type=instance_type,
                 instance_count=instance_count,
+                spend=spend,
+                nothing=nothing,
             )
         raise TeamLimitExceeded(
             _refusal(
-                store, team, refused, month=month, amount=amount_usd, instance_type=instance_type, quota=quota
+                store,
+                team,
+                refused,
+                month=month,
+                amount=amount_usd,
+                instance_type=instance_type,
+                quota=quota,
+                spend=spend,
+                nothing=nothing,
             )
         ) from None
     held = store.hold(key)
@@ -518,15 +533,16 @@ def _refusal(
     amount: Decimal,
     instance_type: str,
     quota: int,
+    spend: str,
+    nothing: str,
 ) -> str:
     fee = format_usd(amount)
     if refused.limit == "quota":
         family = instance_family(instance_type)
         used = store.reserved_instances(team.name, family)
         return (
-            f"team {team.name} holds {used} of its {quota} {family} instances; this purchase needs more "
-            "than the "
-            f"{max(quota - used, 0)} left: nothing was bought"
+            f"team {team.name} holds {used} of its {quota} {family} instances; {spend} needs more than the "
+            f"{max(quota - used, 0)} left: {nothing}"
         )
     if refused.limit == "account":
         account = store.account()
@@ -534,12 +550,12 @@ def _refusal(
         left = max(cap - store.spent(month, None), Decimal(0))
         return (
             f"the account has {format_usd(left)} left in {month_name(month)} of its {format_usd(cap)} cap; "
-            f"the purchase costs {fee}: nothing was bought"
+            f"{spend} costs {fee}: {nothing}"
         )
     left = max(team.monthly_budget_usd - store.spent(month, team.name), Decimal(0))
     return (
         f"team {team.name} has {format_usd(left)} left in {month_name(month)} of its monthly budget "
-        f"{format_usd(team.monthly_budget_usd)}; the purchase costs {fee}: nothing was bought"
+        f"{format_usd(team.monthly_budget_usd)}; {spend} costs {fee}: {nothing}"
     )
 
 
