@@ -31,6 +31,7 @@ from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 from capacity.teams import AccountPolicy, TeamPolicy
 
+from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
@@ -294,12 +295,12 @@ def test_what_ran_on_demand_is_the_instance_hours_observed_at_the_on_demand_rate
         }
     )
     harness.clock.now = start
-    harness.ledger.append("r", State.READY, actor="t")
+    seed(harness.ledger, "r", State.READY, actor="t")
     record_usage(harness.ports, "r", 2, source="ready")
     harness.clock.now = start + timedelta(hours=2)
     record_usage(harness.ports, "r", 1, source="scale")
     harness.clock.now = start + timedelta(hours=5)
-    harness.ledger.append("r", State.RELEASING, actor="t")
+    seed(harness.ledger, "r", State.RELEASING, actor="t")
     usage = read_usage(harness.ports, "r")
     summary = on_demand_summary(
         "r", purchase, harness.ledger.history("r"), now=harness.clock.now, usage=usage
