@@ -106,7 +106,7 @@ def test_a_cancel_whose_release_request_failed_on_both_tries_releases_the_endpoi
         assert cloud.billable_resources() == []
         done = _outbox_done(cloud, "OUTBOX#CANCELLED")
         assert (done["by"], done["outcome"]) == (OUTBOX, "release requested")
-        assert _release_requests(cloud)[0].at >= cloud.faults.rules[0].not_after  # type: ignore[operator]
+        assert _release_requests(cloud)[0].at >= cloud.faults.rules[0].not_after
 
 
 def _approve_by_api(cloud: LocalCloud) -> tuple[int, dict[str, Any]]:

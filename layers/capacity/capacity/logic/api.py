@@ -55,6 +55,7 @@ from capacity.ledger import (
     PURCHASE,
     PURCHASE_INTENT,
     PURCHASE_VOIDED,
+    RELEASED_MARKER,
     REQUEST,
     SUBMITTED,
     history_of,
@@ -358,7 +359,8 @@ def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str)
 def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
     """Cancel ``request_id`` (:func:`_cancel_one`) and the successors requested to keep it serving
     (``serve_until``, issue 17): stopping a reservation stops its chain, never half of it. Without ``confirm``
-    any paid one among them refuses the whole cancel first (nothing recorded).
+    any paid one among them refuses the whole cancel first (nothing recorded), naming every fee at stake in
+    the chain (:func:`stake_text`).
 
     Returns:
         ``{"request_id", "status", "links"}`` of ``request_id``, and ``successors`` (their statuses) when it
@@ -369,9 +371,12 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bo
     """
     following = [s for s in successors(ports, request_id) if not final_state(ports.ledger.history(s))]
     if not confirm:
-        for successor in following:
-            _refuse_unconfirmed(ports, successor)
-    result = _cancel_one(request_id, ports, actor=actor, confirm=confirm)
+        ledger = ports.ledger
+        open_here = (
+            not final_state(ledger.history(request_id)) and ledger.get(request_id, RELEASED_MARKER) is None
+        )
+        _refuse_unconfirmed(ports, ([request_id] if open_here else []) + following)
+    result = _cancel_one(request_id, ports, actor=actor, confirm=True)  # asked above when not confirmed
     if following:
         result["successors"] = [
             _cancel_one(successor, ports, actor=actor, confirm=True)["status"] for successor in following
@@ -386,8 +391,9 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided), or
     whose purchase call is on its way (an intent without its outcome), is cancelled only with ``confirm``:
     without it :class:`~capacity.errors.PaidReservation` (409) names the sunk fee (never refunded:
-    AWS_FACTS.md) and what cancelling still saves (nothing: the fee covers the whole reservation), and
-    nothing is recorded.
+    AWS_FACTS.md), its paid extensions and those in flight, and what cancelling still saves (nothing: the fee
+    covers the whole reservation), and nothing is recorded (:func:`cancel_reservation` asks this of the whole
+    chain at once).
 
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
@@ -433,7 +439,7 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
             outbox.attempt(ports, stored)
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
     if not confirm:
-        _refuse_unconfirmed(ports, request_id)
+        _refuse_unconfirmed(ports, [request_id])
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
     detail = {"reason": outbox.CANCELLED_REASON}
@@ -500,34 +506,72 @@ def _fee_on_its_way(ports: Ports, request_id: str) -> dict[str, Any] | None:
     }
 
 
-def _refuse_unconfirmed(ports: Ports, request_id: str) -> None:
-    sunk = sunk_fee(ports, request_id)
-    if sunk is None:
-        return
-    if sunk["purchase_on_its_way"]:
-        raise PaidReservation(
-            f"reservation {request_id} has a {sunk['what']}: its upfront fee "
-            f"{format_usd(Decimal(sunk['upfront_fee_usd']))} is paid upfront and not refunded. Send DELETE "
-            "again with ?confirm=true to cancel anyway: whatever it buys is released at once",
-            sunk,
+def stake_text(at_stake: Sequence[Mapping[str, Any]]) -> str:
+    """What cancelling throws away, one sentence per reservation at stake (``at_stake``: :func:`sunk_fee`'s
+    dicts with their ``request_id``, the reservation first, then its successors): the upfront fee (paid, or
+    being paid), the paid extensions and every extension whose payment is in flight, never refunded; with
+    more than one fee, the total. No question at the end: each door asks in its own words."""
+    sentences: list[str] = []
+    for sunk in at_stake:
+        rid, fee = sunk["request_id"], format_usd(Decimal(str(sunk["upfront_fee_usd"])))
+        if sunk.get("purchase_on_its_way"):
+            sentences.append(
+                f"reservation {rid} has a {sunk['what']}: its upfront fee {fee} is paid upfront and not "
+                "refunded; whatever it buys is released at once"
+            )
+            continue
+        paid = Decimal(str(sunk.get("extension_fees_usd") or "0"))
+        extensions = f"; its paid extensions {format_usd(paid)}, not refunded either" if paid > 0 else ""
+        for item in sunk.get("extensions_in_flight") or []:
+            flying = format_usd(Decimal(str(item["upfront_fee_usd"])))
+            extensions += (
+                f"; an extension ({item['extension_id']}) whose payment of {flying} is in flight: AWS may "
+                "still take it, it is not refunded, and the release waits for it (at most until AWS's "
+                "deadline)"
+            )
+        sentences.append(
+            f"reservation {rid} has a paid {sunk['what']}: its upfront fee {fee} is not refunded and "
+            f"cancelling saves nothing (the fee covers the reservation until {sunk['end_time']})"
+            f"{extensions}; it only stops the endpoint or instances now"
         )
-    flying = sunk.get("extensions_in_flight") or []
-    paid = Decimal(str(sunk.get("extension_fees_usd") or "0"))
-    extensions = (
-        f"; its paid extensions {format_usd(paid)}, not refunded either" if paid > 0 else ""
-    ) + "".join(
-        f"; an extension ({item['extension_id']}) whose payment of "
-        f"{format_usd(Decimal(item['upfront_fee_usd']))} is in flight: AWS may still take it, it is not "
-        "refunded, and the release waits for it (at most until AWS's deadline)"
-        for item in flying
+    text = ". ".join(
+        sentence[:1].upper() + sentence[1:] if i else sentence for i, sentence in enumerate(sentences)
     )
+    fees = sum((_fees(sunk) for sunk in at_stake), Decimal(0))
+    if len(at_stake) > 1 or any(_fees(sunk) != Decimal(str(sunk["upfront_fee_usd"])) for sunk in at_stake):
+        text += f". In all {format_usd(fees)} is not refunded"
+    return text
+
+
+def _fees(sunk: Mapping[str, Any]) -> Decimal:
+    """Every fee at stake in one :func:`sunk_fee` answer: upfront, paid extensions, extensions in flight."""
+    flying = sum(
+        (Decimal(str(i["upfront_fee_usd"])) for i in sunk.get("extensions_in_flight") or []), Decimal(0)
+    )
+    return (
+        Decimal(str(sunk["upfront_fee_usd"])) + Decimal(str(sunk.get("extension_fees_usd") or "0")) + flying
+    )
+
+
+def _refuse_unconfirmed(ports: Ports, request_ids: Sequence[str]) -> None:
+    """Refuse a cancel of ``request_ids`` (a reservation and the successors it stops) that would throw money
+    away, unconfirmed: one :class:`~capacity.errors.PaidReservation` naming every fee at stake
+    (:func:`stake_text`); its details are the first one's :func:`sunk_fee` answer, ``at_stake`` (each of
+    them, with its ``request_id``) and ``not_refunded_usd`` (their total).
+
+    Raises:
+        PaidReservation: something is paid or being paid among ``request_ids``.
+    """
+    at_stake = [
+        {"request_id": rid, **sunk} for rid in request_ids if (sunk := sunk_fee(ports, rid)) is not None
+    ]
+    if not at_stake:
+        return
+    details: dict[str, Any] = {k: v for k, v in at_stake[0].items() if k != "request_id"}
+    details["at_stake"] = at_stake
+    details["not_refunded_usd"] = f"{sum(_fees(sunk) for sunk in at_stake):f}"
     raise PaidReservation(
-        f"reservation {request_id} has a paid {sunk['what']}: its upfront fee "
-        f"{format_usd(Decimal(sunk['upfront_fee_usd']))} "
-        "is not refunded and cancelling saves nothing (the fee covers the reservation until "
-        f"{sunk['end_time']}){extensions}; "
-        "it only stops the endpoint or instances now. Send DELETE again with ?confirm=true to cancel anyway",
-        sunk,
+        f"{stake_text(at_stake)}. Send DELETE again with ?confirm=true to cancel anyway", details
     )
 
 

@@ -861,14 +861,17 @@ CANCEL_CONFIRMED = "cancel_paid_reservation"
 
 
 def _confirm_cancel(request_id: str, paid: PaidReservation) -> dict[str, Any]:
-    """The ephemeral question before cancelling a paid reservation: the sunk fee, and a Cancel anyway button
-    (Block Kit ``actions`` with a ``confirm`` dialog)."""
-    fee = str(paid.details.get("upfront_fee_usd") or "0")
+    """The ephemeral question before cancelling a paid reservation: every fee at stake (the upfront fee, paid
+    extensions, extensions in flight, and those of the successors the cancel stops: the API's words,
+    :func:`capacity.logic.api.stake_text`), and a Cancel anyway button (Block Kit ``actions`` with a
+    ``confirm`` dialog naming the total)."""
+    at_stake = paid.details.get("at_stake")
+    if not isinstance(at_stake, list) or not at_stake:
+        at_stake = [{"request_id": request_id, **paid.details}]
+    fee = str(paid.details.get("not_refunded_usd") or paid.details.get("upfront_fee_usd") or "0")
     text = (
-        f"*{messages.escape(request_id)}* has a {'' if paid.details.get('purchase_on_its_way') else 'paid '}"
-        f"{messages.escape(paid.details.get('what') or 'reservation')}: "
-        f"its upfront fee ${Decimal(fee):,.2f} is *not refunded* and cancelling saves nothing (the fee "
-        "covers the reservation until its end); it only stops the endpoint or instances now. Cancel anyway?"
+        f"*{messages.escape(request_id)}*: {messages.escape(api.stake_text(at_stake))}. "
+        "None of it is refunded. Cancel anyway?"
     )
     button = {
         "type": "button",
