@@ -709,6 +709,7 @@ class StreamDelivery:
                 mapping=poller.mapping.logical_id,
                 shard=shard.id,
                 sequences=list(entry.sequences),
+                error=error,
             )
 
     def _what(self, poller: _Poller, shard: _Shard, batch: list[_Record]) -> str:

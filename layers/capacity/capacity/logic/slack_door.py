@@ -1105,10 +1105,13 @@ def _decide_extension(
             ephemeral=True,
         )
         return
-    except RetryableAwsError as exc:  # the decision is recorded; the next press passes it on
+    except RetryableAwsError as exc:  # the ledger failed: the decision may not be recorded
         respond(
             response_url,
-            messages.escape(f"{request_id}: your decision is recorded but AWS is busy ({exc}); press again."),
+            messages.escape(
+                f"{request_id}: AWS is busy ({exc}); press again (a decision already recorded is passed on "
+                "by itself)."
+            ),
             ephemeral=True,
         )
         return
@@ -1124,8 +1127,8 @@ def _decide_extension(
 def _decide(
     request_id: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
 ) -> None:
-    """An approver's press: record and hand back the decision, and tell the approver what happened (the
-    approval message replaced by the outcome, or an ephemeral line saying why not)."""
+    """An approver's press: record the decision (its record hands it back: the outbox), and tell the approver
+    what happened (the approval message replaced by the outcome, or an ephemeral line saying why not)."""
     approver = f"slack:{user_id}"
     try:
         result = api.decide_approval(
@@ -1147,12 +1150,12 @@ def _decide(
             ephemeral=True,
         )
         return
-    except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
+    except RetryableAwsError as exc:  # the ledger failed: the decision may not be recorded
         _responder(door, ports)(
             response_url,
             messages.escape(
-                f"{request_id}: your decision is recorded but AWS is busy ({exc}); press the button again "
-                "to pass it on to the waiting workflow."
+                f"{request_id}: AWS is busy ({exc}); press the button again (a decision already recorded is "
+                "handed to the waiting workflow by itself)."
             ),
             ephemeral=True,
         )
