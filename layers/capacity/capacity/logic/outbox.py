@@ -270,6 +270,8 @@ def _hand_back(ports: Ports, item: Mapping[str, Any]) -> str:
         NotAwaitingApproval: the task no longer waits (timed out, or answered by an earlier hand-back).
     """
     request_id = str(item["request_id"])
+    if ports.ledger.get(request_id, APPROVAL_DELIVERED) is not None:
+        return "already handed back"  # by a door whose own marker was not written (it died in between)
     token = approval_token(ports, request_id)
     if token is None:
         raise NotAwaitingApproval(f"reservation {request_id} has no approval task to answer")
@@ -321,6 +323,8 @@ def _extension_request(ports: Ports, item: Mapping[str, Any]) -> str:
     extension id, and refuses it again from the ledger if the money rules no longer allow it)."""
     request_id = str(item["request_id"])
     offering = ExtensionOffering.model_validate(item["offering"])
+    if ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{offering.offering_id}") is not None:
+        return "its purchase had started"
     put_extension_request(ports, request_id, offering, requester=str(item.get("requester") or ""))
     return "extension requested"
 
