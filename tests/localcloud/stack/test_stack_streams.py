@@ -4,6 +4,7 @@ retries and an SQS on-failure destination)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -238,3 +239,22 @@ def test_what_the_local_cloud_cannot_deliver_is_refused_at_load() -> None:
         StreamMapping.from_resource("M", props, where="Resources.M.Properties")
     queue = {"EventSourceArn": "arn:aws:sqs:us-east-1:123456789012:q", "FunctionName": "f"}
     assert StreamMapping.from_resource("Q", queue, where="Resources.Q.Properties") is None
+
+
+def test_a_record_older_than_the_maximum_age_is_discarded_with_its_condition() -> None:
+    cloud = make_cloud()
+    (mapping,) = cloud.streams.mappings
+    cloud.streams.mappings = [dataclasses.replace(mapping, max_retries=-1, max_age_seconds=60)]
+    with cloud:
+        put(cloud, "a", "a0", fail_until=(cloud.now() + timedelta(hours=1)).isoformat())
+        put(cloud, "b", "b0")
+        cloud.run_until_idle()
+
+        assert seen(cloud) == ["b0"]
+        ((_, _, _, condition),) = cloud.streams.discarded
+        assert condition == "RecordAgeExceeded"
+        (message,) = failures_queue(cloud)
+        assert message["requestContext"]["condition"] == "RecordAgeExceeded"
+        tries = [b for b in cloud.streams.batches if b.error == "NotYetError"]
+        assert 3 <= len(tries) <= 8  # retried (1, 2, 4, 8, 16, 32 s...) for a minute, no longer
+        assert tries[-1].at - tries[0].at <= timedelta(seconds=60)
