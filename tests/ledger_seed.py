@@ -14,9 +14,10 @@ from decimal import Decimal
 from typing import Any
 
 from capacity.adapters.dynamodb import serialize_item
-from capacity.ledger import CURRENT, OUTCOME, STATE_PREFIX, Ledger, snapshot_of
+from capacity.ledger import Ledger, snapshot_of
 from capacity.lifecycle import OUTCOMES, Snapshot
 from capacity.pricing import money_str
+from capacity.record_kinds import CURRENT, OUTCOME, STATE_PREFIX
 from capacity.records import LedgerEntry, State
 from capacity.timeutil import iso_ms
 

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from capacity.record_kinds import STATE_PREFIX
+
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector
 
@@ -131,7 +133,7 @@ def _plain(value: dict[str, Any]) -> Any:
 
 def states(cloud: LocalCloud, request_id: str) -> list[str]:
     """The ledger's state changes of the request, in order."""
-    return [item["state"] for item in ledger_items(cloud, request_id) if item["sk"].startswith("STATE#")]
+    return [item["state"] for item in ledger_items(cloud, request_id) if item["sk"].startswith(STATE_PREFIX)]
 
 
 def training_plans(cloud: LocalCloud) -> list[dict[str, Any]]:

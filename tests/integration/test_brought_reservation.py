@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import STATE_PREFIX
 
 from localcloud.cloud import LocalCloud
 from tests.integration.support import (
@@ -102,7 +103,7 @@ def test_a_brought_plan_is_served_and_released_and_nothing_is_bought() -> None:
             "0",
             True,
         )
-        stamped = [i for i in items.values() if i["sk"].startswith("STATE#")]
+        stamped = [i for i in items.values() if i["sk"].startswith(STATE_PREFIX)]
         purchased = next(i for i in stamped if i["state"] == "PURCHASED")
         assert Decimal(purchased["money_usd"]) == 0
         assert purchased["detail"]["brought"] is True

@@ -8,6 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from capacity.record_kinds import EXTENSION_APPROVAL
 
 from localcloud.cloud import LocalCloud
 from tests.integration.support import (
@@ -46,7 +47,7 @@ def _patched_by_an_approver(cloud: LocalCloud) -> str:
     assert patched["statusCode"] == 200, patched
     lower_team_threshold(cloud, Decimal(10))
     cloud.run(until=DUE + timedelta(minutes=5))
-    (asked,) = items(cloud, RID, "EXTENSION_APPROVAL#")
+    (asked,) = items(cloud, RID, f"{EXTENSION_APPROVAL}#")
     return str(asked["sk"]).split("#", 1)[1]
 
 

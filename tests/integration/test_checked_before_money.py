@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import pytest
+from capacity.record_kinds import ON_DEMAND_TRY_PREFIX
 
 from events.slack_signed_request import command_body, local_secret, proxy_event
 from localcloud.cloud import LocalCloud
@@ -179,7 +180,7 @@ def test_on_demand_skips_a_region_without_the_model_and_serves_from_one_with_it(
         post_reservation(cloud, body)
         cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
         tries = sorted(
-            (i for i in ledger_items(cloud, RID) if i["sk"].startswith("ON_DEMAND_TRY#")),
+            (i for i in ledger_items(cloud, RID) if i["sk"].startswith(ON_DEMAND_TRY_PREFIX)),
             key=lambda t: int(t["order"]),
         )
         assert [(t["region"], t["outcome"]) for t in tries] == [

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from capacity.record_kinds import SCALE_PREFIX
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -102,7 +103,7 @@ def test_a_reservation_in_us_east_2_scales_to_zero_and_back_and_is_idle_released
         assert _desired(cloud, EU) == 1  # scaled back from zero
 
         cloud.run(stop_when=lambda: "RELEASED" in states(cloud, RID))
-        actions = [i["action"] for i in ledger_items(cloud, RID) if i["sk"].startswith("SCALE#")]
+        actions = [i["action"] for i in ledger_items(cloud, RID) if i["sk"].startswith(SCALE_PREFIX)]
         assert actions[:3] == ["scale_in_to_zero", "scale_in_to_zero", "scale_out_from_zero"]
         assert "release_requested_idle" in actions
         releasing = next(i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASING")

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import APPROVAL_REFUSED, EXTENSION, EXTENSION_INTENT, EXTENSION_OUTCOME
 
 from localcloud.cloud import LocalCloud
 from tests.integration.support import (
@@ -83,7 +84,7 @@ def test_an_extension_above_the_threshold_is_bought_once_only_after_an_approver_
         own = approve(cloud, extension_id, caller=REQUESTER)
         assert own["statusCode"] == 403, own
         assert "four-eyes" in own["json"]["message"]
-        refused = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("APPROVAL_REFUSED#")]
+        refused = [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{APPROVAL_REFUSED}#")]
         assert [(i["identity"], i["extension_id"]) for i in refused] == [(REQUESTER, extension_id)]
 
         decided = approve(cloud, extension_id)
@@ -107,7 +108,9 @@ def test_an_extension_event_above_the_threshold_without_an_approval_buys_nothing
         assert "ExtensionApprovalRequired" in slack_texts(cloud)
         assert succeeded(cloud, "ExtendTrainingPlan") == []
         assert not [
-            i for i in ledger_items(cloud, RID) if i["sk"].startswith(("EXTENSION_INTENT#", "EXTENSION#"))
+            i
+            for i in ledger_items(cloud, RID)
+            if i["sk"].startswith((f"{EXTENSION_INTENT}#", f"{EXTENSION}#"))
         ]
 
 
@@ -126,7 +129,7 @@ def test_a_rejected_extension_buys_nothing_and_cannot_be_asked_again() -> None:
         assert "was rejected by" in asked["json"]["message"]
         cloud.run(until=cloud.now() + timedelta(seconds=3600))
         assert succeeded(cloud, "ExtendTrainingPlan") == []
-        (outcome,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#")]
+        (outcome,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{EXTENSION_OUTCOME}#")]
         assert outcome["outcome"] == "rejected"
 
 

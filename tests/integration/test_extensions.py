@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import EXTENSION, EXTENSION_INTENT, EXTENSION_OUTCOME, STATE_PREFIX
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -52,7 +53,9 @@ def ready(cloud: LocalCloud) -> dict[str, Any]:
 
 
 def extended(cloud: LocalCloud) -> list[dict[str, Any]]:
-    return [i for i in ledger_items(cloud, RID) if i["sk"].startswith("STATE#") and i["state"] == "EXTENDED"]
+    return [
+        i for i in ledger_items(cloud, RID) if i["sk"].startswith(STATE_PREFIX) and i["state"] == "EXTENDED"
+    ]
 
 
 def succeeded(cloud: LocalCloud, operation: str) -> list[Any]:
@@ -67,7 +70,7 @@ def extension_outcome(cloud: LocalCloud) -> dict[str, Any]:
     """Run until the extension's ``EXTENSION_OUTCOME#`` is recorded; that item."""
 
     def outcomes() -> list[dict[str, Any]]:
-        return [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OUTCOME#")]
+        return [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{EXTENSION_OUTCOME}#")]
 
     cloud.run(stop_when=lambda: bool(outcomes()))
     (outcome,) = outcomes()
@@ -114,7 +117,7 @@ def test_a_training_plan_extended_by_a_day_serves_until_the_new_end_and_records_
         assert "Extended eval-week-49" in slack_texts(cloud)
 
         endpoint = next(
-            i for i in ledger_items(cloud, RID) if i["sk"].startswith("STATE#") and i["state"] == "READY"
+            i for i in ledger_items(cloud, RID) if i["sk"].startswith(STATE_PREFIX) and i["state"] == "READY"
         )
         name = endpoint["detail"]["endpoint_name"]
         cloud.run(until=old_end + timedelta(hours=2))
@@ -142,7 +145,7 @@ def test_a_training_plan_extended_by_a_day_serves_until_the_new_end_and_records_
 
         cloud.run_until_idle()
         items = ledger_items(cloud, RID)
-        released = next(i for i in items if i["sk"].startswith("STATE#") and i["state"] == "RELEASED")
+        released = next(i for i in items if i["sk"].startswith(STATE_PREFIX) and i["state"] == "RELEASED")
         assert old_end + timedelta(hours=2) < datetime.fromisoformat(released["at"].replace("Z", "+00:00"))
         assert released["at"] < plan["EndTime"].strftime("%Y-%m-%dT%H:%M:%S")
         assert cloud.billable_resources() == []
@@ -235,7 +238,7 @@ def test_a_capacity_block_extended_by_a_day_keeps_its_instances_until_the_new_en
         assert bought["statusCode"] == 202, bought
         cloud.run(
             stop_when=lambda: any(
-                i["sk"].startswith("STATE#") and i["state"] == "EXTENDED"
+                i["sk"].startswith(STATE_PREFIX) and i["state"] == "EXTENDED"
                 for i in ledger_items(cloud, REQUEST_ID)
             ),
         )
@@ -246,11 +249,13 @@ def test_a_capacity_block_extended_by_a_day_keeps_its_instances_until_the_new_en
         assert {i["State"]["Name"] for i in instances(cloud)} == {"running"}
         cloud.run_until_idle()
         items = ledger_items(cloud, REQUEST_ID)
-        released = next(i for i in items if i["sk"].startswith("STATE#") and i["state"] == "RELEASED")
+        released = next(i for i in items if i["sk"].startswith(STATE_PREFIX) and i["state"] == "RELEASED")
         assert released["at"] < block["EndDate"].strftime("%Y-%m-%dT%H:%M:%S")
         assert {i["State"]["Name"] for i in instances(cloud)} == {"terminated"}
         assert len(succeeded(cloud, "PurchaseCapacityBlockExtension")) == 1
-        fee = next(i for i in items if i["sk"].startswith("STATE#") and i["state"] == "EXTENDED")["money_usd"]
+        fee = next(i for i in items if i["sk"].startswith(STATE_PREFIX) and i["state"] == "EXTENDED")[
+            "money_usd"
+        ]
         assert Decimal(fee) == Decimal(offer["upfront_fee_usd"])
 
 
@@ -347,5 +352,9 @@ def test_an_extension_event_the_rules_refuse_is_told_to_its_sender() -> None:
         said = slack_texts(cloud)
         assert "nothing was bought (BudgetExceeded" in said, said
         assert succeeded(cloud, "ExtendTrainingPlan") == []
-        started = ("EXTENSION_INTENT#", "EXTENSION#", "EXTENSION_OUTCOME#")  # the dry run's offers aside
+        started = (
+            f"{EXTENSION_INTENT}#",
+            f"{EXTENSION}#",
+            f"{EXTENSION_OUTCOME}#",
+        )  # the dry run's offers aside
         assert not [i for i in ledger_items(cloud, RID) if i["sk"].startswith(started)]

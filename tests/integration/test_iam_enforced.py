@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+from capacity.record_kinds import STATE_PREFIX
 
 from events.slack_signed_request import local_secret, resigned
 from localcloud.cloud import LocalCloud
@@ -160,7 +161,7 @@ def test_a_state_machine_role_without_invoke_fails_the_execution_at_its_first_ta
         "STATE",
         "SUBMITTED",
     ]
-    assert {item.get("state") for item in items if item["sk"].startswith("STATE#")} == {"FAILED"}
+    assert {item.get("state") for item in items if item["sk"].startswith(STATE_PREFIX)} == {"FAILED"}
 
 
 def test_a_rule_target_role_without_start_execution_starts_nothing() -> None:

@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import STATE_PREFIX
 from capacity.search_schedule import look_instants
 
 from localcloud.cloud import LocalCloud
@@ -60,7 +61,7 @@ def _looking(search_until: datetime, **extra: Any) -> dict[str, Any]:
 
 def _entries(cloud: LocalCloud, request_id: str, state: str) -> list[dict[str, Any]]:
     items = ledger_items(cloud, request_id)
-    return [i for i in items if i["sk"].startswith("STATE#") and i["state"] == state]
+    return [i for i in items if i["sk"].startswith(STATE_PREFIX) and i["state"] == state]
 
 
 def _at(entry: dict[str, Any]) -> datetime:

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import PURCHASE_MISSED
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -176,7 +177,7 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         )
         next_look = _parse(taken_looks[0]["next_look_at"])
         assert taken_at < next_look <= taken_at + timedelta(minutes=15)  # the next look, one interval at most
-        (missed,) = [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
+        (missed,) = [i for i in items if i["sk"].startswith(f"{PURCHASE_MISSED}#")]
         assert missed["offering"]["offering_id"] == taken["offering_id"]
         assert {i["sk"] for i in items if i["sk"].startswith("PURCHASE_INTENT")} == {
             "PURCHASE_INTENT",
@@ -212,7 +213,7 @@ def test_an_approved_offering_bought_elsewhere_ends_the_request_as_before() -> N
         (failed,) = [i for i in items if i.get("state") == "FAILED"]
         assert failed["detail"]["error"] == "OfferingExpired"
         assert failed["at"] < _iso(START + timedelta(days=8))
-        assert not [i for i in items if i["sk"].startswith("PURCHASE_MISSED#")]
+        assert not [i for i in items if i["sk"].startswith(f"{PURCHASE_MISSED}#")]
         assert _ours(cloud) == []
         assert _team_spent(cloud, failed["at"][:7]) == 0
         assert cloud.billable_resources() == []

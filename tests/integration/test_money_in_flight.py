@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import EXTENSION_OUTCOME, STATE_PREFIX
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig, Timings
@@ -36,7 +37,7 @@ def end_of(purchase: dict[str, Any]) -> datetime:
 
 def state_order(cloud: LocalCloud) -> list[str]:
     """The reservation's states in the ledger's order."""
-    entries = [i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith("STATE#")]
+    entries = [i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith(STATE_PREFIX)]
     entries.sort(key=lambda i: str(i["sk"]))
     return [str(i["state"]) for i in entries]
 
@@ -70,7 +71,7 @@ def test_an_extension_paid_hours_later_just_before_the_release_serves_to_the_new
         released = next(
             i
             for i in ledger_items(cloud, RID)
-            if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
+            if str(i["sk"]).startswith(STATE_PREFIX) and i["state"] == "RELEASED"
         )
         assert released["at"] > (old_end + timedelta(hours=20)).strftime("%Y-%m-%dT%H:%M:%S")
         assert cloud.billable_resources() == []
@@ -111,7 +112,7 @@ def test_a_pending_extension_that_fails_at_the_aws_deadline_is_recorded_told_and
         cloud.run(until=release - timedelta(hours=12, minutes=10))
         buy_one_day(cloud)
         cloud.run_until_idle()
-        (outcome,) = [i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith("EXTENSION_OUTCOME#")]
+        (outcome,) = [i for i in ledger_items(cloud, RID) if str(i["sk"]).startswith(f"{EXTENSION_OUTCOME}#")]
         assert outcome["outcome"] == "failed"
         assert outcome["end_time"] == purchase["end_time"]
         assert extended(cloud) == []
@@ -121,7 +122,7 @@ def test_a_pending_extension_that_fails_at_the_aws_deadline_is_recorded_told_and
         released = next(
             i
             for i in ledger_items(cloud, RID)
-            if str(i["sk"]).startswith("STATE#") and i["state"] == "RELEASED"
+            if str(i["sk"]).startswith(STATE_PREFIX) and i["state"] == "RELEASED"
         )
         assert released["at"] < old_end.strftime("%Y-%m-%dT%H:%M:%S")
         assert f"Extension of {RID} FAILED" in slack_texts(cloud)

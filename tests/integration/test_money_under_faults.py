@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import DEGRADED
 from capacity.timeutil import parse_utc
 
 from localcloud.cloud import LocalCloud
@@ -179,7 +180,7 @@ def test_a_throttling_outage_after_the_purchase_never_ends_the_paid_reservation(
         seen = states(cloud, SAGEMAKER_ID)
         assert "FAILED" not in seen
         assert in_order(seen, LIFECYCLE), seen
-        degraded = [i for i in ledger_items(cloud, SAGEMAKER_ID) if i["sk"].startswith("DEGRADED#")]
+        degraded = [i for i in ledger_items(cloud, SAGEMAKER_ID) if i["sk"].startswith(f"{DEGRADED}#")]
         assert degraded, "the outage outlasted the step's retries and was recorded"
         assert _reserve_statuses(cloud) == ["SUCCEEDED"]
         assert cloud.billable_resources() == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from capacity.record_kinds import ON_DEMAND_TRY_PREFIX
 from capacity.timeutil import parse_utc
 
 from localcloud.cloud import LocalCloud
@@ -40,7 +41,7 @@ def test_an_on_demand_endpoint_stuck_creating_fails_at_the_deadline_is_told_and_
         assert parse_utc(failed["at"]) - began <= timedelta(
             hours=2
         )  # the deadline: 90 minutes after creation
-        tries = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("ON_DEMAND_TRY#")]
+        tries = [i for i in ledger_items(cloud, RID) if i["sk"].startswith(ON_DEMAND_TRY_PREFIX)]
         assert [(t["region"], t["outcome"]) for t in tries] == [("us-east-1", "timed-out")]
         assert _on_demand_calls(cloud) < 40  # was one every 4 minutes, forever
         assert any(f"{RID} FAILED" in m.text and "still Creating" in m.text for m in cloud.outbox.messages)

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import ON_DEMAND_TRY_PREFIX
 
 from localcloud.emulator.market import MarketConfig
 from tests.integration.support import (
@@ -47,7 +48,7 @@ def now_request(**overrides: Any) -> dict[str, Any]:
 
 def tries(cloud: Any) -> list[dict[str, Any]]:
     """The ledger's on-demand tries, in the order they were made."""
-    found = [i for i in ledger_items(cloud, REQUEST_ID) if i["sk"].startswith("ON_DEMAND_TRY#")]
+    found = [i for i in ledger_items(cloud, REQUEST_ID) if i["sk"].startswith(ON_DEMAND_TRY_PREFIX)]
     return sorted(found, key=lambda item: int(item["order"]))
 
 
@@ -146,7 +147,7 @@ def endpoint_configs(cloud: Any) -> list[dict[str, Any]]:
 
 
 def sm_tries(cloud: Any) -> list[tuple[str, str]]:
-    found = [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith("ON_DEMAND_TRY#")]
+    found = [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith(ON_DEMAND_TRY_PREFIX)]
     return [(t["region"], t["outcome"]) for t in sorted(found, key=lambda item: int(item["order"]))]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from capacity.adapters.policy_store import PolicyStore
 from capacity.pricing import format_usd
+from capacity.record_kinds import ON_DEMAND_REFUSED
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -152,7 +153,7 @@ def test_the_measured_case_on_demand_is_held_in_the_teams_month_and_never_runs_o
         for request_id in ("small-2", "small-3", "small-4"):
             post(cloud, on_demand_request(request_id))
             cloud.run(stop_when=partial(ended, cloud, request_id))
-            refused = item(cloud, request_id, "ON_DEMAND_REFUSED")
+            refused = item(cloud, request_id, ON_DEMAND_REFUSED)
             assert refused is not None, states(cloud, request_id)
             # Held from the moment it is tried: a little later than small-1, a little less than HOLD_ONE.
             amount = Decimal(refused["amount_usd"])
@@ -191,7 +192,7 @@ def test_the_quota_counts_instances_run_on_demand() -> None:
 
         post(cloud, on_demand_request("small-third"))
         cloud.run(stop_when=lambda: ended(cloud, "small-third"))
-        refused = item(cloud, "small-third", "ON_DEMAND_REFUSED")
+        refused = item(cloud, "small-third", ON_DEMAND_REFUSED)
         assert refused is not None
         assert refused["reason"] == (
             "team ml-small holds 2 of its 2 ml.p5 instances; on demand for 1 x ml.p5.48xlarge until "
@@ -239,7 +240,7 @@ def test_two_requests_of_one_team_at_once_cannot_both_pass_its_month_on_demand()
         )
         launched = on_demand_endpoints(cloud)
         assert len(launched) == 1, launched
-        refused = [r for r in ("small-a", "small-b") if item(cloud, r, "ON_DEMAND_REFUSED") is not None]
+        refused = [r for r in ("small-a", "small-b") if item(cloud, r, ON_DEMAND_REFUSED) is not None]
         assert len(refused) == 1, refused
         assert launched != [f"co-{refused[0]}"]
         assert Decimal(team_view(cloud)["spent_usd"]) == HOLD_ONE

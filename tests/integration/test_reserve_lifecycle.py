@@ -8,6 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from capacity.record_kinds import STATE_PREFIX, USAGE
 
 from localcloud.emulator.market import MarketConfig
 from localcloud.faults import FaultInjector, FaultKind, FaultRule
@@ -40,7 +41,7 @@ def test_happy_path_buys_once_serves_releases_and_leaves_nothing() -> None:
         seen = states(cloud, "eval-week-49")
         assert in_order(seen, LIFECYCLE), seen
         items = ledger_items(cloud, "eval-week-49")
-        stamped = [item for item in items if item["sk"].startswith("STATE#")]
+        stamped = [item for item in items if item["sk"].startswith(STATE_PREFIX)]
         assert all(item["at"].endswith("Z") for item in stamped)
         assert [item["at"] for item in stamped] == sorted(item["at"] for item in stamped)
         plans = training_plans(cloud)
@@ -60,10 +61,12 @@ def test_happy_path_buys_once_serves_releases_and_leaves_nothing() -> None:
         assert "RELEASED" in slack_texts(cloud)
         # The instance count over time (issue 16): the plan's InUseInstanceCount when the activation poll
         # found it Active (0: nothing deployed yet), then the endpoint's CurrentInstanceCount at READY.
-        usage = [(i["source"], i["instances"]) for i in items if i["sk"].startswith("USAGE#")]
+        usage = [(i["source"], i["instances"]) for i in items if i["sk"].startswith(f"{USAGE}#")]
         assert usage[:2] == [("training-plan", "0"), ("ready", "1")], usage
         active = next(item for item in stamped if item["state"] == "ACTIVE")
-        plan_seen = next(i for i in items if i["sk"].startswith("USAGE#") and i["source"] == "training-plan")
+        plan_seen = next(
+            i for i in items if i["sk"].startswith(f"{USAGE}#") and i["source"] == "training-plan"
+        )
         assert plan_seen["sk"].split("#")[1] == active["at"]
         summary = released["detail"]["summary"]  # the 0 before service does not count in service
         assert (summary["instance_hours_used"], summary["instance_hours_reserved"]) == ("70.82", "144.00")

@@ -18,6 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity.record_kinds import (
+    EXTENSION_APPROVAL,
+    EXTENSION_INTENT,
+    ROLLOVER_EXTENSION,
+    ROLLOVER_TOLD,
+    STATE_PREFIX,
+)
+from capacity.record_kinds import (
+    SERVE_UNTIL as SERVE_UNTIL_CHANGE,
+)
 
 from localcloud import cli
 from localcloud.cloud import LocalCloud
@@ -84,7 +94,7 @@ def items(cloud: LocalCloud, request_id: str, prefix: str) -> list[dict[str, Any
 
 
 def entry(cloud: LocalCloud, request_id: str, state: str) -> dict[str, Any]:
-    (found,) = [i for i in items(cloud, request_id, "STATE#") if i["state"] == state]
+    (found,) = [i for i in items(cloud, request_id, STATE_PREFIX) if i["state"] == state]
     return found
 
 
@@ -202,7 +212,7 @@ def test_serve_until_rolls_over_to_another_region_without_dropping_traffic() -> 
         purchases = [next(i for i in ledger_items(cloud, r) if i["sk"] == "PURCHASE") for r in (RID, NEXT)]
         assert [p["region"] for p in purchases] == ["us-east-1", "us-west-2"]
         assert purchases[1]["end_time"] == "2026-12-11T11:30:00Z"
-        assert "no extension of 48 h is offered" in items(cloud, RID, "ROLLOVER_EXTENSION#")[0]["reason"]
+        assert "no extension of 48 h is offered" in items(cloud, RID, f"{ROLLOVER_EXTENSION}#")[0]["reason"]
 
         # The second endpoint is InService before the first is released; the first was released for it.
         ready_next = entry(cloud, NEXT, "READY")
@@ -234,7 +244,7 @@ def test_no_offering_at_the_lead_time_tells_a_person_then() -> None:
         _, inbox = _subscribe(cloud)  # a team without Slack: the operations topic's subscribers
         assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
         cloud.run_until_idle()
-        (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
+        (told,) = items(cloud, RID, f"{ROLLOVER_TOLD}#")
         assert at(told, "written_at") == DUE  # at the lead time, two days before the end
         assert "no extension of 48 h is offered" in told["reason"]
         assert "No offering of 2 x ml.p5.48xlarge" in told["reason"]
@@ -256,7 +266,7 @@ def test_an_extension_is_preferred_when_it_fits() -> None:
     with make_cloud(market=ROOMY) as cloud:
         assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
         cloud.run_until_idle()
-        (extended,) = [i for i in items(cloud, RID, "STATE#") if i["state"] == "EXTENDED"]
+        (extended,) = [i for i in items(cloud, RID, STATE_PREFIX) if i["state"] == "EXTENDED"]
         assert at(extended) < DUE + timedelta(minutes=15)  # bought at the lead time, paid minutes later
         assert extended["detail"]["end_time"] == "2026-12-11T11:30:00Z"
         assert len(succeeded(cloud, "ExtendTrainingPlan")) == 1
@@ -309,7 +319,7 @@ def test_a_successor_above_the_budget_is_not_bought_and_a_person_is_told() -> No
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run_until_idle()
         fee = Decimal(next(i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE")["upfront_fee_usd"])
-        (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
+        (told,) = items(cloud, RID, f"{ROLLOVER_TOLD}#")
         assert at(told, "written_at") == DUE
         assert f"above the budget max_upfront_fee_usd ${Decimal('4000') - fee:,.2f}" in told["reason"]
         assert len(training_plans(cloud)) == 1
@@ -337,7 +347,7 @@ def test_a_successor_that_cannot_deploy_leaves_the_first_serving_until_its_end()
         assert next(i for i in ledger_items(cloud, NEXT) if i["sk"] == "PURCHASE")["region"] == "us-west-2"
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
         assert at(entry(cloud, RID, "RELEASING")) == END - timedelta(hours=1)
-        (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
+        (told,) = items(cloud, RID, f"{ROLLOVER_TOLD}#")
         assert f"the next reservation {NEXT} ended FAILED" in told["reason"]
         assert at(told, "written_at") < END - timedelta(hours=12)  # when the successor failed, not at the end
         assert [v["endpoint_name"] for v in parameter_values(cloud)] == ["co-eval-week-49"]  # never switched
@@ -364,7 +374,7 @@ def test_patch_serve_until_validates_each_field_and_refuses_other_teams() -> Non
         stranger = "arn:aws:sts::123456789012:assumed-role/Research/someone-else"
         refused = api(cloud, "PATCH", {"serve_until": SERVE_UNTIL}, caller=stranger)
         assert refused["statusCode"] == 403, refused
-        assert items(cloud, RID, "SERVE_UNTIL#") == []  # nothing half-applied
+        assert items(cloud, RID, f"{SERVE_UNTIL_CHANGE}#") == []  # nothing half-applied
         moved = api(cloud, "PATCH", {"serve_until": SERVE_UNTIL, "rollover_lead_hours": 72})
         assert (moved["statusCode"], moved["json"]["next_check"]) == (200, "2026-12-06T11:30:00Z")
         cleared = api(cloud, "PATCH", {"serve_until": None})
@@ -443,7 +453,7 @@ def automatic_extension_asked(cloud: LocalCloud) -> str:
     cloud.run(stop_when=lambda: "READY" in states(cloud, RID))
     lower_team_threshold(cloud, Decimal(10))
     cloud.run(until=DUE + timedelta(minutes=5))
-    (asked,) = items(cloud, RID, "EXTENSION_APPROVAL#")
+    (asked,) = items(cloud, RID, f"{EXTENSION_APPROVAL}#")
     assert asked["requester"] == "capacity-orchestrator:serve-until"  # on the requester's behalf
     assert succeeded(cloud, "ExtendTrainingPlan") == []
     assert len(bus_events(cloud, "ExtensionApprovalRequested")) == 1
@@ -460,7 +470,7 @@ def test_an_automatic_extension_above_the_threshold_is_bought_once_an_approver_a
         assert approved["statusCode"] == 200, approved
         cloud.run_until_idle()
         assert len(succeeded(cloud, "ExtendTrainingPlan")) == 1
-        (extended,) = [i for i in items(cloud, RID, "STATE#") if i["state"] == "EXTENDED"]
+        (extended,) = [i for i in items(cloud, RID, STATE_PREFIX) if i["state"] == "EXTENDED"]
         assert extended["detail"]["extension_id"] == extension_id
         assert items(cloud, RID, "SUCCESSOR") == []
         assert at(entry(cloud, RID, "RELEASING")) == datetime(2026, 12, 11, 10, 30, tzinfo=UTC)
@@ -562,7 +572,7 @@ def test_a_successor_requested_too_late_to_serve_leaves_no_endpoint_parameter_be
         assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
         cloud.run_until_idle()
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "reservation-end"
-        (told,) = items(cloud, RID, "ROLLOVER_TOLD#")
+        (told,) = items(cloud, RID, f"{ROLLOVER_TOLD}#")
         assert f"the next reservation {NEXT} was never recorded" in told["reason"]
         assert states(cloud, NEXT) == ["REQUESTED", "FAILED"]  # refused at the intake, with its reason
         assert "too late for its window" in entry(cloud, NEXT, "FAILED")["detail"]["reason"]
@@ -641,7 +651,7 @@ def test_a_trigger_lost_after_lambdas_retries_is_tried_again_by_the_schedule() -
         assert post_reservation(cloud, request(serve_until=SERVE_UNTIL))["statusCode"] == 202
         cloud.run_until_idle()
         assert any(f.kind is FaultKind.SERVER_ERROR for f in cloud.faults.fired)
-        (tried,) = items(cloud, RID, "ROLLOVER_EXTENSION#")
+        (tried,) = items(cloud, RID, f"{ROLLOVER_EXTENSION}#")
         # the last of the three attempts (DUE + 3 min or so) moved the schedule 30 minutes on
         assert DUE + timedelta(minutes=30) < at(tried, "written_at") <= DUE + timedelta(minutes=40)
         assert entry(cloud, RID, "RELEASING")["detail"]["reason"] == "rolled-over"
@@ -703,7 +713,7 @@ def test_a_reservation_rolling_over_is_not_extended_by_hand() -> None:
         refused = extensions(cloud, {"duration_hours": 24})
         assert refused["statusCode"] == 409, refused
         assert f"{RID} is rolling over to {NEXT}" in refused["json"]["message"]
-        assert items(cloud, RID, "EXTENSION_INTENT#") == []
+        assert items(cloud, RID, f"{EXTENSION_INTENT}#") == []
 
 
 def test_a_successor_killed_in_its_hand_over_records_ready_before_the_first_is_released() -> None:
@@ -750,7 +760,7 @@ def test_a_successor_block_whose_payment_fails_leaves_the_first_serving_to_its_e
         assert "READY" not in states(cloud, f"{ec2_id}-r2")
         releasing = entry(cloud, ec2_id, "RELEASING")
         assert releasing["detail"]["reason"] == "capacity-block-expiring"  # its own end, not rolled-over
-        (told,) = items(cloud, ec2_id, "ROLLOVER_TOLD#")
+        (told,) = items(cloud, ec2_id, f"{ROLLOVER_TOLD}#")
         assert f"{ec2_id}-r2" in told["reason"]
         assert at(told, "written_at") < END - timedelta(hours=12)  # told when the payment failed
         # once told, the backstop fires once more and stops (no check every half hour until the end)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from capacity.record_kinds import SCALE_PREFIX
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -53,7 +54,7 @@ def _desired(cloud: LocalCloud, component: str) -> int:
 
 
 def _scale_items(cloud: LocalCloud) -> list[dict[str, Any]]:
-    return [i for i in ledger_items(cloud, RID) if i["sk"].startswith("SCALE#")]
+    return [i for i in ledger_items(cloud, RID) if i["sk"].startswith(SCALE_PREFIX)]
 
 
 def _minutes(cloud: LocalCloud, n: int) -> None:

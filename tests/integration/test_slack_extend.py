@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import EXTENSION_DECISION, EXTENSION_OFFER, SERVE_UNTIL, STATE_PREFIX
 
 from events.slack_signed_request import button_body, command_body, local_secret, proxy_event
 from localcloud.cloud import LocalCloud
@@ -65,7 +66,7 @@ def test_gpu_extend_lists_the_offerings_and_a_press_buys_the_extension_once() ->
         refused = _extend(cloud, STRANGER)
         assert refused["response_type"] == "ephemeral"
         assert "may not extend" in refused["text"]
-        assert not [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_OFFER#")]
+        assert not [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{EXTENSION_OFFER}#")]
 
         offers = _extend(cloud, APPROVER)
         assert offers["response_type"] == "ephemeral"
@@ -90,7 +91,9 @@ def test_gpu_extend_lists_the_offerings_and_a_press_buys_the_extension_once() ->
         cloud.run(until=cloud.now().replace(hour=23))
         assert len(_extend_calls(cloud)) == 1
         extended = [
-            i for i in ledger_items(cloud, RID) if i["sk"].startswith("STATE#") and i["state"] == "EXTENDED"
+            i
+            for i in ledger_items(cloud, RID)
+            if i["sk"].startswith(STATE_PREFIX) and i["state"] == "EXTENDED"
         ]
         assert len(extended) == 1
         purchase = next(i for i in ledger_items(cloud, RID) if i["sk"] == "PURCHASE")
@@ -132,7 +135,7 @@ def test_an_extension_above_the_threshold_waits_for_an_approver_press_and_is_bou
         cloud.run(stop_when=lambda: "EXTENDED" in states(cloud, RID))
         cloud.run(until=cloud.now() + timedelta(hours=1))
         assert len(_extend_calls(cloud)) == 1
-        (decision,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("EXTENSION_DECISION#")]
+        (decision,) = [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{EXTENSION_DECISION}#")]
         assert (decision["approved"], decision["approver"]) == (True, f"slack:{APPROVER}")
 
 
@@ -149,7 +152,7 @@ def test_gpu_serve_until_sets_and_clears_it_for_the_requesters_side_only() -> No
         assert "`until tomorrow` is not a date" in bad["text"]
         cleared = _extend(cloud, APPROVER, f"serve {RID} until none")
         assert "no longer than the reservations bought so far" in cleared["text"]
-        changes = [i for i in ledger_items(cloud, RID) if i["sk"].startswith("SERVE_UNTIL#")]
+        changes = [i for i in ledger_items(cloud, RID) if i["sk"].startswith(f"{SERVE_UNTIL}#")]
         assert [(c["actor"], c["rollover_lead_hours"]) for c in changes] == [
             (f"slack:{APPROVER}", "72"),
             (f"slack:{APPROVER}", "72"),

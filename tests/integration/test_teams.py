@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from capacity.record_kinds import APPROVAL_REFUSED
 
 from tests.integration.support import (
     APPROVER,
@@ -71,7 +72,9 @@ def test_self_approval_is_refused_and_recorded_then_an_approver_approves_and_a_p
         assert "cannot approve or reject it" in answer["message"]
         status, answer = _call(cloud, api_event({"approved": True, "approver": "cfo@example.com"}, path=path))
         assert status == 403  # the body never names the approver
-        refusals = [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith("APPROVAL_REFUSED#")]
+        refusals = [
+            i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith(f"{APPROVAL_REFUSED}#")
+        ]
         assert [r["identity"] for r in refusals] == [REQUESTER, REQUESTER]
         status, answer = _call(cloud, api_event({"approved": True}, path=path, caller=APPROVER))
         assert (status, answer["approver"]) == (200, APPROVER)

@@ -12,8 +12,9 @@ import pytest
 import time_machine
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import APPROVAL, PURCHASE, SUBMITTED, Ledger
+from capacity.ledger import Ledger
 from capacity.lifecycle import Event
+from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED, PURCHASE, SUBMITTED
 from capacity.records import State
 from capacity.request import parse_request
 
@@ -355,7 +356,7 @@ def test_the_requester_cannot_approve_its_own_request_and_the_refusal_is_recorde
     assert status == 403
     assert "requested this reservation and cannot approve" in body["message"]
     assert tasks.calls == []  # nothing handed to the workflow
-    (refused,) = ledger.items("demo-1", "APPROVAL_REFUSED#")
+    (refused,) = ledger.items("demo-1", f"{APPROVAL_REFUSED}#")
     assert (refused["identity"], refused["approved"]) == (ALICE, True)
     assert ledger.get("demo-1", "APPROVAL_DECISION") is None
 

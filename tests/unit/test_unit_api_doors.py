@@ -12,7 +12,8 @@ import boto3
 import pytest
 import time_machine
 from capacity.adapters import clients
-from capacity.ledger import APPROVAL, APPROVAL_DECISION, Ledger
+from capacity.ledger import Ledger
+from capacity.record_kinds import APPROVAL, APPROVAL_DECISION
 from capacity.records import State
 from capacity.request import parse_request
 

@@ -11,10 +11,10 @@ import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
 from capacity.contracts import PurchaseInput
 from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
-from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.purchase import purchase_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE, PURCHASE_INTENT
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 from capacity.resources import CapacityReservation, Extension, Instance

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 import time_machine
+from capacity.record_kinds import STATE_PREFIX
 from capacity.records import State
 
 from tests.unit.conftest import REGION
@@ -56,7 +57,7 @@ def states() -> list[str]:
     items = table.query(
         TableName="ledger",
         KeyConditionExpression="request_id = :r AND begins_with(sk, :p)",
-        ExpressionAttributeValues={":r": {"S": "demo-1"}, ":p": {"S": "STATE#"}},
+        ExpressionAttributeValues={":r": {"S": "demo-1"}, ":p": {"S": STATE_PREFIX}},
     )["Items"]
     return [item["state"]["S"] for item in items]
 

@@ -10,8 +10,9 @@ import pytest
 from botocore.exceptions import ClientError
 from capacity.adapters import clients
 from capacity.errors import ReservationCancelled
-from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
+from capacity.ledger import Ledger
 from capacity.lifecycle import Event
+from capacity.record_kinds import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, STATE_PREFIX
 from capacity.records import State
 from capacity.request import parse_request
 
@@ -163,7 +164,7 @@ def test_money_and_details_round_trip_json_safe(aws: None) -> None:
         money_usd=Decimal("8523.654"),
     )
     assert entry is not None
-    (item,) = [i for i in raw_items() if i["sk"]["S"].startswith("STATE#") and "money_usd" in i]
+    (item,) = [i for i in raw_items() if i["sk"]["S"].startswith(STATE_PREFIX) and "money_usd" in i]
     assert item["money_usd"] == {"S": "8523.65"}
     (_, read) = ledger.history("r1")
     assert read.money_usd == Decimal("8523.65")

@@ -27,6 +27,7 @@ from capacity.recommendation import (
     on_demand_hold_usd,
     on_demand_over_limit,
 )
+from capacity.record_kinds import ON_DEMAND_REFUSED
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 from capacity.teams import AccountPolicy, TeamPolicy
@@ -175,7 +176,7 @@ def test_on_demand_above_what_the_month_has_left_is_refused_recorded_and_holds_n
         "1 x ml.p5.48xlarge until 2026-12-02 09:00 UTC costs $1,320.96: nothing was launched on demand"
     )
     assert on_demand_spend.refused_on_demand(harness.ports, "od-2") == refusal
-    recorded = harness.ledger.get("od-2", on_demand_spend.ON_DEMAND_REFUSED)
+    recorded = harness.ledger.get("od-2", ON_DEMAND_REFUSED)
     assert recorded is not None
     assert recorded["amount_usd"] == "1320.96"
     assert store.spent("2026-12", "ml-small") == DAY_ON_DEMAND

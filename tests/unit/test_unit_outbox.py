@@ -11,9 +11,22 @@ from typing import Any
 import pytest
 from capacity.adapters.dynamodb import serialize_item
 from capacity.errors import NotAwaitingApproval, RetryableAwsError
-from capacity.ledger import APPROVAL, APPROVAL_DELIVERED, OUTCOME, PURCHASE, REQUEST, SUBMITTED
 from capacity.logic import api, extension_request, outbox, serve_until
-from capacity.logic.extend import EXTENSION_APPROVAL, EXTENSION_DECISION, EXTENSION_OUTCOME
+from capacity.record_kinds import (
+    APPROVAL,
+    APPROVAL_DELIVERED,
+    EXTENSION_APPROVAL,
+    EXTENSION_DECISION,
+    EXTENSION_OUTCOME,
+    EXTENSION_REQUEST,
+    OUTCOME,
+    PURCHASE,
+    RELEASE_REQUEST,
+    REQUEST,
+    SERVE_UNTIL,
+    STATE_PREFIX,
+    SUBMITTED,
+)
 from capacity.records import State
 from capacity.request import parse_request
 from moto.events.models import EventPattern
@@ -95,12 +108,12 @@ def test_a_cancel_whose_release_request_failed_twice_is_released_from_its_record
 
     assert (first["status"], second["status"]) == ("CANCELLED", "CANCELLED")
     assert events.puts == []  # both tries of the door failed
-    result = outbox.carry_out(images(harness, rid, OUTCOME, "STATE#", outbox.RELEASE_REQUEST), harness.ports)
+    result = outbox.carry_out(images(harness, rid, OUTCOME, STATE_PREFIX, RELEASE_REQUEST), harness.ports)
     assert events.types() == ["ReleaseRequested", "ReleaseRequested"]  # the cancel's, the retry's
     assert {detail["reason"] for _, detail in events.puts} == {"cancelled"}
     assert [(c.decision.split("#")[0], c.effect, c.outcome) for c in result.carried] == [
         (OUTCOME, "cancel", "release requested"),
-        (outbox.RELEASE_REQUEST, "release", "release requested"),
+        (RELEASE_REQUEST, "release", "release requested"),
         ("STATE", "cancel", "already"),  # the CANCELLED state: the same decision as its OUTCOME
     ]
 
@@ -127,7 +140,7 @@ def test_a_cancel_done_by_the_door_is_not_done_again_by_the_stream(harness: Harn
     seed(harness.ledger, rid, State.AWAITING_APPROVAL, actor="notify")
 
     api.cancel_reservation(rid, harness.ports, actor=ALICE)
-    result = outbox.carry_out(images(harness, rid, OUTCOME, "STATE#"), harness.ports)
+    result = outbox.carry_out(images(harness, rid, OUTCOME, STATE_PREFIX), harness.ports)
 
     assert harness.events.types() == ["ReleaseRequested"]
     assert [kind for kind, _, _ in harness.tasks.calls] == ["failure"]
@@ -210,9 +223,9 @@ def test_an_extension_request_reaches_the_workflow_from_its_record(harness: Harn
         "upfront_fee_usd": "700",
     }
     asked = {"requester": ALICE, "offering": offering, outbox.EFFECT: outbox.EXTENSION_REQUEST}
-    harness.ledger.put_once(rid, f"{outbox.EXTENSION_REQUEST_ITEM}#tpeo-2", asked)
+    harness.ledger.put_once(rid, f"{EXTENSION_REQUEST}#tpeo-2", asked)
 
-    outbox.carry_out(images(harness, rid, outbox.EXTENSION_REQUEST_ITEM), harness.ports)
+    outbox.carry_out(images(harness, rid, EXTENSION_REQUEST), harness.ports)
 
     assert harness.events.types() == ["ExtensionRequested"]
     assert harness.events.puts[0][1]["extension_id"] == "tpeo-2"
@@ -229,7 +242,7 @@ def test_a_serve_until_change_re_arms_the_roll_over_from_its_record(harness: Har
     assert answer["serve_until"] == "2026-12-20T11:30:00Z"
     assert events.puts == []
     events.failures = 0
-    outbox.carry_out(images(harness, rid, "SERVE_UNTIL#"), harness.ports)
+    outbox.carry_out(images(harness, rid, f"{SERVE_UNTIL}#"), harness.ports)
 
     (detail_type, detail), *_ = events.puts
     assert detail_type == "ServeUntilChanged"

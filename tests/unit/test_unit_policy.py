@@ -13,10 +13,10 @@ import pytest
 from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
 from capacity.errors import NotPermitted, SlackUnavailable, TeamLimitExceeded
-from capacity.ledger import APPROVAL
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
 from capacity.logic.plans import plan_reservation
+from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request
 from capacity.teams import TeamPolicy
@@ -101,7 +101,7 @@ def test_an_approver_of_another_team_is_refused_and_the_teams_approver_approves(
         decide_approval(request.id, {"approved": True}, harness.ports, identity=OTHER_APPROVER)
     with pytest.raises(NotPermitted, match="requested this reservation"):
         decide_approval(request.id, {"approved": True}, harness.ports, identity=ALICE)
-    refused = harness.ledger.items(request.id, "APPROVAL_REFUSED#")
+    refused = harness.ledger.items(request.id, f"{APPROVAL_REFUSED}#")
     assert sorted(item["identity"] for item in refused) == sorted([OTHER_APPROVER, ALICE])
     result = decide_approval(request.id, {"approved": True}, harness.ports, identity=EVAL_APPROVER)
     assert (result["approved"], result["approver"]) == (True, EVAL_APPROVER)

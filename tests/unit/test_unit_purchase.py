@@ -15,12 +15,12 @@ from capacity.errors import (
     OfferingExpired,
     ReservationCancelled,
 )
-from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.lifecycle import Event
 from capacity.logic import buy_once
 from capacity.logic.purchase import BUYERS, purchase_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ranking import normalise_offering
+from capacity.record_kinds import PURCHASE, PURCHASE_INTENT
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 

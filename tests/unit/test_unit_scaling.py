@@ -23,7 +23,7 @@ from capacity.errors import InvalidRequest
 from capacity.logic.choose import choose_offering
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
-from capacity.logic.sagemaker.scaling import SCALE_PREFIX, scale_components
+from capacity.logic.sagemaker.scaling import scale_components
 from capacity.logic.search import search_offerings
 from capacity.naming import (
     idle_alarm_name,
@@ -31,6 +31,7 @@ from capacity.naming import (
     idle_release_alarm_name,
     no_capacity_alarm_name,
 )
+from capacity.record_kinds import SCALE_PREFIX
 from capacity.request import parse_request
 
 from tests.unit.conftest import Harness

@@ -10,7 +10,6 @@ import boto3
 import pytest
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import InvalidRequest, ScheduleExists, ScheduleNotFound
-from capacity.ledger import SUBMITTED
 from capacity.logic.schedules import (
     ScheduleDefinition,
     create_schedule,
@@ -21,6 +20,7 @@ from capacity.logic.schedules import (
     request_for_run,
     run_schedule,
 )
+from capacity.record_kinds import SUBMITTED
 
 from tests.unit.conftest import REGION, Harness
 from tests.unit.unit_fakes import request_body

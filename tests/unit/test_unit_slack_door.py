@@ -15,9 +15,9 @@ import time_machine
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import SignatureLog
 from capacity.adapters.scheduler import RequestSchedules
-from capacity.ledger import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
 from capacity.logic import schedules, slack_door
 from capacity.logic.common import post
+from capacity.record_kinds import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
 from capacity.records import State
 from capacity.request import parse_request
 from capacity.resources import SlackMessage

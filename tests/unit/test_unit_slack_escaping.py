@@ -12,11 +12,11 @@ from typing import Any
 
 from capacity import messages
 from capacity.contracts import ChooseInput, NotifyInput, StepError
-from capacity.ledger import APPROVAL
 from capacity.logic import slack_door
 from capacity.logic.api import decide_approval
 from capacity.logic.choose import choose_offering
 from capacity.logic.notify import notify
+from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request
 from capacity.resources import SlackMessage
@@ -164,6 +164,6 @@ def test_a_slack_requester_pressing_approve_on_its_own_request_gets_an_ephemeral
     assert answer["ephemeral"] is True
     assert "requested this reservation and cannot approve or reject it" in answer["text"]
     assert harness.tasks.calls == []  # nothing handed to the workflow
-    assert [i["identity"] for i in harness.ledger.items(request.id, "APPROVAL_REFUSED#")] == [
+    assert [i["identity"] for i in harness.ledger.items(request.id, f"{APPROVAL_REFUSED}#")] == [
         "slack:U0APPROVER"
     ]

@@ -27,7 +27,6 @@ from capacity.errors import (
     ReservationCancelled,
     ResourceBusy,
 )
-from capacity.ledger import APPROVAL
 from capacity.lifecycle import Event
 from capacity.logic import on_demand_record
 from capacity.logic.activation import wait_for_activation
@@ -38,6 +37,7 @@ from capacity.logic.notify import notify, readable_reason
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.search import search_offerings
+from capacity.record_kinds import APPROVAL, USAGE
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 
@@ -248,12 +248,12 @@ def test_an_active_plans_in_use_instance_count_is_recorded_for_the_cost_report(h
     sm.set_plan_status("co-demo-1", "Scheduled")
     step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
     wait_for_activation(step, harness.ports)
-    assert harness.ledger.items(request.id, "USAGE#") == []  # only an Active plan's count is recorded
+    assert harness.ledger.items(request.id, f"{USAGE}#") == []  # only an Active plan's count is recorded
     plan = harness.world.plans["co-demo-1"]
     harness.world.plans["co-demo-1"] = replace(plan, status="Active", in_use_instance_count=1)
     harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
     wait_for_activation(step, harness.ports)
-    (usage,) = harness.ledger.items(request.id, "USAGE#")
+    (usage,) = harness.ledger.items(request.id, f"{USAGE}#")
     assert (usage["instances"], usage["source"]) == (1, "training-plan")
     assert usage["sk"].startswith("USAGE#2026-12-09T11:31:00.000Z#")
 

@@ -7,28 +7,13 @@ Table (env ``LEDGER_TABLE``): PK ``request_id`` (S), SK ``sk`` (S). Every item i
 ``TransactWriteItems`` with a ``ConditionCheck`` on ``OUTCOME``); nothing is ever updated or deleted, and
 only ``CURRENT`` (below) is replaced.
 
-- State changes: ``sk = "STATE#<YYYY-MM-DDTHH:MM:SS.mmmZ>#<seq>"`` with ``state``, ``at``, ``actor``,
-  ``detail`` (small map) and ``money_usd`` (decimal string) when money moves. ``seq`` (4 digits) orders
-  several changes within one millisecond (the local cloud's clock stands still while code runs).
-- Special items: ``REQUEST`` (the validated request; its conditional put is the dedupe),
-  ``PURCHASE_INTENT`` (put before calling AWS, with its ``owner`` execution), ``PURCHASE_CALL#<time>``
-  (each purchase call, put just before it is made, with its offering), ``PURCHASE`` (the result),
-  ``PURCHASE_VOIDED`` (AWS charged nothing after all: a plan ``Failed``, a block ``payment-failed``; the
-  ``FAILED`` that follows carries the negative money), ``PURCHASE_MISSED#<n>`` (attempt ``n - 1`` of a
-  request that keeps looking bought nothing: its offering was taken; the next attempt writes
-  ``PURCHASE_INTENT#<n>``, :mod:`capacity.logic.attempts`), ``APPROVAL`` (task token; a retried approval task
-  adds ``APPROVAL#<time>#<seq>``), ``APPROVAL_DECISION``, ``RELEASED`` (marker:
-  exactly one release summary even if two releases race), ``SLACK_THREAD``/``SLACK_ROOT`` (where a
-  request made in Slack reports its progress), ``DEGRADED#<time>`` (a reserve step that kept failing on
-  transient faults once money was at stake: :mod:`capacity.logic.degraded`), ``RESUME#<execution ARN>``
-  (the execution that carries on a stopped one: :mod:`capacity.logic.stopped`), ``RELEASE_FAILURE_TOLD#<sk>``
-  (the alert of the release failure ``FAILED`` at ``sk`` was posted: :mod:`capacity.logic.notify`).
-- ``CURRENT``: the latest state, for the listing (``current_state``, ``state_sk`` of the ``STATE#`` item it
-  mirrors). The one item that is ever replaced: put in the same transaction as each ``STATE#`` item, on the
-  condition that it mirrors an earlier one, so it is never behind the history and a write that lands late
-  never moves it back.
-- Claims of brought reservations (issue 17): partition ``BROUGHT#<reservation ARN>``, one item per request
-  that adopted it (``sk`` = its request id): :meth:`Ledger.claim_brought`, :meth:`Ledger.brought_by`.
+Every kind of item (its ``sk``, what it records, who writes it, whether it is written once or replaced) is
+in the catalogue :mod:`capacity.record_kinds`. This module writes the lifecycle's: the state changes
+(``STATE#<time>#<seq>``), ``CURRENT`` (the snapshot, the one item ever replaced: put in the same transaction
+as each change, on the condition that it still holds the version the change was decided from, so it is never
+behind the history and a write that lands late never moves it back), ``OUTCOME``, ``REQUEST``, ``RESUME#``
+and the claims of brought reservations (partition ``BROUGHT#<reservation ARN>``: :meth:`Ledger.claim_brought`,
+:meth:`Ledger.brought_by`).
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -60,6 +45,7 @@ from capacity.errors import (
 )
 from capacity.lifecycle import RULES, Event, Snapshot, Verdict, decide, event_of
 from capacity.pricing import money_str
+from capacity.record_kinds import BROUGHT_PREFIX, CURRENT, OUTCOME, REQUEST, RESUME_PREFIX, STATE_PREFIX
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest, parse_request
 from capacity.timeutil import iso_ms, utcnow
@@ -67,40 +53,6 @@ from capacity.timeutil import iso_ms, utcnow
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-STATE_PREFIX = "STATE#"
-REQUEST = "REQUEST"
-PURCHASE_INTENT = "PURCHASE_INTENT"
-PURCHASE = "PURCHASE"
-PURCHASE_CALL = "PURCHASE_CALL"
-PURCHASE_VOIDED = "PURCHASE_VOIDED"
-PURCHASE_MISSED = "PURCHASE_MISSED"
-DEGRADED = "DEGRADED"
-APPROVAL = "APPROVAL"
-APPROVAL_DECISION = "APPROVAL_DECISION"
-APPROVAL_DELIVERED = "APPROVAL_DELIVERED"
-APPROVAL_REFUSED = "APPROVAL_REFUSED"
-"""``APPROVAL_REFUSED#<time>#<nonce>``: an approval (or rejection) refused (identity, approved, reason, and
-``extension_id`` for an extension's)."""
-"""Put once the recorded decision was handed back to the waiting task (``SendTaskSuccess``/``Failure``)."""
-SEARCH_WAIT = "SEARCH_WAIT"
-"""``SEARCH_WAIT#<time>#<nonce>``: the task token of a wait between two looks (keep looking, issue 17); the
-newest is the live one, which a cancel fails."""
-RELEASED_MARKER = "RELEASED"
-OUTCOME = "OUTCOME"
-RESUME_PREFIX = "RESUME#"
-"""``RESUME#<stopped execution ARN>``: ``execution`` is the one that resumed it (the workflow's new owner)."""
-"""Conditional marker of the reservation's one outcome (``CANCELLED``, ``REJECTED`` or ``FAILED``)."""
-SUBMITTED = "SUBMITTED"
-"""Put by the API when it accepts a POST (before ``ReservationRequested``): the id is known."""
-CANCEL_REQUESTED = "CANCEL_REQUESTED"
-"""Put by the API when a DELETE arrives before ``REQUEST`` is recorded: the request must not proceed."""
-CURRENT = "CURRENT"
-"""The latest state (``current_state``, ``state_sk``): replaced with each later ``STATE#`` item, in one
-transaction."""
-SLACK_THREAD = "SLACK_THREAD"
-"""Put by ``record_request`` for a request made in Slack: ``channel_id``, ``user_id`` (and ``team_id``)."""
-SLACK_ROOT = "SLACK_ROOT"
-"""The first message of the request's Slack thread: ``channel_id`` and ``ts`` (replies go under it)."""
 MAX_SEQ_ATTEMPTS = 50
 MAX_CONFLICT_RETRIES = 5
 """How often a state's transaction is tried again after a ``TransactionConflict`` on ``CURRENT``."""
@@ -110,8 +62,6 @@ LISTING_INDEX = "listing"
 """The ledger's sparse GSI over the ``REQUEST`` items (PK ``listing``, SK ``written_at``)."""
 LISTING = "reservation"
 """The ``listing`` attribute's value on every ``REQUEST`` item (the GSI's only partition)."""
-BROUGHT_PREFIX = "BROUGHT#"
-"""``BROUGHT#<reservation ARN>``: the partition of the requests that adopted a brought reservation."""
 
 
 class Ledger:

@@ -46,20 +46,7 @@ from capacity.errors import (
     ReservationClosed,
     ReservationNotFound,
 )
-from capacity.ledger import (
-    APPROVAL_DECISION,
-    APPROVAL_DELIVERED,
-    CANCEL_REQUESTED,
-    LISTING,
-    OUTCOME,
-    PURCHASE,
-    PURCHASE_INTENT,
-    PURCHASE_VOIDED,
-    RELEASED_MARKER,
-    REQUEST,
-    SUBMITTED,
-    history_of,
-)
+from capacity.ledger import LISTING, history_of
 from capacity.lifecycle import Event
 from capacity.logic import extend, outbox
 from capacity.logic.attempts import live_intent
@@ -71,6 +58,19 @@ from capacity.logic.policy import charged_to, check_approver, may_act
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.record_kinds import (
+    APPROVAL_DECISION,
+    APPROVAL_DELIVERED,
+    CANCEL_REQUESTED,
+    OUTCOME,
+    PURCHASE,
+    PURCHASE_INTENT,
+    PURCHASE_VOIDED,
+    RELEASE_REQUEST,
+    RELEASED_MARKER,
+    REQUEST,
+    SUBMITTED,
+)
 from capacity.records import State
 from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import iso_ms, iso_z, parse_utc
@@ -435,7 +435,7 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     if final is not None:  # already cancelled, rejected or failed: request the release again if needed
         if _may_bill(ports, request_id):
             again = {"reason": outbox.CANCELLED_REASON, "actor": actor, outbox.EFFECT: outbox.RELEASE}
-            sk = f"{outbox.RELEASE_REQUEST}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}"
+            sk = f"{RELEASE_REQUEST}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}"
             _, stored = ledger.put_once(request_id, sk, again)
             outbox.attempt(ports, stored)
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}

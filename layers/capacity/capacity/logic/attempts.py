@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity.ledger import PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_MISSED
 from capacity.lifecycle import PURCHASE_KEY, Event
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE_CALL, PURCHASE_INTENT, PURCHASE_MISSED
 
 
 def live_attempt(ports: Ports, request_id: str) -> int:

@@ -40,7 +40,6 @@ from capacity import money_metrics
 from capacity.contracts import PurchaseInput, PurchaseOutput
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.events import ReservationPurchasedDetail
-from capacity.ledger import PURCHASE, PURCHASE_CALL
 from capacity.lifecycle import PURCHASE_KEY, Event
 from capacity.logic.attempts import attempt_calls, hold_key, intent_key, live_attempt
 from capacity.logic.common import (
@@ -55,6 +54,7 @@ from capacity.naming import release_schedule_name
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.record_kinds import PURCHASE, PURCHASE_CALL
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.resources import SlackMessage

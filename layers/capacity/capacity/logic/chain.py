@@ -29,26 +29,17 @@ from typing import Any
 
 from capacity import messages
 from capacity.events import ReleaseRequestedDetail, ReservationReadyDetail, ReservationRolledOverDetail
-from capacity.ledger import PURCHASE, REQUEST, history_of
+from capacity.ledger import history_of
 from capacity.logic.common import STOP_STATES, post, purchase_from, states
 from capacity.naming import endpoint_parameter_name, inference_component_name
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE, REQUEST, ROLLED_OVER, SERVE_UNTIL, SUCCESSOR
 from capacity.request import ReservationRequest
 from capacity.succession import MAX_GENERATIONS
 from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)
 
-SUCCESSOR = "SUCCESSOR"
-"""Put once on a reservation when the orchestrator requests its successor: ``successor_id``, ``request`` (the
-successor's request body), ``latest_start`` and ``switch_by`` (UTC), ``offering`` (what the dry run would
-buy)."""
-ROLLED_OVER = "ROLLED_OVER"
-"""Put once on a reservation when its successor serves: ``successor_id``, ``region``, ``endpoint_name``,
-``parameter_name``."""
-SERVE_UNTIL = "SERVE_UNTIL"
-"""``SERVE_UNTIL#<time>``: ``serve_until`` (or None) and ``rollover_lead_hours`` set by
-``PATCH /reservations/{id}`` (the last one counts)."""
 RELEASE_REASON = "rolled-over"
 """``ReleaseRequested`` reason of a predecessor once its successor serves."""
 

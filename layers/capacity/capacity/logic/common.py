@@ -23,11 +23,12 @@ from capacity.errors import (
     ReservationNotFound,
 )
 from capacity.events import ReleaseRequestedDetail, ReservationActiveDetail
-from capacity.ledger import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX, history_of
+from capacity.ledger import history_of
 from capacity.lifecycle import Event
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.record_kinds import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX
 from capacity.records import FINAL_STATES, LedgerEntry, State
 from capacity.request import ReservationRequest
 from capacity.resources import SlackMessage

@@ -27,7 +27,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from capacity.ledger import PURCHASE_VOIDED, REQUEST, history_of
+from capacity.ledger import history_of
 from capacity.logic.common import Purchase, first_entry, purchase_from
 from capacity.ports import Ports
 from capacity.pricing import (
@@ -37,12 +37,11 @@ from capacity.pricing import (
     saving_percent,
     usd,
 )
+from capacity.record_kinds import PURCHASE_VOIDED, REQUEST, USAGE
 from capacity.records import CostSummary, LedgerEntry, State
 from capacity.teams import month_key
 from capacity.timeutil import iso_ms, parse_utc
 
-USAGE = "USAGE"
-"""Ledger sort-key prefix of instance-count observations (``USAGE#<time>#<id>``)."""
 GroupBy = Literal["team", "instance_type", "region"]
 _HOURS = Decimal("0.01")
 

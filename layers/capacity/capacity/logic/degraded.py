@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 
 from capacity import messages
 from capacity.contracts import DegradedOutput, DegradedStreak, NotifyInput, StepError
-from capacity.ledger import DEGRADED, PURCHASE, PURCHASE_INTENT
 from capacity.logic.common import STOP_STATES, post, states
 from capacity.ports import Ports
+from capacity.record_kinds import DEGRADED, ON_DEMAND_TRY_PREFIX, PURCHASE, PURCHASE_INTENT
 from capacity.timeutil import iso_ms, iso_z, parse_utc
 
 TELL_AFTER = timedelta(minutes=30)
@@ -28,7 +28,6 @@ TELL_EVERY = timedelta(hours=6)
 STREAK_GAP = timedelta(hours=3)
 """A fault of the same step more than this after the last one starts a new streak (the step had recovered)."""
 MAX_WAIT_SECONDS = 900
-ON_DEMAND_TRY_PREFIX = "ON_DEMAND_TRY#"
 
 
 def degraded(step: NotifyInput, ports: Ports) -> DegradedOutput:

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
-from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.lifecycle import Event
 from capacity.logic.attempts import live_hold_key
 from capacity.logic.chain import retire_endpoint
@@ -24,6 +23,7 @@ from capacity.logic.on_demand_spend import settle_on_demand
 from capacity.logic.policy import give_back
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.records import CostSummary, State
 from capacity.resources import SlackMessage
 

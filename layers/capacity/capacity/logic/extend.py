@@ -63,7 +63,6 @@ from capacity.logic.buy_once import (
     refuse_another_owner,
     wait_for_an_earlier_call,
 )
-from capacity.logic.chain import SUCCESSOR
 from capacity.logic.common import (
     STOP_STATES,
     Purchase,
@@ -79,22 +78,20 @@ from capacity.offerings import ExtensionOffering
 from capacity.planner import needs_approval
 from capacity.ports import Ports
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
+from capacity.record_kinds import (
+    EXTENSION,
+    EXTENSION_APPROVAL,
+    EXTENSION_CALL,
+    EXTENSION_DECISION,
+    EXTENSION_INTENT,
+    EXTENSION_OUTCOME,
+    SUCCESSOR,
+)
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.resources import Extension
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
-EXTENSION_INTENT = "EXTENSION_INTENT"
-EXTENSION_CALL = "EXTENSION_CALL"
-EXTENSION = "EXTENSION"
-EXTENSION_OUTCOME = "EXTENSION_OUTCOME"
-EXTENSION_OFFER = "EXTENSION_OFFER"
-"""``EXTENSION_OFFER#<offering id>``: an extension offering a dry run listed (what a purchase may name)."""
-EXTENSION_APPROVAL = "EXTENSION_APPROVAL"
-"""``EXTENSION_APPROVAL#<id>``: an extension above the approval threshold waiting for a person (requester,
-offering; :mod:`capacity.logic.extension_request`)."""
-EXTENSION_DECISION = "EXTENSION_DECISION"
-"""``EXTENSION_DECISION#<id>``: the first decision on it (approved, approver): what the purchase reads."""
 MAX_EXTENSION_HOURS = 182 * 24
 PAYMENT_WINDOW = timedelta(hours=12)
 """AWS fails an extension's payment not taken within 12 hours of the purchase (EC2 guide, "Extend Capacity

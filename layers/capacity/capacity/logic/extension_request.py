@@ -42,9 +42,6 @@ from capacity.events import ExtensionApprovalRequestedDetail
 from capacity.logic import outbox, policy
 from capacity.logic.common import load_request, post
 from capacity.logic.extend import (
-    EXTENSION_APPROVAL,
-    EXTENSION_DECISION,
-    EXTENSION_OFFER,
     MAX_EXTENSION_HOURS,
     current_end,
     extendable,
@@ -54,6 +51,7 @@ from capacity.logic.extend import (
 from capacity.offerings import ExtensionOffering
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.record_kinds import EXTENSION_APPROVAL, EXTENSION_DECISION, EXTENSION_OFFER, EXTENSION_REQUEST
 from capacity.timeutil import iso_z
 from capacity.validation import parse_model
 
@@ -153,7 +151,7 @@ def request_extension(request_id: str, body: Any, ports: Ports, *, requester: st
         "actor": ports.actor,
         outbox.EFFECT: outbox.EXTENSION_REQUEST,
     }
-    sk = f"{outbox.EXTENSION_REQUEST_ITEM}#{chosen.offering_id}"
+    sk = f"{EXTENSION_REQUEST}#{chosen.offering_id}"
     _, stored = ports.ledger.put_once(request_id, sk, asked)
     outbox.attempt(ports, stored | {outbox.EFFECT: outbox.EXTENSION_REQUEST})
     return answer | {"status": "EXTENSION_REQUESTED"}

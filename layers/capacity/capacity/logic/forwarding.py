@@ -26,9 +26,9 @@ import logging
 from typing import Any
 
 from capacity import TAG_REQUEST_ID
-from capacity.ledger import RELEASED_MARKER
 from capacity.naming import ALARM_PREFIX
 from capacity.ports import Ports
+from capacity.record_kinds import RELEASED_MARKER
 
 logger = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from capacity.contracts import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth
-from capacity.ledger import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD, SUBMITTED
 from capacity.lifecycle import Event
 from capacity.logic.attempts import live_intent
-from capacity.logic.chain import SUCCESSOR, serving_target
+from capacity.logic.chain import serving_target
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_request, states
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.record_kinds import CANCEL_REQUESTED, RESUME_PREFIX, SLACK_THREAD, SUBMITTED, SUCCESSOR
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 from capacity.timeutil import iso_z

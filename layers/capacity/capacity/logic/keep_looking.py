@@ -41,7 +41,6 @@ from functools import partial
 from capacity import messages
 from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
-from capacity.ledger import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
 from capacity.lifecycle import Event
 from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent, nothing_bought
 from capacity.logic.common import final_state, load_request, post
@@ -50,6 +49,7 @@ from capacity.logic.purchase import reconcile_purchase
 from capacity.offerings import OfferingSummary
 from capacity.planner import Decision, Plan
 from capacity.ports import Ports
+from capacity.record_kinds import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest
 from capacity.search_schedule import looks_left, looks_per_execution, next_look

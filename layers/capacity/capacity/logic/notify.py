@@ -46,7 +46,6 @@ from capacity import messages
 from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, NotifyOutput, StepError
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
-from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.lifecycle import Event
 from capacity.logic.attempts import (
     attempt_calls,
@@ -66,6 +65,7 @@ from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
 from capacity.ports import Ports
 from capacity.pricing import money_str
+from capacity.record_kinds import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED, RELEASE_FAILURE_TOLD
 from capacity.records import LedgerEntry, State
 from capacity.timeutil import iso_ms, iso_z, parse_utc, short
 
@@ -428,11 +428,6 @@ def report_release_failure(
     if entry is not None:
         _tell_release_failure(ports, request_id, entry, error.Error, attempt)
     return True
-
-
-RELEASE_FAILURE_TOLD = "RELEASE_FAILURE_TOLD"
-"""``RELEASE_FAILURE_TOLD#<FAILED entry sk>``: the Slack alert of that release failure was posted (a Lambda
-that died between the ``FAILED`` and the post is retried, finds no marker, and posts it then)."""
 
 
 def _tell_release_failure(

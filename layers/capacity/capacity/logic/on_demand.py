@@ -48,7 +48,6 @@ from decimal import Decimal
 from capacity import messages
 from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
 from capacity.errors import EndpointFailed, ReservationCancelled
-from capacity.ledger import PURCHASE
 from capacity.logic import policy
 from capacity.logic.common import (
     STOP_STATES,
@@ -64,6 +63,7 @@ from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tr
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
+from capacity.record_kinds import PURCHASE
 from capacity.request import Platform, ReservationRequest
 from capacity.timeutil import iso_z
 

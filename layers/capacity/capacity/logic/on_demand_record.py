@@ -12,7 +12,6 @@ from capacity import messages
 from capacity.contracts import OnDemandOutput, backoff_seconds
 from capacity.errors import ReservationCancelled
 from capacity.events import ReservationPlannedDetail
-from capacity.ledger import PURCHASE
 from capacity.lifecycle import Event
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import (
@@ -23,11 +22,11 @@ from capacity.logic.common import (
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour
+from capacity.record_kinds import ON_DEMAND_TRY_PREFIX, PURCHASE
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.timeutil import iso_z, parse_utc, short
 
-TRY_PREFIX = "ON_DEMAND_TRY#"
 NOT_VISIBLE_GRACE = timedelta(minutes=15)
 """How long after a create call (``CreateEndpoint``, ``RunInstances``) a "not found" or an empty listing is
 not believed: SageMaker's and EC2's reads are eventually consistent (the local cloud's ``stale_listing``),
@@ -55,7 +54,7 @@ def record_try(
 ) -> None:
     ports.ledger.put_once(
         request.id,
-        f"{TRY_PREFIX}{market}#{region}",
+        f"{ON_DEMAND_TRY_PREFIX}{market}#{region}",
         {
             "actor": ports.actor,
             "order": order,

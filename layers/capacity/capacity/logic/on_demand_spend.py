@@ -29,18 +29,15 @@ from datetime import datetime
 from decimal import Decimal
 
 from capacity.errors import TeamLimitExceeded
-from capacity.ledger import PURCHASE
 from capacity.logic import policy
 from capacity.ports import Ports
 from capacity.pricing import format_usd, money_str
 from capacity.recommendation import on_demand_hold_usd
+from capacity.record_kinds import ON_DEMAND_REFUSED, PURCHASE
 from capacity.request import ReservationRequest
 from capacity.timeutil import iso_z, short
 
 logger = logging.getLogger(__name__)
-
-ON_DEMAND_REFUSED = "ON_DEMAND_REFUSED"
-"""Ledger item of a request whose on-demand launch its team refused (``amount_usd``, ``reason``), put once."""
 
 
 def hold_key(request_id: str) -> str:

@@ -57,12 +57,23 @@ from capacity.events import (
     ReservationRequestedDetail,
     ServeUntilChangedDetail,
 )
-from capacity.ledger import APPROVAL, APPROVAL_DELIVERED, OUTCOME, REQUEST, STATE_PREFIX, image_item
+from capacity.ledger import image_item
 from capacity.logic.common import load_purchase
-from capacity.logic.extend import EXTENSION_APPROVAL, EXTENSION_INTENT, EXTENSION_OUTCOME, current_end
+from capacity.logic.extend import current_end
 from capacity.logic.keep_looking import latest_wait_token
 from capacity.offerings import ExtensionOffering
 from capacity.ports import Ports
+from capacity.record_kinds import (
+    APPROVAL,
+    APPROVAL_DELIVERED,
+    EXTENSION_APPROVAL,
+    EXTENSION_INTENT,
+    EXTENSION_OUTCOME,
+    OUTBOX,
+    OUTCOME,
+    REQUEST,
+    STATE_PREFIX,
+)
 from capacity.records import State
 from capacity.timeutil import parse_utc
 
@@ -70,8 +81,6 @@ logger = logging.getLogger(__name__)
 
 EFFECT = "effect"
 """The attribute naming a decision item's effect (every decision but the cancel's)."""
-DONE = "OUTBOX"
-"""``OUTBOX#<decision sk>``: the decision's effect was carried out (``outcome`` says how)."""
 CANCEL = "cancel"
 HAND_BACK = "hand-back"
 EXTENSION_DECISION = "extension-decision"
@@ -79,10 +88,6 @@ EXTENSION_REQUEST = "extension-request"
 SERVE_UNTIL = "serve-until"
 RELEASE = "release"
 SUBMIT = "submit"
-EXTENSION_REQUEST_ITEM = "EXTENSION_REQUEST"
-"""``EXTENSION_REQUEST#<extension id>``: a door asked for an extension below the approval threshold."""
-RELEASE_REQUEST = "RELEASE_REQUEST"
-"""``RELEASE_REQUEST#<time>#<nonce>``: a repeated cancel asked for the release again."""
 CANCELLED_REASON = "cancelled"
 """The ``detail.reason`` of a person's cancel (``api.cancel_reservation``)."""
 
@@ -150,8 +155,8 @@ def effect_of(item: Mapping[str, Any]) -> str | None:
 def done_key(item: Mapping[str, Any]) -> str:
     """The ``OUTBOX#`` item that says the decision ``item`` took effect (one per cancel, else per item)."""
     if effect_of(item) == CANCEL:
-        return f"{DONE}#{State.CANCELLED.value}"
-    return f"{DONE}#{item['sk']}"
+        return f"{OUTBOX}#{State.CANCELLED.value}"
+    return f"{OUTBOX}#{item['sk']}"
 
 
 def carry_out(images: Sequence[Mapping[str, Any]], ports: Ports) -> OutboxResult:

@@ -42,11 +42,10 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.ledger import APPROVAL_REFUSED
-from capacity.logic.chain import SERVE_UNTIL
 from capacity.planner import Decision, Plan
 from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
+from capacity.record_kinds import APPROVAL_REFUSED, SERVE_UNTIL
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.succession import MAX_GENERATIONS

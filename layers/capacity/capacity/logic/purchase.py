@@ -20,7 +20,6 @@ from decimal import Decimal
 
 from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision
-from capacity.ledger import PURCHASE
 from capacity.logic.buy_once import Bought, Buyer, after_purchase, buy_once, reconcile, record_purchase
 from capacity.logic.checks import brought_reservation
 from capacity.logic.common import (
@@ -33,6 +32,7 @@ from capacity.logic.ec2.capacity_block import CapacityBlockBuyer
 from capacity.logic.sagemaker.training_plan import TrainingPlanBuyer
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE
 from capacity.records import State
 
 BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}

@@ -28,7 +28,6 @@ from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
 from capacity.errors import FieldError, InvalidRequest
 from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth
-from capacity.ledger import RELEASED_MARKER
 from capacity.logic import extend
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import Purchase, load_purchase, post, states
@@ -40,6 +39,7 @@ from capacity.naming import (
     release_retry_schedule_name,
 )
 from capacity.ports import Ports
+from capacity.record_kinds import RELEASED_MARKER
 from capacity.records import CostSummary, State
 from capacity.timeutil import parse_utc
 from capacity.validation import parse_model

@@ -50,14 +50,29 @@ from capacity.events import (
     RolloverFailedDetail,
     SlackOrigin,
 )
-from capacity.ledger import PURCHASE, REQUEST, SLACK_ROOT, SLACK_THREAD, SUBMITTED
 from capacity.logic import extend, extension_request, plans
-from capacity.logic.chain import ROLLED_OVER, SUCCESSOR, chain_root, retire_endpoint, serving_target
+from capacity.logic.chain import chain_root, retire_endpoint, serving_target
 from capacity.logic.common import STOP_STATES, final_state, load_purchase, post, states
 from capacity.naming import rollover_schedule_name
 from capacity.offerings import ExtensionOffering
 from capacity.planner import Decision
 from capacity.ports import Ports
+from capacity.record_kinds import (
+    EXTENSION,
+    EXTENSION_DECISION,
+    EXTENSION_INTENT,
+    EXTENSION_OFFER,
+    EXTENSION_OUTCOME,
+    PURCHASE,
+    REQUEST,
+    ROLLED_OVER,
+    ROLLOVER_EXTENSION,
+    ROLLOVER_TOLD,
+    SLACK_ROOT,
+    SLACK_THREAD,
+    SUBMITTED,
+    SUCCESSOR,
+)
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.succession import (
@@ -76,11 +91,6 @@ from capacity.timeutil import iso_z, parse_utc, short
 
 logger = logging.getLogger(__name__)
 
-ROLLOVER_EXTENSION = "ROLLOVER_EXTENSION"
-"""``ROLLOVER_EXTENSION#<end>``: the extension tried for the lead time of ``end``: ``extension_id`` (None:
-none fits, ``reason``), ``offering``, ``approval`` (asked of an approver) and ``deadline`` (UTC)."""
-ROLLOVER_TOLD = "ROLLOVER_TOLD"
-"""``ROLLOVER_TOLD#<end>``: a person was told the reservation stops serving at ``end`` (``reason``)."""
 REQUESTER = "capacity-orchestrator:serve-until"
 """Who asks for an automatic extension, on the requester's behalf (never an identity that may approve)."""
 DUE_EVENT = "RolloverDue"
@@ -135,11 +145,11 @@ def _note_failed_extension(
         for item in ports.ledger.items(request_id, f"{ROLLOVER_EXTENSION}#")
         if item.get("extension_id") == extension_id
     ]
-    if not tried or ports.ledger.get(request_id, f"{extend.EXTENSION}#{extension_id}") is not None:
+    if not tried or ports.ledger.get(request_id, f"{EXTENSION}#{extension_id}") is not None:
         return
     ports.ledger.put_once(
         request_id,
-        f"{extend.EXTENSION_OUTCOME}#{extension_id}",
+        f"{EXTENSION_OUTCOME}#{extension_id}",
         {"outcome": "failed", "reason": str(detail.get("reason") or "refused"), "actor": ports.actor},
     )
 
@@ -299,7 +309,7 @@ def _try_extension(due: _Due, ports: Ports, key: str) -> dict[str, Any]:
     if created and chosen is not None:
         ports.ledger.put_once(
             due.request_id,
-            f"{extend.EXTENSION_OFFER}#{chosen.offering_id}",
+            f"{EXTENSION_OFFER}#{chosen.offering_id}",
             {"offering": chosen.model_dump(mode="json")},
         )
         post(
@@ -322,12 +332,12 @@ def _extension_verdict(due: _Due, tried: Mapping[str, Any], ports: Ports, *, nud
     if not extension_id:
         return "none"
     ledger, request_id = ports.ledger, due.request_id
-    outcome = ledger.get(request_id, f"{extend.EXTENSION_OUTCOME}#{extension_id}")
+    outcome = ledger.get(request_id, f"{EXTENSION_OUTCOME}#{extension_id}")
     if outcome is not None:
         return "paid" if outcome.get("outcome") == "paid" else "failed"
     offering = ExtensionOffering.model_validate(tried["offering"])
     if tried.get("approval"):
-        decision = ledger.get(request_id, f"{extend.EXTENSION_DECISION}#{extension_id}")
+        decision = ledger.get(request_id, f"{EXTENSION_DECISION}#{extension_id}")
         if decision is None and due.now < parse_utc(str(tried["deadline"])):
             extension_request.ask_approval(
                 ports, request_id, offering, requester=REQUESTER, reason=_approval_reason(due.request)
@@ -336,7 +346,7 @@ def _extension_verdict(due: _Due, tried: Mapping[str, Any], ports: Ports, *, nud
         if decision is None:  # nobody decided in time: declined on the requester's behalf (a person's first)
             _, decision = ledger.put_once(
                 request_id,
-                f"{extend.EXTENSION_DECISION}#{extension_id}",
+                f"{EXTENSION_DECISION}#{extension_id}",
                 {
                     "approved": False,
                     "approver": REQUESTER,
@@ -346,7 +356,7 @@ def _extension_verdict(due: _Due, tried: Mapping[str, Any], ports: Ports, *, nud
         if not decision.get("approved"):
             ledger.put_once(
                 request_id,
-                f"{extend.EXTENSION_OUTCOME}#{extension_id}",
+                f"{EXTENSION_OUTCOME}#{extension_id}",
                 {
                     "outcome": "rejected",
                     "reason": str(decision.get("reason") or "rejected"),
@@ -354,7 +364,7 @@ def _extension_verdict(due: _Due, tried: Mapping[str, Any], ports: Ports, *, nud
                 },
             )
             return "failed"
-    intent = ledger.get(request_id, f"{extend.EXTENSION_INTENT}#{extension_id}")
+    intent = ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}")
     if intent is None and nudge != "ExtensionFailed":  # its event may have been lost: the workflow buys once
         extension_request.put_request(ports, request_id, offering, requester=REQUESTER)
     return "pending"
@@ -370,7 +380,7 @@ def _why_not_extended(ports: Ports, request_id: str, tried: Mapping[str, Any]) -
     extension_id = tried.get("extension_id")
     if not extension_id:
         return str(tried.get("reason") or "no extension is offered")
-    outcome = ports.ledger.get(request_id, f"{extend.EXTENSION_OUTCOME}#{extension_id}") or {}
+    outcome = ports.ledger.get(request_id, f"{EXTENSION_OUTCOME}#{extension_id}") or {}
     return f"the extension {extension_id} was not bought ({outcome.get('reason') or outcome.get('outcome')})"
 
 

@@ -23,11 +23,12 @@ from pydantic import ConfigDict, Field
 
 from capacity.base import Model
 from capacity.errors import FieldError, InvalidRequest, PaidReservation, ReservationClosed, RetryableAwsError
-from capacity.ledger import MAX_SEQ_ATTEMPTS, PURCHASE, PURCHASE_INTENT
+from capacity.ledger import MAX_SEQ_ATTEMPTS
 from capacity.logic import api, extend, outbox
-from capacity.logic.chain import SERVE_UNTIL, chain_ids, chain_view, serving_target
+from capacity.logic.chain import chain_ids, chain_view, serving_target
 from capacity.logic.common import STOP_STATES, load_purchase, load_request, states
 from capacity.ports import Ports
+from capacity.record_kinds import PURCHASE, PURCHASE_INTENT, SERVE_UNTIL
 from capacity.request import MAX_ROLLOVER_LEAD_HOURS, MAX_SERVE_DAYS, MIN_ROLLOVER_LEAD_HOURS
 from capacity.succession import covered, rollover_due
 from capacity.timeutil import iso_ms, iso_z

@@ -36,11 +36,11 @@ from capacity.events import (
     ReservationRequestedDetail,
     ResumeOf,
 )
-from capacity.ledger import SUBMITTED
 from capacity.lifecycle import Event
 from capacity.logic.common import final_state, post
 from capacity.logic.purchase import reconcile_purchase
 from capacity.ports import Ports
+from capacity.record_kinds import SUBMITTED
 from capacity.records import State
 from capacity.request import parse_request
 from capacity.timeutil import parse_utc

@@ -11,9 +11,9 @@ from typing import Any
 
 from capacity import TAG_REQUEST_ID
 from capacity.events import ReleaseRequestedDetail
-from capacity.ledger import RELEASED_MARKER
 from capacity.logic.checks import live_claimants
 from capacity.ports import Ports
+from capacity.record_kinds import RELEASED_MARKER
 from capacity.timeutil import parse_utc
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,10 @@ from capacity.logic.common import (
     Purchase,
     post,
 )
-from capacity.logic.on_demand_record import TRY_PREFIX, launched, record_try, written_recently
+from capacity.logic.on_demand_record import launched, record_try, written_recently
 from capacity.logic.ready import record_ready
 from capacity.ports import Ports
+from capacity.record_kinds import ON_DEMAND_INSTANCES_PREFIX, ON_DEMAND_TRY_PREFIX
 from capacity.request import ReservationRequest
 from capacity.resources import LIVE_INSTANCE_STATES, tags_for
 
@@ -31,16 +32,11 @@ logger = logging.getLogger(__name__)
 MAX_POLLS = 20
 
 
-INSTANCES_LAUNCHED = "ON_DEMAND_INSTANCES#"
-"""Ledger item ``ON_DEMAND_INSTANCES#<region>``, put before ``RunInstances``: instances of the request may run
-there from ``written_at`` on, whatever ``DescribeInstances`` lists for a while."""
-
-
 def launched_recently(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
     """True when on-demand instances were launched in ``region`` (``RunInstances`` called) less than
     :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: an empty ``DescribeInstances`` may lag
     behind, so they must not be taken as gone yet."""
-    return written_recently(ports, request_id, f"{INSTANCES_LAUNCHED}{region}", now)
+    return written_recently(ports, request_id, f"{ON_DEMAND_INSTANCES_PREFIX}{region}", now)
 
 
 def stop_instances(ports: Ports, request_id: str, region: str) -> list[str]:
@@ -58,7 +54,7 @@ def stop_instances(ports: Ports, request_id: str, region: str) -> list[str]:
     if not listed and launched_recently(ports, request_id, region, ports.clock()):
         unseen = sorted(
             str(instance_id)
-            for item in ports.ledger.items(request_id, TRY_PREFIX)
+            for item in ports.ledger.items(request_id, ON_DEMAND_TRY_PREFIX)
             if item.get("region") == region
             for instance_id in item.get("instance_ids") or []
         )
@@ -99,7 +95,7 @@ def instance_tries(request: ReservationRequest, ports: Ports, now: datetime) -> 
                 continue
             ec2 = ports.ec2(region)
             # Instances of the request may exist there from now on, whatever DescribeInstances says a while.
-            ports.ledger.put_once(request.id, f"{INSTANCES_LAUNCHED}{region}", {"market": market})
+            ports.ledger.put_once(request.id, f"{ON_DEMAND_INSTANCES_PREFIX}{region}", {"market": market})
             try:
                 ids = ec2.run_instances(
                     count=request.instance_count,

@@ -23,25 +23,16 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.on_demand_record import (
-    TRY_PREFIX,
-    launched,
-    put_purchase,
-    record_try,
-    requested_at,
-    written_recently,
-)
+from capacity.logic.on_demand_record import launched, put_purchase, record_try, requested_at, written_recently
 from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports, SageMakerPort
+from capacity.record_kinds import ON_DEMAND_ENDPOINT_PREFIX, ON_DEMAND_TRY_PREFIX
 from capacity.request import ReservationRequest
 from capacity.resources import tags_for
 
 logger = logging.getLogger(__name__)
 
-ENDPOINT_CREATED = "ON_DEMAND_ENDPOINT#"
-"""Ledger item ``ON_DEMAND_ENDPOINT#<region>``, put before ``CreateEndpoint``: an endpoint of the request may
-exist there from ``written_at`` on, whatever ``DescribeEndpoint`` says for a while."""
 
 PHASE_DEADLINE = timedelta(hours=3)
 """The longest the on-demand tries may wait on SageMaker in all (creations, failed regions' deletions,
@@ -63,7 +54,7 @@ def endpoint_tries(  # noqa: PLR0911 - one return per endpoint state
     )
     failed: list[str] = []
     for order, region in enumerate(request.regions, start=1):
-        if ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{region}") is not None:
+        if ports.ledger.get(request.id, f"{ON_DEMAND_TRY_PREFIX}on-demand#{region}") is not None:
             failed.append(region)
             continue
         sagemaker = ports.sagemaker(region)
@@ -121,7 +112,9 @@ def endpoint_tries(  # noqa: PLR0911 - one return per endpoint state
     if not _cleaned(ports, request.id, failed):
         check_phase_deadline(request, ports, failed, now, "a failed region's endpoint still deleting")
         return wait
-    outcomes = [ports.ledger.get(request.id, f"{TRY_PREFIX}on-demand#{r}") or {} for r in request.regions]
+    outcomes = [
+        ports.ledger.get(request.id, f"{ON_DEMAND_TRY_PREFIX}on-demand#{r}") or {} for r in request.regions
+    ]
     if all(t.get("outcome") == "not-usable" for t in outcomes):  # nowhere to run: do not reserve either
         raise not_deployable(request, {r: region_problems(request, ports, r) for r in request.regions})
     post(
@@ -159,15 +152,16 @@ def _create_endpoint(
             tags=tags_for(request.id),
         )
     # DEPLOYING is recorded only when one serves: the reserving path's deadlines count from it.
-    ports.ledger.put_once(request.id, f"{ENDPOINT_CREATED}{region}", {"endpoint": name})
+    ports.ledger.put_once(request.id, f"{ON_DEMAND_ENDPOINT_PREFIX}{region}", {"endpoint": name})
     sagemaker.create_endpoint(name=name, config_name=config, tags=tags_for(request.id))
 
 
 def maybe_not_visible(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
     """True when the on-demand endpoint in ``region`` was created (``CreateEndpoint`` called, see
-    :data:`ENDPOINT_CREATED`) less than :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: a
-    ``DescribeEndpoint`` that does not find it may lag behind, so it must not be taken as gone yet."""
-    return written_recently(ports, request_id, f"{ENDPOINT_CREATED}{region}", now)
+    :data:`~capacity.record_kinds.ON_DEMAND_ENDPOINT_PREFIX`) less than
+    :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: a ``DescribeEndpoint`` that does not find
+    it may lag behind, so it must not be taken as gone yet."""
+    return written_recently(ports, request_id, f"{ON_DEMAND_ENDPOINT_PREFIX}{region}", now)
 
 
 def _cleaned(ports: Ports, request_id: str, regions: list[str]) -> bool:

@@ -83,6 +83,7 @@ from capacity.naming import (
     scaling_policy_name,
 )
 from capacity.ports import Ports
+from capacity.record_kinds import SCALE_PREFIX
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.request_parts import ModelSpec
@@ -97,8 +98,6 @@ TAG_MODEL = "capacity-orchestrator:model"
 TAG_ALARM = "capacity-orchestrator:alarm"
 """Tag on every alarm: its kind (``no-capacity``, ``idle``, ``idle-release``)."""
 NO_CAPACITY, IDLE, IDLE_RELEASE = "no-capacity", "idle", "idle-release"
-SCALE_PREFIX = "SCALE#"
-"""Ledger sort-key prefix of scale actions (append-only items, not lifecycle states)."""
 NO_SCALE_OUT_WINDOW = timedelta(hours=1)
 """No scale-out from zero this close to the end of the reservation: the copy would barely start."""
 _STOPPED = frozenset({State.RELEASING, State.RELEASED, State.CANCELLED, State.REJECTED, State.FAILED})
