@@ -2,8 +2,10 @@
 
 In: ``{"request_id", "offering": {...}}``, or ``{"request_id", "action": "adopt"}`` to use the reservation
 the request brings (nothing bought; :func:`capacity.logic.purchase.adopt_reservation`).
-Out: ``{"training_plan_arn", "training_plan_name", "region",
-"start_time", "end_time", "upfront_fee_usd"}`` (times ``YYYY-MM-DDTHH:MM:SSZ``, fee a USD string).
+Out: the reservation in its platform's own names: ``{"platform": "sagemaker", "training_plan_arn",
+"training_plan_name", ...}`` or ``{"platform": "ec2", "capacity_reservation_arn", "capacity_reservation_id",
+"availability_zone", ...}``, with ``"region", "start_time", "end_time", "upfront_fee_usd"`` (times
+``YYYY-MM-DDTHH:MM:SSZ``, fee a USD string).
 Env: LEDGER_TABLE, EVENT_BUS_NAME, SCHEDULE_GROUP, RELEASE_TARGET_ARN, SCHEDULER_ROLE_ARN, SLACK_*.
 """
 

@@ -1,7 +1,9 @@
-"""Lambda ``wait_for_activation``: one ``DescribeTrainingPlan`` poll after the start time.
+"""Lambda ``wait_for_activation``: one poll of the reservation bought (``DescribeTrainingPlan``, or
+``DescribeCapacityReservations`` for a capacity block) after the purchase and after the start time.
 
-In: ``{"request_id", "region", "training_plan_name", "attempt"}``. Out: ``{"status", "attempt",
-"next_wait_seconds"}`` (60 * 2**attempt, at most 900). Raises ``PlanFailed`` (Failed/Expired) and
+In: ``{"request_id", "platform", "purchase": {...purchase_capacity's output}, "attempt"}`` (an execution
+started before issue 28 passes ``region`` and ``training_plan_name`` instead). Out: ``{"status", "attempt",
+"next_wait_seconds", "platform"}`` (60 * 2**attempt, at most 900). Raises ``PlanFailed`` (Failed/Expired) and
 ``ActivationTimeout`` (not Active 2 h after the start). Env: LEDGER_TABLE, EVENT_BUS_NAME, SLACK_*.
 """
 

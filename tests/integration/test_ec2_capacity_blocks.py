@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity.record_kinds import PURCHASE
 
 from localcloud.cloud import LocalCloud
 from localcloud.emulator.market import MarketConfig
@@ -17,6 +18,7 @@ from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
     LIFECYCLE,
     ROOT,
+    api_event,
     in_order,
     ledger_items,
     make_cloud,
@@ -111,6 +113,18 @@ def test_ec2_happy_path_buys_one_block_launches_into_it_and_terminates_on_the_ex
         summary = released["detail"]["summary"]
         assert summary["instance_type"] == "p5.48xlarge"
         assert float(summary["hours_served"]) > 60
+        # The block is named in EC2's words everywhere, never as a training plan (issue 28).
+        assert summary["capacity_reservation_id"] == block["CapacityReservationId"]
+        assert not isinstance(summary["training_plan_name"], str)  # null
+        purchase = next(i for i in items if i["sk"] == PURCHASE)
+        shown = cloud.api_request(api_event(None, method="GET", path=f"/reservations/{REQUEST_ID}"))
+        answer = json.loads(shown["body"])["purchase"]
+        for named in (purchase, answer):
+            assert (named["kind"], named["platform"]) == ("capacity-block", "ec2")
+            assert named["capacity_reservation_id"] == block["CapacityReservationId"]
+            assert named["capacity_reservation_arn"] == block["CapacityReservationArn"]
+            assert named["availability_zone"] == block["AvailabilityZone"]
+            assert not {"training_plan_arn", "training_plan_name"} & set(named)
         assert cloud.billable_resources() == []
         statuses = {e.state_machine.rsplit("-", 1)[-1]: e.status for e in cloud.executions()}
         assert statuses["ReserveCapacityStateMachine"] == "SUCCEEDED"

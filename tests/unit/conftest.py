@@ -127,7 +127,8 @@ class Harness:
         from capacity.logic.activation import wait_for_activation
 
         self.world.client(region).set_plan_status(f"co-{request_id}", "Active")
-        step = ActivationInput(request_id=request_id, region=region, training_plan_name=f"co-{request_id}")
+        held = {"platform": "sagemaker", "region": region, "training_plan_name": f"co-{request_id}"}
+        step = ActivationInput.model_validate({"request_id": request_id, "purchase": held})
         assert wait_for_activation(step, self.ports).status == "Active"
 
 

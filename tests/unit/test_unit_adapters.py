@@ -375,7 +375,7 @@ def test_put_events_partial_failure_is_retryable(env: dict[str, str]) -> None:
                     {
                         "Source": "capacity.orchestrator",
                         "DetailType": "ReservationReleased",
-                        "Detail": '{"schema_version":1,"request_id":"demo-1","reason":null,"summary":null}',
+                        "Detail": '{"schema_version":2,"request_id":"demo-1","reason":null,"summary":null}',
                         "EventBusName": "capacity-orchestrator",
                         "Resources": [],
                     }

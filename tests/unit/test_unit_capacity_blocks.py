@@ -9,11 +9,15 @@ from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import PurchaseInput
+from capacity.contracts import ActivationInput, CapacityBlockOutput, PurchaseInput
 from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
+from capacity.logic.activation import wait_for_activation
+from capacity.logic.api import get_reservation
+from capacity.logic.common import load_purchase
 from capacity.logic.purchase import purchase_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
+from capacity.purchases import OnDemandInstancesPurchase
 from capacity.record_kinds import PURCHASE, PURCHASE_INTENT
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
@@ -135,11 +139,16 @@ def test_a_purchase_tags_the_block_records_the_money_and_schedules_the_release(h
     )
     assert ec2.purchases == ["cb-0123456789abcdef0"]
     assert ec2.reservations[0].tags == {"capacity-orchestrator:request-id": "demo-1"}
-    assert out.training_plan_name == "cr-00000000000000001"
+    assert isinstance(out, CapacityBlockOutput)
+    assert out.capacity_reservation_id == "cr-00000000000000001"
     item = harness.ledger.get(request.id, PURCHASE)
     assert item is not None
-    assert item["platform"] == "ec2"
+    # The block in its own names, never in a training plan's
+    assert (item["kind"], item["platform"], item["market"]) == ("capacity-block", "ec2", "reserved")
+    assert item["capacity_reservation_id"] == "cr-00000000000000001"
+    assert item["capacity_reservation_arn"] == ec2.reservations[0].arn
     assert item["availability_zone"] == "us-east-1a"
+    assert not {"training_plan_arn", "training_plan_name"} & set(item)
     (purchased,) = [e for e in harness.ledger.history(request.id) if e.state is State.PURCHASED]
     assert purchased.money_usd == Decimal("4983.55")
     # 60 minutes before the end (the margin is above the 35-minute floor)
@@ -156,7 +165,8 @@ def test_a_timeout_after_the_commit_adopts_the_tagged_block_instead_of_buying_ag
         PurchaseInput(request_id=request.id, offering=offering()), ports_with(harness, ec2)
     )
     assert len(ec2.purchases) == 1
-    assert out.training_plan_name == ec2.reservations[0].reservation_id
+    assert isinstance(out, CapacityBlockOutput)
+    assert out.capacity_reservation_id == ec2.reservations[0].reservation_id
 
 
 def test_a_retry_after_a_crash_between_purchase_and_record_adopts_the_block(harness: Harness) -> None:
@@ -182,3 +192,137 @@ def test_an_offering_above_the_budget_is_never_bought(harness: Harness) -> None:
         )
     assert ec2.purchases == []
     assert harness.ledger.get(request.id, PURCHASE_INTENT) is None
+
+
+def test_the_block_is_named_in_its_own_words_on_the_bus_and_polled_by_its_id(harness: Harness) -> None:
+    # Given a capacity block bought
+    ec2 = FakeEc2()
+    ports = ports_with(harness, ec2)
+    request = record(harness)
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+
+    # Then ReservationPurchased (version 2) names the block as EC2 does, never as a training plan
+    (detail,) = [detail for kind, detail in harness.events.puts if kind == "ReservationPurchased"]
+    assert detail == {
+        "schema_version": 2,
+        "request_id": request.id,
+        "platform": "ec2",
+        "capacity_reservation_arn": ec2.reservations[0].arn,
+        "capacity_reservation_id": "cr-00000000000000001",
+        "availability_zone": "us-east-1a",
+        "region": "us-east-1",
+        "start_time": "2026-12-09T11:30:00Z",
+        "end_time": "2026-12-12T11:30:00Z",
+        "upfront_fee_usd": "4983.55",
+    }
+
+    # When the workflow polls it with the purchase's output (CheckPayment: $.purchase)
+    step = ActivationInput.model_validate(
+        {"request_id": request.id, "platform": "ec2", "purchase": out.to_json()}
+    )
+    polled = wait_for_activation(step, ports)
+
+    # Then the block is read by its id (payment-pending reads as the plan's Pending)
+    assert polled.status == "Pending"
+    assert step.capacity_block().capacity_reservation_id == "cr-00000000000000001"
+
+
+def test_an_activation_input_from_before_issue_28_reads_the_block_id_it_named_a_plan(
+    harness: Harness,
+) -> None:
+    # Given an execution started on a definition that passed the block's id as training_plan_name
+    ec2 = FakeEc2()
+    ports = ports_with(harness, ec2)
+    request = record(harness)
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    step = ActivationInput.model_validate(
+        {
+            "request_id": request.id,
+            "platform": "ec2",
+            "region": "us-east-1",
+            "training_plan_name": "cr-00000000000000001",
+        }
+    )
+
+    # When it polls / Then the block it named is read
+    assert wait_for_activation(step, ports).status == "Pending"
+
+
+def test_a_block_purchase_recorded_before_issue_28_still_reads_in_its_own_words(harness: Harness) -> None:
+    # Given a PURCHASE item of a block recorded with the training plan's field names
+    request = record(harness)
+    arn = "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/cr-00000000000000007"
+    harness.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "platform": "ec2",
+            "training_plan_arn": arn,
+            "training_plan_name": "cr-00000000000000007",
+            "capacity_reservation_id": "cr-00000000000000007",
+            "availability_zone": "us-east-1b",
+            "region": "us-east-1",
+            "start_time": "2026-12-09T11:30:00Z",
+            "end_time": "2026-12-12T11:30:00Z",
+            "upfront_fee_usd": "4983.55",
+            "offering_id": "cb-0123456789abcdef0",
+            "instance_type": "p5.48xlarge",
+            "instance_count": 2,
+            "re_searched": False,
+        },
+    )
+
+    # When the steps and the API read it
+    purchase = load_purchase(harness.ports, request.id)
+    shown = get_reservation(request.id, harness.ports)["purchase"]
+
+    # Then it is a capacity block, named as EC2 names it
+    assert purchase is not None
+    block = purchase.capacity_block()
+    assert (block.capacity_reservation_arn, block.capacity_reservation_id) == (arn, "cr-00000000000000007")
+    assert shown == {
+        "kind": "capacity-block",
+        "platform": "ec2",
+        "market": "reserved",
+        "capacity_reservation_arn": arn,
+        "capacity_reservation_id": "cr-00000000000000007",
+        "availability_zone": "us-east-1b",
+        "region": "us-east-1",
+        "start_time": "2026-12-09T11:30:00Z",
+        "end_time": "2026-12-12T11:30:00Z",
+        "upfront_fee_usd": "4983.55",
+        "brought": False,
+    }
+
+
+def test_an_on_demand_purchase_recorded_before_issue_28_drops_its_empty_plan_names(harness: Harness) -> None:
+    # Given an on-demand PURCHASE item of EC2 instances recorded with empty training plan fields
+    request = record(harness)
+    harness.ledger.put_once(
+        request.id,
+        PURCHASE,
+        {
+            "platform": "ec2",
+            "market": "spot",
+            "training_plan_arn": "",
+            "training_plan_name": "",
+            "capacity_reservation_id": "",
+            "availability_zone": "",
+            "region": "us-east-1",
+            "start_time": "2026-12-09T11:30:00Z",
+            "end_time": "2026-12-12T11:30:00Z",
+            "upfront_fee_usd": "0",
+            "on_demand_usd_per_hour": None,
+            "instance_type": "p5.48xlarge",
+            "instance_count": 2,
+            "instance_ids": ["i-0123456789abcdef0"],
+        },
+    )
+
+    # When it is read / Then it is spot instances, with no reservation's name
+    purchase = load_purchase(harness.ports, request.id)
+    assert purchase is not None
+    assert isinstance(purchase.record, OnDemandInstancesPurchase)
+    assert (purchase.market, purchase.instance_ids, purchase.name) == ("spot", ["i-0123456789abcdef0"], "")
+    shown = get_reservation(request.id, harness.ports)["purchase"]
+    assert not {"training_plan_name", "capacity_reservation_id"} & set(shown)

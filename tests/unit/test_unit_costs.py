@@ -9,13 +9,14 @@ from decimal import Decimal
 from capacity.logic.common import Purchase
 from capacity.logic.costs import cost_summary, instance_hours, record_usage
 from capacity.messages import released
-from capacity.records import State
+from capacity.records import CostSummary, State
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
 from tests.unit.unit_fakes import NOW
 
 START = NOW + timedelta(days=7)
+BLOCK_ID = "cr-0123456789abcdef0"
 
 
 def _purchase() -> Purchase:
@@ -104,3 +105,60 @@ def test_a_reservation_idle_80_percent_of_the_time_reports_its_loss(harness: Har
     text = released(summary, request_id="r", reason="reservation-end").text
     assert "Loss vs on-demand" in text
     assert "28.80 of 144.00 (20.0%)" in text
+
+
+def test_the_summary_names_a_block_by_its_id_and_a_plan_by_its_name(harness: Harness) -> None:
+    # Given a training plan and a capacity block that served the same hours
+    history = _served(harness, 10, 2)
+    block = Purchase(
+        {
+            "kind": "capacity-block",
+            "capacity_reservation_arn": f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{BLOCK_ID}",
+            "capacity_reservation_id": BLOCK_ID,
+            "availability_zone": "us-east-1a",
+            "region": "us-east-1",
+            "start_time": START.isoformat(),
+            "end_time": (START + timedelta(hours=72)).isoformat(),
+            "upfront_fee_usd": "1990.60",
+            "instance_type": "p5.48xlarge",
+            "instance_count": 2,
+        }
+    )
+
+    # When each is summed up
+    now = harness.clock.now
+    plan_summary = cost_summary("r", _purchase(), history, now=now, ports=harness.ports)
+    block_summary = cost_summary("r", block, history, now=now, ports=harness.ports)
+
+    # Then each is named in its platform's words, and the message reads as it always did
+    assert (plan_summary.training_plan_name, plan_summary.capacity_reservation_id) == ("co-r", None)
+    assert (block_summary.training_plan_name, block_summary.capacity_reservation_id) == (
+        None,
+        "cr-0123456789abcdef0",
+    )
+    assert "cr-0123456789abcdef0 (us-east-1)" in released(block_summary, request_id="r", reason=None).text
+
+
+def test_a_summary_recorded_before_issue_28_reads_as_what_it_named() -> None:
+    # Given summaries that named everything training_plan_name (no market)
+    base = {
+        "request_id": "r",
+        "region": "us-east-1",
+        "instance_type": "p5.48xlarge",
+        "instance_count": 2,
+        "upfront_fee_usd": "0",
+        "hours_reserved": "72",
+        "hours_served": "10",
+        "utilisation_percent": "13.9",
+    }
+    # When they are read / Then a block's id, on-demand capacity and a plan's name each read as what they are
+    block = CostSummary.model_validate({**base, "training_plan_name": "cr-0123456789abcdef0"})
+    spot = CostSummary.model_validate({**base, "training_plan_name": "spot instances"})
+    plan = CostSummary.model_validate({**base, "training_plan_name": "co-r"})
+    assert (block.market, block.training_plan_name, block.capacity_reservation_id) == (
+        "reserved",
+        None,
+        "cr-0123456789abcdef0",
+    )
+    assert (spot.market, spot.training_plan_name) == ("spot", None)
+    assert (plan.market, plan.training_plan_name, plan.capacity_reservation_id) == ("reserved", "co-r", None)

@@ -130,7 +130,7 @@ def test_whole_lifecycle_through_the_handlers_is_json_safe(world: World) -> None
     sm.set_plan_status("co-demo-1", "Active")
     activation = invoke(
         h["wait_for_activation"],
-        {"request_id": "demo-1", "region": REGION, "training_plan_name": "co-demo-1", "attempt": 0},
+        {"request_id": "demo-1", "platform": "sagemaker", "purchase": purchase, "attempt": 0},
     )
     assert activation == {"status": "Active", "attempt": 1, "next_wait_seconds": 60, "platform": "sagemaker"}
     endpoint = invoke(h["create_endpoint"], {"request_id": "demo-1", "action": "create"})

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from capacity.contracts import PurchaseInput
+from capacity.contracts import PurchaseInput, TrainingPlanOutput
 from capacity.errors import (
     BudgetExceeded,
     ModelNotFound,
@@ -58,9 +58,11 @@ def test_first_purchase_buys_once_records_money_and_schedules_the_release(harnes
     out = purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     # Then one plan was bought, with the deterministic name and the request-id tag
     assert [c["name"] for c in creates(harness)] == [PLAN_NAME]
+    assert isinstance(out, TrainingPlanOutput)
     arn = out.training_plan_arn
     assert harness.world.tags[arn] == {"capacity-orchestrator:request-id": "demo-1"}
     assert out.to_json() == {
+        "platform": "sagemaker",
         "training_plan_arn": arn,
         "training_plan_name": PLAN_NAME,
         "region": "us-east-1",
@@ -104,6 +106,7 @@ def test_existing_intent_means_look_up_and_adopt_before_buying(harness: Harness)
     # Then the plan was looked up and adopted: no CreateTrainingPlan call
     assert creates(harness) == []
     assert harness.world.names("DescribeTrainingPlan")[0]["name"] == PLAN_NAME
+    assert isinstance(out, TrainingPlanOutput)
     assert out.training_plan_name == PLAN_NAME
     assert harness.ledger.get(request.id, PURCHASE) is not None
 
@@ -118,6 +121,7 @@ def test_resource_in_use_is_adopted(harness: Harness) -> None:
     out = purchase_capacity(PurchaseInput(request_id=request.id, offering=chosen(request)), harness.ports)
     # Then the existing plan is adopted and recorded once
     assert len(creates(harness)) == 1
+    assert isinstance(out, TrainingPlanOutput)
     assert out.training_plan_arn.endswith(f"training-plan/{PLAN_NAME}")
     assert [e.state for e in harness.ledger.history(request.id)].count(State.PURCHASED) == 1
 

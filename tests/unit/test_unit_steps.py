@@ -40,6 +40,7 @@ from capacity.logic.search import search_offerings
 from capacity.record_kinds import APPROVAL, USAGE
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
+from pydantic import ValidationError
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import Harness
@@ -215,13 +216,45 @@ def test_choose_output_stays_small_with_500_offerings(harness: Harness) -> None:
 # ------------------------------------------------------------------------------------- activation
 
 
+def poll_step(request_id: str) -> ActivationInput:
+    """The activation poll of the plan ``co-<request_id>`` the reserve workflow makes: the purchase step's
+    output at ``$.purchase``."""
+    purchase = {
+        "platform": "sagemaker",
+        "training_plan_arn": f"arn:aws:sagemaker:us-east-1:123456789012:training-plan/co-{request_id}",
+        "training_plan_name": f"co-{request_id}",
+        "region": "us-east-1",
+        "start_time": "2026-12-09T11:30:00Z",
+        "end_time": "2026-12-12T11:30:00Z",
+        "upfront_fee_usd": "8000",
+    }
+    return ActivationInput.model_validate(
+        {"request_id": request_id, "platform": "sagemaker", "purchase": purchase}
+    )
+
+
+def test_an_activation_input_from_before_issue_28_still_polls_its_plan(harness: Harness) -> None:
+    # Given an execution started on a definition that passed the plan's region and name, not the purchase
+    request = bought(harness)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")
+    step = ActivationInput.model_validate(
+        {"request_id": request.id, "region": "us-east-1", "training_plan_name": "co-demo-1", "attempt": 0}
+    )
+    # When it polls / Then the plan it names is read
+    assert wait_for_activation(step, harness.ports).status == "Scheduled"
+    assert step.training_plan().training_plan_name == "co-demo-1"
+
+
+def test_an_activation_input_names_a_reservation() -> None:
+    with pytest.raises(ValidationError, match="purchase is required"):
+        ActivationInput.model_validate({"request_id": "demo-1", "attempt": 0})
+
+
 def test_activation_polls_with_growing_waits_and_records_scheduled_once(harness: Harness) -> None:
     request = bought(harness)
     sm = harness.world.client("us-east-1")
     sm.set_plan_status("co-demo-1", "Scheduled")
-    step = ActivationInput(
-        request_id=request.id, region="us-east-1", training_plan_name="co-demo-1", attempt=0
-    )
+    step = poll_step(request.id)
     waits = []
     for attempt in (0, 1, 5):
         out = wait_for_activation(step.model_copy(update={"attempt": attempt}), harness.ports)
@@ -234,19 +267,24 @@ def test_activation_records_active_and_puts_the_event(harness: Harness) -> None:
     request = bought(harness)
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
     harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     out = wait_for_activation(step, harness.ports)
     assert out.status == "Active"
     assert states(harness)[-2:] == [State.SCHEDULED, State.ACTIVE]
     assert harness.ledger.history(request.id)[-2].detail["observed"] is False
-    assert "ReservationActive" in harness.events.types()
+    (active,) = [detail for kind, detail in harness.events.puts if kind == "ReservationActive"]
+    assert (active["schema_version"], active["platform"], active["training_plan_name"]) == (
+        2,
+        "sagemaker",
+        "co-demo-1",
+    )
 
 
 def test_an_active_plans_in_use_instance_count_is_recorded_for_the_cost_report(harness: Harness) -> None:
     request = bought(harness)
     sm = harness.world.client("us-east-1")
     sm.set_plan_status("co-demo-1", "Scheduled")
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     wait_for_activation(step, harness.ports)
     assert harness.ledger.items(request.id, f"{USAGE}#") == []  # only an Active plan's count is recorded
     plan = harness.world.plans["co-demo-1"]
@@ -261,7 +299,7 @@ def test_an_active_plans_in_use_instance_count_is_recorded_for_the_cost_report(h
 def test_failed_plan_raises_plan_failed(harness: Harness) -> None:
     request = bought(harness)
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Failed", "payment declined")
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     with pytest.raises(PlanFailed, match="co-demo-1 is Failed: payment declined"):
         wait_for_activation(step, harness.ports)
 
@@ -269,7 +307,7 @@ def test_failed_plan_raises_plan_failed(harness: Harness) -> None:
 def test_payment_still_pending_twelve_hours_after_purchase_fails_the_plan(harness: Harness) -> None:
     request = bought(harness)
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Pending")
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     assert wait_for_activation(step, harness.ports).status == "Pending"
     harness.clock.now += timedelta(hours=12, minutes=1)
     with pytest.raises(PlanFailed, match=r"still Pending \(payment\).*more than 12 hours after its purchase"):
@@ -280,7 +318,7 @@ def test_activation_deadline_is_start_plus_two_hours(harness: Harness) -> None:
     request = bought(harness)
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")
     harness.clock.now = WINDOW_START + timedelta(days=1, hours=2, minutes=1)
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     with pytest.raises(ActivationTimeout, match="more than 2 hours after its start"):
         wait_for_activation(step, harness.ports)
 
@@ -677,7 +715,7 @@ def test_activation_after_a_final_state_records_nothing_and_stops(harness: Harne
     seed(harness.ledger, request.id, final, actor="api")
     harness.world.client("us-east-1").set_plan_status("co-demo-1", "Active")
     harness.clock.now = WINDOW_START + timedelta(days=1, minutes=1)
-    step = ActivationInput(request_id=request.id, region="us-east-1", training_plan_name="co-demo-1")
+    step = poll_step(request.id)
     with pytest.raises(
         ReservationCancelled, match=f"is {final.value}; not recording training plan co-demo-1 status Active"
     ):

@@ -7,7 +7,9 @@ functions share one process in the local cloud, so settings are parsed per invoc
 """
 
 SCHEMA_VERSION = 1
-"""Version of every event ``detail`` and of the request model; bump it on a breaking change."""
+"""Version of the request model and of every event ``detail`` but ``ReservationPurchased``,
+``ReservationActive`` and ``ReservationReleased``, at 2 since issue 28 (:mod:`capacity.events`); bump a
+model's own on a breaking change."""
 
 EVENT_SOURCE = "capacity.orchestrator"
 """EventBridge ``source`` of every event the application puts on its bus."""

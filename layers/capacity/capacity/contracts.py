@@ -10,13 +10,14 @@ strings, never a ``datetime`` or ``Decimal`` object, never ``ResponseMetadata``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from capacity.base import Model
+from capacity.errors import PlanFailed
 from capacity.offerings import OfferingSummary
+from capacity.purchases import CapacityBlockPurchase, ReservedPurchase
 from capacity.records import CostSummary
 from capacity.request import Platform
 from capacity.wire import Money, UtcDatetime
@@ -230,35 +231,129 @@ class AdoptInput(_In):
     execution: str | None = None
 
 
-class PurchaseOutput(_Out):
-    """The training plan bought (or adopted): ARN, name, region, start/end (UTC), upfront fee (USD)."""
+class _Bought(_Out):
+    """What every reservation bought (or adopted) answers: region, start/end (UTC), upfront fee (USD)."""
 
-    training_plan_arn: str
-    training_plan_name: str
     region: str
     start_time: UtcDatetime
     end_time: UtcDatetime
     upfront_fee_usd: Money
 
-    @classmethod
-    def from_purchase_item(cls, item: Mapping[str, Any]) -> PurchaseOutput:
-        """The output from the ledger's ``PURCHASE`` item: plan or block (other keys ignored).
 
-        Raises:
-            KeyError: the item lacks one of the output's fields.
-        """
-        return cls.model_validate({key: item[key] for key in cls.model_fields})
+class TrainingPlanOutput(_Bought):
+    """The training plan bought (or adopted): ``{"platform": "sagemaker", "training_plan_arn",
+    "training_plan_name", "region", "start_time", "end_time", "upfront_fee_usd"}``."""
+
+    platform: Literal["sagemaker"] = "sagemaker"
+    training_plan_arn: str
+    training_plan_name: str
+
+    @property
+    def arn(self) -> str:
+        """The training plan's ARN (the events' resource)."""
+        return self.training_plan_arn
+
+
+class CapacityBlockOutput(_Bought):
+    """The capacity block bought (or adopted): ``{"platform": "ec2", "capacity_reservation_arn",
+    "capacity_reservation_id", "availability_zone", "region", "start_time", "end_time",
+    "upfront_fee_usd"}``."""
+
+    platform: Literal["ec2"] = "ec2"
+    capacity_reservation_arn: str
+    capacity_reservation_id: str
+    availability_zone: str
+
+    @property
+    def arn(self) -> str:
+        """The capacity reservation's ARN (the events' resource)."""
+        return self.capacity_reservation_arn
+
+
+PurchaseOutput = TrainingPlanOutput | CapacityBlockOutput
+"""``purchase_capacity``'s output, kept at ``$.purchase``: the reservation in its platform's own names (issue
+28); ``CheckPayment``/``CheckActivation`` pass it whole to ``wait_for_activation``, ``WaitForStart`` waits
+for its ``start_time``."""
+
+
+def purchase_output(record: ReservedPurchase) -> PurchaseOutput:
+    """The output of the ``PURCHASE`` item's reservation (a training plan or a capacity block)."""
+    if isinstance(record, CapacityBlockPurchase):
+        return CapacityBlockOutput.model_validate(
+            record.model_dump(include=set(CapacityBlockOutput.model_fields))
+        )
+    return TrainingPlanOutput.model_validate(record.model_dump(include=set(TrainingPlanOutput.model_fields)))
 
 
 # 6. wait_for_activation
+class TrainingPlanHeld(_In):
+    """The training plan an activation poll reads (``$.purchase``: its other fields are ignored)."""
+
+    platform: Literal["sagemaker"]
+    region: str
+    training_plan_name: str
+
+
+class CapacityBlockHeld(_In):
+    """The capacity block an activation poll reads (``$.purchase``: its other fields are ignored)."""
+
+    platform: Literal["ec2"]
+    region: str
+    capacity_reservation_id: str
+
+
 class ActivationInput(_In):
-    """``{"request_id", "platform", "region", "training_plan_name", "attempt"}``."""
+    """``{"request_id", "platform", "purchase": {...}, "attempt"}``: ``purchase`` is ``purchase_capacity``'s
+    output (:data:`PurchaseOutput`).
+
+    Deprecated input: an execution started on a definition from before issue 28 passes ``region`` and
+    ``training_plan_name`` instead of ``purchase`` (for ``platform`` ``ec2``, the capacity block's id was in
+    ``training_plan_name``); it is read as the purchase (:meth:`training_plan`, :meth:`capacity_block`) until
+    no such execution is left.
+    """
 
     request_id: str
     platform: StepPlatform = None
-    region: str
-    training_plan_name: str
+    purchase: Annotated[TrainingPlanHeld | CapacityBlockHeld, Field(discriminator="platform")] | None = None
     attempt: int = Field(default=0, ge=0)
+    region: str | None = None
+    """Deprecated (before issue 28): the reservation's region."""
+    training_plan_name: str | None = None
+    """Deprecated (before issue 28): the training plan's name, or the capacity block's id."""
+
+    @model_validator(mode="after")
+    def _names_a_reservation(self) -> ActivationInput:
+        if self.purchase is None and not (self.region and self.training_plan_name):
+            raise ValueError("purchase is required: the purchase step's output ($.purchase)")
+        return self
+
+    def training_plan(self) -> TrainingPlanHeld:
+        """The training plan to poll.
+
+        Raises:
+            PlanFailed: the input names no training plan.
+        """
+        if isinstance(self.purchase, TrainingPlanHeld):
+            return self.purchase
+        if self.purchase is None and self.region and self.training_plan_name:
+            return TrainingPlanHeld(
+                platform="sagemaker", region=self.region, training_plan_name=self.training_plan_name
+            )
+        raise PlanFailed(f"no training plan to poll for {self.request_id}")
+
+    def capacity_block(self) -> CapacityBlockHeld:
+        """The capacity block to poll.
+
+        Raises:
+            PlanFailed: the input names no capacity block.
+        """
+        if isinstance(self.purchase, CapacityBlockHeld):
+            return self.purchase
+        if self.purchase is None and self.region and self.training_plan_name:
+            return CapacityBlockHeld(
+                platform="ec2", region=self.region, capacity_reservation_id=self.training_plan_name
+            )
+        raise PlanFailed(f"no capacity block to poll for {self.request_id}")
 
 
 class ActivationOutput(_Out):
@@ -549,7 +644,12 @@ class ReservationView(_Body):
     request_id: str
     state: str | None
     request: dict[str, Any]
-    purchase: dict[str, Any] | None
+    purchase: dict[str, Any] | None = Field(
+        description="what was bought, in its platform's own names: kind training-plan (training_plan_arn, "
+        "training_plan_name), capacity-block (capacity_reservation_arn, capacity_reservation_id, "
+        "availability_zone), on-demand-endpoint or on-demand-instances; platform, market, region, "
+        "start_time, end_time (UTC), upfront_fee_usd (USD), brought; null before a purchase",
+    )
     history: list[HistoryEntry]
     spend: dict[str, Any] | None = Field(
         default=None,

@@ -1,5 +1,7 @@
-"""Event details (source ``capacity.orchestrator``): one model per ``detail-type``, each with
-``schema_version`` 1 (docs/architecture.md, Events)."""
+"""Event details (source ``capacity.orchestrator``): one model per ``detail-type`` (per platform where the
+platform's own names differ), each with ``schema_version`` 1, but ``ReservationPurchased``,
+``ReservationActive`` and ``ReservationReleased``: 2 since issue 28 named a capacity block in its own words
+(``capacity_reservation_*``) instead of the training plan's (docs/architecture.md, Events)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,15 @@ class _Detail(Model):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = 1
+
+
+class _DetailV2(Model):
+    """A detail whose shape changed in issue 28: a capacity block in its own names (``platform`` says
+    which)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[2] = 2
 
 
 class SlackOrigin(Model):
@@ -82,26 +93,59 @@ class ApprovalRequestedDetail(_Detail):
     approval_deadline: UtcDatetime | None = None
 
 
-class ReservationPurchasedDetail(_Detail):
-    """``ReservationPurchased``: the training plan bought (upfront fee in USD)."""
+class ReservationPurchasedDetail(_DetailV2):
+    """``ReservationPurchased`` (version 2): the reservation bought, upfront fee in USD, window in UTC; one of
+    :class:`TrainingPlanPurchasedDetail` and :class:`CapacityBlockPurchasedDetail`. Version 1 named a capacity
+    block's ARN and id ``training_plan_arn``/``training_plan_name`` and had no ``platform``."""
 
     request_id: str
-    training_plan_arn: str
-    training_plan_name: str
     region: str
     start_time: UtcDatetime
     end_time: UtcDatetime
     upfront_fee_usd: Money
 
 
-class ReservationActiveDetail(_Detail):
-    """``ReservationActive``: the plan is ``Active``; endpoints can be created on it."""
+class TrainingPlanPurchasedDetail(ReservationPurchasedDetail):
+    """``ReservationPurchased`` of a training plan: ``platform`` ``sagemaker``, its ARN and name."""
+
+    platform: Literal["sagemaker"] = "sagemaker"
+    training_plan_arn: str
+    training_plan_name: str
+
+
+class CapacityBlockPurchasedDetail(ReservationPurchasedDetail):
+    """``ReservationPurchased`` of a capacity block: ``platform`` ``ec2``, its ARN, id (``cr-...``) and
+    zone."""
+
+    platform: Literal["ec2"] = "ec2"
+    capacity_reservation_arn: str
+    capacity_reservation_id: str
+    availability_zone: str
+
+
+class ReservationActiveDetail(_DetailV2):
+    """``ReservationActive`` (version 2): the reservation is active, endpoints or instances can run on it; one
+    of :class:`TrainingPlanActiveDetail` and :class:`CapacityBlockActiveDetail`. Version 1 named a capacity
+    block's id ``training_plan_name`` and had no ``platform``."""
 
     request_id: str
-    training_plan_name: str
     region: str
     start_time: UtcDatetime | None
     end_time: UtcDatetime | None
+
+
+class TrainingPlanActiveDetail(ReservationActiveDetail):
+    """``ReservationActive`` of a training plan (``Active``): ``platform`` ``sagemaker``, its name."""
+
+    platform: Literal["sagemaker"] = "sagemaker"
+    training_plan_name: str
+
+
+class CapacityBlockActiveDetail(ReservationActiveDetail):
+    """``ReservationActive`` of a capacity block (``active``): ``platform`` ``ec2``, its id (``cr-...``)."""
+
+    platform: Literal["ec2"] = "ec2"
+    capacity_reservation_id: str
 
 
 class ReservationReadyDetail(_Detail):
@@ -170,8 +214,10 @@ class ReleaseRequestedDetail(_Detail):
     reason: str
 
 
-class ReservationReleasedDetail(_Detail):
-    """``ReservationReleased``: everything was deleted; ``summary`` is the cost summary."""
+class ReservationReleasedDetail(_DetailV2):
+    """``ReservationReleased`` (version 2): everything was deleted; ``summary`` is the cost summary. Version
+    1's summary named a capacity block's id ``training_plan_name`` (and on-demand capacity ``on-demand
+    instances``) and had no ``market`` nor ``capacity_reservation_id``."""
 
     request_id: str
     reason: str | None = None

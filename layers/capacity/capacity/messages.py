@@ -34,7 +34,7 @@ from capacity.resources import CapacityReservation, SlackMessage
 from capacity.timeutil import short
 
 if TYPE_CHECKING:
-    from capacity.contracts import PurchaseOutput
+    from capacity.contracts import CapacityBlockOutput
 
 TABLE_ROWS = 10
 ALTERNATIVE_ROWS = 5
@@ -456,7 +456,7 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
 
     fee = money(summary.upfront_fee_usd) + (f" ({BROUGHT_NOTE})" if summary.brought else "")
     rows = [
-        ("Training plan", f"{summary.training_plan_name} ({summary.region})"),
+        ("Training plan", f"{_released_name(summary)} ({summary.region})"),
         ("Capacity", f"{summary.instance_count} x {summary.instance_type}"),
         ("Upfront fee", fee),
         ("Hours reserved", f"{summary.hours_reserved:.2f}"),
@@ -498,6 +498,11 @@ def released(summary: CostSummary | None, *, request_id: str, reason: str | None
         (_verdict(summary), _saving(summary)),
     ]
     return _message(text, f"Released: {request_id}", request_id=request_id, fields=fields)
+
+
+def _released_name(summary: CostSummary) -> str:
+    """What was released: the plan's name, the block's id, or ``<market> instances`` on demand."""
+    return summary.training_plan_name or summary.capacity_reservation_id or f"{summary.market} instances"
 
 
 def _used(summary: CostSummary) -> str:
@@ -877,17 +882,17 @@ def instances_ready(
 
 
 def block_purchased(
-    request: ReservationRequest, output: PurchaseOutput, *, where: str, release_at: datetime
+    request: ReservationRequest, output: CapacityBlockOutput, *, where: str, release_at: datetime
 ) -> SlackMessage:
     """A capacity block bought (``PurchaseCapacityBlock``: upfront, cannot be cancelled) and when its
     instances are terminated (UTC)."""
     return SlackMessage(
-        f"*Purchased capacity block {output.training_plan_name}* for {request.id}: "
+        f"*Purchased capacity block {output.capacity_reservation_id}* for {request.id}: "
         f"{format_usd(output.upfront_fee_usd)} upfront, {request.instance_count} x "
         f"{request.instance_type} in {where}, {short(output.start_time)} to "
         f"{short(output.end_time)} UTC. Capacity blocks cannot be cancelled; instances are "
         f"terminated at {short(release_at)} UTC or on the expiry warning, whichever comes first.\n"
-        f"`{output.training_plan_arn}`"
+        f"`{output.capacity_reservation_arn}`"
     )
 
 

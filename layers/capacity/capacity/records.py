@@ -3,10 +3,12 @@ with ``RELEASED``."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from capacity.base import Model
 from capacity.wire import Money, UtcDatetime
@@ -74,10 +76,21 @@ class CostSummary(Model):
     the hours served (negative when it did not pay off; no percentage when it never served);
     ``utilisation_percent`` is served/reserved; ``break_even_utilisation_percent`` is the utilisation at
     which the reservation equals on-demand.
+
+    What was released is named in its platform's words (issue 28): ``training_plan_name`` for a training plan,
+    ``capacity_reservation_id`` for a capacity block, neither for capacity run on demand (``market``). A
+    summary recorded before named all three ``training_plan_name`` (a block's ``cr-...``, ``on-demand
+    instances``, ``spot instances``): it reads as the kind that name says.
     """
 
     request_id: str
-    training_plan_name: str
+    market: Literal["reserved", "on-demand", "spot"] = "reserved"
+    """``reserved`` (a training plan or a capacity block, bought upfront or brought), ``on-demand`` or
+    ``spot``."""
+    training_plan_name: str | None = None
+    """The training plan's ``TrainingPlanName`` (SageMaker, reserved); None otherwise."""
+    capacity_reservation_id: str | None = None
+    """The capacity block's ``CapacityReservationId`` (``cr-...``; EC2, reserved); None otherwise."""
     region: str
     instance_type: str
     instance_count: int
@@ -105,3 +118,21 @@ class CostSummary(Model):
     nothing for it (``upfront_fee_usd`` 0); the on-demand equivalents still say what the use was worth, but
     there is no saving, break-even or price per used instance-hour (null): the fee is its buyer's, unknown
     to this request, which saved nothing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_before_issue_28(cls, data: Any) -> Any:
+        """A summary without ``market`` named everything ``training_plan_name``: read it as what it names."""
+        if not isinstance(data, Mapping) or "market" in data:
+            return data
+        name = str(data.get("training_plan_name") or "")
+        market, _, rest = name.partition(" ")
+        if rest == "instances" and market in ("on-demand", "spot"):
+            return {**data, "market": market, "training_plan_name": None}
+        if _CAPACITY_RESERVATION_ID.fullmatch(name):
+            return {**data, "capacity_reservation_id": name, "training_plan_name": None}
+        return data
+
+
+_CAPACITY_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{8,17}")
+"""An EC2 capacity reservation id (``cr-`` and 8 or 17 hexadecimal digits)."""

@@ -45,7 +45,7 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
         ReservationCancelled: the reservation is releasing or final (cancelled, released, failed...).
         RetryableAwsError: throttling/5xx after retries.
     """
-    platform = step.platform
+    platform = step.platform or (step.purchase.platform if step.purchase is not None else None)
     if platform is None:  # an execution started on a definition that did not carry it: ask the ledger
         request = ports.ledger.get_request(step.request_id)
         platform = request.platform if request is not None else "sagemaker"

@@ -58,6 +58,7 @@ from capacity.logic.policy import charged_to, check_approver, may_act
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.purchases import parse_purchase
 from capacity.record_kinds import (
     APPROVAL_DECISION,
     APPROVAL_DELIVERED,
@@ -200,24 +201,28 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
             )
         }
         | {"models": [m.get("name") for m in request.get("models", [])]},
-        "purchase": {
-            key: purchase.get(key)
-            for key in (
-                "training_plan_arn",
-                "training_plan_name",
-                "region",
-                "start_time",
-                "end_time",
-                "upfront_fee_usd",
-            )
-        }
-        | {"brought": bool(purchase.get("brought"))}
-        if purchase
-        else None,
+        "purchase": purchase_view(purchase) if purchase else None,
         "history": [entry.model_dump(mode="json", exclude={"request_id", "sk"}) for entry in history],
         "spend": reservation_spend(ports, request_id, items=items),
         **_keep_serving(ports, request_id, items),
         "links": links(request_id),
+    }
+
+
+def purchase_view(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``PURCHASE`` item as ``GET /reservations/{id}`` shows it: ``kind``, ``platform``, ``market``, the
+    reservation in its platform's own names (a training plan's ``training_plan_arn``/``training_plan_name``,
+    a capacity block's ``capacity_reservation_arn``/``capacity_reservation_id``/``availability_zone``; none
+    on demand), ``region``, ``start_time``/``end_time`` (UTC), ``upfront_fee_usd`` (USD) and ``brought``."""
+    record = parse_purchase(item)
+    window = record.model_dump(mode="json", include={"region", "start_time", "end_time", "upfront_fee_usd"})
+    return {
+        "kind": record.kind,
+        "platform": record.platform,
+        "market": record.market,
+        **record.identifiers(),
+        **window,
+        "brought": record.brought,
     }
 
 
@@ -477,7 +482,7 @@ def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
         "upfront_fee_usd": f"{purchase.upfront_fee_usd:f}",
         "refunded_usd": "0",
         "saves_usd": "0",
-        "what": f"{what} {purchase.training_plan_name}",
+        "what": f"{what} {purchase.name}",
         "end_time": iso_z(purchase.end_time),
         "purchase_on_its_way": False,
         "extension_fees_usd": f"{purchase.extension_fees_usd:f}",

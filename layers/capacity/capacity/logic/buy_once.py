@@ -37,9 +37,9 @@ from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from capacity import money_metrics
-from capacity.contracts import PurchaseInput, PurchaseOutput
+from capacity.contracts import PurchaseInput, PurchaseOutput, TrainingPlanOutput, purchase_output
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
-from capacity.events import ReservationPurchasedDetail
+from capacity.events import CapacityBlockPurchasedDetail, TrainingPlanPurchasedDetail
 from capacity.lifecycle import PURCHASE_KEY, Event
 from capacity.logic.attempts import attempt_calls, hold_key, intent_key, live_attempt
 from capacity.logic.common import (
@@ -54,6 +54,7 @@ from capacity.naming import release_schedule_name
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.purchases import PurchaseKind, parse_purchase, parse_reserved
 from capacity.record_kinds import PURCHASE, PURCHASE_CALL
 from capacity.records import State
 from capacity.request import ReservationRequest
@@ -71,21 +72,22 @@ class Bought:
     """What a purchase produced, as AWS describes it.
 
     Attributes:
-        arn: the training plan ARN or the capacity reservation ARN.
-        name: the training plan name or the capacity reservation id (``cr-...``).
+        names: the reservation in its platform's own names, as the ``PURCHASE`` item records them
+            (:class:`~capacity.purchases.TrainingPlanPurchase`'s ``training_plan_arn``/``training_plan_name``,
+            :class:`~capacity.purchases.CapacityBlockPurchase`'s ``capacity_reservation_arn``,
+            ``capacity_reservation_id``, ``availability_zone``).
         start_time, end_time: UTC; None when AWS did not say (the offering's are used).
         upfront_fee_usd: the fee AWS reports, None when it did not (the offering's is used).
         offering: the offering bought (the chosen one, or a fresh search's replacement).
-        extra: platform attributes for the ``PURCHASE`` item (``availability_zone``...).
+        brought: someone else bought it (issue 17): nothing is paid by this request.
     """
 
-    arn: str
-    name: str
+    names: Mapping[str, str]
     start_time: datetime | None
     end_time: datetime | None
     upfront_fee_usd: Decimal | None
     offering: OfferingSummary
-    extra: dict[str, Any]
+    brought: bool = False
 
 
 class Purchased(NamedTuple):
@@ -102,6 +104,9 @@ class Buyer(Protocol):
     capacity blocks: :mod:`capacity.logic.ec2.capacity_block`)."""
 
     platform: str
+    kind: PurchaseKind
+    """The kind of ``PURCHASE`` it records (``training-plan``, ``capacity-block``:
+    :mod:`capacity.purchases`)."""
     what: str
     """What is bought, for messages (``training plan``, ``capacity block``)."""
     unique_call: bool
@@ -138,9 +143,18 @@ class Buyer(Protocol):
         """One fresh search like ``stale``'s; the replacement the rules allow, or None."""
         ...
 
-    def purchased(self, request: ReservationRequest, item: dict[str, Any], ports: Ports) -> Purchased:
+    def names(self, arn: str, name: str, zone: str | None) -> dict[str, str]:
+        """The reservation ``arn`` (AWS's name or id ``name``, its zone if it has one) in the ``PURCHASE``
+        item's words (:attr:`Bought.names`)."""
+        ...
+
+    def purchased(self, request: ReservationRequest, output: PurchaseOutput, ports: Ports) -> Purchased:
         """What the after-purchase step (:func:`after_purchase`) records for this platform: when to release,
-        the ``PURCHASED`` detail and the message (and any upsert the platform needs first, idempotent)."""
+        the ``PURCHASED`` detail and the message (and any upsert the platform needs first, idempotent).
+
+        Raises:
+            TypeError: ``output`` is the other platform's.
+        """
         ...
 
 
@@ -330,28 +344,28 @@ def record_purchase(
     *,
     chosen: OfferingSummary,
 ) -> dict[str, Any]:
-    """Put the ``PURCHASE`` item (once) from what AWS answered; returns the item as stored."""
+    """Put the ``PURCHASE`` item (once) from what AWS answered, in the platform's own names
+    (:class:`~capacity.purchases.TrainingPlanPurchase`, :class:`~capacity.purchases.CapacityBlockPurchase`);
+    returns the item as stored."""
     offering = bought.offering
     fee = bought.upfront_fee_usd if bought.upfront_fee_usd is not None else offering.upfront_fee_usd
-    _, item = ports.ledger.put_once(
-        request.id,
-        PURCHASE,
+    record = parse_purchase(
         {
             "actor": ports.actor,
-            "platform": buyer.platform,
-            "training_plan_arn": bought.arn,
-            "training_plan_name": bought.name,
+            "kind": buyer.kind,
+            **bought.names,
             "region": region,
-            "start_time": iso_z(bought.start_time or offering.start_time),
-            "end_time": iso_z(bought.end_time or offering.end_time),
-            "upfront_fee_usd": f"{fee:f}",
+            "start_time": bought.start_time or offering.start_time,
+            "end_time": bought.end_time or offering.end_time,
+            "upfront_fee_usd": fee,
             "offering_id": offering.offering_id,
             "instance_type": request.instance_type,
             "instance_count": request.instance_count,
             "re_searched": offering.offering_id != chosen.offering_id,
-            **bought.extra,
-        },
+            "brought": bought.brought,
+        }
     )
+    _, item = ports.ledger.put_once(request.id, PURCHASE, record.to_item())
     return item
 
 
@@ -412,17 +426,18 @@ def after_purchase(
         ReservationCancelled: ``item`` is a brought reservation (nothing paid) and the request already has
             its outcome (cancelled, rejected or failed): ``PURCHASED`` is not written after it.
     """
-    output = PurchaseOutput.from_purchase_item(item)
-    release_at, detail, message = buyer.purchased(request, item, ports)
+    output = purchase_output(parse_reserved(item))
+    release_at, detail, message = buyer.purchased(request, output, ports)
     ports.scheduler.schedule_release(
         name=release_schedule_name(request.id), at=release_at, request_id=request.id, reason=RELEASE_REASON
     )
     if first:
-        ports.events.put(
-            "ReservationPurchased",
-            ReservationPurchasedDetail(request_id=request.id, **output.model_dump()),
-            resources=[output.training_plan_arn],
+        event = (
+            TrainingPlanPurchasedDetail(request_id=request.id, **output.model_dump())
+            if isinstance(output, TrainingPlanOutput)
+            else CapacityBlockPurchasedDetail(request_id=request.id, **output.model_dump())
         )
+        ports.events.put("ReservationPurchased", event, resources=[output.arn])
     written = ports.ledger.record(
         request.id,
         Event.PURCHASE,

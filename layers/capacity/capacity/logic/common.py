@@ -28,6 +28,13 @@ from capacity.lifecycle import Event
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
+from capacity.purchases import (
+    CapacityBlockPurchase,
+    OnDemandInstancesPurchase,
+    PurchaseRecord,
+    TrainingPlanPurchase,
+    parse_purchase,
+)
 from capacity.record_kinds import PURCHASE, PURCHASE_VOIDED, SLACK_ROOT, SLACK_THREAD, STATE_PREFIX
 from capacity.records import FINAL_STATES, LedgerEntry, State
 from capacity.request import ReservationRequest
@@ -50,35 +57,75 @@ def load_request(ports: Ports, request_id: str) -> ReservationRequest:
 
 
 class Purchase:
-    """The ``PURCHASE`` ledger item: the training plan bought for a reservation.
-
-    For ``platform`` ``ec2`` (a capacity block) ``training_plan_arn``/``training_plan_name`` hold the
-    capacity reservation's ARN and id, and ``availability_zone`` its zone.
+    """What was bought for a reservation, as the steps read it: the ``PURCHASE`` item's model (``record``: a
+    :mod:`capacity.purchases` kind, in its platform's own names) and what every kind has, with the end moved
+    by the extensions paid since (:func:`load_purchase`).
     """
 
     def __init__(self, item: Mapping[str, Any]) -> None:
-        self.training_plan_arn = str(item["training_plan_arn"])
-        self.training_plan_name = str(item["training_plan_name"])
-        self.region = str(item["region"])
-        self.start_time: datetime = parse_utc(str(item["start_time"]))
-        self.end_time: datetime = parse_utc(str(item["end_time"]))
-        self.upfront_fee_usd = Decimal(str(item["upfront_fee_usd"]))
-        self.instance_type = str(item.get("instance_type", ""))
-        self.instance_count = int(item.get("instance_count", 0))
-        self.platform = str(item.get("platform", "sagemaker"))
-        self.availability_zone = str(item.get("availability_zone", ""))
-        self.market = str(item.get("market", "reserved"))
+        self.record: PurchaseRecord = parse_purchase(item)
+        """The item's model: a training plan, a capacity block, an on-demand endpoint or instances."""
+        record = self.record
+        self.region = record.region
+        self.start_time: datetime = record.start_time
+        self.end_time: datetime = record.end_time
+        """The end (UTC), moved by each extension in place paid since (:func:`load_purchase`)."""
+        self.upfront_fee_usd: Decimal = record.upfront_fee_usd
+        self.instance_type = record.instance_type
+        self.instance_count = record.instance_count
+        self.platform: str = record.platform
+        self.market: str = record.market
         """``reserved`` (training plan, capacity block), ``on-demand`` or ``spot`` (on-demand first)."""
         self.extension_fees_usd = Decimal(0)
         """The fees of the extensions in place paid since (USD; :func:`load_purchase`)."""
-        self.instance_ids = [str(i) for i in item.get("instance_ids") or []]
+        self.instance_ids = list(record.instance_ids) if isinstance(record, OnDemandInstancesPurchase) else []
         """The instances ``RunInstances`` answered for capacity run on demand (EC2), else empty."""
         self.written_at: datetime | None = (
             parse_utc(str(item["written_at"])) if item.get("written_at") else None
         )
         """When the item was recorded (UTC)."""
-        self.brought = bool(item.get("brought"))
+        self.brought = record.brought
         """True: someone else bought the reservation (issue 17); ``upfront_fee_usd`` is 0 for this request."""
+
+    @property
+    def arn(self) -> str:
+        """The reservation's ARN (a training plan's, a capacity reservation's); empty on demand."""
+        return self.record.arn
+
+    @property
+    def name(self) -> str:
+        """What a person calls the reservation (a plan's name, a block's ``cr-...``); empty on demand."""
+        return self.record.name
+
+    def summary_names(self) -> dict[str, Any]:
+        """What names it in a cost summary (:class:`~capacity.records.CostSummary`): its ``market`` and the
+        plan's name or the block's id."""
+        record = self.record
+        if isinstance(record, TrainingPlanPurchase):
+            return {"market": record.market, "training_plan_name": record.training_plan_name}
+        if isinstance(record, CapacityBlockPurchase):
+            return {"market": record.market, "capacity_reservation_id": record.capacity_reservation_id}
+        return {"market": record.market}
+
+    def capacity_block(self) -> CapacityBlockPurchase:
+        """The capacity block bought.
+
+        Raises:
+            ReservationNotFound: what was bought is not a capacity block.
+        """
+        if not isinstance(self.record, CapacityBlockPurchase):
+            raise ReservationNotFound(f"no capacity block purchase is recorded (a {self.record.kind})")
+        return self.record
+
+    def training_plan(self) -> TrainingPlanPurchase:
+        """The training plan bought.
+
+        Raises:
+            ReservationNotFound: what was bought is not a training plan.
+        """
+        if not isinstance(self.record, TrainingPlanPurchase):
+            raise ReservationNotFound(f"no training plan purchase is recorded (a {self.record.kind})")
+        return self.record
 
 
 def load_purchase(ports: Ports, request_id: str) -> Purchase | None:
@@ -192,10 +239,11 @@ class Sighting:
     ``status`` is the training plan spelling the state machine branches on (``Pending``, ``Scheduled``,
     ``Active``); ``state`` AWS's own (a training plan's ``Status``, a capacity reservation's ``State``);
     ``payment_state`` how to name the payment wait when the reservation is in it, else None; ``what``
-    names it in errors (``training plan <name>``, ``capacity block <id>``); ``name``/``arn`` go into
-    ``ReservationActive``; ``start``/``end`` (UTC) are AWS's, None when it does not say (the purchase's are
-    used then). ``scheduled_detail``/``active_detail`` are the identifiers of the ``SCHEDULED``/``ACTIVE``
-    ledger entries (the window is added); the message builders take the window (UTC).
+    names it in errors (``training plan <name>``, ``capacity block <id>``); ``active_event`` builds
+    ``ReservationActive`` in the platform's own names from the window (UTC), ``arn`` is its resource;
+    ``start``/``end`` (UTC) are AWS's, None when it does not say (the purchase's are used then).
+    ``scheduled_detail``/``active_detail`` are the identifiers of the ``SCHEDULED``/``ACTIVE`` ledger entries
+    (the window is added); the message builders take the window (UTC).
     ``in_use_instance_count`` is a training plan's own usage count while ``Active`` (None for a capacity
     block).
     """
@@ -204,7 +252,7 @@ class Sighting:
     state: str
     payment_state: str | None
     what: str
-    name: str
+    active_event: Callable[[datetime | None, datetime | None], ReservationActiveDetail]
     arn: str
     start: datetime | None
     end: datetime | None
@@ -224,7 +272,7 @@ def record_activation(
     The window is AWS's when it says, else the purchase's. ``Scheduled`` or ``Active`` records
     ``SCHEDULED`` (the sighting's detail plus the window and ``observed``: whether the poll saw
     ``Scheduled``; its message is posted only then); ``Active`` puts ``ReservationActive`` (the sighting's
-    ``name``, ``start``/``end`` UTC; resource ``arn``) unless ``ACTIVE`` is in the history, then records
+    ``active_event`` of the window, UTC; resource ``arn``) unless ``ACTIVE`` is in the history, then records
     ``ACTIVE`` and posts its message once.
 
     Returns:
@@ -255,14 +303,7 @@ def record_activation(
             post(ports, sighting.scheduled_message(start, end))
     if status == "Active":
         if State.ACTIVE not in seen:
-            event = ReservationActiveDetail(
-                request_id=request_id,
-                training_plan_name=sighting.name,
-                region=step.region,
-                start_time=start,
-                end_time=end,
-            )
-            ports.events.put("ReservationActive", event, resources=[sighting.arn])
+            ports.events.put("ReservationActive", sighting.active_event(start, end), resources=[sighting.arn])
         detail = {**sighting.active_detail, **window}
         written = ports.ledger.record(request_id, Event.ACTIVATE, actor=ports.actor, detail=detail)
         if written is not None:

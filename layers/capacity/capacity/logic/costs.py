@@ -174,7 +174,7 @@ def cost_summary(
     return CostSummary(
         request_id=request_id,
         brought=purchase.brought,
-        training_plan_name=purchase.training_plan_name,
+        **purchase.summary_names(),
         region=purchase.region,
         instance_type=purchase.instance_type,
         instance_count=count,
@@ -222,7 +222,7 @@ def on_demand_summary(
     paid = on_demand_equivalent(rate, instance_count=1, hours=used) if rate is not None else None
     return CostSummary(
         request_id=request_id,
-        training_plan_name=f"{purchase.market} instances",
+        **purchase.summary_names(),
         region=purchase.region,
         instance_type=purchase.instance_type,
         instance_count=count,

@@ -88,7 +88,7 @@ def record_released(
     ports.events.put(
         "ReservationReleased",
         ReservationReleasedDetail(request_id=step.request_id, reason=reason, summary=summary),
-        resources=[purchase.training_plan_arn],
+        resources=[purchase.arn],
     )
     ports.ledger.record(
         step.request_id,

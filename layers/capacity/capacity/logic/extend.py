@@ -136,7 +136,9 @@ class PlanExtender:
 
     def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
         """Extension offerings of the plan."""
-        return ports.sagemaker(purchase.region).search_plan_extensions(purchase.training_plan_arn, hours)
+        return ports.sagemaker(purchase.region).search_plan_extensions(
+            purchase.training_plan().training_plan_arn, hours
+        )
 
     def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
         """``ExtendTrainingPlan``."""
@@ -144,12 +146,14 @@ class PlanExtender:
 
     def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
         """The plan's extension history."""
-        return ports.sagemaker(purchase.region).plan_extension_history(purchase.training_plan_arn)
+        return ports.sagemaker(purchase.region).plan_extension_history(
+            purchase.training_plan().training_plan_arn
+        )
 
 
 class BlockExtender:
     """Capacity blocks: ``DescribeCapacityBlockExtensionOfferings``, ``PurchaseCapacityBlockExtension``,
-    ``DescribeCapacityBlockExtensionHistory`` (the reservation id is the ``PURCHASE``'s name)."""
+    ``DescribeCapacityBlockExtensionHistory`` (the ``PURCHASE``'s ``capacity_reservation_id``)."""
 
     platform = "ec2"
     what = "capacity block"
@@ -158,18 +162,20 @@ class BlockExtender:
     def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
         """Extension offerings of the block."""
         return ports.ec2(purchase.region).describe_block_extension_offerings(
-            purchase.training_plan_name, hours
+            purchase.capacity_block().capacity_reservation_id, hours
         )
 
     def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
         """``PurchaseCapacityBlockExtension``."""
         return ports.ec2(purchase.region).purchase_block_extension(
-            offering_id=offering_id, reservation_id=purchase.training_plan_name
+            offering_id=offering_id, reservation_id=purchase.capacity_block().capacity_reservation_id
         )
 
     def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
         """The block's extension history."""
-        return ports.ec2(purchase.region).block_extension_history(purchase.training_plan_name)
+        return ports.ec2(purchase.region).block_extension_history(
+            purchase.capacity_block().capacity_reservation_id
+        )
 
 
 EXTENDERS: dict[str, Extender] = {"sagemaker": PlanExtender(), "ec2": BlockExtender()}
@@ -405,7 +411,7 @@ def extendable(ports: Ports, request_id: str) -> tuple[ReservationRequest, Purch
         raise ExtensionRefused(f"{request_id} runs on demand: there is no reservation to extend")
     if purchase.brought:
         raise ExtensionRefused(
-            f"{request_id} serves on a reservation it brought ({purchase.training_plan_name}), bought "
+            f"{request_id} serves on a reservation it brought ({purchase.name}), bought "
             "outside the orchestrator: ask its owner to extend it; nothing was bought"
         )
     stopped = states(ports.ledger.history(request_id)) & STOP_STATES

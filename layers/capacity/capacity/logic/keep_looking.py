@@ -49,6 +49,7 @@ from capacity.logic.purchase import reconcile_purchase
 from capacity.offerings import OfferingSummary
 from capacity.planner import Decision, Plan
 from capacity.ports import Ports
+from capacity.purchases import parse_purchase
 from capacity.record_kinds import APPROVAL_DECISION, PURCHASE_MISSED, SEARCH_WAIT
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest
@@ -295,7 +296,7 @@ def offering_taken(step: NotifyInput, ports: Ports, *, reason: str) -> ChooseOut
     bought = reconcile_purchase(ports, request.id)
     if bought is not None:
         offering = OfferingSummary.model_validate(_intent_offering(ports, request.id))
-        why = f"an earlier purchase call bought {bought['training_plan_name']}: it is served"
+        why = f"an earlier purchase call bought {parse_purchase(bought).name}: it is served"
         return answer(decision=Decision.PURCHASE, reason=why, offering=offering)
     history = ports.ledger.history(request.id)
     now = ports.clock()

@@ -7,6 +7,8 @@ release schedule, ``PLANNED`` (decision ``ON_DEMAND``) and ``DEPLOYING``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
 from capacity import messages
 from capacity.contracts import OnDemandOutput, backoff_seconds
@@ -22,6 +24,7 @@ from capacity.logic.common import (
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour
+from capacity.purchases import OnDemandEndpointPurchase, OnDemandInstancesPurchase
 from capacity.record_kinds import ON_DEMAND_TRY_PREFIX, PURCHASE
 from capacity.records import State
 from capacity.request import ReservationRequest
@@ -156,29 +159,27 @@ def put_purchase(
     ids: list[str],
     timed_out: str | None = None,
 ) -> None:
-    """The ``PURCHASE`` item of capacity run on demand (once): ``market`` ``on-demand``/``spot``, no upfront
-    fee, ``start``/``end`` UTC, the on-demand rate (USD per instance-hour) and the instance ids; ``timed_out``
-    (the reason) when the tries gave up with an endpoint left in ``region`` for the release to delete."""
-    rate = on_demand_usd_per_hour(region, request.instance_type)
-    ports.ledger.put_once(
-        request.id,
-        PURCHASE,
-        {
-            "actor": ports.actor,
-            "platform": request.platform,
-            "market": market,
-            **({"timed_out": timed_out} if timed_out is not None else {}),
-            "training_plan_arn": "",
-            "training_plan_name": "",
-            "capacity_reservation_id": "",
-            "availability_zone": "",
-            "region": region,
-            "start_time": iso_z(start),
-            "end_time": iso_z(end),
-            "upfront_fee_usd": "0",
-            "on_demand_usd_per_hour": f"{rate:f}" if rate is not None else None,
-            "instance_type": request.instance_type,
-            "instance_count": request.instance_count,
-            "instance_ids": ids,
-        },
+    """The ``PURCHASE`` item of capacity run on demand (once): an
+    :class:`~capacity.purchases.OnDemandEndpointPurchase` (SageMaker) or
+    :class:`~capacity.purchases.OnDemandInstancesPurchase` (EC2: the instance ids), ``market``
+    ``on-demand``/``spot``, no upfront fee, ``start``/``end`` UTC, the on-demand rate (USD per instance-hour);
+    ``timed_out`` (the reason) when the tries gave up with an endpoint left in ``region`` for the release to
+    delete."""
+    common: dict[str, Any] = {
+        "actor": ports.actor,
+        "market": market,
+        "timed_out": timed_out,
+        "region": region,
+        "start_time": start,
+        "end_time": end,
+        "upfront_fee_usd": Decimal(0),
+        "on_demand_usd_per_hour": on_demand_usd_per_hour(region, request.instance_type),
+        "instance_type": request.instance_type,
+        "instance_count": request.instance_count,
+    }
+    record = (
+        OnDemandInstancesPurchase(**common, instance_ids=ids)
+        if request.platform == "ec2"
+        else OnDemandEndpointPurchase(**common)
     )
+    ports.ledger.put_once(request.id, PURCHASE, record.to_item())

@@ -98,17 +98,13 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
             duration_hours=int((found.end_time - found.start_time).total_seconds() // 3600),
             upfront_fee_usd=Decimal(0),
         )
-        extra: dict[str, object] = {"brought": True}
-        if buyer.platform == "ec2":
-            extra |= {"capacity_reservation_id": found.name, "availability_zone": found.availability_zone}
         bought = Bought(
-            arn=found.arn,
-            name=found.name,
+            names=buyer.names(found.arn, found.name, found.availability_zone),
             start_time=found.start_time,
             end_time=found.end_time,
             upfront_fee_usd=Decimal(0),  # paid by whoever bought it, not by this request or its team
             offering=offering,
-            extra=extra,
+            brought=True,
         )
         item = record_purchase(request, ports, buyer, found.region, bought, chosen=offering)
     output = after_purchase(buyer, request, item, ports, first=State.PURCHASED not in states(history))

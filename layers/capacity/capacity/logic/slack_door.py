@@ -676,13 +676,22 @@ def _status(args: Sequence[str], ports: Ports) -> SlackAnswer:
     )
     purchase = found.get("purchase")
     bought = (
-        f"\nTraining plan `{purchase.get('training_plan_name')}` in {purchase.get('region')}, "
+        f"\n{_bought_label(purchase)} in {purchase.get('region')}, "
         f"${purchase.get('upfront_fee_usd')} upfront, "
         f"{purchase.get('start_time')} to {purchase.get('end_time')}."
         if isinstance(purchase, Mapping)
         else ""
     )
     return _ephemeral(f"*{request_id}* is *{found.get('state') or 'SUBMITTED'}*.{bought}\n{steps}".rstrip())
+
+
+def _bought_label(purchase: Mapping[str, Any]) -> str:
+    """What ``GET``'s ``purchase`` names, in its platform's words."""
+    if purchase.get("capacity_reservation_id"):
+        return f"Capacity block `{purchase['capacity_reservation_id']}`"
+    if purchase.get("training_plan_name"):
+        return f"Training plan `{purchase['training_plan_name']}`"
+    return f"Capacity {purchase.get('market') or 'on-demand'}"
 
 
 def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:

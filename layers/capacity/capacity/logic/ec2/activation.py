@@ -12,6 +12,7 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import ActivationInput
 from capacity.errors import PlanFailed
+from capacity.events import CapacityBlockActiveDetail
 from capacity.logic.common import Sighting, void_purchase
 from capacity.ports import Ports
 from capacity.timeutil import short
@@ -24,7 +25,7 @@ _AS_PLAN_STATUS = {"payment-pending": "Pending", "scheduled": "Scheduled", "acti
 
 
 def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
-    """Read the capacity reservation ``step.training_plan_name`` (``cr-...``) once.
+    """Read the capacity reservation the purchase names (``capacity_reservation_id``, ``cr-...``) once.
 
     Returns:
         What :func:`capacity.logic.common.record_activation` records: ``status`` ``Pending``
@@ -35,10 +36,13 @@ def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
         PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired``,
             ``unavailable`` or gone (a voided purchase is recorded when AWS charged nothing).
     """
-    ec2 = ports.ec2(step.region)
-    reservation = ec2.describe_capacity_reservation(step.training_plan_name)
+    held = step.capacity_block()
+    ec2 = ports.ec2(held.region)
+    reservation = ec2.describe_capacity_reservation(held.capacity_reservation_id)
     if reservation is None:
-        raise PlanFailed(f"capacity reservation {step.training_plan_name} does not exist in {step.region}")
+        raise PlanFailed(
+            f"capacity reservation {held.capacity_reservation_id} does not exist in {held.region}"
+        )
     if reservation.state in ENDED_STATES:
         void_purchase(ports, step.request_id, reservation.state)
         raise PlanFailed(
@@ -59,7 +63,13 @@ def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
         state=reservation.state,
         payment_state="payment-pending" if reservation.state == "payment-pending" else None,
         what=f"capacity block {reservation.reservation_id}",
-        name=reservation.reservation_id,
+        active_event=lambda start, end: CapacityBlockActiveDetail(
+            request_id=step.request_id,
+            region=held.region,
+            capacity_reservation_id=reservation.reservation_id,
+            start_time=start,
+            end_time=end,
+        ),
         arn=reservation.arn,
         start=reservation.start_time,
         end=reservation.end_time,

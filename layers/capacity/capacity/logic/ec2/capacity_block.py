@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import (
-    PurchaseOutput,
-)
+from capacity.contracts import CapacityBlockOutput, PurchaseOutput
 from capacity.errors import (
     PurchaseFailed,
     RetryableAwsError,
@@ -26,6 +23,7 @@ from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ec2Port, Ports
+from capacity.purchases import PurchaseKind
 from capacity.ranking import replacement
 from capacity.request import ReservationRequest
 from capacity.resources import CapacityReservation, tags_for
@@ -51,12 +49,13 @@ def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
 class CapacityBlockBuyer:
     """The capacity block part of :func:`~capacity.logic.buy_once.buy_once` (``PurchaseCapacityBlock``).
 
-    The ``PURCHASE`` item names the capacity reservation in the training plan fields the state machine
-    passes on: ``training_plan_arn`` = the reservation ARN, ``training_plan_name`` = the reservation id
-    (``cr-...``); it also has ``platform: ec2``, ``capacity_reservation_id`` and ``availability_zone``.
+    The ``PURCHASE`` item names the capacity reservation in its own words
+    (:class:`~capacity.purchases.CapacityBlockPurchase`: ``capacity_reservation_arn``,
+    ``capacity_reservation_id`` ``cr-...``, ``availability_zone``).
     """
 
     platform = "ec2"
+    kind: PurchaseKind = "capacity-block"
     what = "capacity block"
     unique_call = False  # no client token, no name: a second call buys a second block
 
@@ -97,6 +96,10 @@ class CapacityBlockBuyer:
             raise PurchaseFailed(f"PurchaseCapacityBlock in {region} returned no capacity reservation")
         return _bought(reservation, offering)
 
+    def names(self, arn: str, name: str, zone: str | None) -> dict[str, str]:
+        """The block ``arn`` (id ``name``, in ``zone``) in the ``PURCHASE`` item's words."""
+        return block_names(arn, name, zone)
+
     def research(
         self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
     ) -> OfferingSummary | None:
@@ -106,36 +109,54 @@ class CapacityBlockBuyer:
         )
         return best.summary() if best is not None else None
 
-    def purchased(self, request: ReservationRequest, item: dict[str, Any], ports: Ports) -> Purchased:
-        """Released 35 minutes before the end at the latest; the block's id, ARN and zone in ``PURCHASED``."""
-        output = PurchaseOutput.from_purchase_item(item)
+    def purchased(self, request: ReservationRequest, output: PurchaseOutput, ports: Ports) -> Purchased:
+        """Released 35 minutes before the end at the latest; the block's id, ARN and zone in ``PURCHASED``.
+
+        Raises:
+            TypeError: ``output`` is not a capacity block's.
+        """
+        if not isinstance(output, CapacityBlockOutput):
+            raise TypeError(f"a capacity block buyer was handed a {output.platform} purchase")
         margin = max(timedelta(minutes=request.release_margin_minutes), LATEST_RELEASE_BEFORE_END)
         release_at = output.end_time - margin
         # The expiry warning (40 minutes before the end) is the release's other trigger: outside the stack's
         # region it reaches us through a forwarding rule, put now (an upsert: every retry puts it again).
         ensure_forwarding(ports, output.region)
-        zone = str(item.get("availability_zone", ""))
-        names = {"capacity_reservation_id": output.training_plan_name, "availability_zone": zone}
+        zone = output.availability_zone
         message = messages.block_purchased(
             request, output, where=zone or output.region, release_at=release_at
         )
         return Purchased(
             release_at,
-            {"platform": "ec2", **names, "capacity_reservation_arn": output.training_plan_arn},
+            {
+                "platform": "ec2",
+                "capacity_reservation_id": output.capacity_reservation_id,
+                "availability_zone": zone,
+                "capacity_reservation_arn": output.capacity_reservation_arn,
+            },
             message,
         )
 
 
 def _bought(reservation: CapacityReservation, offering: OfferingSummary) -> Bought:
     return Bought(
-        arn=reservation.arn,
-        name=reservation.reservation_id,
+        names=block_names(
+            reservation.arn,
+            reservation.reservation_id,
+            reservation.availability_zone or offering.availability_zone,
+        ),
         start_time=reservation.start_time,
         end_time=reservation.end_time,
         upfront_fee_usd=None,  # a capacity reservation does not carry its fee: the offering's is recorded
         offering=offering,
-        extra={
-            "capacity_reservation_id": reservation.reservation_id,
-            "availability_zone": reservation.availability_zone or offering.availability_zone,
-        },
     )
+
+
+def block_names(arn: str, reservation_id: str, zone: str | None) -> dict[str, str]:
+    """A capacity block in the ``PURCHASE`` item's words
+    (:class:`~capacity.purchases.CapacityBlockPurchase`)."""
+    return {
+        "capacity_reservation_arn": arn,
+        "capacity_reservation_id": reservation_id,
+        "availability_zone": zone or "",
+    }

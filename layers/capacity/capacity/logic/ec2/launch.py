@@ -31,6 +31,7 @@ from capacity.logic.common import (
 from capacity.logic.costs import record_usage
 from capacity.logic.ready import record_ready
 from capacity.ports import Ports
+from capacity.purchases import CapacityBlockPurchase
 from capacity.request import ReservationRequest
 from capacity.resources import Instance, tags_for
 
@@ -60,14 +61,15 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
     """
     request = load_request(ports, step.request_id)
     purchase = load_purchase(ports, step.request_id)
-    if purchase is None:
+    if purchase is None or not isinstance(purchase.record, CapacityBlockPurchase):
         raise PlanFailed(f"no capacity block purchase is recorded for {step.request_id!r}")
+    block = purchase.record
     stop_if_released(ports, request.id, "launching")
     ec2 = ports.ec2(purchase.region)
-    reservation_id = purchase.training_plan_name
+    reservation_id = block.capacity_reservation_id
     template = request.launch_template
     if template is None:
-        return _ready(request, ports, purchase, [])
+        return _ready(request, ports, purchase, block, [])
     if step.action == "launch":
         ports.ledger.record(
             request.id,
@@ -95,7 +97,7 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
         )
     running = [i for i in instances if i.state == "running"]
     if len(running) >= request.instance_count:
-        return _ready(request, ports, purchase, running)
+        return _ready(request, ports, purchase, block, running)
     if step.attempt >= MAX_LAUNCH_POLLS:
         raise LaunchFailed(
             f"{len(running)} of {request.instance_count} instances of {request.id} running after "
@@ -104,7 +106,7 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
     return LaunchOutput(
         status="Pending",
         capacity_reservation_id=reservation_id,
-        availability_zone=purchase.availability_zone,
+        availability_zone=block.availability_zone,
         instance_ids=sorted(i.instance_id for i in instances),
         next_wait_seconds=backoff_seconds(step.attempt, base=POLL_SECONDS, cap=300),
         attempt=step.attempt + 1,
@@ -112,11 +114,15 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
 
 
 def _ready(
-    request: ReservationRequest, ports: Ports, purchase: Purchase, running: list[Instance]
+    request: ReservationRequest,
+    ports: Ports,
+    purchase: Purchase,
+    block: CapacityBlockPurchase,
+    running: list[Instance],
 ) -> LaunchOutput:
     ids = sorted(i.instance_id for i in running)
-    zone = purchase.availability_zone
-    reservation_id = purchase.training_plan_name
+    zone = block.availability_zone
+    reservation_id = block.capacity_reservation_id
     ready = ReservationReadyDetail(
         request_id=request.id,
         region=purchase.region,
@@ -125,7 +131,7 @@ def _ready(
         instance_ids=ids,
     )
     detail = {"capacity_reservation_id": reservation_id, "availability_zone": zone, "instance_ids": ids}
-    if record_ready(ports, ready, detail=detail, resources=[purchase.training_plan_arn]):
+    if record_ready(ports, ready, detail=detail, resources=[block.capacity_reservation_arn]):
         record_usage(ports, request.id, len(ids), source="instances-running")
         launched = (
             f"{len(ids)} x {request.instance_type} running: {', '.join(ids)}"

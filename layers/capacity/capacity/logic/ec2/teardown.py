@@ -58,7 +58,7 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
             actor=ports.actor,
             detail={
                 "reason": step.reason or "requested",
-                "capacity_reservation_id": purchase.training_plan_name,
+                "capacity_reservation_id": purchase.name,  # empty for instances run on demand
             },
         )
         _terminate(ec2, step.request_id, purchase, ports.clock())

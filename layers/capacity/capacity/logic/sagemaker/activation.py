@@ -11,6 +11,7 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import ActivationInput
 from capacity.errors import PlanFailed
+from capacity.events import TrainingPlanActiveDetail
 from capacity.logic.common import Sighting, void_purchase
 from capacity.ports import Ports
 from capacity.resources import SlackMessage
@@ -29,10 +30,11 @@ def plan_activation(step: ActivationInput, ports: Ports) -> Sighting:
         PlanFailed: the plan is ``Failed`` or ``Expired`` (or cannot be found); a voided purchase is
             recorded when AWS charged nothing.
     """
-    sagemaker = ports.sagemaker(step.region)
-    plan = sagemaker.describe_training_plan(step.training_plan_name)
+    held = step.training_plan()
+    sagemaker = ports.sagemaker(held.region)
+    plan = sagemaker.describe_training_plan(held.training_plan_name)
     if plan is None:
-        raise PlanFailed(f"training plan {step.training_plan_name} does not exist in {step.region}")
+        raise PlanFailed(f"training plan {held.training_plan_name} does not exist in {held.region}")
     if plan.status in ("Failed", "Expired"):
         void_purchase(ports, step.request_id, plan.status)
         message = f": {plan.status_message}" if plan.status_message else ""
@@ -52,7 +54,13 @@ def plan_activation(step: ActivationInput, ports: Ports) -> Sighting:
         state=plan.status,
         payment_state="Pending (payment)" if plan.status == "Pending" else None,
         what=f"training plan {plan.name}",
-        name=plan.name,
+        active_event=lambda start, end: TrainingPlanActiveDetail(
+            request_id=step.request_id,
+            region=held.region,
+            training_plan_name=plan.name,
+            start_time=start,
+            end_time=end,
+        ),
         arn=plan.arn,
         start=plan.start_time,
         end=plan.end_time,

@@ -132,7 +132,7 @@ def create_endpoint(step: EndpointInput, ports: Ports) -> EndpointOutput:
         if existing_config is None:
             sagemaker.create_endpoint_config(
                 name=config,
-                variant=production_variant(request, purchase.training_plan_arn),
+                variant=production_variant(request, purchase.arn),
                 execution_role_arn=role,
                 tags=tags_for(request.id),
             )

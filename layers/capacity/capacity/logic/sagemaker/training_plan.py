@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from capacity import messages
-from capacity.contracts import PurchaseOutput
+from capacity.contracts import PurchaseOutput, TrainingPlanOutput
 from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
 from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
@@ -24,6 +24,7 @@ from capacity.logic.search import search_plans
 from capacity.naming import training_plan_name
 from capacity.offerings import Offering, OfferingSummary
 from capacity.ports import Ports, SageMakerPort
+from capacity.purchases import PurchaseKind
 from capacity.ranking import replacement
 from capacity.request import ReservationRequest
 from capacity.resources import TrainingPlan, tags_for
@@ -34,6 +35,7 @@ class TrainingPlanBuyer:
     """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
 
     platform = "sagemaker"
+    kind: PurchaseKind = "training-plan"
     what = "training plan"
     unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
 
@@ -81,6 +83,10 @@ class TrainingPlanBuyer:
         )
         return _bought(plan, offering)
 
+    def names(self, arn: str, name: str, zone: str | None) -> dict[str, str]:
+        """The plan ``arn`` called ``name`` in the ``PURCHASE`` item's words (a plan has no zone)."""
+        return plan_names(arn, name)
+
     def research(
         self, request: ReservationRequest, ports: Ports, region: str, stale: OfferingSummary
     ) -> OfferingSummary | None:
@@ -88,9 +94,14 @@ class TrainingPlanBuyer:
         fresh = research(ports.sagemaker(region), request, stale)
         return fresh.summary() if fresh is not None else None
 
-    def purchased(self, request: ReservationRequest, item: dict[str, object], ports: Ports) -> Purchased:
-        """Released ``release_margin_minutes`` before the end; the plan's name and ARN in ``PURCHASED``."""
-        output = PurchaseOutput.from_purchase_item(item)
+    def purchased(self, request: ReservationRequest, output: PurchaseOutput, ports: Ports) -> Purchased:
+        """Released ``release_margin_minutes`` before the end; the plan's name and ARN in ``PURCHASED``.
+
+        Raises:
+            TypeError: ``output`` is not a training plan's.
+        """
+        if not isinstance(output, TrainingPlanOutput):
+            raise TypeError(f"a training plan buyer was handed a {output.platform} purchase")
         window = (short(output.start_time) + " UTC", short(output.end_time) + " UTC")
         names = {
             "training_plan_arn": output.training_plan_arn,
@@ -110,14 +121,18 @@ class TrainingPlanBuyer:
 
 def _bought(plan: TrainingPlan, offering: OfferingSummary) -> Bought:
     return Bought(
-        arn=plan.arn,
-        name=plan.name,
+        names=plan_names(plan.arn, plan.name),
         start_time=plan.start_time,
         end_time=plan.end_time,
         upfront_fee_usd=plan.upfront_fee_usd,
         offering=offering,
-        extra={},
     )
+
+
+def plan_names(arn: str, name: str) -> dict[str, str]:
+    """A training plan in the ``PURCHASE`` item's words
+    (:class:`~capacity.purchases.TrainingPlanPurchase`)."""
+    return {"training_plan_arn": arn, "training_plan_name": name}
 
 
 def _adopt(sagemaker: SageMakerPort, name: str, request_id: str) -> TrainingPlan | None:
