@@ -61,11 +61,18 @@ demo-extend: venv
 	$(BIN)/python -m localcloud run events/api_post_reservation_serve_until.json \
 		--market events/market_serve_until.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
 
-## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
-## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.
+## A local HTTP API on 127.0.0.1:$(PORT) (like `sam local start-api`, without Docker). SPEED is virtual
+## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes. Virtual time
+## starts at the sample events' time (2026-11-29T12:00Z) when the first request arrives, so the samples'
+## dates work on any day (START=now: the real time). SETUP: events delivered first (the models Slack's
+## /gpu reserve names must exist, as on AWS). PORT: LOCALCLOUD_PORT, else 3000.
 SPEED ?= 3600
+PORT ?= $(or $(LOCALCLOUD_PORT),3000)
+START ?=
+SETUP ?= events/sagemaker_create_models.json
 serve: venv
-	$(BIN)/python -m localcloud serve --speed $(SPEED)
+	$(BIN)/python -m localcloud serve --speed $(SPEED) --port $(PORT) $(if $(START),--start $(START)) \
+		$(foreach event,$(SETUP),--setup $(event))
 
 ## Load deploy/policy-seed.json (teams, budgets, approvers, the account cap) into the deployed PolicyTable.
 seed-policy: deploy-check

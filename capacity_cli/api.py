@@ -91,8 +91,9 @@ class ApiError(CliError):
                 for item in body["errors"]
                 if isinstance(item, Mapping)
             ]
-        if isinstance(body, Mapping) and body.get("message"):
-            message = str(body["message"])
+        if isinstance(body, Mapping) and (body.get("message") or body.get("Message")):
+            # API Gateway's own refusals (an IAM deny) say "Message"; the API's answers say "message".
+            message = str(body.get("message") or body.get("Message"))
         elif self.problems:
             message = "; ".join(f"{p.field}: {p.message}" for p in self.problems)
         else:

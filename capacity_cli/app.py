@@ -99,6 +99,12 @@ class Runtime:
         except (OSError, KeyError):
             return "capacity-cli"
 
+    def poll_interval(self) -> float:
+        """Seconds between two polls of a followed reservation: 1 on a local ``http://`` API (``make serve``:
+        its virtual clock runs fast), 10 on a deployed one."""
+        endpoint = self.options.endpoint or (None if self.options.stack else self.config.endpoint) or ""
+        return 1.0 if endpoint.startswith("http://") else 10.0
+
     def region(self) -> str:
         """The target's region (for a request's default ``regions``)."""
         return region_of(self.options, self.config)
@@ -603,11 +609,12 @@ def _follow(
     request_id: str,
     until: Sequence[str] | None,
     *,
-    interval: float = 10.0,
+    interval: float | None = None,
     timeout: float | None = None,
     skip: int = 0,
 ) -> WatchResult:
     wanted = frozenset(s.upper() for s in until) if until else DEFAULT_UNTIL
+    every = interval if interval is not None else runtime.poll_interval()
     lines = runtime.output == "table"
 
     def shown(entry: Mapping[str, Any]) -> None:
@@ -623,7 +630,7 @@ def _follow(
             api,
             request_id,
             until=wanted,
-            interval_seconds=interval,
+            interval_seconds=every,
             timeout_seconds=timeout,
             on_entry=shown,
             skip=skip,
@@ -697,7 +704,10 @@ def watch(
             autocompletion=complete.states,
         ),
     ] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between polls of a remote API.")] = 10.0,
+    interval: Annotated[
+        float | None,
+        typer.Option(help="Seconds between polls of a remote API (default 10; 1 on make serve's http://)."),
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option(help="Give up after this many seconds (wall time).")
     ] = None,

@@ -17,10 +17,19 @@ executions, and the billable resources left. The event kind is detected:
 - an EC2 ``CreateLaunchTemplate`` request (``LaunchTemplateName``, ``LaunchTemplateData``, and an optional
   ``Regions`` list, default the cloud's region) -> the launch template created in each region (setup for
   an EC2 capacity block request that names it);
+- SageMaker ``CreateModel`` requests (``ModelName``, ``PrimaryContainer`` or ``Containers``,
+  ``ExecutionRoleArn``, and an optional ``Regions`` list), one or a list -> the models created in each region
+  (setup for a request that names existing models, as Slack's ``/gpu reserve ... models=a,b`` does: on AWS
+  they must exist too);
 - anything else with ``--function NAME`` -> that function, invoked directly.
 
 Virtual time starts at ``--start``, else at the event's own time (``requestContext.requestTimeEpoch`` or
 ``time``), else at :data:`localcloud.cloud.DEFAULT_START`.
+
+``serve`` answers the template's API on 127.0.0.1 (``make serve``). Its virtual clock starts at ``--start``
+(``now``: the real time), else at :data:`localcloud.serving.SAMPLE_EPOCH`, the sample events' time, and
+stands there until the first request arrives; then it runs at ``--speed``. ``--setup EVENT`` delivers setup
+events first (the sample models: ``events/sagemaker_create_models.json``).
 
 Exit status: 0 when every execution succeeded (or is still waiting, e.g. for an approval) and no API
 answer was a 5xx; 1 when an execution failed, an API answer was a 5xx or the run got stuck; 2 when the
@@ -68,7 +77,7 @@ from localcloud.http_api import (
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.rightsize_view import ask_plan, predicted_section
-from localcloud.serving import RealTimeDriver, SlackClock
+from localcloud.serving import SAMPLE_EPOCH, RealTimeDriver, SlackClock
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
 from localcloud.traffic import TrafficProfile, TrafficReplay, attach
@@ -103,7 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
             "sold_out... e.g. events/market_serve_until.json)",
         )
         sub.add_argument("--seed", type=int, default=7, help="seeds ids and the capacity market")
-        sub.add_argument("--start", help="virtual start time, ISO 8601 (default: the event's time)")
+        sub.add_argument(
+            "--start",
+            help="virtual start time, ISO 8601, or now (run: default the event's time; serve: default "
+            f"{SAMPLE_EPOCH:%Y-%m-%dT%H:%M:%SZ}, the sample events' time)",
+        )
         sub.add_argument(
             "--parameter",
             action="append",
@@ -182,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--speed", type=float, default=1.0, help="virtual seconds per real second")
     serve.add_argument(
+        "--setup",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="EVENT_FILE",
+        help="deliver this event before serving, e.g. events/sagemaker_create_models.json (repeatable)",
+    )
+    serve.add_argument(
         "--sigv4",
         action="store_true",
         help="check SigV4 on the AWS_IAM routes as API Gateway does (callers: ApiCallers in "
@@ -212,6 +233,8 @@ def _parse_duration(text: str) -> timedelta:
 
 
 def _parse_start(text: str) -> datetime:
+    if text.strip().lower() == "now":
+        return datetime.now(UTC).replace(microsecond=0)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -284,11 +307,20 @@ def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
             return "schedule"
         if {"LaunchTemplateName", "LaunchTemplateData"} <= event.keys():
             return "launch_template"
+        if _is_create_model(event):
+            return "sagemaker_models"
         if plain_route(event) is not None:
             return "request"
     if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
         return "put_events"
+    if isinstance(event, list) and event and all(_is_create_model(e) for e in event):
+        return "sagemaker_models"
     return "unknown"
+
+
+def _is_create_model(event: Any) -> bool:
+    """A SageMaker ``CreateModel`` request (its required ``ModelName`` and ``ExecutionRoleArn``)."""
+    return isinstance(event, dict) and {"ModelName", "ExecutionRoleArn"} <= event.keys()
 
 
 def event_time(event: Any) -> datetime | None:
@@ -400,6 +432,18 @@ def deliver(  # noqa: PLR0911 - one return per kind
             identity=caller or default_caller(cloud),
         )
         return {"api": cloud.api_request(wrapped)}
+    if kind in ("launch_template", "sagemaker_models"):
+        return create_setup(cloud, event, kind)
+    raise UsageError(
+        "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
+        "CreateSchedule request; pass --function NAME to invoke a function with it"
+    )
+
+
+def create_setup(cloud: LocalCloud, event: Any, kind: str) -> dict[str, Any]:
+    """Create what a request later names, as its owner would with the AWS API, in each of the event's
+    ``Regions`` (default the cloud's): a launch template (``launch_template``) or SageMaker models
+    (``sagemaker_models``: one ``CreateModel`` request or a list)."""
     if kind == "launch_template":
         request = {key: value for key, value in event.items() if key != "Regions"}
         regions = list(event.get("Regions") or [cloud.region])
@@ -410,10 +454,12 @@ def deliver(  # noqa: PLR0911 - one return per kind
             for region in regions
         ]
         return {"launch_template": request["LaunchTemplateName"], "ids": ids}
-    raise UsageError(
-        "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
-        "CreateSchedule request; pass --function NAME to invoke a function with it"
-    )
+    created = []
+    for one in event if isinstance(event, list) else [event]:
+        request = {key: value for key, value in one.items() if key != "Regions"}
+        for region in list(one.get("Regions") or [cloud.region]):
+            created.append(cloud.client("sagemaker", region).create_model(**request)["ModelArn"])
+    return {"models": created}
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -952,7 +998,8 @@ def command_serve(args: argparse.Namespace) -> int:
     """``serve``: the template's API on 127.0.0.1 with the clock running at ``--speed``; Ctrl-C stops."""
     if args.speed <= 0:
         raise UsageError("--speed must be positive")
-    start = _parse_start(args.start) if args.start else datetime.now(UTC).replace(microsecond=0)
+    start = _parse_start(args.start) if args.start else SAMPLE_EPOCH
+    setup = [load_event(path) for path in args.setup]
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -977,6 +1024,9 @@ def command_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
+        for event in setup:
+            deliver(cloud, event, event_kind(event), bus=None, function=None)
+        cloud.run(until=cloud.now())
         secret = (cloud.stack.local_values.get("SecretsManager") or {}).get("SlackSigningSecret")
         slack_clock = (
             SlackClock(
@@ -986,7 +1036,7 @@ def command_serve(args: argparse.Namespace) -> int:
             else None
         )
         # The driver moves Slack's signature onto virtual time once the clock caught up with the arrival.
-        driver = RealTimeDriver(cloud, speed=args.speed, slack_clock=slack_clock)
+        driver = RealTimeDriver(cloud, speed=args.speed, slack_clock=slack_clock, hold=True)
         server = LocalApiServer(
             port=args.port,
             routes=cloud.stack.api_routes,
@@ -996,11 +1046,16 @@ def command_serve(args: argparse.Namespace) -> int:
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
             verifier=verifier,
             unsigned_caller=_unsigned_caller(cloud.stack.local_values) if verifier is None else None,
+            on_request=driver.wake,
         )
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
             f"(virtual time x{args.speed:g} while idle; requests are served in virtual time); Ctrl-C stops"
+        )
+        print(
+            f"   virtual time starts at {_when(start)} with the first request (--start); answers carry it in "
+            "their Date header, and capacity --endpoint reads +2d from it"
         )
         print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
         printer = TimelinePrinter(cloud)
