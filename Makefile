@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi catalog soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -90,6 +90,11 @@ record-calls: venv
 openapi: venv
 	$(BIN)/python scripts/export_openapi.py
 
+## capacity_cli/catalog.json: the values the CLI completes (instance types, regions, states...), exported from
+## the layer's tables; tests/cli/test_cli_completion.py fails when it drifts.
+catalog: venv
+	$(BIN)/python scripts/export_catalog.py
+
 ## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
 ## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone. Then the
 ## 20-lifecycle soak test (make test runs a short one of 4).
@@ -130,8 +135,9 @@ unit: venv
 
 ## The unit suite with the wall clock a year ahead (tests/conftest.py --clock-ahead-days): a test that passes
 ## only until some date (a sample's fixed date, a message older than SQS's retention) fails here, not in a year.
+## tests/docs runs the runnable blocks of README.md and docs/*.md, every process they start a year ahead too.
 unit-future: venv
-	$(BIN)/pytest -q -p no:cacheprovider -n auto --dist worksteal tests/unit --clock-ahead-days 365
+	$(BIN)/pytest -q -p no:cacheprovider -n auto --dist worksteal tests/unit tests/docs --clock-ahead-days 365
 
 ## Branch coverage of the deployed code (slower: Python 3.13's sys.monitoring does not measure branches, so
 ## coverage falls back to its settrace core).

@@ -83,7 +83,7 @@ class Runtime:
                 self.config,
                 self.resources,
                 cloud=self.injected.cloud if self.injected else None,
-                note=lambda line: self.err.print(f"[dim]{line}[/dim]"),
+                note=lambda line: self.tell(f"[dim]{line}[/dim]"),
             )
             self._api = CapacityApi(transport)
         return self._api
@@ -98,6 +98,13 @@ class Runtime:
             return getpass.getuser()
         except (OSError, KeyError):
             return "capacity-cli"
+
+    def tell(self, text: str, *, asking: bool = False, **style: Any) -> None:
+        """A line for the person on standard error: progress, a price, what happened. Under ``--output
+        json|yaml`` standard error carries only the error document, so it is left out there, unless a
+        question follows (``asking``) and the person must see what it is about."""
+        if self.output == "table" or asking:
+            self.err.print(text, **({"highlight": False} | style))
 
     def poll_interval(self) -> float:
         """Seconds between two polls of a followed reservation: 1 on a local ``http://`` API (``make serve``:
@@ -301,7 +308,7 @@ def _confirm(runtime: Runtime, question: str, *, yes: bool) -> None:
     if yes:
         return
     if not typer.confirm(question, default=False, err=True):
-        runtime.err.print("Nothing was done.")
+        runtime.tell("Nothing was done.")
         _stop(runtime, ExitStatus.FAILED, "the question was answered no: nothing was done")
 
 
@@ -488,15 +495,16 @@ def reserve(
     # The price is the first reservation's: a dry run keeps nothing serving (it refuses serve_until).
     first = {key: value for key, value in body.items() if key not in KEEP_SERVING_FIELDS}
     priced = _guard(runtime, lambda: runtime.api().plan(first), sent=first)
-    runtime.err.print(render.price_line(priced), highlight=False)
+    asking = not yes and not dry_run
+    runtime.tell(render.price_line(priced), asking=asking)
     if dry_run:
         render.emit(runtime.out, runtime.output, priced, render.plan_view(priced))
-        runtime.err.print("Dry run: nothing was submitted or bought.")
+        runtime.tell("Dry run: nothing was submitted or bought.")
         return
-    runtime.err.print(
+    runtime.tell(
         f"Budget: nothing above {render.usd(body.get('max_upfront_fee_usd'))} is ever bought; the workflow "
         "searches again when it runs, so the offering may differ.",
-        highlight=False,
+        asking=asking,
     )
     _confirm(runtime, "Reserve it?", yes=yes)
     accepted = _guard(runtime, lambda: runtime.api().submit(body), sent=body)
@@ -505,7 +513,7 @@ def reserve(
     if not follow_it:
         render.emit(runtime.out, runtime.output, accepted, _accepted_text(accepted))
         return
-    runtime.err.print(f"Reserved {request_id} ({accepted.get('status')}); following it:", highlight=False)
+    runtime.tell(f"Reserved {request_id} ({accepted.get('status')}); following it:")
     result = _follow(runtime, request_id, watch_until or None)
     _finish_watch(runtime, result, asked=watch_until)
 
@@ -562,7 +570,7 @@ def status(
             f"{len(items)} reservation(s) listed: cancel them and wait for RELEASED first "
             "(capacity cancel ID --watch); a removed stack releases nothing."
         )
-        runtime.err.print(f"[red]{message}[/red]", highlight=False)
+        runtime.tell(f"[red]{message}[/red]")
         _stop(runtime, ExitStatus.FAILED, message)
 
 
@@ -601,7 +609,9 @@ def list_reservations(
         _fail(runtime, exc, query_value=status_filter or team)
     token = page.get("next_token")
     answer = {"reservations": items, "next_token": token}
-    render.emit(runtime.out, runtime.output, answer, render.reservations_table(items, next_token=token))
+    render.emit(runtime.out, runtime.output, answer, render.reservations_table(items))
+    if token:
+        runtime.tell(f"More: --next-token {token}", markup=False, soft_wrap=True)
 
 
 def _follow(
@@ -651,14 +661,14 @@ def _finish_watch(runtime: Runtime, result: WatchResult, *, asked: Sequence[str]
         "timeout": f"{rid} is still {result.state} (timed out).",
     }
     message = messages[result.outcome]
-    runtime.err.print(message, highlight=False)
+    runtime.tell(message)
     hint = None
     if result.state == "AWAITING_APPROVAL":
         hint = (
             f"Someone other than the requester approves it{_deadline(runtime, result.view)}: "
             f"{_approve_command(runtime, str(rid))}"
         )
-        runtime.err.print(hint, highlight=False, markup=False, soft_wrap=True)  # a command: never wrapped
+        runtime.tell(hint, markup=False, soft_wrap=True)  # a command: never wrapped
     wanted = {s.upper() for s in asked} if asked else None
     if result.outcome == "reached" and (wanted is not None or result.state not in _SHORT_OF_ASKED):
         return
@@ -751,7 +761,7 @@ def _decide(ctx: typer.Context, request_id: str, *, approved: bool, reason: str 
     if entry is None:
         _fail(runtime, RefusedError(f"{request_id} is {view.get('state')}, not awaiting approval"))
     waiting = render.detail_text("AWAITING_APPROVAL", entry.get("detail"), at=entry.get("at"))
-    runtime.err.print(f"Waiting for approval: {waiting} (the API's clock)", highlight=False, soft_wrap=True)
+    runtime.tell(f"Waiting for approval: {waiting} (the API's clock)", asking=not yes, soft_wrap=True)
     if approved:
         _confirm(runtime, "Approve this purchase (paid upfront, not refundable)?", yes=yes)
     result = _guard(runtime, lambda: api.decide(request_id, approved=approved, reason=reason))
@@ -772,7 +782,7 @@ def cancel(
     runtime = _runtime(ctx)
     api = _guard(runtime, runtime.api)
     view = _guard(runtime, lambda: api.reservation(request_id))
-    runtime.err.print(render.cancel_notice(view), highlight=False)
+    runtime.tell(render.cancel_notice(view), asking=not yes)
     _confirm(runtime, f"Cancel {request_id}?", yes=yes)
     # The person confirmed above that the fee is lost: the API's own 409 question is answered yes.
     result = _guard(runtime, lambda: api.cancel(request_id, confirm=True))
@@ -945,14 +955,14 @@ def smoke(
     )
     body = _guard(runtime, lambda: _request(runtime, file, flags if file is None else RequestFlags()))
     checks = run_checks(api, body)
-    runtime.err.print(api.transport.describe(), highlight=False)
+    runtime.tell(api.transport.describe())
     render.emit(runtime.out, runtime.output, [c.as_dict() for c in checks], render.checks_table(checks))
     failed = [c for c in checks if not c.ok]
     if failed:
         message = f"{len(failed)} of {len(checks)} routes did not answer as expected."
-        runtime.err.print(f"[red]{message}[/red]")
+        runtime.tell(f"[red]{message}[/red]")
         _stop(runtime, ExitStatus.FAILED, message)
-    runtime.err.print(f"All {len(checks)} routes answered as expected.")
+    runtime.tell(f"All {len(checks)} routes answered as expected.")
 
 
 @app.command("config")

@@ -287,11 +287,8 @@ def extensions_view(result: Mapping[str, Any]) -> RenderableType:
 # ------------------------------------------------------------------------------------- reservations
 
 
-def reservations_table(
-    items: Iterable[Mapping[str, Any]], *, next_token: str | None = None
-) -> RenderableType:
-    """``GET /reservations``: one row per reservation, newest first; with ``next_token``, how to ask for the
-    next page."""
+def reservations_table(items: Iterable[Mapping[str, Any]]) -> RenderableType:
+    """``GET /reservations``: one row per reservation, newest first."""
     table = Table(box=box.SIMPLE_HEAD)
     headers = ["request id", "state", "team", "type", "count", "start (UTC)", "h", "requester"]
     for header in [*headers, "created (UTC)"]:
@@ -310,10 +307,7 @@ def reservations_table(
             str(item.get("requester")),
             when(item.get("created_at")),
         )
-    more = Text(f"More: --next-token {next_token}", "dim") if next_token else None
-    if not rows:
-        return Group(Text("No reservations on this page."), more) if more else Text("No reservations.")
-    return Group(table, more) if more else table
+    return table if rows else Text("No reservations.")
 
 
 def costs_view(report: Mapping[str, Any]) -> RenderableType:
