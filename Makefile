@@ -43,23 +43,28 @@ $(CHECKOV_VENV)/.installed:
 	@touch $@
 
 ## The main job: a real POST /reservations through the local cloud, printed as a timeline, with the seed's
-## two-model traffic replayed on the endpoint (report and chart in reports/). It is never cut short for being
+## two-model traffic replayed on the endpoint (reports/demo.json and reports/demo.png: reserved capacity against
+## what ran, purchases and releases marked, and the traffic; each demo writes its own). It is never cut short for being
 ## slow: a hang detector ends it only after --stall-seconds (default 600) of real time without progress;
 ## DEMO_ARGS passes options to `python -m localcloud run`, e.g. make demo DEMO_ARGS='--stall-seconds 1200'.
 DEMO_ARGS ?=
 demo: venv
-	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
+	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json \
+		--report-name demo $(DEMO_ARGS)
 
-## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
+## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2);
+## reports/demo-ec2.png: the block's instances against what ran.
 demo-ec2: venv
-	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json
+	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json \
+		--report-name demo-ec2 $(DEMO_ARGS)
 
 ## Keep serving (issue 17): a request with serve_until whose training plan is extended once in place, then,
 ## when nothing more can be extended in its region, rolled over to a plan in another region; the traffic
 ## replay follows the endpoint parameter across the switch (events/market_serve_until.json: the market).
 demo-extend: venv
 	$(BIN)/python -m localcloud run events/api_post_reservation_serve_until.json \
-		--market events/market_serve_until.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
+		--market events/market_serve_until.json --traffic events/traffic_two_models.json \
+		--report-name demo-extend $(DEMO_ARGS)
 
 ## A local HTTP API on 127.0.0.1:$(PORT) (like `sam local start-api`, without Docker). SPEED is virtual
 ## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes. Virtual time

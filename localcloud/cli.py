@@ -55,6 +55,7 @@ from typing import Any
 
 from time_machine import escape_hatch
 
+from localcloud.capacity_report import capacity_view, format_capacity, read_ledgers, sizing_lines
 from localcloud.chart import ChartWorker
 from localcloud.clock import (
     DEFAULT_STALL_SECONDS,
@@ -178,7 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--reports-dir",
         type=Path,
         default=Path("reports"),
-        help="where --traffic writes <reservation>.json and <reservation>.png (default: reports)",
+        help="where --traffic and --report-name write their JSON and PNG (default: reports)",
+    )
+    run.add_argument(
+        "--report-name",
+        metavar="NAME",
+        help="write <reports-dir>/NAME.json and NAME.png: reserved capacity against what ran (purchases, "
+        "extensions, roll-overs and releases marked) and, with --traffic, the traffic report (default with "
+        "--traffic: the reservation's id); make demo, demo-ec2 and demo-extend each name their own",
     )
 
     soak = commands.add_parser(
@@ -650,9 +658,11 @@ def report(
     verbose: bool,
     stuck: str | None,
     after_timeline: str = "",
+    capacity: dict[str, Any] | None = None,
 ) -> tuple[str, bool]:
     """The text printed after a run and whether the run failed (``after_timeline``: more sections, such as
-    the traffic report, printed right after the timeline)."""
+    the traffic report, printed right after the timeline; ``capacity``: reserved against what ran, for the
+    cost summary's sizing lines)."""
     executions = cloud.executions()
     entries = cloud.timeline.entries()
     if verbose:
@@ -702,7 +712,7 @@ def report(
     if waiting:
         sections.append(f"  {len(waiting)} execution(s) still running (waiting for a callback or a timer)")
     sections.append("  ok" if not problems else "\n".join(f"  FAILED: {p}" for p in problems))
-    costs = cost_section(cloud)
+    costs = cost_section(cloud, capacity)
     if costs:  # last: what the capacity really cost, from what ran (issue 16)
         sections += ["", costs]
     return "\n".join(sections), bool(problems)
@@ -775,10 +785,12 @@ def fee_lines(cloud: LocalCloud, request_id: str) -> list[str]:
     return lines
 
 
-def cost_section(cloud: LocalCloud) -> str:
+def cost_section(cloud: LocalCloud, capacity: dict[str, Any] | None = None) -> str:
     """``== Cost summary``: the application's own ``GET /costs`` (as the demo's caller), one line per
     reservation bought, from what ran: paid, instance-hours used of reserved, USD per used instance-hour,
-    and the saving or loss against on-demand for what ran. Empty when nothing was bought."""
+    and the saving or loss against on-demand for what ran; then, for a reservation larger than the most
+    that ever ran on it, by how much (``capacity``, read from the ledger when not given). Empty when
+    nothing was bought."""
     if not any(route.path == "/costs" for route in cloud.stack.api_routes):
         return ""
     event = proxy_event(
@@ -814,6 +826,9 @@ def cost_section(cloud: LocalCloud) -> str:
             f"have cost {_usd(on_demand)}: {verdict}"
         )
         lines.extend(fee_lines(cloud, str(item["request_id"])))
+        if capacity is None:
+            capacity = capacity_view(read_ledgers(cloud), now=cloud.now())
+        lines.extend(sizing_lines(capacity, str(item["request_id"])))
     totals = report["totals"]
     lines.append(
         f"  total: {totals['reservations']} reservation(s), paid {_usd(totals['paid_usd'])}, "
@@ -842,7 +857,7 @@ def command_run(args: argparse.Namespace) -> int:
     profile = _traffic_profile(args.traffic)
     # The chart's worker imports matplotlib on another core while the cloud starts and the simulation runs
     # (it exits by itself when this process does).
-    chart = ChartWorker() if profile is not None else None
+    chart = ChartWorker() if profile is not None or args.report_name else None
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -905,15 +920,35 @@ def command_run(args: argparse.Namespace) -> int:
                 break
             finally:
                 progress.done()
-        if replay is not None and profile is not None:
-            traffic_text = traffic_report(cloud, replay, profile, args.reports_dir, chart=chart)
-            traffic_text += predicted_section(right_size, replay.result)
+        view = capacity_view(read_ledgers(cloud), now=cloud.now())
+        traffic_text = _reports(cloud, args, view, replay, profile, right_size, chart)
         text, failed = report(
-            cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text
+            cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text, capacity=view
         )
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+def _reports(  # noqa: PLR0917 - what run holds at the end, handed on as is
+    cloud: LocalCloud,
+    args: argparse.Namespace,
+    view: dict[str, Any],
+    replay: TrafficReplay | None,
+    profile: TrafficProfile | None,
+    right_size: dict[str, Any],
+    chart: ChartWorker | None,
+) -> str:
+    """The sections printed after the timeline: the traffic report (``--traffic``) or reserved capacity
+    against what ran alone (``--report-name``), each written to ``--reports-dir`` too."""
+    if replay is not None and profile is not None:
+        text = traffic_report(
+            cloud, replay, profile, args.reports_dir, chart=chart, name=args.report_name, capacity=view
+        )
+        return text + predicted_section(right_size, replay.result)
+    if args.report_name:
+        return capacity_only_report(view, args.reports_dir, args.report_name, chart=chart)
+    return ""
 
 
 class ProgressLine:
@@ -976,10 +1011,13 @@ def traffic_report(
     directory: Path,
     *,
     chart: ChartWorker | None = None,
+    name: str | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> str:
-    """Build the traffic report, write its JSON and PNG into ``directory`` (the PNG drawn by ``chart`` when
-    given), and return the text to print (an explanation instead when the replay never found the
-    reservation's inference components)."""
+    """Build the traffic report (with ``capacity``: reserved against what ran), write its JSON and PNG into
+    ``directory`` as ``<name>`` (default the reservation's id; the PNG drawn by ``chart`` when given), and
+    return the text to print (an explanation instead when the replay never found the reservation's
+    inference components)."""
     if replay.result.deployment is None:
         return (
             "\n== Traffic\n  no inference component of the profile's models came into service: "
@@ -990,8 +1028,29 @@ def traffic_report(
         built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
     except ValueError as exc:
         return f"\n== Traffic\n  no report: {exc}"
-    paths = write_report(built, directory, chart=chart)
-    return "\n" + format_report(built, paths)
+    if capacity is not None:
+        built["capacity"] = capacity
+    if name:
+        built["name"] = name
+    paths = write_report(built, directory, chart=chart, name=name)
+    text = "\n" + format_report(built, paths)
+    if capacity is not None and capacity["reservations"]:
+        text += "\n\n" + format_capacity(capacity)
+    return text
+
+
+def capacity_only_report(
+    view: dict[str, Any], directory: Path, name: str, *, chart: ChartWorker | None = None
+) -> str:
+    """For a run without traffic (``make demo-ec2``): write ``<directory>/<name>.json`` and ``.png`` with
+    reserved capacity against what ran, and return the text to print (nothing was bought: no files)."""
+    if not view["reservations"]:
+        if chart is not None:
+            chart.close()
+        return "\n== Reserved against what ran\n  nothing was bought: no chart"
+    report = {"name": name, "reservation": view["reservations"][0]["request_id"], "capacity": view}
+    paths = write_report(report, directory, chart=chart, name=name)
+    return f"\n{format_capacity(view)}\n\n  Report: {paths[0]}\n  Chart:  {paths[1]}"
 
 
 def command_serve(args: argparse.Namespace) -> int:
