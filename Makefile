@@ -74,7 +74,7 @@ demo-extend: venv
 SPEED ?= 3600
 PORT ?= $(or $(LOCALCLOUD_PORT),3000)
 START ?=
-SETUP ?= events/sagemaker_create_models.json
+SETUP ?= events/sagemaker_create_model_llama_eu.json events/sagemaker_create_model_llama_us.json
 serve: venv
 	$(BIN)/python -m localcloud serve --speed $(SPEED) --port $(PORT) $(if $(START),--start $(START)) \
 		$(foreach event,$(SETUP),--setup $(event))

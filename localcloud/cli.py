@@ -17,8 +17,8 @@ executions, and the billable resources left. The event kind is detected:
 - an EC2 ``CreateLaunchTemplate`` request (``LaunchTemplateName``, ``LaunchTemplateData``, and an optional
   ``Regions`` list, default the cloud's region) -> the launch template created in each region (setup for
   an EC2 capacity block request that names it);
-- SageMaker ``CreateModel`` requests (``ModelName``, ``PrimaryContainer`` or ``Containers``,
-  ``ExecutionRoleArn``, and an optional ``Regions`` list), one or a list -> the models created in each region
+- a SageMaker ``CreateModel`` request (``ModelName``, ``PrimaryContainer`` or ``Containers``,
+  ``ExecutionRoleArn``, and an optional ``Regions`` list) -> the model created in each region
   (setup for a request that names existing models, as Slack's ``/gpu reserve ... models=a,b`` does: on AWS
   they must exist too);
 - anything else with ``--function NAME`` -> that function, invoked directly.
@@ -29,7 +29,7 @@ Virtual time starts at ``--start``, else at the event's own time (``requestConte
 ``serve`` answers the template's API on 127.0.0.1 (``make serve``). Its virtual clock starts at ``--start``
 (``now``: the real time), else at :data:`localcloud.serving.SAMPLE_EPOCH`, the sample events' time, and
 stands there until the first request arrives; then it runs at ``--speed``. ``--setup EVENT`` delivers setup
-events first (the sample models: ``events/sagemaker_create_models.json``).
+events first (the sample models: ``events/sagemaker_create_model_llama_*.json``).
 
 Exit status: 0 when every execution succeeded (or is still waiting, e.g. for an approval) and no API
 answer was a 5xx; 1 when an execution failed, an API answer was a 5xx or the run got stuck; 2 when the
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="EVENT_FILE",
-        help="deliver this event before serving, e.g. events/sagemaker_create_models.json (repeatable)",
+        help="deliver this event before serving, e.g. events/sagemaker_create_model_llama_eu.json (repeat)",
     )
     serve.add_argument(
         "--sigv4",
@@ -321,8 +321,6 @@ def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
             return "request"
     if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
         return "put_events"
-    if isinstance(event, list) and event and all(_is_create_model(e) for e in event):
-        return "sagemaker_models"
     return "unknown"
 
 
@@ -451,7 +449,7 @@ def deliver(  # noqa: PLR0911 - one return per kind
 def create_setup(cloud: LocalCloud, event: Any, kind: str) -> dict[str, Any]:
     """Create what a request later names, as its owner would with the AWS API, in each of the event's
     ``Regions`` (default the cloud's): a launch template (``launch_template``) or SageMaker models
-    (``sagemaker_models``: one ``CreateModel`` request or a list)."""
+    (``sagemaker_models``: a ``CreateModel`` request)."""
     if kind == "launch_template":
         request = {key: value for key, value in event.items() if key != "Regions"}
         regions = list(event.get("Regions") or [cloud.region])
@@ -462,11 +460,11 @@ def create_setup(cloud: LocalCloud, event: Any, kind: str) -> dict[str, Any]:
             for region in regions
         ]
         return {"launch_template": request["LaunchTemplateName"], "ids": ids}
-    created = []
-    for one in event if isinstance(event, list) else [event]:
-        request = {key: value for key, value in one.items() if key != "Regions"}
-        for region in list(one.get("Regions") or [cloud.region]):
-            created.append(cloud.client("sagemaker", region).create_model(**request)["ModelArn"])
+    request = {key: value for key, value in event.items() if key != "Regions"}
+    created = [
+        cloud.client("sagemaker", region).create_model(**request)["ModelArn"]
+        for region in list(event.get("Regions") or [cloud.region])
+    ]
     return {"models": created}
 
 

@@ -51,8 +51,8 @@ def _call(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, datetime]]:
-    """``serve --speed 3600 --setup events/sagemaker_create_models.json`` (what ``make serve`` runs), and the
-    ``Date`` of the first answer it gave."""
+    """``serve --speed 3600 --setup`` the two sample models (what ``make serve`` runs), and the ``Date`` of
+    the first answer it gave."""
     port = _free_port()
     process = subprocess.Popen(  # noqa: S603 - our own module
         [
@@ -65,7 +65,9 @@ def server() -> Iterator[tuple[str, datetime]]:
             "--port",
             str(port),
             "--setup",
-            "events/sagemaker_create_models.json",
+            "events/sagemaker_create_model_llama_eu.json",
+            "--setup",
+            "events/sagemaker_create_model_llama_us.json",
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
