@@ -644,6 +644,7 @@ def _follow(
             timeout_seconds=timeout,
             on_entry=shown,
             skip=skip,
+            through=bool(until),
         ),
     )
 

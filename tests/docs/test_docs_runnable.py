@@ -149,7 +149,7 @@ def served(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def test_the_docs_have_runnable_blocks() -> None:
     names = {block.name.split(":")[0] for block in runnable_blocks()}
-    assert {"README.md", "docs/cli.md", "docs/api.md", "docs/slack.md", "docs/localcloud.md"} <= names
+    assert {"README.md", "docs/cli.md", "docs/api.md", "docs/slack.md"} <= names
 
 
 @pytest.mark.parametrize("block", runnable_blocks(), ids=lambda block: block.name)
