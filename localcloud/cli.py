@@ -710,7 +710,7 @@ def report(
     if waiting:
         sections.append(f"  {len(waiting)} execution(s) still running (waiting for a callback or a timer)")
     sections.append("  ok" if not problems else "\n".join(f"  FAILED: {p}" for p in problems))
-    costs = cost_section(cloud, capacity)
+    costs = cost_section(cloud, capacity, sharing="== Traffic and scaling" in after_timeline)
     if costs:  # last: what the capacity really cost, from what ran (issue 16)
         sections += ["", costs]
     return "\n".join(sections), bool(problems)
@@ -783,12 +783,12 @@ def fee_lines(cloud: LocalCloud, request_id: str) -> list[str]:
     return lines
 
 
-def cost_section(cloud: LocalCloud, capacity: dict[str, Any] | None = None) -> str:
+def cost_section(cloud: LocalCloud, capacity: dict[str, Any] | None = None, *, sharing: bool = False) -> str:
     """``== Cost summary``: the application's own ``GET /costs`` (as the demo's caller), one line per
     reservation bought, from what ran: paid, instance-hours used of reserved, USD per used instance-hour,
     and the saving or loss against on-demand for what ran; then, for a reservation larger than the most
-    that ever ran on it, by how much (``capacity``, read from the ledger when not given). Empty when
-    nothing was bought."""
+    that ever ran on it, by how much (``capacity``, read from the ledger when not given); with ``sharing``
+    (a traffic report above), what its comparison counts. Empty when nothing was bought."""
     if not any(route.path == "/costs" for route in cloud.stack.api_routes):
         return ""
     event = proxy_event(
@@ -834,10 +834,11 @@ def cost_section(cloud: LocalCloud, capacity: dict[str, Any] | None = None) -> s
         f"on-demand equivalent {_usd(totals['on_demand_equivalent_used_usd'])}, "
         f"saving {_usd(totals['saving_usd'])}"
     )
-    lines.append(
-        "  The sharing comparison above counts instance-hours one endpoint per model would have needed, not "
-        "dollars saved: the reservation was sized and paid either way."
-    )
+    if sharing:
+        lines.append(
+            "  The sharing comparison above counts instance-hours one endpoint per model would have needed, "
+            "not dollars saved: the reservation was sized and paid either way."
+        )
     return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ def test_the_sample_run_reports_reserved_against_ran_and_its_oversize(
     assert max(capacity["series"]["ran"]) == 1  # the two models share one instance of the two bought
     assert [m["kind"] for m in capacity["marks"]] == ["purchase", "release"]
     assert "== Reserved against what ran (the chart's top panel)" in out
+    assert "The sharing comparison above" not in out  # no traffic, no sharing comparison to explain
     assert (
         "    larger than its peak: 2 x ml.p5.48xlarge reserved, at most 1 in service (first at 12-08 11:41 "
         "UTC): 1 instance(s) more than ever ran, 72.00 of its 144.00 reserved instance-hours (50%, about "
