@@ -510,9 +510,12 @@ def format_billable(resources: list[Any]) -> str:
 
 def _routine(entry: TimelineEntry) -> bool:
     """Lines a person following the story can do without (shown with ``--verbose``): Lambda invocations
-    that succeeded, and CloudWatch alarm state changes that no rule of the stack listens to."""
+    that succeeded, DynamoDB stream batches that succeeded (the ledger's outbox), and CloudWatch alarm state
+    changes that no rule of the stack listens to."""
     if entry.kind == Kind.LAMBDA:
         return entry.text.endswith("-> ok")
+    if entry.kind == Kind.EVENT and entry.detail.get("mapping"):
+        return entry.detail.get("error") is None
     return (
         entry.kind == Kind.EVENT
         and "(aws.cloudwatch)" in entry.text

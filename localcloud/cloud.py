@@ -10,8 +10,9 @@ Entering the context manager (in this order):
    request dispatcher (with the fault injector) and the Slack outbox, and installs the patches
    (:mod:`localcloud.patches`) and delivery;
 5. deploys the stack's resources into moto (faults do not apply to the deployment);
-6. registers the tickers: the Scheduler (``at``/``rate``/``cron`` schedules and scheduled rules) and the
-   emulator's (resource lifecycles, alarm evaluation).
+6. starts the event source mappings on DynamoDB streams (:mod:`localcloud.streams`) and registers the
+   tickers: the Scheduler (``at``/``rate``/``cron`` schedules and scheduled rules), EventBridge's late
+   deliveries, the stream pollers and the emulator's (resource lifecycles, alarm evaluation).
 
 Exiting stops running executions, releases every thread parked on the clock, lets the threads the run
 started finish, and undoes all of the above, so the next test can build a fresh cloud. Only one cloud
@@ -59,6 +60,7 @@ from localcloud.lambdas import InvocationRecord, LambdaRuntime
 from localcloud.scheduler import SchedulerTicker
 from localcloud.slack import Outbox, OutboxMessage
 from localcloud.slack import workspace as slack_workspace
+from localcloud.streams import StreamDelivery
 from localcloud.template import Stack
 from localcloud.timeline import Kind, Timeline, TimelineEntry
 
@@ -223,6 +225,17 @@ class LocalCloud:
         self.scheduler = SchedulerTicker(
             self.delivery, timeline=self.timeline, universal=self._universal_target
         )
+        self.streams = StreamDelivery(
+            self.stack.stream_mappings,
+            lambdas=self.lambdas,
+            now=self.clock.now,
+            touch=self.clock.touch,
+            faults=self.faults,
+            timeline=self.timeline,
+            seed=seed,
+            authorizer=self.iam,
+            label=self._short,
+        )
         self._mock: Any = None
         self._saved = _Saved()
         self._running = False
@@ -293,8 +306,10 @@ class LocalCloud:
             with self.dispatcher.exempt():
                 self._deploy()
                 self._after_deploy()
+            self.streams.start()  # the event source mappings read from here on (IAM checked first)
             self.clock.add_ticker(self.scheduler)
             self.clock.add_ticker(self.delivery)  # late deliveries, retries, operator stops
+            self.clock.add_ticker(self.streams)  # DynamoDB stream batches to their functions
             for ticker in getattr(self.emulator, "tickers", []) or []:
                 self.clock.add_ticker(ticker)
             resources = len(self.stack.resources)

@@ -15,8 +15,9 @@
   roll back if the transaction is cancelled: a cost that grows with the table (the ledger puts each state
   change in a transaction). The backup is taken of the items the actions name instead, and those items are
   put back when moto raises; moto's own rollback then puts back the same table object. The outcome is
-  moto's: the same writes, the same ``CancellationReasons`` (but a table's stream keeps the records of the
-  undone writes: no table of the stack has a stream).
+  moto's: the same writes, the same ``CancellationReasons``. A cancelled transaction also takes back the
+  stream records its undone writes added (moto keeps them; DynamoDB's stream holds committed changes only,
+  and the ledger's stream carries its decisions: :mod:`localcloud.streams`).
 - botocore gives each new session its own data loader, which reads and parses the service models' JSON
   again (every local cloud opens sessions: its deploy, its doors, the deployer's scripts). The models are
   files of the installed botocore and a loader's answers are already shared by all clients of a session,
@@ -48,6 +49,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -215,14 +217,46 @@ def _restore(touched: list[_Touched]) -> None:
             table.items[hash_value][range_value] = before
 
 
+def _stream_marks(touched: list[_Touched]) -> list[tuple[Any, int, set[str]]]:
+    """(a touched table's stream shard, its record count now, the keys the transaction names there)."""
+    marks: dict[int, tuple[Any, int, set[str]]] = {}
+    for table, hash_value, range_value, _ in touched:
+        shard = getattr(table, "stream_shard", None)
+        if shard is None:
+            continue
+        mark = marks.setdefault(id(shard), (shard, len(shard.items), set()))
+        mark[2].add(_stream_key(table, hash_value.to_json(), range_value.to_json() if range_value else None))
+    return list(marks.values())
+
+
+def _stream_key(table: Table, hash_json: Any, range_json: Any) -> str:
+    return json.dumps([table.name, hash_json, range_json], sort_keys=True)
+
+
+def _take_back_stream_records(marks: list[tuple[Any, int, set[str]]]) -> None:
+    """Drop the stream records a cancelled transaction's writes added (DynamoDB never streams them)."""
+    for shard, before, keys in marks:
+        table = shard.table
+        kept = []
+        for record in shard.items[before:]:
+            found = record.record["dynamodb"]["Keys"]
+            hash_json = found.get(table.hash_key_attr)
+            range_json = found.get(table.range_key_attr) if table.range_key_attr else None
+            if _stream_key(table, hash_json, range_json) not in keys:
+                kept.append(record)
+        shard.items[before:] = kept
+
+
 def _item_level_backup(original: Callable[..., None]) -> Callable[..., None]:
     def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
         touched = _touched_items(self, transact_items)
+        marks = _stream_marks(touched)
         _in_transaction.active = True
         try:
             original(self, transact_items)
         except BaseException:
             _restore(touched)
+            _take_back_stream_records(marks)
             raise
         finally:
             _in_transaction.active = False

@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from capacity.lifecycle import replay
+from capacity.records import State
+
 from localcloud_soak.facts import Facts
 from localcloud_soak.scenario import FINAL_STATES, START, _ts, starts_soon
 
@@ -204,6 +207,14 @@ def check_final_state(facts: Facts) -> list[str]:
                 "a purchase that never ended released: " + " -> ".join(str(i["state"]) for i in history)
             )
     return problems
+
+
+def check_lifecycle_path(facts: Facts) -> list[str]:
+    """Every recorded history is a path of the lifecycle's table (:func:`capacity.lifecycle.replay`): no
+    state recorded where the table forbids it (nothing after RELEASED, no fee after the release began, no
+    second outcome, nothing forward after an outcome but money in flight landing and the release)."""
+    entries = [(State(str(i["state"])), dict(i.get("detail") or {})) for i in facts.history()]
+    return [f"history outside the lifecycle's table: {problem}" for problem in replay(entries)]
 
 
 def check_failures_notified(facts: Facts) -> list[str]:
@@ -578,6 +589,7 @@ CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_billable,
     check_final_state,
     check_failures_notified,
+    check_lifecycle_path,
     check_window,
     check_keep_looking,
     check_brought,

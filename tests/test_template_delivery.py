@@ -3,8 +3,10 @@ alarm), and the cross-region forwarding role and grants (least privilege)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from capacity.logic import outbox
 from capacity.logic.forwarding import FORWARDED_PATTERN
 
 from tests.test_template import _template
@@ -117,3 +119,29 @@ def test_the_forwarding_rule_matches_exactly_what_the_stack_rules_match() -> Non
     }
     stack_rules = {"$or": [events["AlarmStateChange"], events["CapacityBlockExpirationWarning"]]}
     assert stack_rules == FORWARDED_PATTERN
+
+
+def test_the_ledger_stream_reaches_the_outbox_with_exactly_the_decisions_and_an_alarmed_dead_letter() -> None:
+    resources = _template()["Resources"]
+    assert resources["LedgerTable"]["Properties"]["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+    mapping = resources["OutboxStreamMapping"]["Properties"]
+    assert mapping["FunctionName"] == {"Ref": "OutboxFunction"}
+    assert mapping["EventSourceArn"] == {"GetAtt": "LedgerTable.StreamArn"}
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert patterns == list(outbox.FILTERS)  # the one definition of a decision item: capacity.logic.outbox
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"  # nothing recorded before the mapping is lost
+    assert mapping["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"GetAtt": "OutboxFailuresQueue.Arn"}}
+    }
+    alarm = resources["OutboxFailuresAlarm"]["Properties"]
+    assert alarm["Dimensions"] == [
+        {"Name": "QueueName", "Value": {"GetAtt": "OutboxFailuresQueue.QueueName"}}
+    ]
+    assert alarm["AlarmActions"] == [{"Ref": "OperationsTopic"}]
+    # Least privilege: this one stream (not AWSLambdaDynamoDBExecutionRole's every stream), this one queue.
+    grants = _by_action(resources["OutboxFunction"])
+    assert [g["Resource"] for g in grants["dynamodb:GetRecords"]] == [{"GetAtt": "LedgerTable.StreamArn"}]
+    assert [g["Resource"] for g in grants["sqs:SendMessage"]] == [{"GetAtt": "OutboxFailuresQueue.Arn"}]
+    assert "dynamodb:UpdateItem" not in grants
+    assert "ManagedPolicyArns" not in resources["OutboxFunction"]["Properties"]

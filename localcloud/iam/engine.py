@@ -401,6 +401,26 @@ class Iam:
             raise IamEvaluationError(f"function {function_name} has no execution role in the template")
         return Principal(role, function_name, "lambda")
 
+    def role_of(self, function_name: str) -> str:
+        """The function's execution role ARN.
+
+        Raises:
+            IamEvaluationError: the function has no role in the template.
+        """
+        return self.function_principal(function_name).role_arn
+
+    def authorize_function(
+        self, function_name: str, action: str, resource: str, *, service: str, operation: str
+    ) -> Denial | None:
+        """What Lambda itself does with a function's execution role (an event source mapping reading its
+        stream): ``action`` on ``resource`` by the role's policies.
+
+        Returns:
+            None when allowed, else the :class:`Denial` (recorded).
+        """
+        principal = self.function_principal(function_name)
+        return self._check_role(principal, Check(action, resource), service, operation, self.stack.region)
+
     def function_scope(self, function_name: str) -> AbstractContextManager[None]:
         """Act as the function's execution role in the block (the Lambda runtime wraps handlers in it)."""
         return principals.acting_as(self.function_principal(function_name))

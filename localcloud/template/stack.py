@@ -35,6 +35,7 @@ from typing import Any
 import boto3
 
 from localcloud.lambdas import FunctionSpec
+from localcloud.streams import MappingError, StreamMapping
 from localcloud.template.deploy import CREATED_TYPES, Deployer, deploy_session
 from localcloud.template.intrinsics import SUB_VARIABLE, Intrinsics
 from localcloud.template.loading import (
@@ -61,6 +62,7 @@ _PASSIVE_TYPES = frozenset(
         "AWS::Lambda::Version",
         "AWS::Lambda::Alias",
         "AWS::Lambda::EventInvokeConfig",
+        "AWS::Lambda::EventSourceMapping",  # DynamoDB streams: localcloud.streams; others: a warning
         "AWS::Lambda::Url",
         "AWS::ApiGateway::RestApi",
         "AWS::ApiGateway::Deployment",
@@ -93,6 +95,8 @@ class Stack(Intrinsics):
         parameters: the template parameters' values (defaults, then overrides), as strings or lists.
         resources: logical id -> :class:`Resource` (transformed, conditions applied, properties resolved).
         functions: one :class:`~localcloud.lambdas.FunctionSpec` per ``AWS::Lambda::Function``.
+        stream_mappings: the ``AWS::Lambda::EventSourceMapping`` resources on DynamoDB streams
+            (:class:`~localcloud.streams.StreamMapping`).
         state_machine_definitions: logical id -> the ASL JSON text with ``DefinitionSubstitutions`` applied.
         api_routes: the REST API routes of Lambda proxy integrations (from the transformed API bodies).
         outputs: the template's ``Outputs``, resolved to strings (lists joined with ``,``).
@@ -120,6 +124,7 @@ class Stack(Intrinsics):
         self.warnings: list[str] = []
         self.resources: dict[str, Resource] = {}
         self.functions: list[FunctionSpec] = []
+        self.stream_mappings: list[StreamMapping] = []
         self.state_machine_definitions: dict[str, str] = {}
         self.api_routes: list[ApiRoute] = []
         self.outputs: dict[str, str] = {}
@@ -152,6 +157,7 @@ class Stack(Intrinsics):
                 logical_id, raw["Type"], properties, dict(raw.get("Metadata") or {})
             )
         self._build_functions()
+        self._build_stream_mappings()
         self._build_state_machines()
         self._build_api_routes()
         self._build_outputs()
@@ -307,6 +313,17 @@ class Stack(Intrinsics):
             dirs.append(path)
         return tuple(dirs)
 
+    def _build_stream_mappings(self) -> None:
+        """The event source mappings on DynamoDB streams (delivered by :mod:`localcloud.streams`)."""
+        for resource in self.resources_of_type("AWS::Lambda::EventSourceMapping"):
+            where = f"{self._source}: Resources.{resource.logical_id}.Properties"
+            try:
+                mapping = StreamMapping.from_resource(resource.logical_id, resource.properties, where=where)
+            except MappingError as exc:
+                raise TemplateError(str(exc)) from exc
+            if mapping is not None:
+                self.stream_mappings.append(mapping)
+
     def _build_state_machines(self) -> None:
         for resource in self.resources_of_type("AWS::StepFunctions::StateMachine"):
             props = resource.properties
@@ -415,11 +432,12 @@ class Stack(Intrinsics):
                     f"Resources.{resource.logical_id}: type {resource.type} is not emulated; Ref/GetAtt Arn "
                     "resolve, nothing is created"
                 )
-            if resource.type == "AWS::Lambda::EventSourceMapping":
+            if resource.type == "AWS::Lambda::EventSourceMapping" and not any(
+                m.logical_id == resource.logical_id for m in self.stream_mappings
+            ):
                 self.warnings.append(
-                    f"Resources.{resource.logical_id}: event source mappings (SQS, Kinesis, DynamoDB "
-                    "streams) "
-                    "do not deliver locally"
+                    f"Resources.{resource.logical_id}: event source mappings other than DynamoDB streams "
+                    "(SQS, Kinesis, Kafka) do not deliver locally"
                 )
 
 

@@ -35,6 +35,7 @@ CREATE_AND_DELETE = {
     "AWS::Lambda::Function": ("lambda:CreateFunction", "lambda:DeleteFunction"),
     "AWS::Lambda::LayerVersion": ("lambda:PublishLayerVersion", "lambda:DeleteLayerVersion"),
     "AWS::Lambda::Permission": ("lambda:AddPermission", "lambda:RemovePermission"),
+    "AWS::Lambda::EventSourceMapping": ("lambda:CreateEventSourceMapping", "lambda:DeleteEventSourceMapping"),
     "AWS::Scheduler::ScheduleGroup": ("scheduler:CreateScheduleGroup", "scheduler:DeleteScheduleGroup"),
     "AWS::SecretsManager::Secret": ("secretsmanager:CreateSecret", "secretsmanager:DeleteSecret"),
     "AWS::SNS::Subscription": ("sns:Subscribe", "sns:Unsubscribe"),

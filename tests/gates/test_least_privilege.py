@@ -55,6 +55,9 @@ STAR_ONLY_ACTIONS: dict[str, str] = {
     "ec2:DescribeLaunchTemplateVersions": "Describe* on the account (the request's launch template)",
     # Amazon EventBridge Scheduler: ListSchedules takes the group as a parameter, not as a resource.
     "scheduler:ListSchedules": "List* on the account",
+    # Amazon DynamoDB: ListStreams has no resource type; the Lambda developer guide ("Using AWS Lambda with
+    # Amazon DynamoDB", execution role permissions) lists it for a DynamoDB event source (the outbox).
+    "dynamodb:ListStreams": "List* on the account",
     # Amazon CloudWatch: metric data has no ARN (scope with the cloudwatch:namespace condition instead).
     "cloudwatch:PutMetricData": "metrics have no ARN",
     "cloudwatch:GetMetricData": "metrics have no ARN",

@@ -152,8 +152,14 @@ def test_a_state_machine_role_without_invoke_fails_the_execution_at_its_first_ta
     assert execution.status == "FAILED"  # the RecordRequest task failed with Lambda's AccessDeniedException
     assert denials[0]["resource"] == cloud.stack.function("RecordRequestFunction").arn
     # RecordRequest never ran; the stopped workflow failed the request its door accepted (a 202 always ends
-    # in an outcome someone is told about).
-    assert sorted(item["sk"].split("#")[0] for item in items) == ["CURRENT", "OUTCOME", "STATE", "SUBMITTED"]
+    # in an outcome someone is told about). OUTBOX#SUBMITTED: the door's ReservationRequested was put.
+    assert sorted(item["sk"].split("#")[0] for item in items) == [
+        "CURRENT",
+        "OUTBOX",
+        "OUTCOME",
+        "STATE",
+        "SUBMITTED",
+    ]
     assert {item.get("state") for item in items if item["sk"].startswith("STATE#")} == {"FAILED"}
 
 

@@ -494,6 +494,11 @@ def test_cancelling_a_reservation_cancels_the_successor_requested_for_it() -> No
         cloud.run(stop_when=lambda: "SCHEDULED" in states(cloud, NEXT))
         unconfirmed = api(cloud, "DELETE", query={})
         assert unconfirmed["statusCode"] == 409, unconfirmed  # paid fees are not refunded: asked first
+        # Every fee at stake is named: the reservation's and its successor's, and their total.
+        assert [s["request_id"] for s in unconfirmed["json"]["at_stake"]] == [RID, NEXT]
+        assert f"reservation {RID} has a paid training plan" in unconfirmed["json"]["message"]
+        assert f"Reservation {NEXT} has a paid training plan" in unconfirmed["json"]["message"]
+        assert "In all $" in unconfirmed["json"]["message"]
         assert "CANCELLED" not in states(cloud, NEXT)
         cancelled = api(cloud, "DELETE")
         assert cancelled["statusCode"] == 202, cancelled

@@ -226,6 +226,25 @@ def test_rollover_due_sample_event_of_an_unknown_reservation_does_nothing_and_sa
 
 
 @pytest.mark.usefixtures("aws")
+def test_outbox_sample_event_requests_the_cancelled_reservation_s_release_once() -> None:
+    tap = bus_queue("capacity-orchestrator")
+    handler = load_handler("outbox")
+    first = invoke(handler, _event("events/functions/outbox.json"))
+    again = invoke(handler, _event("events/functions/outbox.json"))  # Lambda reads a stream at least once
+    assert first["carried"] == [
+        {
+            "request_id": "eval-week-49",
+            "decision": "OUTCOME",
+            "effect": "cancel",
+            "outcome": "release requested",
+        }
+    ]
+    assert again["carried"][0]["outcome"] == "already"
+    put = [(e["detail-type"], e["detail"]["request_id"], e["detail"]["reason"]) for e in drain(tap)]
+    assert put == [("ReleaseRequested", "eval-week-49", "cancelled")]
+
+
+@pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize(("path", "phrase"), SLACK_EVENTS)
 def test_slack_sample_event_is_verified_and_answered(
     path: str, phrase: str, monkeypatch: pytest.MonkeyPatch

@@ -709,6 +709,17 @@ class PaidReservationBody(_Body):
         default=None,
         description="true: nothing is bought yet but the purchase call is on its way (AWS may take the fee)",
     )
+    extension_fees_usd: str | None = Field(default=None, description="its paid extensions, USD; not refunded")
+    extensions_in_flight: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="extensions whose payment AWS may still take: [{extension_id, upfront_fee_usd}]",
+    )
+    at_stake: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="every reservation whose fees the cancel throws away (it, then the successors it stops), "
+        "each with its request_id and the fields above",
+    )
+    not_refunded_usd: str | None = Field(default=None, description="the total of every fee at stake, USD")
 
 
 class TeamView(_Body):

@@ -468,6 +468,12 @@ def history_of(items: Sequence[Mapping[str, Any]]) -> list[LedgerEntry]:
     return [_entry(item) for item in items if str(item.get("sk", "")).startswith(STATE_PREFIX)]
 
 
+def image_item(image: Mapping[str, Any]) -> dict[str, Any]:
+    """A ledger item as its stream record carries it (``NewImage``, DynamoDB JSON) -> the item as
+    :meth:`Ledger.get` answers it (JSON-safe values)."""
+    return deserialize_item(image)
+
+
 def _entry(item: Mapping[str, Any]) -> LedgerEntry:
     return LedgerEntry(
         request_id=item["request_id"],

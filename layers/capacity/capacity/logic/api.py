@@ -8,22 +8,23 @@ Over 400 lines: the REST door's operations, one function each, behind one router
 - ``GET /reservations/{id}``: the ledger history and the current state.
 - ``GET /reservations?status=&limit=&next_token=``: the reservations, newest first, optionally only those
   whose current state is ``status`` (ledger GSI ``listing``; ``next_token`` is opaque).
-- ``POST /reservations/{id}/approval``: records the decision (the first one counts), then
-  ``SendTaskSuccess``/``SendTaskFailure`` (error ``ApprovalRejected``) with the stored task token; a
-  decision whose hand-back failed (throttled: 503) is handed back again by the next call.
-- ``DELETE /reservations/{id}``: records ``CANCELLED`` and puts ``ReleaseRequested`` (reason
-  ``cancelled``); a pending approval task is failed with ``ReservationCancelled`` (no ``REJECTED``);
+- ``POST /reservations/{id}/approval``: records the decision (the first one counts); the record is the
+  trigger of ``SendTaskSuccess``/``SendTaskFailure`` (error ``ApprovalRejected``) with the stored task token
+  (:mod:`capacity.logic.outbox`: tried at once, carried out from the ledger's stream whatever happens to
+  the try).
+- ``DELETE /reservations/{id}``: records ``CANCELLED``, whose effect (the outbox's) fails a pending approval
+  task with ``ReservationCancelled`` (no ``REJECTED``) and puts ``ReleaseRequested`` (reason ``cancelled``);
   a repeated DELETE answers 202 and, while something bought may still bill (a ``PURCHASE`` or
-  ``PURCHASE_INTENT`` and no ``RELEASED``), puts ``ReleaseRequested`` again: the first one may have failed
-  after ``CANCELLED`` was recorded (issue 13, defect 6).
+  ``PURCHASE_INTENT`` and no ``RELEASED``), records the release asked for again (``RELEASE_REQUEST#``).
+- ``POST /reservations`` records ``SUBMITTED`` with the request: its effect is ``ReservationRequested``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from decimal import Decimal
@@ -45,35 +46,34 @@ from capacity.errors import (
     ReservationClosed,
     ReservationNotFound,
 )
-from capacity.events import ReleaseRequestedDetail, ReservationRequestedDetail
 from capacity.ledger import (
-    APPROVAL,
     APPROVAL_DECISION,
     APPROVAL_DELIVERED,
     CANCEL_REQUESTED,
     LISTING,
+    OUTCOME,
     PURCHASE,
     PURCHASE_INTENT,
     PURCHASE_VOIDED,
+    RELEASED_MARKER,
     REQUEST,
     SUBMITTED,
     history_of,
 )
 from capacity.lifecycle import Event
-from capacity.logic import extend
+from capacity.logic import extend, outbox
 from capacity.logic.attempts import live_intent
 from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
-from capacity.logic.keep_looking import latest_wait_token
 from capacity.logic.policy import charged_to, check_approver, may_act
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.records import State
 from capacity.request import parse_request, require_not_a_successor
-from capacity.timeutil import iso_z, parse_utc
+from capacity.timeutil import iso_ms, iso_z, parse_utc
 from capacity.validation import field_problems, parse_model
 from capacity.wire import StrictBool
 
@@ -132,9 +132,11 @@ def submit_reservation(
         submitted["requester_as_sent"] = str(sent_requester)[:2048]
 
     def publish(request: dict[str, Any]) -> dict[str, Any]:
-        # Known from now on: a DELETE before the workflow records the request is remembered, not a 404.
-        ports.ledger.put_once(request["request_id"], SUBMITTED, submitted)
-        ports.events.put("ReservationRequested", ReservationRequestedDetail(request=request))
+        # Known from now on: a DELETE before the workflow records the request is remembered, not a 404. The
+        # record is the trigger of ReservationRequested (the outbox): a 202 always reaches the workflow.
+        decision = submitted | {outbox.EFFECT: outbox.SUBMIT, "request": request}
+        ports.ledger.put_once(request["request_id"], SUBMITTED, decision)
+        outbox.attempt(ports, decision | {"request_id": request["request_id"], "sk": SUBMITTED})
         return {
             "request_id": request["request_id"],
             "status": State.REQUESTED.value,
@@ -251,16 +253,6 @@ class ApprovalDecision(Model):
     reason: str | None = Field(default=None, max_length=1000)
 
 
-def _latest_token(ports: Ports, request_id: str) -> str | None:
-    approvals = [
-        item
-        for item in ports.ledger.items(request_id, APPROVAL)
-        if item["sk"] == APPROVAL or str(item["sk"]).startswith(f"{APPROVAL}#")
-    ]
-    approvals.sort(key=lambda item: str(item["sk"]))
-    return str(approvals[-1]["task_token"]) if approvals else None
-
-
 def decide_approval(
     request_id: str, body: Any, ports: Ports, *, identity: str | None = None
 ) -> dict[str, Any]:
@@ -281,8 +273,8 @@ def decide_approval(
             body names another approver (403; recorded as ``APPROVAL_REFUSED#<time>``).
         NotAwaitingApproval: the reservation is not waiting for approval, the task no longer waits, or
             another decision was recorded first (it is handed back if that had not happened yet).
-        RetryableAwsError: the hand-back was throttled (503): the decision is recorded, and the same call
-            again hands it back.
+        RetryableAwsError: the ledger failed (503: nothing recorded, send it again). A hand-back that fails
+            after the decision is recorded is not an error: the outbox hands the decision back.
     """
     decision = parse_model(ApprovalDecision, body)
     if not identity:
@@ -293,7 +285,7 @@ def decide_approval(
     state = ports.ledger.current_state(request_id)
     if state is None:
         raise ReservationNotFound(f"no reservation {request_id!r}")
-    token = _latest_token(ports, request_id)
+    token = outbox.approval_token(ports, request_id)
     if state is not State.AWAITING_APPROVAL or token is None:
         raise NotAwaitingApproval(f"reservation {request_id} is {state.value}, not awaiting approval")
     request = ports.ledger.get_request(request_id)
@@ -311,14 +303,16 @@ def decide_approval(
         "approver": approver,
         "identity": identity,
         "reason": decision.reason,
+        outbox.EFFECT: outbox.HAND_BACK,
     }
-    # The decision is recorded first, conditionally: only the first decision counts. It is handed back to
-    # the waiting task until that succeeded once (APPROVAL_DELIVERED): a throttled SendTaskSuccess answered
-    # 503, and the retry must deliver the recorded decision, not answer 409 while the workflow times out.
+    # The decision is recorded first, conditionally: only the first decision counts. The record is the
+    # trigger of its hand-back (the outbox: from the ledger's stream, until it was delivered once), so a
+    # throttled SendTaskSuccess never loses an approval; the hand-back is tried here too, for speed, and so
+    # that a task that no longer waits answers 409. A repeated call hands back what was not delivered yet.
     created, stored = ports.ledger.put_once(request_id, APPROVAL_DECISION, answer)
     if not created and ports.ledger.get(request_id, APPROVAL_DELIVERED) is not None:
         raise NotAwaitingApproval(_already(request_id, stored))
-    _hand_back(ports, request_id, token, stored)
+    outbox.attempt(ports, stored | {outbox.EFFECT: outbox.HAND_BACK})
     if not created and bool(stored.get("approved")) != decision.approved:
         raise NotAwaitingApproval(
             _already(request_id, stored) + " (that decision stands; it was passed on now)"
@@ -336,27 +330,6 @@ def _already(request_id: str, stored: Mapping[str, Any]) -> str:
     return (
         f"reservation {request_id} was already {verdict} at {stored.get('written_at', '?')} "
         f"by {stored.get('approver') or stored.get('actor') or 'unknown'}"
-    )
-
-
-def _hand_back(ports: Ports, request_id: str, token: str, stored: Mapping[str, Any]) -> None:
-    """Answer the waiting approval task with the recorded decision, then record that it was delivered.
-
-    Raises:
-        NotAwaitingApproval: the task no longer waits (timed out, or answered by an earlier hand-back whose
-            answer was lost).
-        RetryableAwsError: Step Functions throttled or failed: nothing is lost, the same call again hands
-            the recorded decision back.
-    """
-    decision = {key: stored.get(key) for key in ("approved", "approver", "identity", "reason")}
-    if stored.get("approved"):
-        ports.tasks.succeed(token, decision)
-    else:
-        reason = stored.get("reason")
-        cause = f"rejected by {stored.get('approver')}" + (f": {reason}" if reason else "")
-        ports.tasks.fail(token, error="ApprovalRejected", cause=cause)
-    ports.ledger.put_once(
-        request_id, APPROVAL_DELIVERED, {"token": token, "approved": stored.get("approved")}
     )
 
 
@@ -387,7 +360,8 @@ def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str)
 def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bool = False) -> dict[str, Any]:
     """Cancel ``request_id`` (:func:`_cancel_one`) and the successors requested to keep it serving
     (``serve_until``, issue 17): stopping a reservation stops its chain, never half of it. Without ``confirm``
-    any paid one among them refuses the whole cancel first (nothing recorded).
+    any paid one among them refuses the whole cancel first (nothing recorded), naming every fee at stake in
+    the chain (:func:`stake_text`).
 
     Returns:
         ``{"request_id", "status", "links"}`` of ``request_id``, and ``successors`` (their statuses) when it
@@ -398,9 +372,12 @@ def cancel_reservation(request_id: str, ports: Ports, *, actor: str, confirm: bo
     """
     following = [s for s in successors(ports, request_id) if not final_state(ports.ledger.history(s))]
     if not confirm:
-        for successor in following:
-            _refuse_unconfirmed(ports, successor)
-    result = _cancel_one(request_id, ports, actor=actor, confirm=confirm)
+        ledger = ports.ledger
+        open_here = (
+            not final_state(ledger.history(request_id)) and ledger.get(request_id, RELEASED_MARKER) is None
+        )
+        _refuse_unconfirmed(ports, ([request_id] if open_here else []) + following)
+    result = _cancel_one(request_id, ports, actor=actor, confirm=True)  # asked above when not confirmed
     if following:
         result["successors"] = [
             _cancel_one(successor, ports, actor=actor, confirm=True)["status"] for successor in following
@@ -415,22 +392,27 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     A reservation whose upfront fee is paid (a training plan or capacity block bought and not voided), or
     whose purchase call is on its way (an intent without its outcome), is cancelled only with ``confirm``:
     without it :class:`~capacity.errors.PaidReservation` (409) names the sunk fee (never refunded:
-    AWS_FACTS.md) and what cancelling still saves (nothing: the fee covers the whole reservation), and
-    nothing is recorded.
+    AWS_FACTS.md), its paid extensions and those in flight, and what cancelling still saves (nothing: the fee
+    covers the whole reservation), and nothing is recorded (:func:`cancel_reservation` asks this of the whole
+    chain at once).
 
     Returns:
         ``{"request_id", "status": "CANCELLED", "links"}``.
 
+    ``CANCELLED`` is the decision, and its record the trigger of its effect (:mod:`capacity.logic.outbox`:
+    the waiting tasks failed, ``ReleaseRequested``), tried here at once and carried out from the ledger's
+    stream whatever happens to that try: a cancel whose ``ReleaseRequested`` failed on both of the client's
+    tries once left an on-demand endpoint billing 71 hours more.
+
     A second DELETE (already cancelled, rejected or failed) answers the same way and, while anything bought
-    may still bill (:func:`_may_bill`), requests the release again: the release is idempotent, and the
-    first ``ReleaseRequested`` may never have been put (a 503 after ``CANCELLED`` was recorded; the
-    client's retry used to answer 202 and put nothing while an on-demand endpoint ran for 71 more hours).
+    may still bill (:func:`_may_bill`), records the release asked for again (``RELEASE_REQUEST#``, carried
+    out the same way): the release is idempotent.
 
     Raises:
         ReservationNotFound: unknown reservation.
         ReservationClosed: already released.
         PaidReservation: the fee is paid and ``confirm`` is False (409; nothing changed).
-        RetryableAwsError: the ledger or the bus failed beyond retries (503: send the DELETE again).
+        RetryableAwsError: the ledger failed (503: send the DELETE again).
     """
     ledger = ports.ledger
     history = ledger.history(request_id)
@@ -452,28 +434,27 @@ def _cancel_one(request_id: str, ports: Ports, *, actor: str, confirm: bool = Fa
     final = final_state(history)
     if final is not None:  # already cancelled, rejected or failed: request the release again if needed
         if _may_bill(ports, request_id):
-            ports.events.put(
-                "ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled")
-            )
+            again = {"reason": outbox.CANCELLED_REASON, "actor": actor, outbox.EFFECT: outbox.RELEASE}
+            sk = f"{outbox.RELEASE_REQUEST}#{iso_ms(ports.clock())}#{uuid.uuid4().hex[:8]}"
+            _, stored = ledger.put_once(request_id, sk, again)
+            outbox.attempt(ports, stored)
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
     if not confirm:
-        _refuse_unconfirmed(ports, request_id)
+        _refuse_unconfirmed(ports, [request_id])
     # CANCELLED is recorded before the waiting task is failed, so the workflow's failure path (which
     # records nothing after a final state) leaves CANCELLED as the only final state.
-    written = ledger.record(request_id, Event.CANCEL, actor=actor, detail={"reason": "cancelled"})
+    detail = {"reason": outbox.CANCELLED_REASON}
+    written = ledger.record(request_id, Event.CANCEL, actor=actor, detail=detail)
     if written is None:  # a concurrent DELETE (or a rejection, a failure) recorded the outcome first
         final = final_state(ledger.history(request_id)) or State.CANCELLED
         return {"request_id": request_id, "status": final.value, "links": links(request_id)}
-    # The token is read after the outcome is recorded, not judged from the history read before: an
-    # approval step racing this DELETE stores its token first and records AWAITING_APPROVAL only while no
-    # outcome exists (Ledger.append unless_outcome), so either it sees CANCELLED or its token is seen here.
-    # A request that keeps looking waits between two looks the same way: its wait ends now, not at its next
-    # look (keep_looking.search_wait writes its token before it reads the outcome).
-    for token in (_latest_token(ports, request_id), latest_wait_token(ports, request_id)):
-        if token:
-            with contextlib.suppress(NotAwaitingApproval):  # the task already ended: nothing to answer
-                ports.tasks.fail(token, error="ReservationCancelled", cause=f"cancelled by {actor}")
-    ports.events.put("ReleaseRequested", ReleaseRequestedDetail(request_id=request_id, reason="cancelled"))
+    # The effect reads the tokens after the outcome is recorded, not judged from the history read before: an
+    # approval step racing this DELETE stores its token first and the lifecycle refuses AWAITING_APPROVAL
+    # after CANCELLED, so either it sees CANCELLED or its token is seen. A request that keeps looking waits
+    # between two looks the same way: its wait ends now, not at its next look (keep_looking.search_wait
+    # writes its token before it reads the outcome).
+    cancelled = {"outcome": State.CANCELLED.value, "actor": actor, "detail": detail}
+    outbox.attempt(ports, cancelled | {"request_id": request_id, "sk": OUTCOME})
     return {"request_id": request_id, "status": State.CANCELLED.value, "links": links(request_id)}
 
 
@@ -526,34 +507,72 @@ def _fee_on_its_way(ports: Ports, request_id: str) -> dict[str, Any] | None:
     }
 
 
-def _refuse_unconfirmed(ports: Ports, request_id: str) -> None:
-    sunk = sunk_fee(ports, request_id)
-    if sunk is None:
-        return
-    if sunk["purchase_on_its_way"]:
-        raise PaidReservation(
-            f"reservation {request_id} has a {sunk['what']}: its upfront fee "
-            f"{format_usd(Decimal(sunk['upfront_fee_usd']))} is paid upfront and not refunded. Send DELETE "
-            "again with ?confirm=true to cancel anyway: whatever it buys is released at once",
-            sunk,
+def stake_text(at_stake: Sequence[Mapping[str, Any]]) -> str:
+    """What cancelling throws away, one sentence per reservation at stake (``at_stake``: :func:`sunk_fee`'s
+    dicts with their ``request_id``, the reservation first, then its successors): the upfront fee (paid, or
+    being paid), the paid extensions and every extension whose payment is in flight, never refunded; with
+    more than one fee, the total. No question at the end: each door asks in its own words."""
+    sentences: list[str] = []
+    for sunk in at_stake:
+        rid, fee = sunk["request_id"], format_usd(Decimal(str(sunk["upfront_fee_usd"])))
+        if sunk.get("purchase_on_its_way"):
+            sentences.append(
+                f"reservation {rid} has a {sunk['what']}: its upfront fee {fee} is paid upfront and not "
+                "refunded; whatever it buys is released at once"
+            )
+            continue
+        paid = Decimal(str(sunk.get("extension_fees_usd") or "0"))
+        extensions = f"; its paid extensions {format_usd(paid)}, not refunded either" if paid > 0 else ""
+        for item in sunk.get("extensions_in_flight") or []:
+            flying = format_usd(Decimal(str(item["upfront_fee_usd"])))
+            extensions += (
+                f"; an extension ({item['extension_id']}) whose payment of {flying} is in flight: AWS may "
+                "still take it, it is not refunded, and the release waits for it (at most until AWS's "
+                "deadline)"
+            )
+        sentences.append(
+            f"reservation {rid} has a paid {sunk['what']}: its upfront fee {fee} is not refunded and "
+            f"cancelling saves nothing (the fee covers the reservation until {sunk['end_time']})"
+            f"{extensions}; it only stops the endpoint or instances now"
         )
-    flying = sunk.get("extensions_in_flight") or []
-    paid = Decimal(str(sunk.get("extension_fees_usd") or "0"))
-    extensions = (
-        f"; its paid extensions {format_usd(paid)}, not refunded either" if paid > 0 else ""
-    ) + "".join(
-        f"; an extension ({item['extension_id']}) whose payment of "
-        f"{format_usd(Decimal(item['upfront_fee_usd']))} is in flight: AWS may still take it, it is not "
-        "refunded, and the release waits for it (at most until AWS's deadline)"
-        for item in flying
+    text = ". ".join(
+        sentence[:1].upper() + sentence[1:] if i else sentence for i, sentence in enumerate(sentences)
     )
+    fees = sum((_fees(sunk) for sunk in at_stake), Decimal(0))
+    if len(at_stake) > 1 or any(_fees(sunk) != Decimal(str(sunk["upfront_fee_usd"])) for sunk in at_stake):
+        text += f". In all {format_usd(fees)} is not refunded"
+    return text
+
+
+def _fees(sunk: Mapping[str, Any]) -> Decimal:
+    """Every fee at stake in one :func:`sunk_fee` answer: upfront, paid extensions, extensions in flight."""
+    flying = sum(
+        (Decimal(str(i["upfront_fee_usd"])) for i in sunk.get("extensions_in_flight") or []), Decimal(0)
+    )
+    return (
+        Decimal(str(sunk["upfront_fee_usd"])) + Decimal(str(sunk.get("extension_fees_usd") or "0")) + flying
+    )
+
+
+def _refuse_unconfirmed(ports: Ports, request_ids: Sequence[str]) -> None:
+    """Refuse a cancel of ``request_ids`` (a reservation and the successors it stops) that would throw money
+    away, unconfirmed: one :class:`~capacity.errors.PaidReservation` naming every fee at stake
+    (:func:`stake_text`); its details are the first one's :func:`sunk_fee` answer, ``at_stake`` (each of
+    them, with its ``request_id``) and ``not_refunded_usd`` (their total).
+
+    Raises:
+        PaidReservation: something is paid or being paid among ``request_ids``.
+    """
+    at_stake = [
+        {"request_id": rid, **sunk} for rid in request_ids if (sunk := sunk_fee(ports, rid)) is not None
+    ]
+    if not at_stake:
+        return
+    details: dict[str, Any] = {k: v for k, v in at_stake[0].items() if k != "request_id"}
+    details["at_stake"] = at_stake
+    details["not_refunded_usd"] = f"{sum(_fees(sunk) for sunk in at_stake):f}"
     raise PaidReservation(
-        f"reservation {request_id} has a paid {sunk['what']}: its upfront fee "
-        f"{format_usd(Decimal(sunk['upfront_fee_usd']))} "
-        "is not refunded and cancelling saves nothing (the fee covers the reservation until "
-        f"{sunk['end_time']}){extensions}; "
-        "it only stops the endpoint or instances now. Send DELETE again with ?confirm=true to cancel anyway",
-        sunk,
+        f"{stake_text(at_stake)}. Send DELETE again with ?confirm=true to cancel anyway", details
     )
 
 

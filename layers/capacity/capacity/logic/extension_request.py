@@ -8,12 +8,14 @@ extension id in the ledger:
 1. The request (``POST /reservations/{id}/extensions`` with ``offering_id``, Slack's Extend button) of an
    extension above the threshold records ``EXTENSION_APPROVAL#<id>`` (requester, offering) once, asks the
    thread with Approve/Reject buttons, puts ``ExtensionApprovalRequested`` and answers ``APPROVAL_REQUIRED``;
-   nothing is requested from the workflow yet.
+   nothing is requested from the workflow yet. Below the threshold it records ``EXTENSION_REQUEST#<id>``,
+   whose effect is ``ExtensionRequested`` (:mod:`capacity.logic.outbox`).
 2. The decision (``POST /reservations/{id}/extensions/{extension_id}/approval``, the buttons) is recorded
-   first, conditionally (``EXTENSION_DECISION#<id>``: only the first counts). Approved: ``ExtensionRequested``
-   is put, again on every approving call until the workflow has started (a lost ``PutEvents`` is recovered
-   by approving again; the workflow buys once per extension id). Rejected: ``EXTENSION_OUTCOME#<id>``
-   ``rejected``, nothing is bought, and ``ExtensionFailed`` is put (a roll-over waiting on it goes on).
+   first, conditionally (``EXTENSION_DECISION#<id>``: only the first counts), and the record is the trigger
+   of its effect (the outbox: tried at once, carried out from the ledger's stream whatever happens to the
+   try). Approved: ``ExtensionRequested`` (again on every approving call until the workflow has started;
+   the workflow buys once per extension id). Rejected: ``EXTENSION_OUTCOME#<id>`` ``rejected``, nothing is
+   bought, and ``ExtensionFailed`` is put (a roll-over waiting on it goes on).
 3. The workflow reads the decision from the ledger (:func:`capacity.logic.extend.approved_fee`), so an
    ``ExtensionRequested`` sent by anyone else is refused above the threshold, and a stale offering is
    replaced only by one that costs no more than the approved fee.
@@ -36,15 +38,13 @@ from capacity.errors import (
     NotAwaitingApproval,
     TeamLimitExceeded,
 )
-from capacity.events import ExtensionApprovalRequestedDetail, ExtensionFailedDetail, ExtensionRequestedDetail
-from capacity.logic import policy
+from capacity.events import ExtensionApprovalRequestedDetail
+from capacity.logic import outbox, policy
 from capacity.logic.common import load_request, post
 from capacity.logic.extend import (
     EXTENSION_APPROVAL,
     EXTENSION_DECISION,
-    EXTENSION_INTENT,
     EXTENSION_OFFER,
-    EXTENSION_OUTCOME,
     MAX_EXTENSION_HOURS,
     current_end,
     extendable,
@@ -146,7 +146,16 @@ def request_extension(request_id: str, body: Any, ports: Ports, *, requester: st
             "approval": f"POST /reservations/{request_id}/extensions/{chosen.offering_id}/approval "
             "by an approver of the team (never the requester), or the buttons in Slack",
         }
-    put_request(ports, request_id, chosen, requester=requester)
+    # The request is recorded, and the record is the trigger of ExtensionRequested (the outbox).
+    asked = {
+        "requester": requester,
+        "offering": chosen.model_dump(mode="json"),
+        "actor": ports.actor,
+        outbox.EFFECT: outbox.EXTENSION_REQUEST,
+    }
+    sk = f"{outbox.EXTENSION_REQUEST_ITEM}#{chosen.offering_id}"
+    _, stored = ports.ledger.put_once(request_id, sk, asked)
+    outbox.attempt(ports, stored | {outbox.EFFECT: outbox.EXTENSION_REQUEST})
     return answer | {"status": "EXTENSION_REQUESTED"}
 
 
@@ -171,15 +180,13 @@ def _listed(request: Any, ports: Ports, offering: ExtensionOffering) -> dict[str
 
 def put_request(ports: Ports, request_id: str, offering: ExtensionOffering, *, requester: str) -> None:
     """Put ``ExtensionRequested`` for ``offering`` (its id is the extension id: the workflow buys it once,
-    however often this is put).
+    however often this is put): what the roll-over asks on the requester's behalf (it puts it again while
+    no intent shows it arrived); a door records its request instead (:mod:`capacity.logic.outbox`).
 
     Raises:
         RetryableAwsError: the bus failed.
     """
-    detail = ExtensionRequestedDetail(
-        request_id=request_id, extension_id=offering.offering_id, offering=offering, requester=requester
-    )
-    ports.events.put("ExtensionRequested", detail)
+    outbox.put_extension_request(ports, request_id, offering, requester=requester)
 
 
 def _refuse_if_rejected(ports: Ports, request_id: str, extension_id: str) -> None:
@@ -252,7 +259,8 @@ def decide_extension_approval(
         NotPermitted: the caller asked for the extension or requested the reservation (four-eyes), is not an
             approver of its team, or the body names another approver (recorded as ``APPROVAL_REFUSED#``).
         ExtensionRefused: the reservation can no longer be extended (released, cancelled...).
-        RetryableAwsError: the event could not be put (the decision is recorded: the same call again puts it).
+        RetryableAwsError: the ledger failed (nothing recorded: send it again). Its effect failing after the
+            decision is recorded is not an error: the outbox carries it out.
     """
     decision = parse_model(ExtensionDecision, body)
     if not identity:
@@ -274,11 +282,16 @@ def decide_extension_approval(
         team_name=request.team,
         extension_id=extension_id,
     )
-    _, purchase = extendable(ports, request_id)  # released or cancelled meanwhile: nothing to decide any more
+    extendable(ports, request_id)  # released or cancelled meanwhile: nothing to decide any more
     created, stored = ports.ledger.put_once(
         request_id,
         f"{EXTENSION_DECISION}#{extension_id}",
-        {"approved": decision.approved, "approver": identity, "reason": decision.reason},
+        {
+            "approved": decision.approved,
+            "approver": identity,
+            "reason": decision.reason,
+            outbox.EFFECT: outbox.EXTENSION_DECISION,
+        },
     )
     approved = bool(stored.get("approved"))
     if not created and approved != decision.approved:
@@ -286,25 +299,10 @@ def decide_extension_approval(
             f"extension {extension_id} of {request_id} was already {'approved' if approved else 'rejected'} "
             f"by {stored.get('approver')} at {stored.get('written_at', '?')}; that decision stands"
         )
-    offering = ExtensionOffering.model_validate(asked["offering"])
-    if approved and ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") is None:
-        put_request(ports, request_id, offering, requester=requester)
-    if not approved:
-        ports.ledger.put_once(
-            request_id,
-            f"{EXTENSION_OUTCOME}#{extension_id}",
-            {"outcome": "rejected", "reason": f"rejected by {identity}", "actor": ports.actor},
-        )
-        if created:  # nothing is extended: who waits for it (serve_until's roll-over) hears it now
-            ports.events.put(
-                "ExtensionFailed",
-                ExtensionFailedDetail(
-                    request_id=request_id,
-                    extension_id=extension_id,
-                    reason=f"the extension was rejected by {identity}",
-                    end_time=current_end(ports, request_id, purchase),
-                ),
-            )
+    # The record is the trigger of its effect (the outbox): approved, ExtensionRequested (again on a repeated
+    # approval, until the workflow's intent shows it arrived); rejected, the outcome and ExtensionFailed once.
+    if approved or created:
+        outbox.attempt(ports, stored | {outbox.EFFECT: outbox.EXTENSION_DECISION})
     if created:
         post(
             ports,

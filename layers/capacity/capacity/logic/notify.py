@@ -60,6 +60,7 @@ from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, offering_taken, search_wait
+from capacity.logic.on_demand import adopt_left_behind
 from capacity.logic.on_demand_spend import give_back_on_demand
 from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
@@ -257,8 +258,10 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     reason = readable_reason(error)
     if step.phase == "release":
         return _release_failure(step, ports, error, reason)
-    # Nothing was launched on demand (no PURCHASE): the team gets the on-demand hold back (a launch is
-    # settled by its release instead).
+    # On-demand capacity created and not recorded yet (the workflow stopped mid-try) is recorded first, so
+    # the release deletes it; nothing launched on demand (no PURCHASE): the team gets the on-demand hold
+    # back (a launch is settled by its release instead).
+    left_behind = adopt_left_behind(ports, step.request_id, reason=reason)
     give_back_on_demand(ports, step.request_id)
     ledger = ports.ledger
     history = ledger.history(step.request_id)
@@ -287,7 +290,8 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     # (it would fail the same way): it is reported for a person to look at. On demand has no purchase
     # intent: its PURCHASE (instances, or an endpoint that missed its deadline) is what a release deletes.
     attempted = (
-        bought is not None
+        left_behind
+        or bought is not None
         or ledger.get(step.request_id, PURCHASE_INTENT) is not None
         or ledger.get(step.request_id, PURCHASE) is not None
     )

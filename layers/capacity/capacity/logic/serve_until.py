@@ -5,9 +5,11 @@ workflow's side.
 Who may: the same rule as an extension (:func:`~capacity.logic.api.require_may_act`, the requester's side and
 the team's approvers): the money it may lead to is the request's own budget, already granted. The change is
 recorded on the reservation and on every successor of its chain that still runs (``SERVE_UNTIL#<time>``: the
-last one counts, nothing is overwritten), then ``ServeUntilChanged`` is put for each, so the schedule at the
-lead time is put or moved by the one function that owns it. A successor not bought yet that the chain no
-longer needs (``serve_until`` cleared, or covered by the reservation before it) is cancelled then.
+last one counts, nothing is overwritten), and each record is the trigger of ``ServeUntilChanged``
+(:mod:`capacity.logic.outbox`: tried at once, carried out from the ledger's stream whatever happens to the
+try), so the schedule at the lead time is put or moved by the one function that owns it. A successor not
+bought yet that the chain no longer needs (``serve_until`` cleared, or covered by the reservation before it)
+is cancelled then.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from pydantic import ConfigDict, Field
 
 from capacity.base import Model
 from capacity.errors import FieldError, InvalidRequest, PaidReservation, ReservationClosed, RetryableAwsError
-from capacity.events import ServeUntilChangedDetail
 from capacity.ledger import MAX_SEQ_ATTEMPTS, PURCHASE, PURCHASE_INTENT
-from capacity.logic import api, extend
+from capacity.logic import api, extend, outbox
 from capacity.logic.chain import SERVE_UNTIL, chain_ids, chain_view, serving_target
 from capacity.logic.common import STOP_STATES, load_purchase, load_request, states
 from capacity.ports import Ports
@@ -62,7 +63,7 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
             than 365 days after the reservation's start (each names the field and the fix).
         ReservationNotFound: no such reservation.
         ReservationClosed: the reservation is released, cancelled, rejected or failed.
-        RetryableAwsError: the ledger or the bus failed (send the same PATCH again).
+        RetryableAwsError: the ledger failed (send the same PATCH again).
     """
     sent = body if isinstance(body, dict) else {}
     parsed = parse_model(ServeUntilBody, sent)
@@ -86,18 +87,13 @@ def set_serve_until(request_id: str, body: Any, ports: Ports, *, actor: str) -> 
     for member in chain[chain.index(request_id) :]:  # this one and its successors
         if states(ports.ledger.history(member)) & STOP_STATES:
             continue
-        _record(
+        change = _record(
             ports,
             member,
             {"serve_until": iso_z(until) if until else None, "rollover_lead_hours": lead},
             actor,
         )
-        ports.events.put(
-            "ServeUntilChanged",
-            ServeUntilChangedDetail(
-                request_id=member, serve_until=until, rollover_lead_hours=lead, actor=actor
-            ),
-        )
+        outbox.attempt(ports, change)
     # Read the chain again after recording: a roll-over that read serve_until before this change may have
     # named a successor since (its intake then sees this change: require_named_successor).
     chain = chain_ids(ports, request_id)
@@ -149,20 +145,25 @@ def successor_needed(ports: Ports, previous: str, until: datetime | None) -> boo
     return before is None or not covered(before.end_time, margin, until)
 
 
-def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> None:
-    """Append ``SERVE_UNTIL#<time>#<seq>``: two changes in one millisecond keep their order (the last
-    counts), never overwrite each other.
+def _record(ports: Ports, request_id: str, change: dict[str, Any], actor: str) -> dict[str, Any]:
+    """Append ``SERVE_UNTIL#<time>#<seq>`` (effect :data:`~capacity.logic.outbox.SERVE_UNTIL`): two changes
+    in one millisecond keep their order (the last counts), never overwrite each other.
+
+    Returns:
+        The item as stored.
 
     Raises:
         RetryableAwsError: the ledger failed.
     """
     at = iso_ms(ports.clock())
     for seq in range(MAX_SEQ_ATTEMPTS):
-        created, _ = ports.ledger.put_once(
-            request_id, f"{SERVE_UNTIL}#{at}#{seq:04d}", change | {"actor": actor}
+        created, stored = ports.ledger.put_once(
+            request_id,
+            f"{SERVE_UNTIL}#{at}#{seq:04d}",
+            change | {"actor": actor, outbox.EFFECT: outbox.SERVE_UNTIL},
         )
         if created:
-            return
+            return stored
     raise RetryableAwsError(f"{MAX_SEQ_ATTEMPTS} serve_until changes of {request_id} at {at}: try again")
 
 

@@ -861,14 +861,17 @@ CANCEL_CONFIRMED = "cancel_paid_reservation"
 
 
 def _confirm_cancel(request_id: str, paid: PaidReservation) -> dict[str, Any]:
-    """The ephemeral question before cancelling a paid reservation: the sunk fee, and a Cancel anyway button
-    (Block Kit ``actions`` with a ``confirm`` dialog)."""
-    fee = str(paid.details.get("upfront_fee_usd") or "0")
+    """The ephemeral question before cancelling a paid reservation: every fee at stake (the upfront fee, paid
+    extensions, extensions in flight, and those of the successors the cancel stops: the API's words,
+    :func:`capacity.logic.api.stake_text`), and a Cancel anyway button (Block Kit ``actions`` with a
+    ``confirm`` dialog naming the total)."""
+    at_stake = paid.details.get("at_stake")
+    if not isinstance(at_stake, list) or not at_stake:
+        at_stake = [{"request_id": request_id, **paid.details}]
+    fee = str(paid.details.get("not_refunded_usd") or paid.details.get("upfront_fee_usd") or "0")
     text = (
-        f"*{messages.escape(request_id)}* has a {'' if paid.details.get('purchase_on_its_way') else 'paid '}"
-        f"{messages.escape(paid.details.get('what') or 'reservation')}: "
-        f"its upfront fee ${Decimal(fee):,.2f} is *not refunded* and cancelling saves nothing (the fee "
-        "covers the reservation until its end); it only stops the endpoint or instances now. Cancel anyway?"
+        f"*{messages.escape(request_id)}*: {messages.escape(api.stake_text(at_stake))}. "
+        "None of it is refunded. Cancel anyway?"
     )
     button = {
         "type": "button",
@@ -1102,10 +1105,13 @@ def _decide_extension(
             ephemeral=True,
         )
         return
-    except RetryableAwsError as exc:  # the decision is recorded; the next press passes it on
+    except RetryableAwsError as exc:  # the ledger failed: the decision may not be recorded
         respond(
             response_url,
-            messages.escape(f"{request_id}: your decision is recorded but AWS is busy ({exc}); press again."),
+            messages.escape(
+                f"{request_id}: AWS is busy ({exc}); press again (a decision already recorded is passed on "
+                "by itself)."
+            ),
             ephemeral=True,
         )
         return
@@ -1121,8 +1127,8 @@ def _decide_extension(
 def _decide(
     request_id: str, *, approved: bool, user_id: str, response_url: str, ports: Ports, door: Door
 ) -> None:
-    """An approver's press: record and hand back the decision, and tell the approver what happened (the
-    approval message replaced by the outcome, or an ephemeral line saying why not)."""
+    """An approver's press: record the decision (its record hands it back: the outbox), and tell the approver
+    what happened (the approval message replaced by the outcome, or an ephemeral line saying why not)."""
     approver = f"slack:{user_id}"
     try:
         result = api.decide_approval(
@@ -1144,12 +1150,12 @@ def _decide(
             ephemeral=True,
         )
         return
-    except RetryableAwsError as exc:  # the decision is recorded; the next press hands it back
+    except RetryableAwsError as exc:  # the ledger failed: the decision may not be recorded
         _responder(door, ports)(
             response_url,
             messages.escape(
-                f"{request_id}: your decision is recorded but AWS is busy ({exc}); press the button again "
-                "to pass it on to the waiting workflow."
+                f"{request_id}: AWS is busy ({exc}); press the button again (a decision already recorded is "
+                "handed to the waiting workflow by itself)."
             ),
             ephemeral=True,
         )
