@@ -436,6 +436,8 @@ def test_approval_requested_names_the_deadline_counted_from_when_the_wait_began(
     deadline = (entered + timedelta(seconds=plan.approval_timeout_seconds)).replace(second=0)
     assert detail["approval_deadline"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert detail["timeout_seconds"] == 24 * 3600
+    # Slack tells the same instant, in the deployment's clock: on make serve 24 h are 24 real seconds.
+    assert f"Answer by {deadline:%Y-%m-%d %H:%M} UTC (within 24 h)" in harness.slack.messages[-1].text
 
 
 def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(harness: Harness) -> None:

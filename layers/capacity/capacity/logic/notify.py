@@ -199,14 +199,16 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
         },
     )
     if written is not None or created:
+        timeout = step.plan.approval_timeout_seconds
         post(
             ports,
             messages.approval_request(
                 request,
                 step.plan.offering,
                 step.plan.reason,
-                step.plan.approval_timeout_seconds,
+                timeout,
                 threshold=threshold,
+                deadline=approval_deadline(step.entered_at or ports.clock(), timeout),
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
