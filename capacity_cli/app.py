@@ -27,7 +27,7 @@ from capacity_cli.api import ApiError, CapacityApi, CliError, RefusedError
 from capacity_cli.config import OUTPUTS, Config, config_path, load_config
 from capacity_cli.exits import ExitStatus, status_for_state
 from capacity_cli.failures import CapacityGroup, Failure, failure_of, show
-from capacity_cli.request import KEEP_SERVING_FIELDS, RequestFlags, build_request, load_file
+from capacity_cli.request import KEEP_SERVING_FIELDS, RequestFlags, build_request, load_file, load_spec
 from capacity_cli.targets import SAMPLE_EPOCH, TargetOptions, kind_of, open_transport, region_of
 from capacity_cli.watch import DEFAULT_UNTIL, WatchResult, follow
 
@@ -378,6 +378,23 @@ SearchEveryOption = Annotated[
     str | None,
     typer.Option("--search-every", help="search_every_minutes: the first wait between looks (90m, 2h)."),
 ]
+LoadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--load",
+        help="load: the expected traffic (a traffic profile such as events/traffic_two_models.json, or a "
+        "load): the plan simulates each instance count on it and names the smallest that serves it.",
+    ),
+]
+MaxRejectedOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-rejected",
+        min=0,
+        max=100,
+        help="With --load: the most requests refused for lack of capacity (%).",
+    ),
+]
 ServeUntilOption = Annotated[
     str | None,
     typer.Option(
@@ -391,15 +408,30 @@ RolloverLeadOption = Annotated[
 ]
 
 
-def _request(runtime: Runtime, file: str | None, flags: RequestFlags) -> dict[str, Any]:
+def _request(
+    runtime: Runtime,
+    file: str | None,
+    flags: RequestFlags,
+    *,
+    load: str | None = None,
+    max_rejected: float | None = None,
+    right_size: bool = False,
+) -> dict[str, Any]:
     document = load_file(file) if file else None
-    return build_request(
+    body = build_request(
         document,
         flags,
         now=runtime.api().transport.now(),
         default_region=runtime.region(),
         default_requester=runtime.requester(),
     )
+    if load is not None:
+        body["load"] = load_spec(load, max_rejected_percent=max_rejected)
+    elif max_rejected is not None and isinstance(body.get("load"), dict):
+        body["load"] = {**body["load"], "max_rejected_percent": max_rejected}
+    if right_size:
+        body["right_size"] = True
+    return body
 
 
 # ------------------------------------------------------------------------------------------- plan
@@ -429,15 +461,18 @@ def plan(
     copies: CopiesOption = None,
     search_until: SearchUntilOption = None,
     search_every: SearchEveryOption = None,
+    load: LoadOption = None,
+    max_rejected: MaxRejectedOption = None,
 ) -> None:
-    """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing."""
+    """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing.
+    With --load: each instance count simulated on the traffic, and the smallest that serves it."""
     runtime = _runtime(ctx)
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
         search_until, search_every,
     )  # fmt: skip
-    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    body = _guard(runtime, lambda: _request(runtime, file, flags, load=load, max_rejected=max_rejected))
     result = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
     render.emit(runtime.out, runtime.output, result, render.plan_view(result))
 
@@ -471,6 +506,12 @@ def reserve(
     search_every: SearchEveryOption = None,
     serve_until: ServeUntilOption = None,
     rollover_lead: RolloverLeadOption = None,
+    load: LoadOption = None,
+    max_rejected: MaxRejectedOption = None,
+    right_size: Annotated[
+        bool,
+        typer.Option("--right-size", help="With --load: buy the smallest instance count that serves it."),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: reserve at the price shown.")] = False,
     dry_run: Annotated[
         bool,
@@ -491,7 +532,10 @@ def reserve(
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
         search_until, search_every, serve_until, rollover_lead,
     )  # fmt: skip
-    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    body = _guard(
+        runtime,
+        lambda: _request(runtime, file, flags, load=load, max_rejected=max_rejected, right_size=right_size),
+    )
     # The price is the first reservation's: a dry run keeps nothing serving (it refuses serve_until).
     first = {key: value for key, value in body.items() if key not in KEEP_SERVING_FIELDS}
     priced = _guard(runtime, lambda: runtime.api().plan(first), sent=first)

@@ -187,7 +187,35 @@ def plan_view(plan: Mapping[str, Any]) -> RenderableType:
             "dim",
         )
     )
-    return Group(table, *lines) if plan.get("offerings") else Group(*lines)
+    sizing = right_size_view(plan.get("right_size"))
+    parts = [table] if plan.get("offerings") else []
+    return Group(*parts, *lines, *([sizing] if sizing is not None else []))
+
+
+def right_size_view(sizing: Mapping[str, Any] | None) -> RenderableType | None:
+    """The plan's ``right_size`` answer (a request with ``load``, issue 33): the sentence, then one row per
+    candidate instance count simulated on the load (fee, requests refused over the reservation and at the
+    peak, instance-hours used, idle share, whether it meets the target). None without one."""
+    if not sizing:
+        return None
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=f"Right-size: at most {sizing.get('max_rejected_percent')}% of requests refused",
+        title_justify="left",
+    )
+    for header in ("count", "fee", "refused", "at peak", "inst-h used", "idle", "meets"):
+        table.add_column(header, justify="left" if header == "meets" else "right", no_wrap=True)
+    for item in sizing.get("candidates") or []:
+        table.add_row(
+            str(item.get("instance_count")),
+            usd(item.get("upfront_fee_usd")),
+            f"{float(item.get('rejected_percent') or 0):.2f}%",
+            f"{float(item.get('peak_rejected_percent') or 0):.2f}%",
+            f"{float(item.get('instance_hours_used') or 0):.2f}",
+            f"{float(item.get('idle_percent') or 0):.1f}%",
+            "yes" if item.get("meets_target") else "no",
+        )
+    return Group(Text(str(sizing.get("text") or ""), "bold"), table)
 
 
 def price_line(plan: Mapping[str, Any]) -> str:
