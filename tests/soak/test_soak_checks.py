@@ -552,8 +552,10 @@ def test_keep_looking_looks_until_the_deadline_and_tells_at_the_deadline_not_bef
 def test_a_brought_reservation_is_never_bought_and_never_charged_to_the_request() -> None:
     brought = PlanFact("central-p5", "us-east-1", "Expired", Decimal("9000.00"), END)
     summary = {"brought": True, "upfront_fee_usd": "0"}
-    history = _history(["REQUESTED", "PURCHASED", "READY", "RELEASING", "RELEASED"])
-    history[1]["money_usd"] = "0"
+    history = _history(
+        ["REQUESTED", "PLANNED", "PURCHASED", "ACTIVE", "DEPLOYING", "READY", "RELEASING", "RELEASED"]
+    )
+    history[2]["money_usd"] = "0"
     history[-1]["detail"] = {"summary": summary}
     clean = _facts(
         items=[{"sk": "PURCHASE", "brought": True, "upfront_fee_usd": "0"}, *history],
