@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import PurchaseInput
-from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
+from capacity.contracts import ActivationInput, PurchaseInput
+from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
+from capacity.logic.activation import wait_for_activation
 from capacity.logic.purchase import purchase_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
@@ -182,3 +183,23 @@ def test_an_offering_above_the_budget_is_never_bought(harness: Harness) -> None:
         )
     assert ec2.purchases == []
     assert harness.ledger.get(request.id, PURCHASE_INTENT) is None
+
+
+def test_a_block_not_listed_yet_after_its_purchase_is_waited_for_not_failed(harness: Harness) -> None:
+    # Given a block just bought, which DescribeCapacityReservations does not show yet (EC2's reads are
+    # eventually consistent, AWS_FACTS.md "Payments, listings, limits"; issue 29 point 1)
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    ec2.reservations.clear()  # the listing lags behind the purchase
+    step = ActivationInput(
+        request_id=request.id, platform="ec2", region="us-east-1", training_plan_name=out.training_plan_name
+    )
+    # When the payment is checked right after the purchase, then it waits: the block is paid for
+    assert wait_for_activation(step, ports).status == "Pending"
+    assert not [e for e in harness.ledger.history(request.id) if e.state is State.FAILED]
+    # And a block still not found 12 hours after its purchase fails as a payment that never came
+    harness.clock.now += timedelta(hours=12, minutes=1)
+    with pytest.raises(PlanFailed, match="not visible"):
+        wait_for_activation(step, ports)
