@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from capacity.adapters import clients
-from capacity.errors import ReservationCancelled
+from capacity.errors import ReservationCancelled, RetryableAwsError
 from capacity.ledger import CURRENT, OUTCOME, PURCHASE_INTENT, REQUEST, Ledger
 from capacity.records import State
 from capacity.request import parse_request
@@ -296,3 +296,40 @@ def test_a_state_whose_transaction_meets_a_concurrent_one_is_tried_again_whole(a
     current = ledger.get("r1", CURRENT)
     assert current is not None
     assert current["current_state"] == "REQUESTED"
+
+
+class RefusingClient:
+    """A DynamoDB client whose next ``PutItem`` meets an ongoing transaction on its item: DynamoDB refuses it
+    with ``TransactionConflictException`` (nothing written)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.refusals = 1
+
+    def put_item(self, **kwargs: Any) -> Any:
+        if self.refusals > 0:
+            self.refusals -= 1
+            error: Any = {
+                "Error": {
+                    "Code": "TransactionConflictException",
+                    "Message": "Transaction is ongoing for the item",
+                },
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            }
+            raise ClientError(error, "PutItem")
+        return self._client.put_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_write_that_meets_an_ongoing_transaction_is_a_retryable_fault(aws: None) -> None:
+    # Given a put that DynamoDB refuses because a transaction writes the same item at that moment (issue 29)
+    client = RefusingClient(clients.dynamodb(REGION))
+    ledger = Ledger("ledger", client, clock=Clock())  # type: ignore[arg-type]
+    # When it is written, then the caller sees a transient fault (retried by its step), not a bare ClientError
+    with pytest.raises(RetryableAwsError, match="TransactionConflictException"):
+        ledger.put_once("r1", "PURCHASE_INTENT", {"actor": "test"})
+    # And the retry writes it
+    created, _ = ledger.put_once("r1", "PURCHASE_INTENT", {"actor": "test"})
+    assert created
