@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -9,11 +10,12 @@ from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import ActivationInput, PurchaseInput
+from capacity.contracts import ActivationInput, PurchaseInput, ReleaseInput, ReleaseOutput
 from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.purchase import purchase_capacity
+from capacity.logic.release import release_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.records import State
@@ -203,3 +205,53 @@ def test_a_block_not_listed_yet_after_its_purchase_is_waited_for_not_failed(harn
     harness.clock.now += timedelta(hours=12, minutes=1)
     with pytest.raises(PlanFailed, match="not visible"):
         wait_for_activation(step, ports)
+
+
+def _set_state(ec2: FakeEc2, state: str) -> None:
+    ec2.reservations[:] = [dataclasses.replace(r, state=state) for r in ec2.reservations]
+
+
+def test_a_block_cancelled_while_its_payment_is_pending_is_released_with_what_the_payment_became(
+    harness: Harness,
+) -> None:
+    # Given a block bought, then cancelled while EC2 still processes its payment (soak seed 601 #74)
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    harness.ledger.append_outcome(request.id, State.CANCELLED, actor="test", detail={"reason": "cancelled"})
+
+    def release(action: str) -> ReleaseOutput:
+        step = ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "cancelled"})
+        return release_capacity(step, ports)
+
+    # When the release begins while the payment is pending, then it waits for it (nothing to delete yet)
+    waiting = release("begin")
+    assert waiting.payment_wait_seconds > 0
+    assert State.RELEASING not in [e.state for e in harness.ledger.history(request.id)]
+    # And once the payment failed, AWS charged nothing: the release records the fee coming back
+    harness.clock.now += timedelta(minutes=10)
+    _set_state(ec2, "payment-failed")
+    assert release("begin").payment_wait_seconds == 0
+    for action in ("delete_components", "finish"):
+        release(action)
+    history = harness.ledger.history(request.id)
+    assert history[-1].state is State.RELEASED
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal(0)
+    assert harness.ledger.get(request.id, "PURCHASE_VOIDED") is not None
+
+
+def test_a_block_released_once_paid_keeps_its_fee(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    _set_state(ec2, "scheduled")
+    for action in ("begin", "delete_components", "finish"):
+        release_capacity(
+            ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "cancelled"}),
+            ports,
+        )
+    history = harness.ledger.history(request.id)
+    assert history[-1].state is State.RELEASED
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal("4983.55")
