@@ -484,6 +484,14 @@ STALE_MAX_SECONDS = 8 * 60
 (``capacity.logic.buy_once.CONSISTENCY_WINDOW``)."""
 
 
+EC2_STALE_READS = (
+    "DescribeCapacityReservations",
+    "DescribeCapacityBlockExtensionHistory",
+    "DescribeInstances",
+)
+"""The EC2 reads ``stale_listing`` makes eventually consistent (a rule per read: fired only where it acts)."""
+
+
 def _kindness_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
     """What AWS does that the local cloud does not by default, drawn in every lifecycle (issue 29 point 3,
     and point 1 for EC2): DynamoDB cancelling a transaction that met another on one of its items
@@ -511,13 +519,16 @@ def _kindness_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
                 )
             )
     if ec2:
-        rules.append(
+        probability, delay = round(rng.uniform(0.3, 1.0), 2), round(rng.uniform(2, STALE_MAX_SECONDS))
+        rules.extend(
             FaultRule(
                 service="ec2",
+                operation=operation,
                 kind=FaultKind.STALE_LISTING,
-                probability=round(rng.uniform(0.3, 1.0), 2),
-                delay_seconds=round(rng.uniform(2, STALE_MAX_SECONDS)),
+                probability=probability,
+                delay_seconds=delay,
             )
+            for operation in EC2_STALE_READS
         )
     return rules
 
