@@ -222,7 +222,9 @@ def test_a_block_cancelled_while_its_payment_is_pending_is_released_with_what_th
     harness.ledger.append_outcome(request.id, State.CANCELLED, actor="test", detail={"reason": "cancelled"})
 
     def release(action: str) -> ReleaseOutput:
-        step = ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "cancelled"})
+        step = ReleaseInput.model_validate(
+            {"request_id": request.id, "action": action, "reason": "cancelled"}
+        )
         return release_capacity(step, ports)
 
     # When the release begins while the payment is pending, then it waits for it (nothing to delete yet)
