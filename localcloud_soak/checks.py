@@ -770,21 +770,23 @@ def check_invalid_deliveries(facts: Facts) -> list[str]:
 
 def keep_serving(facts: Facts) -> str:
     """What ``serve_until`` led to in a lifecycle, for the soak's figures: ``rolled-over`` (a successor
-    served), ``successor`` (one was requested, never served), ``extended`` (an extension in place was paid
-    for it), ``told`` (a person was told it stops at its end), ``asked`` (an extension tried, nothing more),
-    or empty when nothing was due (no ``serve_until``, or it ended first)."""
+    served), ``successor`` (one was requested, never served), either after an extension (``extended, then
+    ...``), ``extended`` (an extension in place was paid for it), ``told`` (a person was told it stops at
+    its end), ``asked`` (an extension tried, nothing more), or empty when nothing was due (no
+    ``serve_until``, or it ended first)."""
     items = [i for i in facts.items if not str(i["sk"]).startswith("STATE#")]
-    if any(i["sk"] == "ROLLED_OVER" for i in items):
-        return "rolled-over"
-    if facts.successors:
-        return "successor"
     tried = [i for i in items if str(i["sk"]).startswith("ROLLOVER_EXTENSION#")]
-    if any(str(i["sk"]).startswith("ROLLOVER_TOLD#") for i in items):
-        return "told"
     extended = {
         str((i.get("detail") or {}).get("extension_id")) for i in facts.history() if i["state"] == "EXTENDED"
     }
-    if any(i.get("extension_id") in extended for i in tried):
+    was_extended = any(i.get("extension_id") in extended for i in tried)
+    if any(i["sk"] == "ROLLED_OVER" for i in items):
+        return "extended, then rolled-over" if was_extended else "rolled-over"
+    if facts.successors:
+        return "extended, then successor" if was_extended else "successor"
+    if any(str(i["sk"]).startswith("ROLLOVER_TOLD#") for i in items):
+        return "told"
+    if was_extended:
         return "extended"
     return "asked" if tried else ""
 
