@@ -55,6 +55,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries, stop_instances
+from capacity.logic.on_demand_record import finish_launch
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
@@ -115,6 +116,9 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     if existing is not None and existing.get("timed_out"):  # a retried step after the deadline
         raise EndpointFailed(str(existing.get("timed_out")))
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
+        # A retried step after the launch was recorded: its schedule and records first (idempotent).
+        launch = Purchase(existing)
+        finish_launch(request, ports, market=launch.market, region=launch.region, ids=launch.instance_ids)
         if platform == "sagemaker":
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
