@@ -333,3 +333,20 @@ def test_a_write_that_meets_an_ongoing_transaction_is_a_retryable_fault(aws: Non
     # And the retry writes it
     created, _ = ledger.put_once("r1", "PURCHASE_INTENT", {"actor": "test"})
     assert created
+
+
+def test_an_outcome_that_meets_another_one_without_its_entry_completes_that_entry(aws: None) -> None:
+    # Soak seed 602 #120: a DELETE wrote its CANCELLED marker and timed out before its entry; the workflow
+    # then failed (no offering) and its FAILED met the marker: nothing was recorded, the ledger ended
+    # REQUESTED.
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.append("r1", State.REQUESTED, actor="test")
+    ledger.put_once(
+        "r1", OUTCOME, {"outcome": "CANCELLED", "actor": "alice", "detail": {"reason": "cancelled"}}
+    )
+    assert (
+        ledger.append_outcome("r1", State.FAILED, actor="notify", detail={"error": "OfferingNotFound"})
+        is None
+    )
+    assert [e.state for e in ledger.history("r1")] == [State.REQUESTED, State.CANCELLED]
+    assert ledger.history("r1")[-1].actor == "alice"

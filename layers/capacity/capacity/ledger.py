@@ -489,7 +489,8 @@ class Ledger:
         ``CANCELLED`` then ``REJECTED``/``FAILED`` in one ledger.
 
         Returns:
-            The entry written, or None when another outcome (or this one, already) is recorded.
+            The entry written, or None when another outcome (or this one, already) is recorded: that outcome's
+            entry is then completed if its writer died before appending it (:meth:`complete_outcome`).
         """
         # "outcome", not "state": readers that scan items for a "state" see only the STATE# entries. The
         # entry's detail and money ride along, so whoever meets the outcome can complete its entry.
@@ -498,6 +499,9 @@ class Ledger:
             marker["money_usd"] = money_str(money_usd)
         _, item = self.put_once(request_id, OUTCOME, marker)
         if item.get("outcome") != state.value:
+            self.complete_outcome(
+                request_id, item
+            )  # its writer may have died before its entry (seed 602 #120)
             return None
         return self.append(request_id, state, actor=actor, detail=detail, money_usd=money_usd, once=True)
 
