@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import ActivationInput, PurchaseInput, ReleaseInput, ReleaseOutput
+from capacity.contracts import (
+    ActivationInput,
+    NotifyInput,
+    PurchaseInput,
+    ReleaseInput,
+    ReleaseOutput,
+    StepError,
+)
 from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
 from capacity.ledger import PURCHASE, PURCHASE_INTENT
 from capacity.logic.activation import wait_for_activation
+from capacity.logic.notify import notify
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.release import release_capacity
 from capacity.offerings import OfferingSummary
@@ -257,3 +265,46 @@ def test_a_block_released_once_paid_keeps_its_fee(harness: Harness) -> None:
     history = harness.ledger.history(request.id)
     assert history[-1].state is State.RELEASED
     assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal("4983.55")
+
+
+def test_a_failed_payment_is_refunded_once_whichever_records_it_first(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Soak seed 602 #188: the failure's notify wrote its FAILED marker (with the refund) and died before the
+    # entry; the release recorded RELEASED with the refund, then the retried notify recorded FAILED with it
+    # again (-$4,075.78 in all).
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    _set_state(ec2, "payment-failed")
+    step = ActivationInput(
+        request_id=request.id, platform="ec2", region="us-east-1", training_plan_name=out.training_plan_name
+    )
+    with pytest.raises(PlanFailed):
+        wait_for_activation(step, ports)  # records the purchase voided
+    error = StepError(
+        Error="PlanFailed", Cause='{"errorMessage": "payment-failed", "errorType": "PlanFailed"}'
+    )
+    failure = NotifyInput(kind="failure", request_id=request.id, error=error)
+    append = harness.ledger.append
+
+    def dies_before_failed(request_id: str, state: State, **kwargs: Any) -> Any:
+        if state is State.FAILED:
+            raise RetryableAwsError("Sandbox.Timedout")  # the notify Lambda stops here
+        return append(request_id, state, **kwargs)
+
+    monkeypatch.setattr(harness.ledger, "append", dies_before_failed)
+    with pytest.raises(RetryableAwsError):
+        notify(failure, ports)
+    monkeypatch.setattr(harness.ledger, "append", append)
+    for action in ("begin", "delete_components", "finish"):
+        release_capacity(
+            ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "failed"}),
+            ports,
+        )
+    notify(failure, ports)  # Step Functions retries the notify (nothing more: RELEASED is final)
+    harness.ledger.complete_outcome(request.id)  # whoever meets the FAILED marker completes its entry
+    history = harness.ledger.history(request.id)
+    assert [e.state for e in history][-2:] == [State.RELEASED, State.FAILED]
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal(0)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from capacity import money_metrics
 from capacity.contracts import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
-from capacity.ledger import PURCHASE_VOIDED, RELEASED_MARKER
+from capacity.ledger import OUTCOME, PURCHASE_VOIDED, RELEASED_MARKER
 from capacity.logic.attempts import live_hold_key
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
@@ -92,7 +92,7 @@ def record_released(
         actor=ports.actor,
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
         # AWS charged nothing after all (a payment that failed once the release began): the fee comes back
-        money_usd=refund(history, voided_item),
+        money_usd=refund(history, voided_item, ports.ledger.get(step.request_id, OUTCOME)),
         once=True,
     )
     try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed

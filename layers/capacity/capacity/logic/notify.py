@@ -47,6 +47,7 @@ from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, Notify
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
+from capacity.logic import payment
 from capacity.logic.attempts import attempt_calls, intent_key, live_attempt, live_hold_key, live_intent
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
@@ -290,7 +291,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     if voided is not None or (bought is None and _not_bought(ports, step.request_id, error)):
         # The team's money and quota come back.
         give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
-    refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
+    refund = payment.refund(ledger.history(step.request_id), voided)  # once: RELEASED may have given it
     if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
         written = ledger.append_outcome(
             step.request_id,

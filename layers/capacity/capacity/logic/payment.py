@@ -10,8 +10,10 @@ can run, so nothing bills meanwhile) and, when the payment failed, records the p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from capacity.ledger import PURCHASE_VOIDED
 from capacity.logic.common import PAYMENT_DEADLINE, Purchase, first_entry, void_purchase
@@ -58,9 +60,16 @@ def unsettled(ports: Ports, request_id: str, purchase: Purchase) -> datetime | N
     return min(now + POLL, deadline) if now < deadline else None
 
 
-def refund(history: list[LedgerEntry], voided: dict[str, object] | None) -> Decimal | None:
-    """The money the ``RELEASED`` entry records: minus the voided fee, when AWS charged nothing and no earlier
-    entry gave it back (a ``FAILED`` after the payment failed does); else None."""
+def refund(
+    history: list[LedgerEntry], voided: Mapping[str, Any] | None, outcome: Mapping[str, Any] | None = None
+) -> Decimal | None:
+    """The money an entry records when AWS charged nothing after all (``voided``): minus the voided fee,
+    unless an entry gave it back already or the recorded outcome (its ``OUTCOME`` marker) carries it for an
+    entry whoever meets it completes (a ``FAILED`` whose writer died after its marker: soak seed 602 #188
+    had it twice, ``RELEASED``'s and that ``FAILED``'s); else None. The fee comes back once."""
     if voided is None or any(e.money_usd is not None and e.money_usd < 0 for e in history):
+        return None
+    pending = (outcome or {}).get("money_usd")
+    if pending is not None and Decimal(str(pending)) < 0:
         return None
     return -Decimal(str(voided["upfront_fee_usd"]))
