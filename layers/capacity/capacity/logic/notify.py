@@ -48,6 +48,7 @@ from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.ledger import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.lifecycle import Event
+from capacity.logic import payment
 from capacity.logic.attempts import (
     attempt_calls,
     intent_key,
@@ -309,7 +310,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
         if voided is None:
             nothing_bought(ports, step.request_id)
-    refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
+    refund = payment.refund(ledger.history(step.request_id), voided)  # once: RELEASED may have given it
     if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
         written = ledger.record(
             step.request_id,

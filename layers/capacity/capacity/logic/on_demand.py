@@ -59,7 +59,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.ec2.on_demand import INSTANCES_LAUNCHED, instance_status, instance_tries, stop_instances
-from capacity.logic.on_demand_record import put_purchase
+from capacity.logic.on_demand_record import finish_launch, put_purchase
 from capacity.logic.on_demand_spend import give_back_on_demand, hold_on_demand
 from capacity.logic.sagemaker.on_demand import (
     ENDPOINT_CREATED,
@@ -126,6 +126,9 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     if existing is not None and existing.get("timed_out"):  # a retried step after the deadline
         raise EndpointFailed(str(existing.get("timed_out")))
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
+        # A retried step after the launch was recorded: its schedule and records first (idempotent).
+        launch = Purchase(existing)
+        finish_launch(request, ports, market=launch.market, region=launch.region, ids=launch.instance_ids)
         if platform == "sagemaker":
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"

@@ -12,7 +12,7 @@ from datetime import datetime
 from capacity import messages
 from capacity.contracts import ActivationInput
 from capacity.errors import PlanFailed
-from capacity.logic.common import Sighting, void_purchase
+from capacity.logic.common import Sighting, load_purchase, void_purchase
 from capacity.ports import Ports
 from capacity.timeutil import short
 
@@ -31,14 +31,19 @@ def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
         (``payment-pending``, or a state on its way such as ``delayed``), ``Scheduled`` or ``Active``; the
         reservation's id, state and available count as the ledger detail.
 
+    A reservation ``DescribeCapacityReservations`` does not find is one bought moments ago that EC2's
+    eventually consistent reads do not show yet (AWS_FACTS.md, "Payments, listings, limits"; the purchase
+    answered its id): it is ``Pending`` under the payment's deadline, so one never seen fails 12 hours after
+    its purchase (:func:`~capacity.logic.common.check_activation_deadlines`), never at the first read.
+
     Raises:
-        PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired``,
-            ``unavailable`` or gone (a voided purchase is recorded when AWS charged nothing).
+        PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired`` or
+            ``unavailable`` (a voided purchase is recorded when AWS charged nothing).
     """
     ec2 = ports.ec2(step.region)
     reservation = ec2.describe_capacity_reservation(step.training_plan_name)
     if reservation is None:
-        raise PlanFailed(f"capacity reservation {step.training_plan_name} does not exist in {step.region}")
+        return _not_visible_yet(step, ports)
     if reservation.state in ENDED_STATES:
         void_purchase(ports, step.request_id, reservation.state)
         raise PlanFailed(
@@ -71,4 +76,29 @@ def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
         active_message=lambda start, end: messages.block_active(
             step.request_id, reservation, window=window(start, end)
         ),
+    )
+
+
+def _not_visible_yet(step: ActivationInput, ports: Ports) -> Sighting:
+    """The sighting of a bought block that EC2's listing does not show yet: ``Pending``, waited for under the
+    payment's deadline (12 hours after ``PURCHASED``)."""
+    purchase = load_purchase(ports, step.request_id)
+    name = step.training_plan_name
+    unseen = messages.plan_status(
+        step.request_id, plan_name=name, status="not visible yet", start="?", end="?"
+    )
+    return Sighting(
+        status="Pending",
+        state="not visible yet",
+        payment_state="not visible in DescribeCapacityReservations",
+        what=f"capacity block {name}",
+        name=name,
+        arn=purchase.training_plan_arn if purchase is not None else "",
+        start=None,
+        end=None,
+        scheduled_detail={},
+        active_detail={},
+        # Never posted: SCHEDULED and ACTIVE are recorded only for a block that is listed.
+        scheduled_message=lambda start, end: unseen,
+        active_message=lambda start, end: unseen,
     )
