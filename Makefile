@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
+.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi catalog soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -43,29 +43,41 @@ $(CHECKOV_VENV)/.installed:
 	@touch $@
 
 ## The main job: a real POST /reservations through the local cloud, printed as a timeline, with the seed's
-## two-model traffic replayed on the endpoint (report and chart in reports/). It is never cut short for being
+## two-model traffic replayed on the endpoint (reports/demo.json and reports/demo.png: reserved capacity against
+## what ran, purchases and releases marked, and the traffic; each demo writes its own). It is never cut short for being
 ## slow: a hang detector ends it only after --stall-seconds (default 600) of real time without progress;
 ## DEMO_ARGS passes options to `python -m localcloud run`, e.g. make demo DEMO_ARGS='--stall-seconds 1200'.
 DEMO_ARGS ?=
 demo: venv
-	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
+	$(BIN)/python -m localcloud run events/api_post_reservation.json --traffic events/traffic_two_models.json \
+		--report-name demo $(DEMO_ARGS)
 
-## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2).
+## The EC2 path: a launch template, then a POST /reservations for an EC2 Capacity Block (platform ec2);
+## reports/demo-ec2.png: the block's instances against what ran.
 demo-ec2: venv
-	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json
+	$(BIN)/python -m localcloud run events/ec2_create_launch_template.json events/api_post_reservation_ec2.json \
+		--report-name demo-ec2 $(DEMO_ARGS)
 
 ## Keep serving (issue 17): a request with serve_until whose training plan is extended once in place, then,
 ## when nothing more can be extended in its region, rolled over to a plan in another region; the traffic
 ## replay follows the endpoint parameter across the switch (events/market_serve_until.json: the market).
 demo-extend: venv
 	$(BIN)/python -m localcloud run events/api_post_reservation_serve_until.json \
-		--market events/market_serve_until.json --traffic events/traffic_two_models.json $(DEMO_ARGS)
+		--market events/market_serve_until.json --traffic events/traffic_two_models.json \
+		--report-name demo-extend $(DEMO_ARGS)
 
-## A local HTTP API on 127.0.0.1:3000 (like `sam local start-api`, without Docker). SPEED is virtual
-## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes.
+## A local HTTP API on 127.0.0.1:$(PORT) (like `sam local start-api`, without Docker). SPEED is virtual
+## seconds per real second: 3600 makes a week-ahead reservation go Active in under 3 minutes. Virtual time
+## starts at the sample events' time (2026-11-29T12:00Z) when the first request arrives, so the samples'
+## dates work on any day (START=now: the real time). SETUP: events delivered first (the models Slack's
+## /gpu reserve names must exist, as on AWS). PORT: LOCALCLOUD_PORT, else 3000.
 SPEED ?= 3600
+PORT ?= $(or $(LOCALCLOUD_PORT),3000)
+START ?=
+SETUP ?= events/sagemaker_create_model_llama_eu.json events/sagemaker_create_model_llama_us.json
 serve: venv
-	$(BIN)/python -m localcloud serve --speed $(SPEED)
+	$(BIN)/python -m localcloud serve --speed $(SPEED) --port $(PORT) $(if $(START),--start $(START)) \
+		$(foreach event,$(SETUP),--setup $(event))
 
 ## Load deploy/policy-seed.json (teams, budgets, approvers, the account cap) into the deployed PolicyTable.
 seed-policy: deploy-check
@@ -82,6 +94,11 @@ record-calls: venv
 ## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
 openapi: venv
 	$(BIN)/python scripts/export_openapi.py
+
+## capacity_cli/catalog.json: the values the CLI completes (instance types, regions, states...), exported from
+## the layer's tables; tests/cli/test_cli_completion.py fails when it drifts.
+catalog: venv
+	$(BIN)/python scripts/export_catalog.py
 
 ## The fault soak: COUNT randomized lifecycles with injected faults, checked for the money rules (docs/soak.md).
 ## Prints the counts; exits 1 and names the seed on any violation. ONLY=i re-runs lifecycle i alone. Then the
@@ -123,8 +140,9 @@ unit: venv
 
 ## The unit suite with the wall clock a year ahead (tests/conftest.py --clock-ahead-days): a test that passes
 ## only until some date (a sample's fixed date, a message older than SQS's retention) fails here, not in a year.
+## tests/docs runs the runnable blocks of README.md and docs/*.md, every process they start a year ahead too.
 unit-future: venv
-	$(BIN)/pytest -q -p no:cacheprovider -n auto --dist worksteal tests/unit --clock-ahead-days 365
+	$(BIN)/pytest -q -p no:cacheprovider -n auto --dist worksteal tests/unit tests/docs --clock-ahead-days 365
 
 ## Branch coverage of the deployed code (slower: Python 3.13's sys.monitoring does not measure branches, so
 ## coverage falls back to its settrace core).

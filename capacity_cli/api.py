@@ -17,10 +17,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 from urllib.parse import quote
+
+from capacity_cli.exits import ExitStatus, status_for_http
 
 MISSING_ROUTE = "Missing Authentication Token"
 """API Gateway's 403 message for a route the API does not have (and for an unsigned request)."""
@@ -30,19 +33,34 @@ FINAL_STATES = frozenset({"RELEASED", "REJECTED", "FAILED", "CANCELLED"})
 
 
 class CliError(Exception):
-    """A problem the user can fix; the message says what and how (exit status 1)."""
+    """A problem the user can fix; the message says what and how (exit status ``bad_input``, 2, unless a
+    subclass says otherwise: :mod:`capacity_cli.exits`)."""
 
-    exit_code = 1
+    exit_code: ExitStatus = ExitStatus.BAD_INPUT
 
 
 class UnreachableError(CliError):
-    """The target did not answer (no network, ``make serve`` not running, a timeout)."""
+    """The target did not answer (no network, ``make serve`` not running, a timeout): ``unavailable``."""
+
+    exit_code = ExitStatus.UNAVAILABLE
+
+
+class RefusedError(CliError):
+    """What the command asks cannot be done in the state things are in (as the API's 409): ``refused``."""
+
+    exit_code = ExitStatus.REFUSED
+
+
+class NotFoundError(CliError):
+    """What the command names does not exist (a stack): ``not_found``."""
+
+    exit_code = ExitStatus.NOT_FOUND
 
 
 class NotAvailableError(CliError):
-    """The deployment has no such route (e.g. ``GET /costs`` before issue 16 is deployed): exit status 3."""
+    """The deployment has no such route (e.g. ``GET /costs`` before issue 16 is deployed): ``not_found``."""
 
-    exit_code = 3
+    exit_code = ExitStatus.NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -73,13 +91,15 @@ class ApiError(CliError):
                 for item in body["errors"]
                 if isinstance(item, Mapping)
             ]
-        if isinstance(body, Mapping) and body.get("message"):
-            message = str(body["message"])
+        if isinstance(body, Mapping) and (body.get("message") or body.get("Message")):
+            # API Gateway's own refusals (an IAM deny) say "Message"; the API's answers say "message".
+            message = str(body.get("message") or body.get("Message"))
         elif self.problems:
             message = "; ".join(f"{p.field}: {p.message}" for p in self.problems)
         else:
             message = str(body) if body else "no body"
         self.message = message
+        self.exit_code = status_for_http(status)
         super().__init__(f"{status}: {message}")
 
 
@@ -120,6 +140,18 @@ class Transport(Protocol):
         reservation ``request_id`` changes state (or nothing is left to run: then False).
         """
         ...
+
+
+def date_header(headers: Mapping[str, str]) -> datetime | None:
+    """The instant of an answer's ``Date`` header (RFC 9110: the server's clock, to the second), or None."""
+    found = next((value for key, value in headers.items() if key.lower() == "date"), None)
+    if not found:
+        return None
+    try:
+        moment = parsedate_to_datetime(found)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _segment(value: str) -> str:
@@ -197,23 +229,34 @@ class CapacityApi:
         return result
 
     def reservations(
-        self, *, state: str | None = None, limit: int = 20, next_token: str | None = None
+        self,
+        *,
+        state: str | None = None,
+        team: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
     ) -> dict[str, Any]:
-        """``GET /reservations``: one page, newest first (``{"reservations", "next_token"}``)."""
+        """``GET /reservations``: one page, newest first (``{"reservations", "next_token"}``); ``state`` and
+        ``team`` keep only those currently in that state, of that team (a filtered page may be short while
+        ``next_token`` is set)."""
         query = {"limit": str(limit)}
         if state:
             query["status"] = state
+        if team:
+            query["team"] = team
         if next_token:
             query["next_token"] = next_token
         result: dict[str, Any] = self.call("GET", "/reservations", query=query)
         return result
 
-    def all_reservations(self, *, state: str | None = None, limit: int = 20) -> Iterator[dict[str, Any]]:
+    def all_reservations(
+        self, *, state: str | None = None, team: str | None = None, limit: int = 20
+    ) -> Iterator[dict[str, Any]]:
         """Up to ``limit`` reservations, following ``next_token`` (a filtered page may be short)."""
         token: str | None = None
         found = 0
         while True:
-            page = self.reservations(state=state, limit=min(limit, 100), next_token=token)
+            page = self.reservations(state=state, team=team, limit=min(limit, 100), next_token=token)
             for item in page.get("reservations") or []:
                 yield item
                 found += 1

@@ -2,9 +2,10 @@
 
 Thin commands over :class:`~capacity_cli.api.CapacityApi`: each reads its options, makes one or two API
 calls, and shows the answer (:mod:`capacity_cli.render`). Data goes to standard output (a table, or the
-API's JSON/YAML with ``--output``); prompts, progress and errors go to standard error. Exit status: 0 done,
-1 refused or failed (the API's field errors are shown, with "did you mean"), 2 usage, 3 not available in
-this deployment (a route of issues 16/17 it does not have).
+API's JSON/YAML with ``--output``); prompts, progress and errors go to standard error (under ``--output
+json|yaml`` an error is a JSON/YAML document there: :mod:`capacity_cli.failures`). Exit statuses: one table,
+:mod:`capacity_cli.exits` (0 done, 1 failed, 2 bad input, 3 refused, 4 needs approval, 5 not found,
+6 unavailable).
 """
 
 from __future__ import annotations
@@ -21,18 +22,20 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from capacity_cli import __version__, render
-from capacity_cli.api import ApiError, CapacityApi, CliError
+from capacity_cli import __version__, complete, render
+from capacity_cli.api import ApiError, CapacityApi, CliError, RefusedError
 from capacity_cli.config import OUTPUTS, Config, config_path, load_config
-from capacity_cli.request import KEEP_SERVING_FIELDS, RequestFlags, build_request, load_file
-from capacity_cli.suggest import describe_problems, query_suggestion
-from capacity_cli.targets import TargetOptions, kind_of, open_transport, region_of
+from capacity_cli.exits import ExitStatus, status_for_state
+from capacity_cli.failures import CapacityGroup, Failure, failure_of, show
+from capacity_cli.request import KEEP_SERVING_FIELDS, RequestFlags, build_request, load_file, load_spec
+from capacity_cli.targets import SAMPLE_EPOCH, TargetOptions, kind_of, open_transport, region_of
 from capacity_cli.watch import DEFAULT_UNTIL, WatchResult, follow
 
 OVER = frozenset({"RELEASED", "REJECTED"})
 """States after which a reservation holds and awaits nothing (FAILED and CANCELLED still await a release)."""
 
 app = typer.Typer(
+    cls=CapacityGroup,
     name="capacity",
     help="Short-term GPU capacity on AWS: plan, reserve, follow, approve and cancel reservations "
     "(the Capacity Orchestrator's REST API; docs/cli.md).",
@@ -80,7 +83,7 @@ class Runtime:
                 self.config,
                 self.resources,
                 cloud=self.injected.cloud if self.injected else None,
-                note=lambda line: self.err.print(f"[dim]{line}[/dim]"),
+                note=lambda line: self.tell(f"[dim]{line}[/dim]"),
             )
             self._api = CapacityApi(transport)
         return self._api
@@ -95,6 +98,19 @@ class Runtime:
             return getpass.getuser()
         except (OSError, KeyError):
             return "capacity-cli"
+
+    def tell(self, text: str, *, asking: bool = False, **style: Any) -> None:
+        """A line for the person on standard error: progress, a price, what happened. Under ``--output
+        json|yaml`` standard error carries only the error document, so it is left out there, unless a
+        question follows (``asking``) and the person must see what it is about."""
+        if self.output == "table" or asking:
+            self.err.print(text, **({"highlight": False} | style))
+
+    def poll_interval(self) -> float:
+        """Seconds between two polls of a followed reservation: 1 on a local ``http://`` API (``make serve``:
+        its virtual clock runs fast), 10 on a deployed one."""
+        endpoint = self.options.endpoint or (None if self.options.stack else self.config.endpoint) or ""
+        return 1.0 if endpoint.startswith("http://") else 10.0
 
     def region(self) -> str:
         """The target's region (for a request's default ``regions``)."""
@@ -122,6 +138,12 @@ def _runtime(ctx: typer.Context) -> Runtime:
     return runtime
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"capacity {__version__}")
+        raise typer.Exit(ExitStatus.OK)
+
+
 def _width() -> int | None:
     # A pipe or a test runner is not a terminal: Rich would assume 80 columns and squeeze the tables.
     if os.environ.get("COLUMNS") or sys.stdout.isatty():
@@ -144,19 +166,40 @@ def main_options(
         typer.Option("--local", help="The embedded local cloud, in this process (default with no stack)."),
     ] = False,
     region: Annotated[
-        str | None, typer.Option(help="The stack's region (default: config, then profile).")
+        str | None,
+        typer.Option(
+            help="The stack's region (default: config, then profile).", autocompletion=complete.region
+        ),
     ] = None,
     profile: Annotated[
         str | None, typer.Option(help="AWS profile whose credentials sign the requests.")
     ] = None,
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="table (default), json or yaml.", show_default=False)
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table (default), json or yaml; errors then come as a JSON/YAML document on stderr.",
+            show_default=False,
+            autocompletion=complete.outputs,
+        ),
     ] = None,
     identity: Annotated[
-        str | None, typer.Option(help="--local only: the caller's IAM principal ARN (approvers differ).")
+        str | None,
+        typer.Option(
+            "--as",
+            "--identity",
+            metavar="ARN",
+            help="Act as this IAM principal: --local, or make serve's http:// endpoint (its "
+            "X-Localcloud-Caller header). An approver is another principal than the requester.",
+        ),
     ] = None,
     start: Annotated[
-        str | None, typer.Option(help="--local only: virtual start time, ISO-8601 UTC (default: now).")
+        str | None,
+        typer.Option(
+            help=f"--local only: virtual start, ISO-8601 UTC or now (default {SAMPLE_EPOCH:%Y-%m-%dT%H:%MZ}, "
+            "the sample events' time)."
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="--local only: seeds the emulated capacity market.")] = 7,
     template: Annotated[Path | None, typer.Option(help="--local only: the SAM template to run.")] = None,
@@ -166,18 +209,18 @@ def main_options(
             "--config", help="Configuration file (default ~/.config/capacity-orchestrator/config.toml)."
         ),
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
 ) -> None:
     """Global options: where the API is and how answers are shown."""
-    if version:
-        typer.echo(f"capacity {__version__}")
-        raise typer.Exit(0)
     err = Console(stderr=True, width=_width())
     try:
         config = load_config(config_file)
     except CliError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+        show(err, output or "table", failure_of(exc))
+        raise typer.Exit(exc.exit_code) from exc
     chosen = output or config.output or "table"
     if chosen not in OUTPUTS:
         raise typer.BadParameter(f"{chosen!r} is not one of {', '.join(OUTPUTS)}", param_hint="--output")
@@ -207,27 +250,48 @@ def main_options(
 # ------------------------------------------------------------------------------------------ failures
 
 
-def _fail(
-    runtime: Runtime, exc: CliError, *, sent: Any = None, schema: str = "ReservationRequest"
-) -> NoReturn:
-    """Print what went wrong (the API's field errors with suggestions) and exit with its status."""
-    if isinstance(exc, ApiError) and exc.problems:
-        runtime.err.print(f"[red]The API refused the request ({exc.status}):[/red]")
-        for line in describe_problems(exc.problems, sent, schema=schema):
-            runtime.err.print(f"  - {line}", markup=False, highlight=False)
-        past = any("past" in p.message for p in exc.problems)
-        if exc.status == 422 and runtime.local and runtime.injected is None and past:
-            runtime.err.print("  (the embedded local cloud starts at the real time now: --start moves it)")
-    elif isinstance(exc, ApiError):
-        runtime.err.print(f"[red]The API answered {exc.status}:[/red] {exc.message}", highlight=False)
-        if exc.status == 404 and runtime.local and runtime.injected is None:
-            runtime.err.print(
-                "  (the embedded local cloud keeps nothing between commands: run make serve and use "
-                "--endpoint http://127.0.0.1:3000, or follow a reservation with reserve --watch)"
+def _hint(runtime: Runtime, exc: CliError) -> str | None:
+    """What to do next, for the failures whose cause is the target rather than the request."""
+    if not isinstance(exc, ApiError):
+        return None
+    fresh_local = runtime.local and runtime.injected is None
+    past = any("past" in p.message for p in exc.problems)
+    if exc.status == 422 and past:
+        if fresh_local:
+            return (
+                f"the embedded local cloud starts at {SAMPLE_EPOCH:%Y-%m-%dT%H:%MZ} unless --start says "
+                "otherwise; write times relative to it: --from +2d"
             )
-    else:
-        runtime.err.print(f"[red]error:[/red] {exc}", highlight=False)
-    raise typer.Exit(exc.exit_code)
+        return "times relative to the API's own clock never are: --from +2d, --until +7d"
+    if exc.status == 404 and fresh_local:
+        return (
+            "the embedded local cloud keeps nothing between commands: run make serve and use "
+            "--endpoint http://127.0.0.1:3000, or follow a reservation with reserve --watch"
+        )
+    return None
+
+
+def _fail(
+    runtime: Runtime,
+    exc: CliError,
+    *,
+    sent: Any = None,
+    schema: str = "ReservationRequest",
+    query_value: str | None = None,
+) -> NoReturn:
+    """Show what went wrong (the API's field errors with suggestions, as lines or the error document) and
+    exit with its status (:mod:`capacity_cli.exits`)."""
+    failure = failure_of(exc, sent=sent, schema=schema, query_value=query_value, hint=_hint(runtime, exc))
+    show(runtime.err, runtime.output, failure)
+    raise typer.Exit(failure.status)
+
+
+def _stop(runtime: Runtime, status: ExitStatus, message: str, hint: str | None = None) -> NoReturn:
+    """End a command that ran but did not get what was asked (the message is already on stderr for a
+    person; under json/yaml it is the error document) with ``status``."""
+    if runtime.output != "table":
+        show(runtime.err, runtime.output, Failure(status, message, hint=hint))
+    raise typer.Exit(status)
 
 
 def _guard[T](
@@ -244,8 +308,8 @@ def _confirm(runtime: Runtime, question: str, *, yes: bool) -> None:
     if yes:
         return
     if not typer.confirm(question, default=False, err=True):
-        runtime.err.print("Nothing was done.")
-        raise typer.Exit(1)
+        runtime.tell("Nothing was done.")
+        _stop(runtime, ExitStatus.FAILED, "the question was answered no: nothing was done")
 
 
 # ------------------------------------------------------------------------------- request options
@@ -256,20 +320,43 @@ FileOption = Annotated[
 ]
 IdOption = Annotated[str | None, typer.Option("--id", help="request_id (idempotency key).")]
 RequesterOption = Annotated[str | None, typer.Option(help="requester (default: config, else the caller).")]
-TypeOption = Annotated[str | None, typer.Option("--type", help="instance_type, e.g. ml.p5.48xlarge.")]
+TypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--type", help="instance_type, e.g. ml.p5.48xlarge.", autocompletion=complete.instance_types
+    ),
+]
 CountOption = Annotated[int | None, typer.Option(help="instance_count: 1, 2, 4 ... 64.")]
 DurationOption = Annotated[str | None, typer.Option(help="duration: whole days, 3d or 72h.")]
 FromOption = Annotated[
-    str | None, typer.Option("--from", help="earliest_start: 2026-12-10, ...T11:30Z, now, +7d.")
+    str | None,
+    typer.Option("--from", help="earliest_start: 2026-12-10, ...T11:30Z, now, +7d (the API's clock)."),
 ]
 UntilOption = Annotated[
-    str | None, typer.Option("--until", help="latest_end (default start + duration + 1 day).")
+    str | None,
+    typer.Option("--until", help="latest_end (default start + duration + 1 day; +N from the start)."),
 ]
-RegionsOption = Annotated[str | None, typer.Option(help="regions, in preference order: us-east-1,us-west-2.")]
+ReservationId = Annotated[
+    str, typer.Argument(help="The reservation's request id.", autocompletion=complete.request_ids)
+]
+StateOption = Annotated[
+    str | None,
+    typer.Option(help="Only reservations currently in this state.", autocompletion=complete.states),
+]
+RegionsOption = Annotated[
+    str | None,
+    typer.Option(help="regions, in preference order: us-east-1,us-west-2.", autocompletion=complete.regions),
+]
 MaxFeeOption = Annotated[str | None, typer.Option(help="max_upfront_fee_usd: nothing above it is bought.")]
 ApprovalOption = Annotated[str | None, typer.Option(help="approval_above_usd: a person approves above it.")]
-PlatformOption = Annotated[str | None, typer.Option(help="platform: sagemaker (default) or ec2.")]
-StrategyOption = Annotated[str | None, typer.Option(help="strategy: on-demand-first, reserved, spot-ok.")]
+PlatformOption = Annotated[
+    str | None,
+    typer.Option(help="platform: sagemaker (default) or ec2.", autocompletion=complete.platforms),
+]
+StrategyOption = Annotated[
+    str | None,
+    typer.Option(help="strategy: on-demand-first, reserved, spot-ok.", autocompletion=complete.strategies),
+]
 TemplateOption = Annotated[
     str | None, typer.Option("--launch-template", help="ec2: launch template name or lt-id.")
 ]
@@ -291,6 +378,23 @@ SearchEveryOption = Annotated[
     str | None,
     typer.Option("--search-every", help="search_every_minutes: the first wait between looks (90m, 2h)."),
 ]
+LoadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--load",
+        help="load: the expected traffic (a traffic profile such as events/traffic_two_models.json, or a "
+        "load): the plan simulates each instance count on it and names the smallest that serves it.",
+    ),
+]
+MaxRejectedOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-rejected",
+        min=0,
+        max=100,
+        help="With --load: the most requests refused for lack of capacity (%).",
+    ),
+]
 ServeUntilOption = Annotated[
     str | None,
     typer.Option(
@@ -304,15 +408,30 @@ RolloverLeadOption = Annotated[
 ]
 
 
-def _request(runtime: Runtime, file: str | None, flags: RequestFlags) -> dict[str, Any]:
+def _request(
+    runtime: Runtime,
+    file: str | None,
+    flags: RequestFlags,
+    *,
+    load: str | None = None,
+    max_rejected: float | None = None,
+    right_size: bool = False,
+) -> dict[str, Any]:
     document = load_file(file) if file else None
-    return build_request(
+    body = build_request(
         document,
         flags,
         now=runtime.api().transport.now(),
         default_region=runtime.region(),
         default_requester=runtime.requester(),
     )
+    if load is not None:
+        body["load"] = load_spec(load, max_rejected_percent=max_rejected)
+    elif max_rejected is not None and isinstance(body.get("load"), dict):
+        body["load"] = {**body["load"], "max_rejected_percent": max_rejected}
+    if right_size:
+        body["right_size"] = True
+    return body
 
 
 # ------------------------------------------------------------------------------------------- plan
@@ -342,15 +461,18 @@ def plan(
     copies: CopiesOption = None,
     search_until: SearchUntilOption = None,
     search_every: SearchEveryOption = None,
+    load: LoadOption = None,
+    max_rejected: MaxRejectedOption = None,
 ) -> None:
-    """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing."""
+    """Dry run: where capacity is, what it costs against on demand, what would be bought. Buys nothing.
+    With --load: each instance count simulated on the traffic, and the smallest that serves it."""
     runtime = _runtime(ctx)
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
         search_until, search_every,
     )  # fmt: skip
-    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    body = _guard(runtime, lambda: _request(runtime, file, flags, load=load, max_rejected=max_rejected))
     result = _guard(runtime, lambda: runtime.api().plan(body), sent=body)
     render.emit(runtime.out, runtime.output, result, render.plan_view(result))
 
@@ -384,7 +506,17 @@ def reserve(
     search_every: SearchEveryOption = None,
     serve_until: ServeUntilOption = None,
     rollover_lead: RolloverLeadOption = None,
+    load: LoadOption = None,
+    max_rejected: MaxRejectedOption = None,
+    right_size: Annotated[
+        bool,
+        typer.Option("--right-size", help="With --load: buy the smallest instance count that serves it."),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask: reserve at the price shown.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only the quote: price and offerings (POST /plans); buys nothing."),
+    ] = False,
     watch: Annotated[
         bool | None, typer.Option("--watch/--no-watch", help="Follow it afterwards (default with --local).")
     ] = None,
@@ -392,22 +524,31 @@ def reserve(
         list[str] | None, typer.Option("--watch-until", help="With --watch: stop at this state (repeat).")
     ] = None,
 ) -> None:
-    """Reserve GPU capacity: shows the price (a dry run first), asks \\[y/N], then submits the request."""
+    """Reserve GPU capacity: shows the price (a dry run first), asks \\[y/N], then submits the request.
+    With --dry-run only the quote: nothing is submitted or bought."""
     runtime = _runtime(ctx)
     flags = RequestFlags(
         request_id, requester, instance_type, count, duration, start, end, regions, max_fee, approval_above,
         platform, strategy, launch_template, list(model or []), accelerators, cpus, memory, copies,
         search_until, search_every, serve_until, rollover_lead,
     )  # fmt: skip
-    body = _guard(runtime, lambda: _request(runtime, file, flags))
+    body = _guard(
+        runtime,
+        lambda: _request(runtime, file, flags, load=load, max_rejected=max_rejected, right_size=right_size),
+    )
     # The price is the first reservation's: a dry run keeps nothing serving (it refuses serve_until).
     first = {key: value for key, value in body.items() if key not in KEEP_SERVING_FIELDS}
     priced = _guard(runtime, lambda: runtime.api().plan(first), sent=first)
-    runtime.err.print(render.price_line(priced), highlight=False)
-    runtime.err.print(
+    asking = not yes and not dry_run
+    runtime.tell(render.price_line(priced), asking=asking)
+    if dry_run:
+        render.emit(runtime.out, runtime.output, priced, render.plan_view(priced))
+        runtime.tell("Dry run: nothing was submitted or bought.")
+        return
+    runtime.tell(
         f"Budget: nothing above {render.usd(body.get('max_upfront_fee_usd'))} is ever bought; the workflow "
         "searches again when it runs, so the offering may differ.",
-        highlight=False,
+        asking=asking,
     )
     _confirm(runtime, "Reserve it?", yes=yes)
     accepted = _guard(runtime, lambda: runtime.api().submit(body), sent=body)
@@ -416,9 +557,9 @@ def reserve(
     if not follow_it:
         render.emit(runtime.out, runtime.output, accepted, _accepted_text(accepted))
         return
-    runtime.err.print(f"Reserved {request_id} ({accepted.get('status')}); following it:", highlight=False)
+    runtime.tell(f"Reserved {request_id} ({accepted.get('status')}); following it:")
     result = _follow(runtime, request_id, watch_until or None)
-    _finish_watch(runtime, result)
+    _finish_watch(runtime, result, asked=watch_until)
 
 
 def _accepted_text(accepted: Mapping[str, Any]) -> str:
@@ -436,9 +577,12 @@ def _accepted_text(accepted: Mapping[str, Any]) -> str:
 def status(
     ctx: typer.Context,
     request_id: Annotated[
-        str | None, typer.Argument(help="One reservation (default: a table of them).")
+        str | None,
+        typer.Argument(
+            help="One reservation (default: a table of them).", autocompletion=complete.request_ids
+        ),
     ] = None,
-    state: Annotated[str | None, typer.Option(help="Only reservations currently in this state.")] = None,
+    state: StateOption = None,
     limit: Annotated[int, typer.Option(help="At most this many rows.")] = 20,
     live: Annotated[
         bool, typer.Option("--live", help="Only those still holding or waiting for capacity (all pages).")
@@ -462,24 +606,56 @@ def status(
             ]
         else:
             items = list(api.all_reservations(state=wanted, limit=limit))
-    except ApiError as exc:
-        if state and exc.problems:
-            for problem in exc.problems:
-                hint = query_suggestion(problem, state)
-                runtime.err.print(
-                    f"[red]{problem.field}:[/red] {problem.message}" + (f" - {hint}" if hint else "")
-                )
-            raise typer.Exit(1) from exc
-        _fail(runtime, exc)
     except CliError as exc:
-        _fail(runtime, exc)
+        _fail(runtime, exc, query_value=state)
     render.emit(runtime.out, runtime.output, {"reservations": items}, render.reservations_table(items))
     if fail_if_any and items:
-        runtime.err.print(
-            f"[red]{len(items)} reservation(s) listed[/red]: cancel them and wait for RELEASED first "
+        message = (
+            f"{len(items)} reservation(s) listed: cancel them and wait for RELEASED first "
             "(capacity cancel ID --watch); a removed stack releases nothing."
         )
-        raise typer.Exit(1)
+        runtime.tell(f"[red]{message}[/red]")
+        _stop(runtime, ExitStatus.FAILED, message)
+
+
+@app.command("list")
+def list_reservations(
+    ctx: typer.Context,
+    status_filter: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            "--state",
+            help="Only reservations currently in this state.",
+            autocompletion=complete.states,
+        ),
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="Only reservations charged to this team.")] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=100, help="A page of at most this many (the API's limit, 1-100).")
+    ] = 20,
+    next_token: Annotated[
+        str | None, typer.Option("--next-token", help="The page after the one that printed this token.")
+    ] = None,
+    every_page: Annotated[bool, typer.Option("--all", help="Follow next_token to the last page.")] = False,
+) -> None:
+    """Reservations, newest first, one page at a time as the API pages them (GET /reservations)."""
+    runtime = _runtime(ctx)
+    api = _guard(runtime, runtime.api)
+    wanted = status_filter.upper() if status_filter else None
+    try:
+        page = api.reservations(state=wanted, team=team, limit=limit, next_token=next_token)
+        items = list(page.get("reservations") or [])
+        while every_page and page.get("next_token"):
+            page = api.reservations(state=wanted, team=team, limit=limit, next_token=page["next_token"])
+            items.extend(page.get("reservations") or [])
+    except CliError as exc:
+        _fail(runtime, exc, query_value=status_filter or team)
+    token = page.get("next_token")
+    answer = {"reservations": items, "next_token": token}
+    render.emit(runtime.out, runtime.output, answer, render.reservations_table(items))
+    if token:
+        runtime.tell(f"More: --next-token {token}", markup=False, soft_wrap=True)
 
 
 def _follow(
@@ -487,14 +663,15 @@ def _follow(
     request_id: str,
     until: Sequence[str] | None,
     *,
-    interval: float = 10.0,
+    interval: float | None = None,
     timeout: float | None = None,
     skip: int = 0,
 ) -> WatchResult:
     wanted = frozenset(s.upper() for s in until) if until else DEFAULT_UNTIL
+    every = interval if interval is not None else runtime.poll_interval()
     lines = runtime.output == "table"
 
-    def show(entry: Mapping[str, Any]) -> None:
+    def shown(entry: Mapping[str, Any]) -> None:
         if lines:
             runtime.out.print(render.history_line(entry), markup=False, highlight=False, soft_wrap=True)
         else:
@@ -507,15 +684,20 @@ def _follow(
             api,
             request_id,
             until=wanted,
-            interval_seconds=interval,
+            interval_seconds=every,
             timeout_seconds=timeout,
-            on_entry=show,
+            on_entry=shown,
             skip=skip,
+            through=bool(until),
         ),
     )
 
 
-def _finish_watch(runtime: Runtime, result: WatchResult) -> None:
+def _finish_watch(runtime: Runtime, result: WatchResult, *, asked: Sequence[str] | None = None) -> None:
+    """Say how a watch ended and exit with its status: 0 when it reached a state it was asked for (with no
+    ``--until``: ``READY``, or a final state other than ``FAILED``/``REJECTED``), else by the state it
+    stopped at (:func:`capacity_cli.exits.status_for_state`: 4 waiting for approval, 3 rejected, 1 the
+    rest)."""
     rid = result.view.get("request_id")
     messages = {
         "reached": f"{rid} is {result.state}.",
@@ -523,32 +705,73 @@ def _finish_watch(runtime: Runtime, result: WatchResult) -> None:
         "idle": f"{rid} is {result.state}: nothing more happens in the local cloud.",
         "timeout": f"{rid} is still {result.state} (timed out).",
     }
-    runtime.err.print(messages[result.outcome], highlight=False)
+    message = messages[result.outcome]
+    runtime.tell(message)
+    hint = None
     if result.state == "AWAITING_APPROVAL":
-        runtime.err.print(
-            f"Someone other than the requester approves it: capacity approve {rid}", highlight=False
+        hint = (
+            f"Someone other than the requester approves it{_deadline(runtime, result.view)}: "
+            f"{_approve_command(runtime, str(rid))}"
         )
-    if result.outcome != "reached":
-        raise typer.Exit(1)
+        runtime.tell(hint, markup=False, soft_wrap=True)  # a command: never wrapped
+    wanted = {s.upper() for s in asked} if asked else None
+    if result.outcome == "reached" and (wanted is not None or result.state not in _SHORT_OF_ASKED):
+        return
+    _stop(runtime, status_for_state(result.state), message, hint)
+
+
+def _approve_command(runtime: Runtime, request_id: str) -> str:
+    """The command an approver runs: signed by the approver's own profile on AWS; as another principal
+    (``--as``) on the local cloud and ``make serve``, where nobody signs."""
+    flags = runtime.target_flags()
+    if runtime.options.stack or (runtime.options.endpoint or "").startswith("https://"):
+        return f"capacity {flags} approve {request_id}".replace("  ", " ")
+    return f"capacity {flags} --as <approver's principal ARN> approve {request_id}".replace("  ", " ")
+
+
+_SHORT_OF_ASKED = frozenset({"AWAITING_APPROVAL", "REJECTED", "FAILED", "CANCELLED"})
+"""States where a watch with no ``--until`` stops although nothing asked for them: a person must act, or it
+is over without having served."""
+
+
+def _deadline(runtime: Runtime, view: Mapping[str, Any]) -> str:
+    """`` by 2026-11-30 12:00 UTC (the API's clock, now 2026-11-29 12:05)``: an approval's deadline in the
+    time of the API that will enforce it (``make serve``'s virtual clock runs SPEED times faster)."""
+    entry = render.pending_entry(view)
+    deadline = render.approval_deadline(entry.get("at"), entry.get("detail")) if entry else None
+    if deadline is None:
+        return ""
+    try:
+        now = f", now {runtime.api().transport.now():%Y-%m-%d %H:%M}"
+    except CliError:
+        now = ""
+    return f" by {deadline:%Y-%m-%d %H:%M} UTC (the API's clock{now})"
 
 
 @app.command()
 def watch(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation to follow.")],
+    request_id: ReservationId,
     until: Annotated[
         list[str] | None,
-        typer.Option(help="Stop at this state (repeat; default READY, AWAITING_APPROVAL or a final state)."),
+        typer.Option(
+            help="Stop at this state (repeat; default READY, AWAITING_APPROVAL or a final state).",
+            autocompletion=complete.states,
+        ),
     ] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between polls of a remote API.")] = 10.0,
+    interval: Annotated[
+        float | None,
+        typer.Option(help="Seconds between polls of a remote API (default 10; 1 on make serve's http://)."),
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option(help="Give up after this many seconds (wall time).")
     ] = None,
 ) -> None:
-    """Live progress of a reservation until it reaches a state (exit 1 if it cannot any more)."""
+    """Live progress of a reservation until it reaches a state (exit 1 if it cannot any more, 4 when it
+    waits for an approval nobody asked to wait for, 3 when rejected)."""
     runtime = _runtime(ctx)
     result = _follow(runtime, request_id, until, interval=interval, timeout=timeout)
-    _finish_watch(runtime, result)
+    _finish_watch(runtime, result, asked=until)
 
 
 # ------------------------------------------------------------------------------ approvals, cancel
@@ -557,7 +780,7 @@ def watch(
 @app.command()
 def approve(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation waiting for approval.")],
+    request_id: ReservationId,
     reason: Annotated[str | None, typer.Option(help="Why (recorded with the decision).")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
@@ -568,7 +791,7 @@ def approve(
 @app.command()
 def reject(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation waiting for approval.")],
+    request_id: ReservationId,
     reason: Annotated[str | None, typer.Option(help="Why (recorded, and told to the requester).")] = None,
 ) -> None:
     """Reject a purchase waiting for approval: nothing is bought."""
@@ -579,12 +802,11 @@ def _decide(ctx: typer.Context, request_id: str, *, approved: bool, reason: str 
     runtime = _runtime(ctx)
     api = _guard(runtime, runtime.api)
     view = _guard(runtime, lambda: api.reservation(request_id))
-    pending = render.pending_approval(view)
-    if pending is None:
-        _fail(runtime, CliError(f"{request_id} is {view.get('state')}, not awaiting approval"))
-    runtime.err.print(
-        f"Waiting for approval: {render.detail_text('AWAITING_APPROVAL', pending)}", highlight=False
-    )
+    entry = render.pending_entry(view)
+    if entry is None:
+        _fail(runtime, RefusedError(f"{request_id} is {view.get('state')}, not awaiting approval"))
+    waiting = render.detail_text("AWAITING_APPROVAL", entry.get("detail"), at=entry.get("at"))
+    runtime.tell(f"Waiting for approval: {waiting} (the API's clock)", asking=not yes, soft_wrap=True)
     if approved:
         _confirm(runtime, "Approve this purchase (paid upfront, not refundable)?", yes=yes)
     result = _guard(runtime, lambda: api.decide(request_id, approved=approved, reason=reason))
@@ -595,7 +817,7 @@ def _decide(ctx: typer.Context, request_id: str, *, approved: bool, reason: str 
 @app.command()
 def cancel(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation to cancel.")],
+    request_id: ReservationId,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     watch_release: Annotated[
         bool, typer.Option("--watch", help="Follow the release until RELEASED.")
@@ -605,7 +827,7 @@ def cancel(
     runtime = _runtime(ctx)
     api = _guard(runtime, runtime.api)
     view = _guard(runtime, lambda: api.reservation(request_id))
-    runtime.err.print(render.cancel_notice(view), highlight=False)
+    runtime.tell(render.cancel_notice(view), asking=not yes)
     _confirm(runtime, f"Cancel {request_id}?", yes=yes)
     # The person confirmed above that the fee is lost: the API's own 409 question is answered yes.
     result = _guard(runtime, lambda: api.cancel(request_id, confirm=True))
@@ -626,19 +848,22 @@ def costs(
     ctx: typer.Context,
     team: Annotated[str | None, typer.Option(help="Only this team.")] = None,
     month: Annotated[str | None, typer.Option(help="YYYY-MM.")] = None,
-    group_by: Annotated[str | None, typer.Option(help="team, instance_type or region.")] = None,
+    group_by: Annotated[
+        str | None, typer.Option(help="team, instance_type or region (the JSON's rows).")
+    ] = None,
 ) -> None:
-    """Spend per team and month: paid, used, on-demand equivalent, saving or loss (GET /costs)."""
+    """What was paid and what ran: a row per reservation (paid, instance-hours used of reserved, on-demand
+    cost of what ran, saving or loss) and the total; -o json keeps the API's answer (GET /costs)."""
     runtime = _runtime(ctx)
     query = {k: v for k, v in {"team": team, "month": month, "group_by": group_by}.items() if v}
     result = _guard(runtime, lambda: runtime.api().costs(query))
-    render.emit(runtime.out, runtime.output, result, render.as_json(result))
+    render.emit(runtime.out, runtime.output, result, render.costs_view(result))
 
 
 @app.command()
 def extend(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation to extend.")],
+    request_id: ReservationId,
     duration: Annotated[
         str | None, typer.Option(help="How much longer: 1d, 24h (lists the offerings).")
     ] = None,
@@ -661,12 +886,14 @@ def extend(
         )
     result = _guard(runtime, lambda: runtime.api().extensions(request_id, body), sent=body)
     render.emit(runtime.out, runtime.output, result, render.extensions_view(result))
+    if isinstance(result, Mapping) and result.get("status") == "APPROVAL_REQUIRED":
+        raise typer.Exit(ExitStatus.NEEDS_APPROVAL)
 
 
 @app.command("serve-until")
 def serve_until(
     ctx: typer.Context,
-    request_id: Annotated[str, typer.Argument(help="The reservation to keep serving.")],
+    request_id: ReservationId,
     until: Annotated[
         str,
         typer.Argument(
@@ -773,13 +1000,14 @@ def smoke(
     )
     body = _guard(runtime, lambda: _request(runtime, file, flags if file is None else RequestFlags()))
     checks = run_checks(api, body)
-    runtime.err.print(api.transport.describe(), highlight=False)
+    runtime.tell(api.transport.describe())
     render.emit(runtime.out, runtime.output, [c.as_dict() for c in checks], render.checks_table(checks))
     failed = [c for c in checks if not c.ok]
     if failed:
-        runtime.err.print(f"[red]{len(failed)} of {len(checks)} routes did not answer as expected.[/red]")
-        raise typer.Exit(1)
-    runtime.err.print(f"All {len(checks)} routes answered as expected.")
+        message = f"{len(failed)} of {len(checks)} routes did not answer as expected."
+        runtime.tell(f"[red]{message}[/red]")
+        _stop(runtime, ExitStatus.FAILED, message)
+    runtime.tell(f"All {len(checks)} routes answered as expected.")
 
 
 @app.command("config")

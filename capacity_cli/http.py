@@ -12,7 +12,7 @@ A deployed stack's base URL is its ``ApiUrl`` output (CloudFormation ``DescribeS
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -25,7 +25,7 @@ from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.httpsession import URLLib3Session
 
 from capacity_cli import __version__
-from capacity_cli.api import Answer, CliError, UnreachableError, decode_body
+from capacity_cli.api import Answer, CliError, NotFoundError, UnreachableError, date_header, decode_body
 
 SERVICE = "execute-api"
 """The SigV4 service name of API Gateway's execute-api endpoints."""
@@ -34,6 +34,9 @@ RETRIED_STATUSES = frozenset({429, 503})
 RETRY_DELAYS_SECONDS = (0.5, 1.0, 2.0)
 TIMEOUT_SECONDS = 35
 """Above API Gateway's 29 s integration timeout, so its own 504 arrives first."""
+CALLER_HEADER = "X-Localcloud-Caller"
+"""The header ``make serve`` (without ``--sigv4``) reads the caller's IAM principal ARN from
+(``localcloud/http_api.py``); API Gateway has no such thing, so the CLI sends it only with ``--as``."""
 
 
 class HttpTransport:
@@ -47,6 +50,9 @@ class HttpTransport:
         label: how :meth:`describe` names the target.
         session: the HTTP session (tests may pass one).
         sleep: how to wait between retries and in :meth:`pause` (tests may pass one).
+        caller: ``--as``: the IAM principal ARN ``make serve`` attributes the requests to (its
+            :data:`CALLER_HEADER`); only for a local ``http://`` API (see :mod:`capacity_cli.targets`).
+        retry_delays: the waits before each retry of a 429 or 503 (none: no retry).
     """
 
     def __init__(
@@ -58,6 +64,8 @@ class HttpTransport:
         label: str | None = None,
         session: URLLib3Session | None = None,
         sleep: Any = time.sleep,
+        caller: str | None = None,
+        retry_delays: Sequence[float] = RETRY_DELAYS_SECONDS,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -68,15 +76,25 @@ class HttpTransport:
         self.label = label or base_url
         self._session = session or URLLib3Session(timeout=TIMEOUT_SECONDS)
         self._sleep = sleep
+        self.caller = caller
+        self.retry_delays = tuple(retry_delays)
 
     def describe(self) -> str:
-        """The target and whether requests are signed."""
+        """The target, whether requests are signed, and as whom (``--as``)."""
         signed = f"SigV4-signed ({SERVICE}, {self.region})" if self.credentials is not None else "unsigned"
-        return f"{self.label} ({signed})"
+        who = f", as {self.caller}" if self.caller else ""
+        return f"{self.label} ({signed}{who})"
 
     def now(self) -> datetime:
-        """The real clock (UTC)."""
-        return datetime.now(UTC)
+        """The API's clock: the ``Date`` header of an answer to ``GET`` on the base URL (API Gateway answers
+        any path, a route or not, with its time; ``make serve`` with its virtual time). The machine's own
+        clock only when the answer carries no ``Date``.
+
+        Raises:
+            UnreachableError: the API did not answer.
+        """
+        answer = self._send_once("GET", self.base_url + "/", None)
+        return date_header(answer.headers) or datetime.now(UTC)
 
     def pause(self, seconds: float, *, request_id: str | None = None) -> bool:
         """Sleep for real; a remote target always may change."""
@@ -103,15 +121,17 @@ class HttpTransport:
             # Encoded as SigV4's canonical query string expects (RFC 3986, sorted): what is signed is sent.
             url += "?" + urlencode(sorted(query.items()), quote_via=quote)
         data = None if body is None else _json_bytes(body)
-        for attempt in range(len(RETRY_DELAYS_SECONDS) + 1):
+        for attempt in range(len(self.retry_delays) + 1):
             answer = self._send_once(method, url, data)
-            if answer.status not in RETRIED_STATUSES or attempt == len(RETRY_DELAYS_SECONDS):
+            if answer.status not in RETRIED_STATUSES or attempt == len(self.retry_delays):
                 return answer
-            self._sleep(RETRY_DELAYS_SECONDS[attempt])
+            self._sleep(self.retry_delays[attempt])
         raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
 
     def _send_once(self, method: str, url: str, data: bytes | None) -> Answer:
         headers = {"Accept": "application/json", "User-Agent": f"capacity-cli/{__version__}"}
+        if self.caller:
+            headers[CALLER_HEADER] = self.caller
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = AWSRequest(method=method, url=url, data=data, headers=headers)
@@ -169,14 +189,20 @@ def credentials_of(session: boto3.session.Session) -> Credentials:
     return credentials
 
 
-def stack_api_url(session: boto3.session.Session, stack: str) -> str:
-    """The ``ApiUrl`` output of ``stack`` (CloudFormation ``DescribeStacks``).
+def stack_api_url(session: boto3.session.Session, stack: str, *, timeout: float | None = None) -> str:
+    """The ``ApiUrl`` output of ``stack`` (CloudFormation ``DescribeStacks``); ``timeout``: give up after this
+    many seconds, without retries (shell completion).
 
     Raises:
         CliError: no credentials, no such stack in the region, or the stack has no ``ApiUrl`` output.
     """
     region = session.region_name or "us-east-1"
-    client = session.client("cloudformation", region_name=region)
+    config = None
+    if timeout is not None:
+        from botocore.config import Config  # noqa: PLC0415
+
+        config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1})
+    client = session.client("cloudformation", region_name=region, config=config)
     try:
         stacks = client.describe_stacks(StackName=stack)["Stacks"]
     except botocore.exceptions.NoCredentialsError as exc:
@@ -184,7 +210,7 @@ def stack_api_url(session: boto3.session.Session, stack: str) -> str:
     except botocore.exceptions.ClientError as exc:
         message = str(exc.response.get("Error", {}).get("Message", exc))
         if "does not exist" in message:
-            raise CliError(
+            raise NotFoundError(
                 f"no stack {stack!r} in {region}: deploy it (make deploy STACK={stack}) or pass "
                 "--stack NAME/--region of the deployment"
             ) from exc

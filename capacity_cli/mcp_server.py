@@ -144,7 +144,7 @@ def _existing(api: CapacityApi, request_id: str) -> dict[str, Any] | None:
         raise
 
 
-def build_server(  # noqa: PLR0915 - one closure per tool, over the same api
+def build_server(  # noqa: C901, PLR0915 - one closure per tool, over the same api
     api: CapacityApi,
     *,
     default_region: str = "us-east-1",

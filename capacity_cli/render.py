@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -187,7 +187,35 @@ def plan_view(plan: Mapping[str, Any]) -> RenderableType:
             "dim",
         )
     )
-    return Group(table, *lines) if plan.get("offerings") else Group(*lines)
+    sizing = right_size_view(plan.get("right_size"))
+    parts = [table] if plan.get("offerings") else []
+    return Group(*parts, *lines, *([sizing] if sizing is not None else []))
+
+
+def right_size_view(sizing: Mapping[str, Any] | None) -> RenderableType | None:
+    """The plan's ``right_size`` answer (a request with ``load``, issue 33): the sentence, then one row per
+    candidate instance count simulated on the load (fee, requests refused over the reservation and at the
+    peak, instance-hours used, idle share, whether it meets the target). None without one."""
+    if not sizing:
+        return None
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=f"Right-size: at most {sizing.get('max_rejected_percent')}% of requests refused",
+        title_justify="left",
+    )
+    for header in ("count", "fee", "refused", "at peak", "inst-h used", "idle", "meets"):
+        table.add_column(header, justify="left" if header == "meets" else "right", no_wrap=True)
+    for item in sizing.get("candidates") or []:
+        table.add_row(
+            str(item.get("instance_count")),
+            usd(item.get("upfront_fee_usd")),
+            f"{float(item.get('rejected_percent') or 0):.2f}%",
+            f"{float(item.get('peak_rejected_percent') or 0):.2f}%",
+            f"{float(item.get('instance_hours_used') or 0):.2f}",
+            f"{float(item.get('idle_percent') or 0):.1f}%",
+            "yes" if item.get("meets_target") else "no",
+        )
+    return Group(Text(str(sizing.get("text") or ""), "bold"), table)
 
 
 def price_line(plan: Mapping[str, Any]) -> str:
@@ -290,7 +318,8 @@ def extensions_view(result: Mapping[str, Any]) -> RenderableType:
 def reservations_table(items: Iterable[Mapping[str, Any]]) -> RenderableType:
     """``GET /reservations``: one row per reservation, newest first."""
     table = Table(box=box.SIMPLE_HEAD)
-    for header in ("request id", "state", "type", "count", "start (UTC)", "h", "requester", "created (UTC)"):
+    headers = ["request id", "state", "team", "type", "count", "start (UTC)", "h", "requester"]
+    for header in [*headers, "created (UTC)"]:
         table.add_column(header, no_wrap=header != "requester")
     rows = 0
     for item in items:
@@ -298,6 +327,7 @@ def reservations_table(items: Iterable[Mapping[str, Any]]) -> RenderableType:
         table.add_row(
             str(item.get("request_id")),
             _state(item.get("state")),
+            str(item.get("team") or "-"),
             str(item.get("instance_type")),
             str(item.get("instance_count")),
             when(item.get("earliest_start")),
@@ -308,14 +338,82 @@ def reservations_table(items: Iterable[Mapping[str, Any]]) -> RenderableType:
     return table if rows else Text("No reservations.")
 
 
+def costs_view(report: Mapping[str, Any]) -> RenderableType:
+    """``GET /costs``: one row per reservation (paid, instance-hours used of reserved, utilisation, the
+    on-demand cost of what ran, saving or loss), then the total; the filters in the title."""
+    filters = [f"{key} {report[key]}" for key in ("team", "month") if report.get(key)]
+    title = "Costs from what ran" + (f" ({', '.join(filters)})" if filters else "")
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", show_footer=True)
+    totals = report.get("totals") or {}
+    columns = (
+        ("request id", "left", "total"),
+        ("team", "left", ""),
+        ("type", "left", ""),
+        ("region", "left", ""),
+        ("paid", "right", usd(totals.get("paid_usd"))),
+        ("used / reserved inst-h", "right", _hours(totals)),
+        ("used", "right", _utilisation(totals)),
+        ("on-demand (what ran)", "right", usd(totals.get("on_demand_equivalent_used_usd"))),
+        ("saving", "right", usd(totals.get("saving_usd"))),
+    )
+    for header, justify, footer in columns:
+        table.add_column(header, justify=justify, footer=footer, no_wrap=True)  # type: ignore[arg-type]
+    items = list(report.get("reservations") or [])
+    for item in items:
+        table.add_row(
+            str(item.get("request_id")),
+            str(item.get("team") or "-"),
+            str(item.get("instance_type") or "-"),
+            str(item.get("region") or "-"),
+            usd(item.get("paid_usd")),
+            _hours(item),
+            _utilisation(item),
+            usd(item.get("on_demand_equivalent_used_usd")),
+            usd(item.get("saving_usd")),
+        )
+    if not items:
+        return Text(f"{title}: no reservation.")
+    count = totals.get("reservations", len(items))
+    note = f"{count} reservation(s); a negative saving is a loss against on demand."
+    return Group(table, Text(note, "dim"))
+
+
+def _hours(row: Mapping[str, Any]) -> str:
+    return f"{row.get('used_instance_hours', '-')} / {row.get('reserved_instance_hours', '-')}"
+
+
+def _utilisation(row: Mapping[str, Any]) -> str:
+    if row.get("utilisation_percent") not in (None, ""):
+        return percent(row["utilisation_percent"])
+    try:
+        used = Decimal(str(row["used_instance_hours"]))
+        reserved = Decimal(str(row["reserved_instance_hours"]))
+    except (KeyError, InvalidOperation):
+        return "-"
+    return percent(used / reserved * 100) if reserved else "-"
+
+
 def _state(state: Any) -> Text:
     colours = {"READY": "green", "RELEASED": "dim", "FAILED": "red", "REJECTED": "red", "CANCELLED": "yellow"}
     text = str(state or "-")
     return Text(text, colours.get(text, "bold" if text == "AWAITING_APPROVAL" else ""))
 
 
-def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return per kind of entry
-    """What a history entry's ``detail`` says, in one line."""
+def approval_deadline(at: Any, detail: Any) -> datetime | None:
+    """When an ``AWAITING_APPROVAL`` entry recorded at ``at`` times out: ``at`` plus its ``timeout_seconds``
+    (an instant of the API's clock: on ``make serve`` its virtual one), or None when either is missing."""
+    if not at or not isinstance(detail, Mapping) or not detail.get("timeout_seconds"):
+        return None
+    try:
+        entered = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        return entered + timedelta(seconds=int(detail["timeout_seconds"]))
+    except (TypeError, ValueError):
+        return None
+
+
+def detail_text(state: str, detail: Any, *, at: Any = None) -> str:  # noqa: PLR0911 - one return per kind
+    """What a history entry's ``detail`` says, in one line (``at``: when it was recorded, for an approval's
+    deadline)."""
     if not isinstance(detail, Mapping):
         return ""
     if state == "RELEASED" and isinstance(detail.get("summary"), Mapping):
@@ -329,10 +427,11 @@ def detail_text(state: str, detail: Any) -> str:  # noqa: PLR0911 - one return p
     if state == "AWAITING_APPROVAL" and isinstance(detail.get("offering"), Mapping):
         o = detail["offering"]
         hours = int(detail.get("timeout_seconds") or 0) // 3600
+        deadline = approval_deadline(at, detail)
+        by = f"approve by {deadline:%Y-%m-%d %H:%M} UTC" if deadline else f"approve within {hours} h"
         return (
             f"{usd(o.get('upfront_fee_usd'))} for {o.get('instance_count')} x {o.get('instance_type')} in "
-            f"{o.get('region')}, {when(o.get('start_time'))} to {when(o.get('end_time'))}: "
-            f"approve within {hours} h"
+            f"{o.get('region')}, {when(o.get('start_time'))} to {when(o.get('end_time'))}: {by}"
         )
     if state in ("PURCHASED", "SCHEDULED", "ACTIVE") and detail.get("training_plan_name"):
         where = f" {detail['region']}" if detail.get("region") else ""
@@ -399,7 +498,7 @@ def reservation_view(view: Mapping[str, Any]) -> RenderableType:
             when(entry.get("at")),
             _state(state),
             _actor(entry.get("actor")),
-            detail_text(state, entry.get("detail")),
+            detail_text(state, entry.get("detail"), at=entry.get("at")),
             usd(entry.get("money_usd")) if entry.get("money_usd") else "",
         )
     parts.append(table)
@@ -410,7 +509,8 @@ def history_line(entry: Mapping[str, Any]) -> str:
     """One history entry as a line (``watch``)."""
     state = str(entry.get("state"))
     money = f"  {usd(entry.get('money_usd'))}" if entry.get("money_usd") else ""
-    return f"{entry.get('at')}  {state:<17} {detail_text(state, entry.get('detail'))}{money}".rstrip()
+    what = detail_text(state, entry.get("detail"), at=entry.get("at"))
+    return f"{entry.get('at')}  {state:<17} {what}{money}".rstrip()
 
 
 # ---------------------------------------------------------------------------------------- schedules
@@ -482,12 +582,21 @@ def cancel_notice(view: Mapping[str, Any]) -> str:
 
 def pending_approval(view: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``AWAITING_APPROVAL`` entry's detail (the offering waiting for a decision), if it is the state."""
+    entry = pending_entry(view)
+    if entry is None:
+        return None
+    detail: Mapping[str, Any] = entry.get("detail") or {}
+    return detail
+
+
+def pending_entry(view: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``AWAITING_APPROVAL`` history entry (``at``, ``detail``), if it is the reservation's state."""
     if view.get("state") != "AWAITING_APPROVAL":
         return None
     for entry in reversed(view.get("history") or []):
         if entry.get("state") == "AWAITING_APPROVAL":
-            detail: Mapping[str, Any] = entry.get("detail") or {}
-            return detail
+            found: Mapping[str, Any] = entry
+            return found
     return None
 
 

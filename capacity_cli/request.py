@@ -254,3 +254,42 @@ def _instant(value: Any) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else None
+
+
+LOAD_MODEL_FIELDS = ("model", "requests_per_minute", "requests_per_minute_per_copy")
+"""What a load keeps of each model of a traffic profile (the API's ``load.models[]`` fields)."""
+
+
+def load_spec(path: str, *, max_rejected_percent: float | None) -> dict[str, Any]:
+    """The request's ``load`` (issue 33) from ``path``: a load as the API takes it (``models[]`` with
+    ``model`` and ``requests_per_minute``: 24 rates, one per UTC hour) or a traffic profile as
+    ``events/traffic_two_models.json`` gives it (the same ``models[]``, with replay settings that are
+    dropped); ``max_rejected_percent`` (percent of requests refused for lack of capacity) overrides the
+    file's.
+
+    Raises:
+        CliError: unreadable, or no ``models`` list (the message names the file).
+    """
+    document = load_file(path)
+    models = document.get("models") if isinstance(document, dict) else None
+    if not isinstance(models, list) or not models:
+        raise CliError(f"{path}: a load needs `models`: [{{model, requests_per_minute: [24 rates]}}, ...]")
+    load: dict[str, Any] = {
+        "models": [
+            {
+                key: item[key]
+                for key in ("model", "requests_per_minute", "requests_per_minute_per_copy")
+                if key in item
+            }
+            for item in models
+            if isinstance(item, dict)
+        ],
+    }
+    if document.get("description"):
+        load["description"] = str(document["description"])[:1000]
+    target = (
+        max_rejected_percent if max_rejected_percent is not None else document.get("max_rejected_percent")
+    )
+    if target is not None:
+        load["max_rejected_percent"] = float(target)
+    return load

@@ -5,7 +5,8 @@ lets time pass on the target (:meth:`~capacity_cli.api.Transport.pause`): a remo
 ``interval`` seconds; the embedded local cloud runs its simulation to the next state change instead, so a
 reservation a week ahead is followed to ``READY`` in seconds.
 
-It stops when the state is one of ``until`` (reached), when no state of ``until`` can come any more (a
+It stops when the state is one of ``until`` (reached; with ``through``, also when the history shows it went
+through one: states do not come back), when no state of ``until`` can come any more (a
 final state: after ``CANCELLED``, ``FAILED`` or ``REJECTED`` only the release's ``RELEASING`` and
 ``RELEASED`` can follow; nothing follows ``RELEASED``), when the local cloud has nothing left to run, or at
 ``timeout_seconds`` of wall time.
@@ -65,12 +66,15 @@ def follow(
     on_entry: Callable[[Mapping[str, Any]], None] = lambda entry: None,
     skip: int = 0,
     monotonic: Callable[[], float] = time.monotonic,
+    through: bool = False,
 ) -> WatchResult:
     """Follow ``request_id`` (see the module docstring).
 
     Args:
         on_entry: called with each history entry not seen before, oldest first.
         skip: history entries already shown (they are not handed to ``on_entry`` again).
+        through: a state of ``until`` in the history counts as reached (``watch --until PURCHASED`` on a
+            reservation already ``SCHEDULED``); for states asked for by name, not the default ones.
 
     Raises:
         ApiError: the API refused (404 after the reservation stayed unknown for several polls).
@@ -93,7 +97,9 @@ def follow(
             on_entry(entry)
         seen = max(seen, len(history))
         state = view.get("state")
-        if state in wanted:
+        # With through: reached also when it went through a state asked for before or between two polls
+        # (PURCHASED is brief on a fast clock): states do not come back, waiting again would wait for the end.
+        if state in wanted or (through and any(entry.get("state") in wanted for entry in history)):
             return WatchResult("reached", view)
         if not can_still_reach(state, wanted):
             return WatchResult("final", view)

@@ -5,12 +5,12 @@ with ``X-Slack-Request-Timestamp`` (Slack's "Verifying requests from Slack"). Th
 with the local secret (``localcloud/local_values.json``, ``SecretsManager.SlackSigningSecret``), so the
 Slack door can be driven without Slack:
 
-    make serve            # in another terminal
+    make serve            # in another terminal (it creates the models llama-eu and llama-us first)
     .venv/bin/python events/slack_signed_request.py command "help"
     .venv/bin/python events/slack_signed_request.py command \\
-        "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama-eu,llama-us max=30000"
-    .venv/bin/python events/slack_signed_request.py command "status <request id>"
-    .venv/bin/python events/slack_signed_request.py approve <request id> --user U0APPROVER
+        "reserve 2 ml.p5.48xlarge 3d from 2026-12-10 models=llama-eu,llama-us max=30000 id=slack-eval"
+    .venv/bin/python events/slack_signed_request.py command "status slack-eval"
+    .venv/bin/python events/slack_signed_request.py --user U0APPROVER approve slack-eval
 
 The timestamp is this machine's clock, as Slack signs with its own: ``serve`` re-signs a request carrying
 the local signature at the virtual instant as old as the request is in real time
@@ -27,6 +27,7 @@ import argparse
 import base64
 import copy
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -193,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--url", default="http://127.0.0.1:3000", help="the local API (make serve)")
+    port = os.environ.get("LOCALCLOUD_PORT") or "3000"
+    parser.add_argument(
+        "--url",
+        default=f"http://127.0.0.1:{port}",
+        help="the local API (make serve; default port: LOCALCLOUD_PORT, else 3000)",
+    )
     parser.add_argument("--user", default=USER, help="the Slack user id who acts")
     parser.add_argument("--channel", default=CHANNEL, help="the Slack channel id")
     parser.add_argument("--at", type=int, help="timestamp (epoch seconds) instead of the server's clock")

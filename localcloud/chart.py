@@ -36,51 +36,163 @@ def _import_pyplot() -> Any:
     return plt
 
 
+MARK_COLOURS = {
+    "purchase": "tab:green",
+    "extension": "tab:orange",
+    "roll-over": "tab:purple",
+    "release": "tab:red",
+}
+"""The colour of each kind of mark on the capacity panel."""
+SHORT = {"purchase": "bought", "extension": "extended", "roll-over": "moved off", "release": "released"}
+"""The label of each kind of mark beside its line (the JSON's ``marks`` say it in full)."""
+
+
 def draw_chart(report: dict[str, Any], path: Path) -> None:
-    """A PNG with two panels sharing the UTC time axis: copies per model (top) and the endpoint's
-    instances (bottom), as step lines; the title gives the instance-hours comparison.
+    """A PNG of the run. With traffic (``series``): copies per model and the endpoint's instances, as step
+    lines sharing the UTC time axis, the title giving the instance-hours comparison. With ``capacity``
+    (:func:`localcloud.capacity_report.capacity_view`): a panel of reserved instances against instances in
+    service, the idle reserved capacity between them shaded, and the purchases, extensions, roll-overs and
+    releases marked; above the traffic panels, or alone for a run without traffic.
 
     ``report`` is :func:`localcloud.report.build_report`'s (or its JSON file's) dict."""
     plt = _import_pyplot()
+    capacity = report.get("capacity") or {}
+    if not capacity.get("reservations"):
+        capacity = {}
+    if "series" not in report:
+        figure, axis = plt.subplots(1, 1, figsize=(11, 4.5))
+        try:
+            _capacity_panel(axis, capacity)
+            figure.suptitle(str(report.get("name") or report.get("reservation") or ""))
+            figure.tight_layout()
+            figure.savefig(path, dpi=100, format="png")
+        finally:
+            plt.close(figure)
+        return
+    if capacity:
+        figure = plt.figure(figsize=(11, 9))
+        grid = figure.add_gridspec(3, 1, height_ratios=[2.5, 3, 2])
+        _capacity_panel(figure.add_subplot(grid[0]), capacity)
+        top = figure.add_subplot(grid[1])
+        bottom = figure.add_subplot(grid[2], sharex=top)
+    else:
+        figure, (top, bottom) = plt.subplots(
+            2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+        )
+    try:
+        _traffic_panels(report, figure, top, bottom)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100, format="png")
+    finally:
+        plt.close(figure)
+
+
+def _capacity_panel(axis: Any, capacity: dict[str, Any]) -> None:
+    """Reserved (thick, pale) against in service (thin, black), idle capacity shaded, the marks as vertical
+    lines; a mark before the panel's window (a purchase days ahead) is written at its left edge."""
+    import matplotlib.dates as mdates  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    if not capacity:
+        axis.text(0.5, 0.5, "nothing was bought", ha="center", va="center", transform=axis.transAxes)
+        axis.set_axis_off()
+        return
+    series = capacity["series"]
+    times = [parse_utc(text) for text in series["at"]]
+    reserved, ran = series["reserved"], series["ran"]
+    axis.step(
+        times, reserved, where="post", color="tab:blue", alpha=0.6, linewidth=3, label="reserved (paid)"
+    )
+    axis.step(times, ran, where="post", color="black", linewidth=1.6, label="in service (ran)")
+    axis.fill_between(
+        times,
+        ran,
+        reserved,
+        where=[r > u for r, u in zip(reserved, ran, strict=True)],
+        step="post",
+        color="tab:orange",
+        alpha=0.3,
+        label="idle: reserved, not used",
+    )
+    starts = [parse_utc(r["start"]) for r in capacity["reservations"]]
+    ends = [parse_utc(r["end"]) for r in capacity["reservations"]]
+    margin = (max(ends) - min(starts)) / 40
+    left, right = min(starts) - margin, max(ends) + margin
+    top = max([*reserved, *ran, 1]) + 1
+    axis.set_xlim(left, right)
+    axis.set_ylim(0, top)
+    earlier: list[str] = []
+    for mark in capacity.get("marks") or []:
+        at = parse_utc(mark["at"])
+        colour = MARK_COLOURS.get(mark["kind"], "grey")
+        if at < left:
+            earlier.append(f"{at:%m-%d %H:%M} {mark['text']}")
+            continue
+        axis.axvline(at, color=colour, linestyle=":", linewidth=1.2)
+        label = f" {SHORT.get(mark['kind'], mark['kind'])} {mark['request_id']}"
+        axis.text(
+            at, top * 0.97, label, rotation=90, va="top", ha="right", fontsize=7, color=colour, clip_on=True
+        )
+    if earlier:
+        axis.text(
+            0.005, 0.55, "earlier: " + "; ".join(earlier), transform=axis.transAxes, va="center", fontsize=7,
+            color=MARK_COLOURS["purchase"],
+        )  # fmt: skip
+    for kind, colour in MARK_COLOURS.items():
+        axis.plot([], [], color=colour, linestyle=":", label=kind)
+    axis.set_ylabel("instances")
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    axis.grid(alpha=0.3)
+    axis.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
+    hours = capacity.get("instance_hours") or {}
+    reserved_hours, idle = float(hours.get("reserved") or 0), float(hours.get("idle") or 0)
+    share = f" ({100 * idle / reserved_hours:.0f}%)" if reserved_hours else ""
+    axis.set_title(
+        f"Reserved capacity against what ran (UTC): {reserved_hours:.1f} instance-hours reserved, "
+        f"{float(hours.get('ran') or 0):.1f} ran, {idle:.1f} idle{share}",
+        fontsize="medium",
+        loc="left",
+    )
+
+
+def _traffic_panels(report: dict[str, Any], figure: Any, top: Any, bottom: Any) -> None:
+    """Copies per model (``top``) and the endpoint's instances (``bottom``) over the traffic window."""
     import matplotlib.dates as mdates  # noqa: PLC0415
     from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
 
     series = report["series"]
     times = [parse_utc(text) for text in series["at"]]
-    figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    for model, copies in series["copies"].items():
+        top.step(times, copies, where="post", label=model, linewidth=1.6)
+    top.set_ylabel("copies (CurrentCopyCount)")
+    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    top.grid(alpha=0.3)
+    top.set_ylim(bottom=0)
+    top.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.step(
+        times, series["instances"], where="post", color="black", linewidth=1.6, label="shared endpoint"
     )
-    try:
-        for model, copies in series["copies"].items():
-            top.step(times, copies, where="post", label=model, linewidth=1.6)
-        top.set_ylabel("copies (CurrentCopyCount)")
-        top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-        top.grid(alpha=0.3)
-        top.set_ylim(bottom=0)
-        top.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.step(
-            times, series["instances"], where="post", color="black", linewidth=1.6, label="shared endpoint"
-        )
-        comparison = report["instance_hours"]
-        dedicated = sum(item["instances"] for item in comparison["models"].values())
-        bottom.axhline(dedicated, color="tab:red", linestyle="--", label="dedicated\nendpoints (sum)")
-        bottom.set_ylabel("instances")
-        bottom.set_ylim(0, max([dedicated, *series["instances"]]) + 1)
-        bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-        bottom.grid(alpha=0.3)
-        bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
-        bottom.set_xlabel("UTC")
-        figure.suptitle(
-            f"{report['reservation']} on {report['endpoint']} ({report['instance_type']}): "
-            f"{comparison['shared_endpoint']:.1f} instance-hours shared vs "
-            f"{comparison['dedicated_endpoints']:.1f} dedicated ({comparison['saving_percent']:.1f}% saved)"
-        )
-        figure.autofmt_xdate()
-        figure.tight_layout()
-        figure.savefig(path, dpi=100, format="png")
-    finally:
-        plt.close(figure)
+    comparison = report["instance_hours"]
+    dedicated = sum(item["instances"] for item in comparison["models"].values())
+    bottom.axhline(dedicated, color="tab:red", linestyle="--", label="dedicated\nendpoints (sum)")
+    bottom.set_ylabel("instances")
+    bottom.set_ylim(0, max([dedicated, *series["instances"]]) + 1)
+    bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    bottom.grid(alpha=0.3)
+    bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))  # type: ignore[no-untyped-call]
+    bottom.set_xlabel("UTC")
+    figure.suptitle(
+        f"{report['reservation']} on {report['endpoint']} ({report['instance_type']}): "
+        f"{comparison['shared_endpoint']:.1f} instance-hours shared vs "
+        f"{comparison['dedicated_endpoints']:.1f} dedicated ({comparison['saving_percent']:.1f}% saved)"
+    )
+    for axis in (top, bottom):
+        for label in axis.get_xticklabels():
+            label.set_rotation(30)
+            label.set_horizontalalignment("right")
+    top.tick_params(labelbottom=False)
 
 
 class ChartWorker:

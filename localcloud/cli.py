@@ -17,10 +17,19 @@ executions, and the billable resources left. The event kind is detected:
 - an EC2 ``CreateLaunchTemplate`` request (``LaunchTemplateName``, ``LaunchTemplateData``, and an optional
   ``Regions`` list, default the cloud's region) -> the launch template created in each region (setup for
   an EC2 capacity block request that names it);
+- a SageMaker ``CreateModel`` request (``ModelName``, ``PrimaryContainer`` or ``Containers``,
+  ``ExecutionRoleArn``, and an optional ``Regions`` list) -> the model created in each region
+  (setup for a request that names existing models, as Slack's ``/gpu reserve ... models=a,b`` does: on AWS
+  they must exist too);
 - anything else with ``--function NAME`` -> that function, invoked directly.
 
 Virtual time starts at ``--start``, else at the event's own time (``requestContext.requestTimeEpoch`` or
 ``time``), else at :data:`localcloud.cloud.DEFAULT_START`.
+
+``serve`` answers the template's API on 127.0.0.1 (``make serve``). Its virtual clock starts at ``--start``
+(``now``: the real time), else at :data:`localcloud.serving.SAMPLE_EPOCH`, the sample events' time, and
+stands there until the first request arrives; then it runs at ``--speed``. ``--setup EVENT`` delivers setup
+events first (the sample models: ``events/sagemaker_create_model_llama_*.json``).
 
 Exit status: 0 when every execution succeeded (or is still waiting, e.g. for an approval) and no API
 answer was a 5xx; 1 when an execution failed, an API answer was a 5xx or the run got stuck; 2 when the
@@ -46,6 +55,7 @@ from typing import Any
 
 from time_machine import escape_hatch
 
+from localcloud.capacity_report import capacity_view, format_capacity, read_ledgers, sizing_lines
 from localcloud.chart import ChartWorker
 from localcloud.clock import (
     DEFAULT_STALL_SECONDS,
@@ -68,7 +78,7 @@ from localcloud.http_api import (
 from localcloud.proxy import load_document, plain_route, proxy_event
 from localcloud.report import build_report, format_report, ledger_scale_items, write_report
 from localcloud.rightsize_view import ask_plan, predicted_section
-from localcloud.serving import RealTimeDriver, SlackClock
+from localcloud.serving import SAMPLE_EPOCH, RealTimeDriver, SlackClock
 from localcloud.template import TemplateError
 from localcloud.timeline import Kind, TimelineEntry
 from localcloud.traffic import TrafficProfile, TrafficReplay, attach
@@ -103,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
             "sold_out... e.g. events/market_serve_until.json)",
         )
         sub.add_argument("--seed", type=int, default=7, help="seeds ids and the capacity market")
-        sub.add_argument("--start", help="virtual start time, ISO 8601 (default: the event's time)")
+        sub.add_argument(
+            "--start",
+            help="virtual start time, ISO 8601, or now (run: default the event's time; serve: default "
+            f"{SAMPLE_EPOCH:%Y-%m-%dT%H:%M:%SZ}, the sample events' time)",
+        )
         sub.add_argument(
             "--parameter",
             action="append",
@@ -165,7 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--reports-dir",
         type=Path,
         default=Path("reports"),
-        help="where --traffic writes <reservation>.json and <reservation>.png (default: reports)",
+        help="where --traffic and --report-name write their JSON and PNG (default: reports)",
+    )
+    run.add_argument(
+        "--report-name",
+        metavar="NAME",
+        help="write <reports-dir>/NAME.json and NAME.png: reserved capacity against what ran (purchases, "
+        "extensions, roll-overs and releases marked) and, with --traffic, the traffic report (default with "
+        "--traffic: the reservation's id); make demo, demo-ec2 and demo-extend each name their own",
     )
 
     soak = commands.add_parser(
@@ -181,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--speed", type=float, default=1.0, help="virtual seconds per real second")
+    serve.add_argument(
+        "--setup",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="EVENT_FILE",
+        help="deliver this event before serving, e.g. events/sagemaker_create_model_llama_eu.json (repeat)",
+    )
     serve.add_argument(
         "--sigv4",
         action="store_true",
@@ -212,6 +241,8 @@ def _parse_duration(text: str) -> timedelta:
 
 
 def _parse_start(text: str) -> datetime:
+    if text.strip().lower() == "now":
+        return datetime.now(UTC).replace(microsecond=0)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -284,11 +315,18 @@ def event_kind(event: Any) -> str:  # noqa: PLR0911 - one return per kind
             return "schedule"
         if {"LaunchTemplateName", "LaunchTemplateData"} <= event.keys():
             return "launch_template"
+        if _is_create_model(event):
+            return "sagemaker_models"
         if plain_route(event) is not None:
             return "request"
     if isinstance(event, list) and event and all(isinstance(e, dict) and "Source" in e for e in event):
         return "put_events"
     return "unknown"
+
+
+def _is_create_model(event: Any) -> bool:
+    """A SageMaker ``CreateModel`` request (its required ``ModelName`` and ``ExecutionRoleArn``)."""
+    return isinstance(event, dict) and {"ModelName", "ExecutionRoleArn"} <= event.keys()
 
 
 def event_time(event: Any) -> datetime | None:
@@ -400,6 +438,18 @@ def deliver(  # noqa: PLR0911 - one return per kind
             identity=caller or default_caller(cloud),
         )
         return {"api": cloud.api_request(wrapped)}
+    if kind in ("launch_template", "sagemaker_models"):
+        return create_setup(cloud, event, kind)
+    raise UsageError(
+        "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
+        "CreateSchedule request; pass --function NAME to invoke a function with it"
+    )
+
+
+def create_setup(cloud: LocalCloud, event: Any, kind: str) -> dict[str, Any]:
+    """Create what a request later names, as its owner would with the AWS API, in each of the event's
+    ``Regions`` (default the cloud's): a launch template (``launch_template``) or SageMaker models
+    (``sagemaker_models``: a ``CreateModel`` request)."""
     if kind == "launch_template":
         request = {key: value for key, value in event.items() if key != "Regions"}
         regions = list(event.get("Regions") or [cloud.region])
@@ -410,10 +460,12 @@ def deliver(  # noqa: PLR0911 - one return per kind
             for region in regions
         ]
         return {"launch_template": request["LaunchTemplateName"], "ids": ids}
-    raise UsageError(
-        "the event is neither an API Gateway proxy event, an EventBridge event, PutEvents entries nor a "
-        "CreateSchedule request; pass --function NAME to invoke a function with it"
-    )
+    request = {key: value for key, value in event.items() if key != "Regions"}
+    created = [
+        cloud.client("sagemaker", region).create_model(**request)["ModelArn"]
+        for region in list(event.get("Regions") or [cloud.region])
+    ]
+    return {"models": created}
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -607,9 +659,11 @@ def report(
     verbose: bool,
     stuck: str | None,
     after_timeline: str = "",
+    capacity: dict[str, Any] | None = None,
 ) -> tuple[str, bool]:
     """The text printed after a run and whether the run failed (``after_timeline``: more sections, such as
-    the traffic report, printed right after the timeline)."""
+    the traffic report, printed right after the timeline; ``capacity``: reserved against what ran, for the
+    cost summary's sizing lines)."""
     executions = cloud.executions()
     entries = cloud.timeline.entries()
     if verbose:
@@ -659,7 +713,7 @@ def report(
     if waiting:
         sections.append(f"  {len(waiting)} execution(s) still running (waiting for a callback or a timer)")
     sections.append("  ok" if not problems else "\n".join(f"  FAILED: {p}" for p in problems))
-    costs = cost_section(cloud)
+    costs = cost_section(cloud, capacity, sharing="== Traffic and scaling" in after_timeline)
     if costs:  # last: what the capacity really cost, from what ran (issue 16)
         sections += ["", costs]
     return "\n".join(sections), bool(problems)
@@ -732,10 +786,12 @@ def fee_lines(cloud: LocalCloud, request_id: str) -> list[str]:
     return lines
 
 
-def cost_section(cloud: LocalCloud) -> str:
+def cost_section(cloud: LocalCloud, capacity: dict[str, Any] | None = None, *, sharing: bool = False) -> str:
     """``== Cost summary``: the application's own ``GET /costs`` (as the demo's caller), one line per
     reservation bought, from what ran: paid, instance-hours used of reserved, USD per used instance-hour,
-    and the saving or loss against on-demand for what ran. Empty when nothing was bought."""
+    and the saving or loss against on-demand for what ran; then, for a reservation larger than the most
+    that ever ran on it, by how much (``capacity``, read from the ledger when not given); with ``sharing``
+    (a traffic report above), what its comparison counts. Empty when nothing was bought."""
     if not any(route.path == "/costs" for route in cloud.stack.api_routes):
         return ""
     event = proxy_event(
@@ -771,6 +827,9 @@ def cost_section(cloud: LocalCloud) -> str:
             f"have cost {_usd(on_demand)}: {verdict}"
         )
         lines.extend(fee_lines(cloud, str(item["request_id"])))
+        if capacity is None:
+            capacity = capacity_view(read_ledgers(cloud), now=cloud.now())
+        lines.extend(sizing_lines(capacity, str(item["request_id"])))
     totals = report["totals"]
     lines.append(
         f"  total: {totals['reservations']} reservation(s), paid {_usd(totals['paid_usd'])}, "
@@ -778,10 +837,11 @@ def cost_section(cloud: LocalCloud) -> str:
         f"on-demand equivalent {_usd(totals['on_demand_equivalent_used_usd'])}, "
         f"saving {_usd(totals['saving_usd'])}"
     )
-    lines.append(
-        "  The sharing comparison above counts instance-hours one endpoint per model would have needed, not "
-        "dollars saved: the reservation was sized and paid either way."
-    )
+    if sharing:
+        lines.append(
+            "  The sharing comparison above counts instance-hours one endpoint per model would have needed, "
+            "not dollars saved: the reservation was sized and paid either way."
+        )
     return "\n".join(lines)
 
 
@@ -799,7 +859,7 @@ def command_run(args: argparse.Namespace) -> int:
     profile = _traffic_profile(args.traffic)
     # The chart's worker imports matplotlib on another core while the cloud starts and the simulation runs
     # (it exits by itself when this process does).
-    chart = ChartWorker() if profile is not None else None
+    chart = ChartWorker() if profile is not None or args.report_name else None
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -862,15 +922,35 @@ def command_run(args: argparse.Namespace) -> int:
                 break
             finally:
                 progress.done()
-        if replay is not None and profile is not None:
-            traffic_text = traffic_report(cloud, replay, profile, args.reports_dir, chart=chart)
-            traffic_text += predicted_section(right_size, replay.result)
+        view = capacity_view(read_ledgers(cloud), now=cloud.now())
+        traffic_text = _reports(cloud, args, view, replay, profile, right_size, chart)
         text, failed = report(
-            cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text
+            cloud, deliveries, verbose=args.verbose, stuck=stuck, after_timeline=traffic_text, capacity=view
         )
     print(text)
     print(f"   ({time.monotonic() - began:.1f} s of wall time)")
     return EXIT_FAILED if failed and not args.allow_failed else EXIT_OK
+
+
+def _reports(  # noqa: PLR0917 - what run holds at the end, handed on as is
+    cloud: LocalCloud,
+    args: argparse.Namespace,
+    view: dict[str, Any],
+    replay: TrafficReplay | None,
+    profile: TrafficProfile | None,
+    right_size: dict[str, Any],
+    chart: ChartWorker | None,
+) -> str:
+    """The sections printed after the timeline: the traffic report (``--traffic``) or reserved capacity
+    against what ran alone (``--report-name``), each written to ``--reports-dir`` too."""
+    if replay is not None and profile is not None:
+        text = traffic_report(
+            cloud, replay, profile, args.reports_dir, chart=chart, name=args.report_name, capacity=view
+        )
+        return text + predicted_section(right_size, replay.result)
+    if args.report_name:
+        return capacity_only_report(view, args.reports_dir, args.report_name, chart=chart)
+    return ""
 
 
 class ProgressLine:
@@ -933,10 +1013,13 @@ def traffic_report(
     directory: Path,
     *,
     chart: ChartWorker | None = None,
+    name: str | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> str:
-    """Build the traffic report, write its JSON and PNG into ``directory`` (the PNG drawn by ``chart`` when
-    given), and return the text to print (an explanation instead when the replay never found the
-    reservation's inference components)."""
+    """Build the traffic report (with ``capacity``: reserved against what ran), write its JSON and PNG into
+    ``directory`` as ``<name>`` (default the reservation's id; the PNG drawn by ``chart`` when given), and
+    return the text to print (an explanation instead when the replay never found the reservation's
+    inference components)."""
     if replay.result.deployment is None:
         return (
             "\n== Traffic\n  no inference component of the profile's models came into service: "
@@ -947,15 +1030,37 @@ def traffic_report(
         built = build_report(replay.result, profile, ledger=ledger_scale_items(cloud, replay.result))
     except ValueError as exc:
         return f"\n== Traffic\n  no report: {exc}"
-    paths = write_report(built, directory, chart=chart)
-    return "\n" + format_report(built, paths)
+    if capacity is not None:
+        built["capacity"] = capacity
+    if name:
+        built["name"] = name
+    paths = write_report(built, directory, chart=chart, name=name)
+    text = "\n" + format_report(built, paths)
+    if capacity is not None and capacity["reservations"]:
+        text += "\n\n" + format_capacity(capacity)
+    return text
+
+
+def capacity_only_report(
+    view: dict[str, Any], directory: Path, name: str, *, chart: ChartWorker | None = None
+) -> str:
+    """For a run without traffic (``make demo-ec2``): write ``<directory>/<name>.json`` and ``.png`` with
+    reserved capacity against what ran, and return the text to print (nothing was bought: no files)."""
+    if not view["reservations"]:
+        if chart is not None:
+            chart.close()
+        return "\n== Reserved against what ran\n  nothing was bought: no chart"
+    report = {"name": name, "reservation": view["reservations"][0]["request_id"], "capacity": view}
+    paths = write_report(report, directory, chart=chart, name=name)
+    return f"\n{format_capacity(view)}\n\n  Report: {paths[0]}\n  Chart:  {paths[1]}"
 
 
 def command_serve(args: argparse.Namespace) -> int:
     """``serve``: the template's API on 127.0.0.1 with the clock running at ``--speed``; Ctrl-C stops."""
     if args.speed <= 0:
         raise UsageError("--speed must be positive")
-    start = _parse_start(args.start) if args.start else datetime.now(UTC).replace(microsecond=0)
+    start = _parse_start(args.start) if args.start else SAMPLE_EPOCH
+    setup = [load_event(path) for path in args.setup]
     cloud = LocalCloud(
         args.template,
         start=start,
@@ -980,6 +1085,9 @@ def command_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--sigv4: {exc}") from exc
     with cloud:
+        for event in setup:
+            deliver(cloud, event, event_kind(event), bus=None, function=None)
+        cloud.run(until=cloud.now())
         secret = (cloud.stack.local_values.get("SecretsManager") or {}).get("SlackSigningSecret")
         slack_clock = (
             SlackClock(
@@ -989,7 +1097,7 @@ def command_serve(args: argparse.Namespace) -> int:
             else None
         )
         # The driver moves Slack's signature onto virtual time once the clock caught up with the arrival.
-        driver = RealTimeDriver(cloud, speed=args.speed, slack_clock=slack_clock)
+        driver = RealTimeDriver(cloud, speed=args.speed, slack_clock=slack_clock, hold=True)
         server = LocalApiServer(
             port=args.port,
             routes=cloud.stack.api_routes,
@@ -999,11 +1107,16 @@ def command_serve(args: argparse.Namespace) -> int:
             log=(lambda line: print(f"   http {line}", flush=True)) if args.verbose else None,
             verifier=verifier,
             unsigned_caller=_unsigned_caller(cloud.stack.local_values) if verifier is None else None,
+            on_request=driver.wake,
         )
         cloud.clock.ignore_thread(server.start())
         print(
             f"== Serving {args.template} on http://127.0.0.1:{args.port} "
             f"(virtual time x{args.speed:g} while idle; requests are served in virtual time); Ctrl-C stops"
+        )
+        print(
+            f"   virtual time starts at {_when(start)} with the first request (--start); answers carry it in "
+            "their Date header, and capacity --endpoint reads +2d from it"
         )
         print(describe_routes(cloud.stack.api_routes, args.port, sigv4=verifier is not None), flush=True)
         printer = TimelinePrinter(cloud)

@@ -17,13 +17,19 @@ class AwsError(Exception):
             which botocore surfaces as ``ClientError.response["Error"]["Code"]``.
         message: the human message, shaped like AWS's own.
         status: the HTTP status code (400 for client errors, 5xx for server errors).
+        members: the error shape's other members, for JSON protocols (DynamoDB's
+            ``TransactionCanceledException`` carries ``CancellationReasons``); botocore puts the modelled
+            ones in ``ClientError.response``.
     """
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    def __init__(
+        self, code: str, message: str, status: int = 400, *, members: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
+        self.members = dict(members or {})
 
 
 class EventSink(Protocol):

@@ -305,6 +305,7 @@ class Dispatcher:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)
+        self._conflicts = 0
         self._original: Callable[..., AWSResponse | None] | None = None
         self._strays: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
@@ -489,7 +490,43 @@ class Dispatcher:
         if FaultKind.SERVER_ERROR in record.faults:
             error = AwsError(*_SERVER_ERROR.get(record.service, _SERVER_ERROR_DEFAULT))
             return self._error_response(record, request, error)
+        if FaultKind.TRANSACTION_CONFLICT in record.faults:
+            conflict = self._transaction_conflict(record)
+            if conflict is not None:
+                return self._error_response(record, request, conflict)
         return None
+
+    def _transaction_conflict(self, record: CallRecord) -> AwsError | None:
+        """DynamoDB's answer to a write that met another transaction on one of its items (AWS_FACTS.md,
+        "Payments, listings, limits"), nothing written: a ``TransactWriteItems`` is cancelled
+        (``TransactionCanceledException``, ``CancellationReasons`` ``TransactionConflict`` on one of its
+        items, in turn, ``None`` on the others); a ``PutItem``, ``UpdateItem`` or ``DeleteItem`` is refused
+        (``TransactionConflictException``). None for any other operation (the fault does nothing there)."""
+        if record.service != "dynamodb":
+            return None
+        if record.operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            return AwsError(
+                "TransactionConflictException",
+                "Transaction is ongoing for the item",
+            )
+        if record.operation != "TransactWriteItems":
+            return None
+        count = len(record.params.get("TransactItems") or []) or 1
+        with self._lock:
+            self._conflicts += 1
+            which = self._conflicts % count
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
+            if index == which
+            else {"Code": "None"}
+            for index in range(count)
+        ]
+        codes = ", ".join(str(reason["Code"]) for reason in reasons)
+        return AwsError(
+            "TransactionCanceledException",
+            f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+            members={"CancellationReasons": reasons},
+        )
 
     def _call_moto(
         self,
@@ -664,7 +701,9 @@ def _error_wire(model: ServiceModel, error: AwsError, request_id: str) -> tuple[
         if "awsQueryCompatible" in model.metadata:
             fault = "Receiver" if error.status >= 500 else "Sender"
             headers["x-amzn-query-error"] = f"{error.code};{fault}"
-        return headers, json.dumps({"__type": error.code, "message": error.message}).encode("utf-8")
+        return headers, json.dumps({"__type": error.code, "message": error.message, **error.members}).encode(
+            "utf-8"
+        )
     if protocol == "ec2":
         body = (
             f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"

@@ -2,17 +2,17 @@
 
 A :class:`FaultRule` says which calls fail and how; :class:`FaultInjector` draws, deterministically from a
 seed, which rules fire on a given call. The dispatcher applies the wire-level kinds (``throttle``,
-``server_error``, ``latency``, ``crash_after_commit``); the AWS emulator applies the behavioural kinds
-(``insufficient_capacity``, ``stuck``, ``payment_failed``, ``stale_listing``), which it receives with the
-call. EventBridge and Scheduler delivery (:mod:`localcloud.delivery`) apply the delivery kinds
-(``duplicate_delivery``, ``delayed_delivery``, ``delivery_failure``, ``abort_execution``): they are drawn
-for each delivery of an event to a target (service ``eventbridge``, operation the event's ``detail-type``),
-each schedule firing (service ``scheduler``, operation the schedule's name) and each asynchronous Lambda
-invocation EventBridge or Scheduler makes (service ``lambda``, operation the function's name), never for an
-API call.
+``server_error``, ``latency``, ``crash_after_commit``, ``transaction_conflict``); the AWS emulator applies the
+behavioural kinds (``insufficient_capacity``, ``stuck``, ``payment_failed``, ``stale_listing``), which it
+receives with the call. EventBridge and Scheduler delivery (:mod:`localcloud.delivery`) apply the delivery
+kinds (``duplicate_delivery``, ``delayed_delivery``, ``delivery_failure``, ``abort_execution``): they are
+drawn for each delivery of an event to a target (service ``eventbridge``, operation the event's
+``detail-type``), each schedule firing (service ``scheduler``, operation the schedule's name) and each
+asynchronous Lambda invocation EventBridge or Scheduler makes (service ``lambda``, operation the function's
+name), never for an API call.
 
-Rules can be given in code, or as JSON (a list of rule objects) in a file named by ``LOCALCLOUD_FAULTS``
-or passed to ``python -m localcloud run --faults FILE``.
+Rules can be given in code, or as JSON (a list of rule objects) in a file named by ``LOCALCLOUD_FAULTS`` or
+passed to ``python -m localcloud run --faults FILE``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,11 @@ class FaultKind(StrEnum):
     DELIVERY_FAILURE = "delivery_failure"
     """The target refuses the delivery (throttled): the target's ``RetryPolicy`` retries it with
     back-off, then its ``DeadLetterConfig`` queue receives it (or it is dropped)."""
+    TRANSACTION_CONFLICT = "transaction_conflict"
+    """DynamoDB met another transaction on an item the write touches (two concurrent writers): a
+    ``TransactWriteItems`` is cancelled (``TransactionCanceledException`` with ``CancellationReasons``
+    ``TransactionConflict`` on one item), a ``PutItem``/``UpdateItem``/``DeleteItem`` answers
+    ``TransactionConflictException``; nothing is written. Other operations ignore it."""
     ABORT_EXECUTION = "abort_execution"
     """An operator's ``StopExecution`` of the execution this delivery started, ``delay_seconds`` after it
     started (if it still runs): it ends ``ABORTED``."""
@@ -77,6 +82,7 @@ WIRE_KINDS = frozenset(
         FaultKind.CRASH_AFTER_COMMIT,
         FaultKind.HANG,
         FaultKind.KILL_CALLER,
+        FaultKind.TRANSACTION_CONFLICT,
     }
 )
 EMULATOR_KINDS = frozenset(

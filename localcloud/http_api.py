@@ -312,6 +312,8 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
     def _serve(self) -> None:
+        if self.server.on_request is not None:
+            self.server.on_request()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         headers = list(self.headers.items())
@@ -397,7 +399,8 @@ class LocalApiServer(ThreadingHTTPServer):
     with ``verifier``, ``AWS_IAM`` routes check SigV4 (see the module docstring); without it, an
     ``AWS_IAM`` route's unsigned request is attributed to ``unsigned_caller`` (or the ARN in the
     :data:`CALLER_HEADER` header); with ``slack_clock``, Slack's signed timestamps are moved onto virtual
-    time first."""
+    time first; ``on_request`` is called as each request arrives, routed or not (``serve`` starts its clock
+    on the first)."""
 
     daemon_threads = True
 
@@ -414,8 +417,10 @@ class LocalApiServer(ThreadingHTTPServer):
         verifier: SigV4Verifier | None = None,
         slack_clock: SlackTranslator | None = None,
         unsigned_caller: ApiCaller | None = None,
+        on_request: Callable[[], None] | None = None,
     ) -> None:
         super().__init__((host, port), _Handler)
+        self.on_request = on_request
         self.unsigned_caller = unsigned_caller
         self.slack_clock = slack_clock
         self.routes = routes

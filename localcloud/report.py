@@ -302,12 +302,14 @@ def ledger_scale_items(cloud: Any, result: TrafficResult) -> list[dict[str, Any]
 
 
 def write_report(
-    report: dict[str, Any], directory: Path, *, chart: ChartWorker | None = None
+    report: dict[str, Any], directory: Path, *, chart: ChartWorker | None = None, name: str | None = None
 ) -> tuple[Path, Path]:
-    """Write ``<directory>/<reservation>.json`` and ``<directory>/<reservation>.png``; returns both paths.
-    ``chart``: a worker started earlier draws the PNG (see :mod:`localcloud.chart`), else this process."""
+    """Write ``<directory>/<name>.json`` and ``<directory>/<name>.png`` (``name``: the run's, e.g.
+    ``demo``, so runs of one reservation id do not overwrite each other; default the reservation's id);
+    returns both paths. ``chart``: a worker started earlier draws the PNG (see :mod:`localcloud.chart`),
+    else this process."""
     directory.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", str(report["reservation"])) or "reservation"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name or report["reservation"])) or "reservation"
     json_path = directory / f"{stem}.json"
     png_path = directory / f"{stem}.png"
     json_path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")

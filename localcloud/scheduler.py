@@ -207,7 +207,7 @@ def _number(token: str, names: dict[str, int], low: int, high: int, field: str) 
     return value
 
 
-def _parse_field(  # noqa: PLR0912
+def _parse_field(  # noqa: C901, PLR0912 - one branch per field syntax of cron and rate expressions
     text: str, field: str, low: int, high: int, names: dict[str, int] | None = None, *, day_field: str = ""
 ) -> CronField:
     names = names or {}

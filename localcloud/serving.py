@@ -14,6 +14,9 @@ signature "more than 5 minutes from now". So :class:`RealTimeDriver`:
 - between requests, advances virtual time by ``speed`` times the real time it spent *waiting* for one
   (never the real time spent simulating): schedules, alarms and workflows progress as on AWS, slower than
   ``speed`` when the machine is busy, never skipping a deadline;
+- with ``hold`` (``serve``'s default), virtual time stands at its start until the first request arrives
+  (:meth:`RealTimeDriver.wake`): ``serve`` starts at :data:`SAMPLE_EPOCH`, and the samples' dates (a week
+  after it) stay ahead of the clock however long the server waited to be called, at any ``SPEED``;
 - a Lambda that really waits past its timeout in virtual time is still stopped there (the runtime's
   deadline), as on AWS.
 
@@ -34,11 +37,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from localcloud.cloud import LocalCloud
 
+SAMPLE_EPOCH = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+"""The instant the sample events are written at (``events/``: ``requestTimeEpoch`` 1795953600000, the Slack
+samples' timestamps): where ``serve`` starts its virtual clock unless ``--start`` says otherwise (and
+``capacity --local`` too, ``capacity_cli.targets.SAMPLE_EPOCH``), so every date in the samples and in the
+docs' command blocks (a window from 2026-12-06, ``from 2026-12-10``) is ahead of the clock on any day."""
 SLACK_TIMESTAMP = "X-Slack-Request-Timestamp"
 SLACK_SIGNATURE = "X-Slack-Signature"
 
@@ -50,13 +58,20 @@ class RealTimeDriver:
         cloud: a started local cloud; the driver must run in the thread that started it (the clock's owner).
         speed: virtual seconds per real second of waiting (> 0).
         tick: the longest real wait between two advances of virtual time (seconds).
+        hold: keep virtual time at its start until the first request (:meth:`wake`).
 
     :meth:`submit` is what the HTTP server calls (any thread); :meth:`step` and :meth:`serve_forever` run in
     the driving thread.
     """
 
     def __init__(
-        self, cloud: LocalCloud, *, speed: float, tick: float = 0.2, slack_clock: SlackClock | None = None
+        self,
+        cloud: LocalCloud,
+        *,
+        speed: float,
+        tick: float = 0.2,
+        slack_clock: SlackClock | None = None,
+        hold: bool = False,
     ) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
@@ -69,6 +84,18 @@ class RealTimeDriver:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._serial = itertools.count(1)
+        self._woken = threading.Event()
+        if not hold:
+            self._woken.set()
+
+    @property
+    def held(self) -> bool:
+        """True while virtual time waits for the first request (``hold``)."""
+        return not self._woken.is_set()
+
+    def wake(self) -> None:
+        """A request arrived (any thread): from now on virtual time follows real time at ``speed``."""
+        self._woken.set()
 
     def submit(self, event: dict[str, Any]) -> dict[str, Any]:
         """Hand an API Gateway proxy event to the driving thread and wait for the response (HTTP threads).
@@ -77,6 +104,7 @@ class RealTimeDriver:
             BaseException: what serving the request raised.
         """
         answer: Future[dict[str, Any]] = Future()
+        self.wake()
         self._requests.put((event, answer))
         return answer.result()
 
@@ -90,7 +118,7 @@ class RealTimeDriver:
                 item = self._requests.get(timeout=self.tick if wait is None else wait)
             except queue.Empty:
                 item = None
-            waited = time.monotonic() - self._idle_since
+            waited = time.monotonic() - self._idle_since if not self.held else 0.0
             if waited > 0:
                 self.cloud.run(
                     until=self.cloud.now() + timedelta(seconds=waited * self.speed),

@@ -12,7 +12,7 @@ from typing import Any
 from capacity.lifecycle import replay
 from capacity.records import State
 
-from localcloud_soak.facts import Facts
+from localcloud_soak.facts import ExtensionFact, Facts, PlanFact
 from localcloud_soak.scenario import FINAL_STATES, START, _ts, starts_soon
 
 
@@ -550,23 +550,254 @@ def _released_after_the_successor_served(facts: Facts) -> list[str]:
     return problems
 
 
+SERVE_UNTIL_ACTOR = "capacity-orchestrator:serve-until"
+"""The requester the orchestrator names when it extends on the request's behalf (``serve_until``)."""
+HAND_OVER = timedelta(hours=2)
+"""A successor is ``InService`` at the latest this long before its predecessor's release (docs/api.md)."""
+MARKET_STEP = timedelta(days=1)
+"""Reservations start at 11:30 UTC: a successor bought without an extension may start up to a day early."""
+BLOCK_RECLAIM = timedelta(minutes=40)
+"""A capacity block's instances go from 30 minutes before its end (released at its expiry warning, 40
+minutes before it): those minutes serve nothing whatever the application does."""
+IDLE_TOLERANCE = timedelta(minutes=15)
+"""Scheduling and polling slack on either side of a release or hand-over."""
+EXEMPT_RELEASES = frozenset({"cancelled", "failed", "idle", "not-needed"})
+"""Release reasons someone asked for (a cancel, the request's idle rule) or AWS caused (a failure): the
+hours after them were paid before anyone knew."""
+
+
+def _chain_members(facts: Facts) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(request id, ledger items)`` of the request and each successor requested for it, first to last."""
+    return [(facts.request_id, facts.items), *facts.successors.items()]
+
+
+def _margin(facts: Facts, request_id: str, items: list[dict[str, Any]]) -> timedelta:
+    """The release margin of a chain member (its ``REQUEST``'s ``release_margin_minutes``, default 60)."""
+    if request_id == facts.request_id:
+        return timedelta(minutes=facts.release_margin_minutes)
+    request = next((i.get("request") for i in items if i["sk"] == "REQUEST"), None) or {}
+    return timedelta(minutes=int(request.get("release_margin_minutes") or 60))
+
+
+def _person_asked(items: list[dict[str, Any]], offering_id: str) -> bool:
+    """An extension bought from ``offering_id`` was asked for by a person (the requester, a member or an
+    approver through the API), not by the orchestrator keeping the reservation serving: its
+    ``EXTENSION_INTENT``'s ``requester``, found through the ``EXTENSION_CALL`` that named the offering."""
+    extension_ids = {
+        str(i["sk"]).split("#")[1]
+        for i in items
+        if str(i["sk"]).startswith("EXTENSION_CALL#")
+        and str(((i.get("offering") or {}).get("offering_id")) or "") == offering_id
+    } or {offering_id}
+    for item in items:
+        key = str(item["sk"])
+        if key.startswith("EXTENSION_INTENT#") and key.partition("#")[2] in extension_ids:
+            return str(item.get("requester") or SERVE_UNTIL_ACTOR) != SERVE_UNTIL_ACTOR
+    return False
+
+
+def _overlap(a: tuple[datetime, datetime], b: tuple[datetime, datetime]) -> timedelta:
+    return max(timedelta(0), min(a[1], b[1]) - max(a[0], b[0]))
+
+
+Span = tuple[str, datetime, datetime, bool]
+"""A reservation of the chain: (request id, start, end as paid now, extended)."""
+
+
+def check_no_idle_money(facts: Facts) -> list[str]:
+    """No money paid for hours nothing could serve (issue 28): across the chain (the request and its
+    successors), no fee, or part of one, pays for hours
+
+    - after its reservation's release began, beyond the release margin (the release is scheduled that long
+      before the end; 40 minutes for a capacity block, whose instances go 30 minutes before it), unless the
+      release was asked for (a cancel, the request's idle rule) or caused by AWS (a failure); when the
+      reservation was released because a successor took over, beyond the hand-over (the margin plus 2
+      hours, and plus the day a reservation starting at 11:30 UTC may need when nothing was extended);
+    - that another reservation of the chain paid for, beyond that hand-over: a successor starting earlier
+      than it, or an extension and a successor both paying for one hour (one continuity decision per lead
+      time), unless a person asked for that extension (recorded in its ``EXTENSION_INTENT``).
+    """
+    spans: list[Span] = []
+    problems: list[str] = []
+    for request_id, items in _chain_members(facts):
+        for plan in _owned(facts, request_id):
+            if plan.start_time is None:
+                continue
+            paid = _paid_extensions(facts, plan.name)
+            spans.append((request_id, plan.start_time, plan.end_time, bool(paid)))
+            problems.extend(_after_release(facts, request_id, items, plan, paid))
+    return problems + _paid_twice(facts, spans) + _extended_and_succeeded(facts, spans)
+
+
+def _owned(facts: Facts, request_id: str) -> list[PlanFact]:
+    """The reservations a chain member paid for (an untagged one counts as the request's own)."""
+    return [
+        p
+        for p in facts.chain_plans()
+        if p.owner == request_id or (p.owner == "" and request_id == facts.request_id)
+    ]
+
+
+def _paid_extensions(facts: Facts, reservation: str) -> list[ExtensionFact]:
+    return [e for e in facts.chain_extensions if e.reservation == reservation and e.payment == "succeeded"]
+
+
+def _after_release(
+    facts: Facts,
+    request_id: str,
+    items: list[dict[str, Any]],
+    plan: PlanFact,
+    paid: list[ExtensionFact],
+) -> list[str]:
+    """Hours of ``plan`` (with its paid extensions) after its release began, beyond what is allowed."""
+    history = sorted((i for i in items if str(i["sk"]).startswith("STATE#")), key=lambda i: str(i["sk"]))
+    releasing = next((i for i in history if i["state"] == "RELEASING"), None)
+    if releasing is None:
+        return []
+    began = _utc(releasing["at"])
+    reason = str((releasing.get("detail") or {}).get("reason") or "")
+    if reason in EXEMPT_RELEASES or any(
+        i["state"] == "CANCELLED" and _utc(i["at"]) <= began for i in history
+    ):
+        return []
+    allowed = max(
+        _margin(facts, request_id, items), BLOCK_RECLAIM if plan.kind == "capacity-block" else timedelta(0)
+    )
+    if reason == "rolled-over":
+        allowed += HAND_OVER + (timedelta(0) if paid else MARKET_STEP)
+    idle = plan.end_time - began
+    if idle <= allowed + IDLE_TOLERANCE:
+        return []
+    extended = f" (extended by {', '.join(f'{e.hours} h' for e in paid)})" if paid else ""
+    return [
+        f"money for hours nothing served: {plan.name}{extended} of {request_id} paid until "
+        f"{_ts(plan.end_time)}, its release ({reason or 'no reason'}) began at {_ts(began)}: {idle} after "
+        f"it, {allowed} allowed"
+    ]
+
+
+def _paid_twice(facts: Facts, spans: list[Span]) -> list[str]:
+    """Two reservations of the chain paying for the same hours beyond the hand-over."""
+    members = dict(_chain_members(facts))
+    problems = []
+    for index, (earlier, start, end, extended) in enumerate(spans):
+        for later, later_start, later_end, _ in spans[index + 1 :]:
+            if later == earlier:
+                continue
+            allowed = _margin(facts, earlier, members[earlier]) + HAND_OVER
+            if not extended:
+                allowed += MARKET_STEP
+            both = _overlap((start, end), (later_start, later_end))
+            if both > allowed + IDLE_TOLERANCE:
+                problems.append(
+                    f"money for hours paid twice: {later} runs {_ts(later_start)} to {_ts(later_end)}, "
+                    f"{earlier} was paid until {_ts(end)}"
+                    + (" (extended)" if extended else "")
+                    + f": {both} of both, {allowed} allowed for the hand-over"
+                )
+    return problems
+
+
+def _extended_and_succeeded(facts: Facts, spans: list[Span]) -> list[str]:
+    """An extension the orchestrator bought paying for hours another reservation of the chain pays for."""
+    problems = []
+    for request_id, items in _chain_members(facts):
+        owned = {p.name for p in _owned(facts, request_id)}
+        for extension in facts.chain_extensions:
+            if (
+                extension.reservation not in owned
+                or extension.payment != "succeeded"
+                or extension.start is None
+                or extension.end is None
+                or _person_asked(items, extension.offering_id)
+            ):
+                continue
+            allowed = _margin(facts, request_id, items) + HAND_OVER
+            for other, other_start, other_end, _ in spans:
+                both = _overlap((extension.start, extension.end), (other_start, other_end))
+                if other != request_id and both > allowed + IDLE_TOLERANCE:
+                    problems.append(
+                        f"extend and succeed both: extension {extension.offering_id} of {request_id} pays "
+                        f"{_ts(extension.start)} to {_ts(extension.end)}, {other} runs {_ts(other_start)} "
+                        f"to {_ts(other_end)}: {both} of both, {allowed} allowed"
+                    )
+    return problems
+
+
+def check_causers_do_not_approve(facts: Facts) -> list[str]:
+    """Whoever caused spend is one of its requesters (issue 28): an approver who changed ``serve_until`` of
+    the chain never decides a purchase or extension of the chain recorded after that change (nor does the
+    requester of a predecessor), and the API never answered such an approval 200."""
+    problems = [
+        f"approval by a causer accepted: {path} answered 200 to the approver who changed serve_until"
+        for path in facts.causer_approvals_accepted
+    ]
+    causers: list[tuple[str, str, str]] = []  # (identity, since when, what)
+    for request_id, items in _chain_members(facts):
+        causers.extend(
+            (str(item["actor"]), str(item.get("written_at") or ""), f"changed serve_until of {request_id}")
+            for item in items
+            if str(item["sk"]).startswith("SERVE_UNTIL#") and item.get("actor")
+        )
+        for item in items:
+            key = str(item["sk"])
+            approver = str(item.get("approver") or "")
+            if not approver or not (key == "APPROVAL_DECISION" or key.startswith("EXTENSION_DECISION#")):
+                continue
+            problems.extend(
+                f"{key} of {request_id} decided by {approver}, who {what}: whoever causes spend may not "
+                "approve it"
+                for identity, since, what in causers
+                if identity == approver and str(item.get("written_at") or "") > since
+            )
+        request = next((i.get("request") for i in items if i["sk"] == "REQUEST"), None) or {}
+        if request.get("requester"):
+            causers.append((str(request["requester"]), "", f"requested {request_id}, which the chain serves"))
+    return problems
+
+
+def check_invalid_deliveries(facts: Facts) -> list[str]:
+    """An invalid or conflicting ``ReservationRequested`` about a request (issue 28) changes nothing: the
+    request recorded is the one accepted (its budget), and no entry records its refusal
+    (``InvalidRequest``) against the request."""
+    if not facts.invalid_deliveries:
+        return []
+    problems = []
+    request = (facts.item("REQUEST") or {}).get("request") or {}
+    recorded = request.get("max_upfront_fee_usd")
+    if recorded is not None and Decimal(str(recorded)) != facts.max_upfront_fee_usd:
+        problems.append(
+            f"an invalid delivery changed the request: its budget reads ${recorded}, "
+            f"${facts.max_upfront_fee_usd} was accepted"
+        )
+    for entry in facts.history():
+        if ((entry.get("detail") or {}).get("error")) == "InvalidRequest":
+            problems.append(
+                f"an invalid delivery ({', '.join(facts.invalid_deliveries)}) ended the request: "
+                f"{entry['state']} InvalidRequest at {entry['at']}"
+            )
+    return problems
+
+
 def keep_serving(facts: Facts) -> str:
     """What ``serve_until`` led to in a lifecycle, for the soak's figures: ``rolled-over`` (a successor
-    served), ``successor`` (one was requested, never served), ``extended`` (an extension in place was paid
-    for it), ``told`` (a person was told it stops at its end), ``asked`` (an extension tried, nothing more),
-    or empty when nothing was due (no ``serve_until``, or it ended first)."""
+    served), ``successor`` (one was requested, never served), either after an extension (``extended, then
+    ...``), ``extended`` (an extension in place was paid for it), ``told`` (a person was told it stops at
+    its end), ``asked`` (an extension tried, nothing more), or empty when nothing was due (no
+    ``serve_until``, or it ended first)."""
     items = [i for i in facts.items if not str(i["sk"]).startswith("STATE#")]
-    if any(i["sk"] == "ROLLED_OVER" for i in items):
-        return "rolled-over"
-    if facts.successors:
-        return "successor"
     tried = [i for i in items if str(i["sk"]).startswith("ROLLOVER_EXTENSION#")]
-    if any(str(i["sk"]).startswith("ROLLOVER_TOLD#") for i in items):
-        return "told"
     extended = {
         str((i.get("detail") or {}).get("extension_id")) for i in facts.history() if i["state"] == "EXTENDED"
     }
-    if any(i.get("extension_id") in extended for i in tried):
+    was_extended = any(i.get("extension_id") in extended for i in tried)
+    if any(i["sk"] == "ROLLED_OVER" for i in items):
+        return "extended, then rolled-over" if was_extended else "rolled-over"
+    if facts.successors:
+        return "extended, then successor" if was_extended else "successor"
+    if any(str(i["sk"]).startswith("ROLLOVER_TOLD#") for i in items):
+        return "told"
+    if was_extended:
         return "extended"
     return "asked" if tried else ""
 
@@ -594,6 +825,9 @@ CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
     check_keep_looking,
     check_brought,
     check_rollovers,
+    check_no_idle_money,
+    check_causers_do_not_approve,
+    check_invalid_deliveries,
 )
 
 

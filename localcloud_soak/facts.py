@@ -44,13 +44,18 @@ class PlanFact:
 class ExtensionFact:
     """An extension bought in the cloud (``ExtendTrainingPlan`` or ``PurchaseCapacityBlockExtension``):
     the reservation it extends (plan name or ``cr-...``), the extension offering id, its upfront fee (USD),
-    the hours it adds and its payment (``pending``, ``succeeded``, ``failed``: only ``succeeded`` is paid)."""
+    the hours it adds and its payment (``pending``, ``succeeded``, ``failed``: only ``succeeded`` is paid),
+    the hours it pays for (``start``/``end``, UTC), when it was bought and when its payment was taken."""
 
     reservation: str
     offering_id: str
     upfront_fee_usd: Decimal
     hours: int
     payment: str
+    start: datetime | None = None
+    end: datetime | None = None
+    purchased_at: datetime | None = None
+    paid_at: datetime | None = None
 
 
 @dataclass
@@ -113,6 +118,12 @@ class Facts:
     purchase_calls: int = 0
     search_until: datetime | None = None
     window: tuple[datetime, datetime] | None = None
+    release_margin_minutes: int = 60
+    """The request's ``release_margin_minutes`` (successors' are in their ``REQUEST`` items)."""
+    causer_approvals_accepted: list[str] = field(default_factory=list)
+    """The approvals (API paths) answered 200 to an approver who had changed ``serve_until`` of the chain."""
+    invalid_deliveries: list[str] = field(default_factory=list)
+    """The invalid or conflicting ``ReservationRequested`` variants put on the bus about the request."""
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -271,6 +282,10 @@ def extensions(cloud: LocalCloud) -> list[ExtensionFact]:
             upfront_fee_usd=Decimal(str(item.offering.fee_usd)).quantize(Decimal("0.01")),
             hours=item.hours,
             payment=item.status(now),
+            start=item.offering.start,
+            end=item.offering.end,
+            purchased_at=item.purchased,
+            paid_at=next((at for at, status in item.payment.phases if status == "succeeded"), None),
         )
         for name, owner in owners
         for item in owner.extensions
@@ -294,6 +309,8 @@ def collect_facts(
     unfinished_reason: str = "",
     cancels_accepted: Sequence[datetime] = (),
     approvals_accepted: Sequence[datetime] = (),
+    causer_approvals_accepted: Sequence[str] = (),
+    invalid_deliveries: Sequence[str] = (),
 ) -> Facts:
     """Read the ledger, the training plans and capacity blocks, the billable resources, the Slack outbox,
     the application's AWS calls and the executions of a lifecycle."""
@@ -338,6 +355,9 @@ def collect_facts(
         ),
         search_until=_utc(request.get("search_until")),
         window=_window(request),
+        release_margin_minutes=int(request.get("release_margin_minutes") or 60),
+        causer_approvals_accepted=list(causer_approvals_accepted),
+        invalid_deliveries=list(invalid_deliveries),
     )
 
 

@@ -20,13 +20,15 @@ from localcloud.clock import ClockStuckError
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector, FaultKind
 from localcloud_soak.checks import cancel_to_released_hours, check, keep_serving, looking, outcome, route
-from localcloud_soak.facts import collect_facts, ledger_states
+from localcloud_soak.facts import collect_facts, ledger_items, ledger_states, successors
 from localcloud_soak.scenario import (
     AMI,
     DEFAULT_STALL_SECONDS,
     LAUNCH_TEMPLATE,
+    OTHER_APPROVER,
     REQUEST_ID,
     RETRIED_ATTEMPTS,
+    ROOT,
     SOAK_APPROVER,
     SOAK_REQUESTER,
     START,
@@ -80,16 +82,26 @@ class _Bounds:
         return None
 
 
-def _api_event(method: str, path: str, body: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
-    resource = path
-    parameters = None
+def _resource(path: str) -> tuple[str, dict[str, str] | None]:
+    """The API resource of ``path`` and its path parameters (``/reservations/{request_id}/...``)."""
+    parts = path.strip("/").split("/")
+    if parts[0] != "reservations" or len(parts) < 2:
+        return path, None
+    names = ("", "request_id", "", "extension_id", "")
+    parameters = {names[i]: part for i, part in enumerate(parts) if i < len(names) and names[i]}
+    shape = "/".join("{" + names[i] + "}" if i < len(names) and names[i] else p for i, p in enumerate(parts))
+    return "/" + shape, parameters
+
+
+def _api_event(
+    method: str, path: str, body: dict[str, Any] | None, now: datetime, caller: str | None = None
+) -> dict[str, Any]:
     query = None
-    caller = SOAK_APPROVER if path.endswith("/approval") else SOAK_REQUESTER
+    if caller is None:
+        caller = SOAK_APPROVER if path.endswith("/approval") else SOAK_REQUESTER
     if method == "DELETE":  # the client confirms that a paid fee is not refunded (DELETE ?confirm=true)
         query = {"confirm": "true"}
-    if path.startswith("/reservations/"):
-        parameters = {"request_id": path.split("/")[2]}
-        resource = "/reservations/{request_id}" + ("/approval" if path.endswith("/approval") else "")
+    resource, parameters = _resource(path)
     return {
         "resource": resource,
         "path": path,
@@ -202,6 +214,46 @@ def list_market(cloud: LocalCloud, listing: dict[str, Any]) -> None:
     market.config = market.config.model_copy(update=update)
 
 
+LOCAL_VALUES = ROOT / "localcloud" / "local_values.json"
+
+
+def caller_policies() -> dict[str, list[str]]:
+    """The API callers' identity policies of local_values.json (``CallerPolicies``), with the requester's
+    policy attached to :data:`SOAK_APPROVER` too: a team lead who both changes ``serve_until`` (PATCH) and
+    approves, as an administrator may attach both (docs/deploy.md); :data:`OTHER_APPROVER` only approves."""
+    section = json.loads(LOCAL_VALUES.read_text(encoding="utf-8")).get("CallerPolicies") or {}
+    policies = {k: list(v) for k, v in section.items() if not k.startswith("_")}
+    policies.setdefault("deploy/requester-policy.json", []).append(SOAK_APPROVER)
+    return policies
+
+
+def compete(cloud: LocalCloud, competition: tuple[float, float]) -> None:
+    """Let other buyers into the market (:attr:`Scenario.competition`): a share of the offerings searched
+    from now on is taken by someone else between the search and its purchase (issue 29 point 5)."""
+    share, minutes = competition
+    market = cloud.emulator.market
+    market.config = market.config.model_copy(
+        update={"taken": share, "taken_within": timedelta(minutes=minutes)}
+    )
+
+
+def invalid_delivery(body: dict[str, Any], variant: str) -> dict[str, Any]:
+    """The ``detail`` of an invalid or conflicting ``ReservationRequested`` about ``body``'s request
+    (:data:`~localcloud_soak.scenario.INVALID_DELIVERIES`)."""
+    request = dict(body)
+    if variant == "no-request":
+        return {"schema_version": 1}
+    if variant == "bad-count":
+        request["instance_count"] = 3
+    elif variant == "schema-99":
+        return {"schema_version": 99, "request": request}
+    elif variant == "other-budget":
+        request["max_upfront_fee_usd"] = _money(Decimal(str(body["max_upfront_fee_usd"])) * 10)
+    elif variant == "bad-id":
+        request["request_id"] = f"{body['request_id']}/../x"
+    return {"schema_version": 1, "request": request}
+
+
 def buy_elsewhere(cloud: LocalCloud, request: dict[str, Any], index: int) -> dict[str, Any]:
     """Central procurement buys a reservation for the request before it is sent (a training plan for
     endpoints or a capacity block: the first offering of the request's window in the first of its regions
@@ -273,13 +325,23 @@ class _Driver:
         self.approvals_accepted: list[datetime] = []
         self.extension_offering: str | None = None
         """The extension offering the lifecycle asked to buy (a second ``extend`` sends it again)."""
+        self.causer_approvals_accepted: list[str] = []
+        """Approvals :data:`SOAK_APPROVER` gave (200) to what its own PATCH of ``serve_until`` caused."""
+        self.invalid_deliveries: list[str] = []
+        """The variants of the invalid ``ReservationRequested`` put on the bus."""
+        self._waiting: tuple[int, list[str]] | None = None
+        self.patched = False
+        """:data:`SOAK_APPROVER`'s PATCH of ``serve_until`` was accepted (200): it caused what follows."""
+
+    def _ledger_writes(self) -> int:
+        counts = self.cloud.dispatcher.counts
+        return sum(
+            counts.get(f"dynamodb.{op}", 0) for op in ("PutItem", "BatchWriteItem", "TransactWriteItems")
+        )
 
     def states(self) -> list[str]:
         # The ledger only changes by DynamoDB writes: read it again only when one was made.
-        counts = self.cloud.dispatcher.counts
-        writes = sum(
-            counts.get(f"dynamodb.{op}", 0) for op in ("PutItem", "BatchWriteItem", "TransactWriteItems")
-        )
+        writes = self._ledger_writes()
         if writes != self._writes:
             self._writes = writes
             self._states = ledger_states(self.cloud, REQUEST_ID, self._ddb)
@@ -295,13 +357,22 @@ class _Driver:
             return False
         return seen[seen.index("RELEASING") :].count("FAILED") >= RETRIED_ATTEMPTS
 
-    def api(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now()))
-        label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
-        if path.endswith("/approval"):
-            label = "approval"
-        elif path.endswith("/extensions"):
-            label = "extend"
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        caller: str | None = None,
+        label: str | None = None,
+    ) -> dict[str, Any]:
+        answer = self.cloud.api_request(_api_event(method, path, body, self.cloud.now(), caller))
+        if label is None:
+            label = {"POST": "post", "DELETE": "cancel"}.get(method, method.lower())
+            if path.endswith("/approval"):
+                label = "approval"
+            elif path.endswith("/extensions"):
+                label = "extend"
         self.api_statuses[f"{label} {answer['statusCode']}"] += 1
         self.answers.append(f"{method} {path} -> {answer['statusCode']} {str(answer.get('body'))[:300]}")
         return answer
@@ -322,10 +393,11 @@ class _Driver:
             elapsed = (self.cloud.now() - self.noticed["now"]) / timedelta(hours=1)
             self.pending.append(Action("post", "now", round(elapsed + 0.05, 4)))
 
-    def extend(self) -> None:
-        """A dry run of a one-day extension, then the purchase of its first allowed offering; a second
-        ``extend`` sends that purchase again, as a client retrying does (refusals, such as a reservation
-        already released or no room in the budget, are answers, not failures)."""
+    def extend(self, *, any_offering: bool = False) -> None:
+        """A dry run of a one-day extension, then the purchase of its first allowed offering
+        (``any_offering``: its first offering, allowed or not); a second ``extend`` sends that purchase
+        again, as a client retrying does (refusals, such as a reservation already released or no room in
+        the budget, are answers, not failures)."""
         path = f"/reservations/{REQUEST_ID}/extensions"
         if self.extension_offering is not None:
             self.api("POST", path, {"duration_hours": 24, "offering_id": self.extension_offering})
@@ -333,7 +405,9 @@ class _Driver:
         dry = self.api("POST", path, {"duration_hours": 24})
         if dry["statusCode"] != 200:
             return
-        offered = [o for o in json.loads(str(dry["body"])).get("offerings", []) if o.get("allowed")]
+        offered = [
+            o for o in json.loads(str(dry["body"])).get("offerings", []) if o.get("allowed") or any_offering
+        ]
         if offered:
             self.extension_offering = str(offered[0]["offering_id"])
             self.api("POST", path, {"duration_hours": 24, "offering_id": self.extension_offering})
@@ -363,10 +437,104 @@ class _Driver:
             answer = self.api("POST", f"/reservations/{rid}/approval", decision)
             if action.kind == "approve" and answer["statusCode"] == 200:
                 self.approvals_accepted.append(self.cloud.now())
-        elif action.kind == "extend":
-            self.extend()
+        elif action.kind in ("extend", "extend_any"):
+            self.extend(any_offering=action.kind == "extend_any")
+        elif action.kind == "bus_invalid":
+            entry = {
+                "Source": "capacity.orchestrator",
+                "DetailType": "ReservationRequested",
+                "Detail": json.dumps(invalid_delivery(self.body, action.variant)),
+                "EventBusName": self.cloud.stack.physical_id("EventBus"),
+            }
+            with self.cloud.dispatcher.exempt():
+                self.cloud.put_events([entry])
+            self.api_statuses[f"bus put invalid ({action.variant})"] += 1
+            self.invalid_deliveries.append(action.variant)
+        elif action.kind == "patch":
+            self.patch(int(action.variant or 24))
+        elif action.kind in ("approve_caused", "approve_other"):
+            self.approve_waiting(SOAK_APPROVER if action.kind == "approve_caused" else OTHER_APPROVER)
         else:  # pragma: no cover - scenarios only hold the kinds above
             raise ValueError(f"unknown action {action.kind!r}")
+
+    def patch(self, hours: int) -> None:
+        """:data:`SOAK_APPROVER` moves ``serve_until`` to ``hours`` past the reservation's end (its
+        ``PURCHASE`` end, else the request's earliest end): an approver causing spend (issue 28)."""
+        purchase = next((i for i in self._items(REQUEST_ID) if i["sk"] == "PURCHASE"), None)
+        if purchase is not None:
+            end = datetime.fromisoformat(str(purchase["end_time"]).replace("Z", "+00:00"))
+        else:
+            start = datetime.fromisoformat(str(self.body["earliest_start"]).replace("Z", "+00:00"))
+            end = start + timedelta(hours=int(self.body["duration_hours"]))
+        until = max(end + timedelta(hours=hours), self.cloud.now() + timedelta(hours=1))
+        answer = self.api(
+            "PATCH",
+            f"/reservations/{REQUEST_ID}",
+            {"serve_until": _ts(until)},
+            caller=SOAK_APPROVER,
+            label="patch",
+        )
+        if answer["statusCode"] == 200:
+            self.patched = True
+
+    def waiting_approvals(self) -> list[str]:
+        """The API paths of the approvals waiting in the chain: a successor ``AWAITING_APPROVAL`` (its
+        ``/approval``) and an extension waiting for a decision (``.../extensions/<id>/approval``); read again
+        only after a ledger write."""
+        writes = self._ledger_writes()
+        if self._waiting is not None and self._waiting[0] == writes:
+            return self._waiting[1]
+        paths = self._read_waiting_approvals()
+        self._waiting = (writes, paths)
+        return paths
+
+    def _read_waiting_approvals(self) -> list[str]:
+        chain = [REQUEST_ID, *successors(self.cloud, REQUEST_ID)]
+        paths = []
+        for request_id in chain:
+            items = self._items(request_id)
+            keys = {str(i["sk"]) for i in items}
+            history = sorted((i for i in items if str(i["sk"]).startswith("STATE#")), key=lambda i: i["sk"])
+            if request_id != REQUEST_ID and history and history[-1]["state"] == "AWAITING_APPROVAL":
+                paths.append(f"/reservations/{request_id}/approval")
+            for key in sorted(keys):
+                if not key.startswith("EXTENSION_APPROVAL#"):
+                    continue
+                extension_id = key.partition("#")[2]
+                if f"EXTENSION_DECISION#{extension_id}" not in keys and not any(
+                    k.startswith(f"EXTENSION_OUTCOME#{extension_id}") for k in keys
+                ):
+                    paths.append(f"/reservations/{request_id}/extensions/{extension_id}/approval")
+        return paths
+
+    def approve_waiting(self, approver: str) -> None:
+        """``approver`` approves every approval waiting in the chain (:meth:`waiting_approvals`); an approval
+        :data:`SOAK_APPROVER` gets after its own PATCH is noted (it must be refused)."""
+        causer = approver == SOAK_APPROVER and self.patched
+        for path in self.waiting_approvals():
+            answer = self.api(
+                "POST",
+                path,
+                {"approved": True, "reason": "soak"},
+                caller=approver,
+                label="approval (caused by the approver)" if causer else "approval (other approver)",
+            )
+            if causer and answer["statusCode"] == 200:
+                self.causer_approvals_accepted.append(path)
+
+    def _items(self, request_id: str) -> list[dict[str, Any]]:
+        return ledger_items(self.cloud, request_id, self._ddb)
+
+    def _notice_release(self) -> bool:
+        """``RELEASE``: the release instant the first ``PURCHASED`` names (known once it is recorded)."""
+        if "RELEASE" in self.noticed or "PURCHASED" not in self.states():
+            return False
+        purchased = next((i for i in self._items(REQUEST_ID) if i.get("state") == "PURCHASED"), None)
+        release_at = ((purchased or {}).get("detail") or {}).get("release_at")
+        if not release_at:
+            return False
+        self.noticed["RELEASE"] = datetime.fromisoformat(str(release_at).replace("Z", "+00:00"))
+        return True
 
     def _due(self, now: datetime) -> list[Action]:
         return [
@@ -382,11 +550,17 @@ class _Driver:
         }
         if not waiting:
             return False
+        noticed = False
+        if "RELEASE" in waiting:
+            noticed = self._notice_release()
+        if "CAUSED" in waiting and "patch" not in {a.kind for a in self.pending} and self.waiting_approvals():
+            self.noticed["CAUSED"] = self.cloud.now()
+            noticed = True
         seen = set(self.states())
         new = waiting & seen
         for phase in new:
             self.noticed[phase] = self.cloud.now()
-        return bool(new)
+        return bool(new) or noticed
 
     def drive(self) -> str | None:
         """Run the lifecycle to idle, firing the actions; returns why it did not finish (None if it did)."""
@@ -478,6 +652,7 @@ def run_lifecycle(
             timings=Timings(extension_payment_pending=(timedelta(minutes=low), timedelta(minutes=high))),
         ),
         parameter_overrides={"SlackChannelId": "C0SOAK"},
+        caller_policies=caller_policies(),
     )
     body = dict(scenario.request)
     with _quiet(), cloud:
@@ -494,6 +669,7 @@ def run_lifecycle(
             list_market(cloud, scenario.listing)
         if scenario.brings:
             body.update(buy_elsewhere(cloud, body, scenario.index))
+        compete(cloud, scenario.competition)  # after the budget's and central procurement's own searches
         bounds = _Bounds(cloud, stall_seconds)
         driver = _Driver(cloud, scenario, body, bounds)
         try:
@@ -510,6 +686,8 @@ def run_lifecycle(
             unfinished_reason=unfinished or "",
             cancels_accepted=driver.cancels_accepted,
             approvals_accepted=driver.approvals_accepted,
+            causer_approvals_accepted=driver.causer_approvals_accepted,
+            invalid_deliveries=driver.invalid_deliveries,
         )
         fired = Counter(f.kind.value for f in injector.fired)
         story = cloud.timeline.render() if timeline else ""

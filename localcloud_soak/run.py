@@ -187,7 +187,8 @@ def format_report(report: SoakReport) -> str:
             "billable left, every lifecycle final, every failure notified, every purchase within its window, "
             "no look after the deadline or the outcome and no giving up before it, nothing bought or charged "
             "for a brought reservation, every roll-over bought once per successor within the chain's budget "
-            "and released only after its successor served)"
+            "and released only after its successor served, no money paid for hours nothing could serve, "
+            "no spend approved by whoever caused it, no request changed by an invalid delivery)"
         )
         return "\n".join(lines)
     lines.append(f"INVARIANT VIOLATIONS in {len(failed)} of {n} lifecycles:")

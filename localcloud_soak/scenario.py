@@ -121,6 +121,9 @@ SOAK_REQUESTER = "arn:aws:iam::123456789012:user/soak"
 """Who requests in the soak (team ml-platform of deploy/policy-seed.json)."""
 SOAK_APPROVER = "arn:aws:sts::123456789012:assumed-role/Approvers/soak-approver"
 """Who approves or rejects (an approver of ml-platform, never the requester: four-eyes, issue 16)."""
+OTHER_APPROVER = "arn:aws:sts::123456789012:assumed-role/Approvers/soak-approver-2"
+"""A second approver of ml-platform: decides what :data:`SOAK_APPROVER` caused by changing ``serve_until``
+(issue 28: whoever causes spend may not approve it)."""
 
 
 @dataclass(frozen=True)
@@ -128,16 +131,24 @@ class Action:
     """Something a person or another system does during a lifecycle.
 
     ``kind``: ``post`` (POST /reservations), ``bus`` (``ReservationRequested`` put straight on the bus),
-    ``cancel`` (DELETE), ``approve`` or ``reject`` (POST .../approval), ``extend`` (a dry run of POST
-    .../extensions for a day, then the purchase of its first allowed offering). ``phase``: ``now`` (right
-    after the first POST), a ledger state (once it is recorded) or ``end`` (once the lifecycle is idle);
-    every action whose phase never comes runs when the lifecycle is idle. ``delay_hours``: virtual hours after
-    the phase.
+    ``bus_invalid`` (an invalid or conflicting ``ReservationRequested`` about the same request: ``variant``
+    says which, :data:`INVALID_DELIVERIES`), ``cancel`` (DELETE), ``approve`` or ``reject`` (POST
+    .../approval), ``extend`` (a dry run of POST .../extensions for a day, then the purchase of its first
+    allowed offering), ``extend_any`` (the same, buying the first offering even when the dry run says it is
+    not allowed: a client that does not listen), ``patch`` (PATCH ``serve_until`` by :data:`SOAK_APPROVER`,
+    ``variant`` the hours past the reservation's end), ``approve_caused`` (:data:`SOAK_APPROVER` approves
+    what waits for approval in the chain: what its PATCH caused, which must be refused) and
+    ``approve_other`` (:data:`OTHER_APPROVER` approves it). ``phase``: ``now`` (right after the first POST),
+    a ledger state (once it is recorded), ``RELEASE`` (the release instant the first ``PURCHASED`` names:
+    ``delay_hours`` is then negative, before it), ``CAUSED`` (an approval waits in the chain, after a
+    ``patch``) or ``end`` (once the lifecycle is idle); every action whose phase never comes runs when the
+    lifecycle is idle. ``delay_hours``: virtual hours after the phase.
     """
 
     kind: str
     phase: str
     delay_hours: float = 0.0
+    variant: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,10 @@ class Scenario:
     """Bring your own reservation (issue 17): "central procurement" buys a training plan or capacity block
     for the request before the POST, and the request names it (``training_plan_arn`` /
     ``capacity_reservation_id``, its window the reservation's) instead of buying one."""
+    competition: tuple[float, float] = (0.0, 0.0)
+    """Other buyers in the market (issue 29 point 5): the share of offerings they take between a search and
+    its purchase, and within how many minutes of the search (``MarketConfig.taken``/``taken_within``, set
+    once the budget is looked up and any brought reservation bought)."""
 
     def describe(self) -> str:
         """A one-paragraph summary for failure reports."""
@@ -183,7 +198,9 @@ class Scenario:
             for f in self.faults
         )
         actions = ", ".join(
-            f"{a.kind}@{a.phase}" + (f"+{a.delay_hours:.1f}h" if a.delay_hours else "") for a in self.actions
+            f"{a.kind}{f'({a.variant})' if a.variant else ''}@{a.phase}"
+            + (f"{a.delay_hours:+.1f}h" if a.delay_hours else "")
+            for a in self.actions
         )
         return (
             f"{r.get('platform', 'sagemaker')}"
@@ -208,6 +225,7 @@ class Scenario:
             )
             + (f", serve until {r['serve_until']}" if r.get("serve_until") else "")
             + ", extension payments pending {:.0f}-{:.0f} min".format(*self.extension_payment_minutes)
+            + ", other buyers take {:.0%} of the offerings within {:.0f} min".format(*self.competition)
             + f"; actions: {actions or 'none'}; faults: {faults or 'none'}"
         )
 
@@ -408,24 +426,26 @@ def _crash_faults(rng: random.Random, *, ec2: bool, wire: Sequence[str]) -> list
 
 
 def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
-    """EventBridge, Scheduler and Lambda's at-least-once delivery: events, firings and asynchronous
-    invocations delivered twice or late (reordered), targets that refuse a delivery (retried by their
-    retry policy), an operator's ``StopExecution`` of a workflow, and SageMaker's eventual consistency."""
+    """EventBridge, Scheduler and Lambda's at-least-once delivery, in every lifecycle (issue 29 point 2: AWS
+    delivers at least once and may reorder, AWS_FACTS.md): events, firings and asynchronous invocations
+    delivered twice, and late (so later ones overtake them; a late copy is a stale redelivery), each service
+    at its own drawn rate; in some lifecycles also targets that refuse a delivery (retried by their retry
+    policy), an operator's ``StopExecution`` of a workflow, and SageMaker's eventual consistency (EC2's is
+    :func:`_kindness_faults`'s, every lifecycle)."""
     rules: list[FaultRule] = []
-    if rng.random() < 0.3:
+    for service in ("eventbridge", "scheduler", "lambda"):
         rules.append(
             FaultRule(
-                service=rng.choice(("eventbridge", "scheduler", "lambda")),
+                service=service,
                 kind=FaultKind.DUPLICATE_DELIVERY,
-                probability=round(rng.uniform(0.1, 0.5), 2),
+                probability=round(rng.uniform(0.05, 0.3), 2),
             )
         )
-    if rng.random() < 0.3:
         rules.append(
             FaultRule(
-                service=rng.choice(("eventbridge", "scheduler")),
+                service=service,
                 kind=FaultKind.DELAYED_DELIVERY,
-                probability=round(rng.uniform(0.1, 0.4), 2),
+                probability=round(rng.uniform(0.05, 0.3), 2),
                 delay_seconds=round(rng.uniform(30, 900)),
             )
         )
@@ -443,16 +463,84 @@ def _delivery_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
                 delay_seconds=round(rng.uniform(30, 4 * 3600)),
             )
         )
-    if rng.random() < 0.2:  # eventual consistency: SageMaker's endpoint reads, EC2's instance listing
+    if not ec2 and rng.random() < 0.2:  # eventual consistency of SageMaker's endpoint reads
         rules.append(
             FaultRule(
-                service="ec2" if ec2 else "sagemaker",
-                operation="DescribeInstances" if ec2 else "*",
+                service="sagemaker",
                 kind=FaultKind.STALE_LISTING,
                 delay_seconds=round(rng.uniform(5, 120)),
             )
         )
     return rules
+
+
+LEDGER_TABLE = "capacity-orchestrator-LedgerTable"
+POLICY_TABLE = "capacity-orchestrator-PolicyTable"
+"""The physical names of the tables the application writes in transactions (the local cloud names resources
+``<stack>-<logical id>``): a single write to them may meet a transaction on its item."""
+STALE_MAX_SECONDS = 8 * 60
+"""The longest an EC2 listing lags in the soak: past the EC2 guide's "up to about five minutes" of back-off
+(less kind), under the product's 10-minute wait for a purchase that may have committed
+(``capacity.logic.buy_once.CONSISTENCY_WINDOW``)."""
+
+
+EC2_STALE_READS = (
+    "DescribeCapacityReservations",
+    "DescribeCapacityBlockExtensionHistory",
+    "DescribeInstances",
+)
+"""The EC2 reads ``stale_listing`` makes eventually consistent (a rule per read: fired only where it acts)."""
+
+
+def _kindness_faults(rng: random.Random, *, ec2: bool) -> list[FaultRule]:
+    """What AWS does that the local cloud does not by default, drawn in every lifecycle (issue 29 point 3,
+    and point 1 for EC2): DynamoDB cancelling a transaction that met another on one of its items
+    (``TransactionConflict``) and refusing a single write to an item a transaction holds
+    (``TransactionConflictException``), each at a drawn rate; EC2's eventually consistent
+    ``DescribeCapacityReservations``, ``DescribeCapacityBlockExtensionHistory`` and ``DescribeInstances``
+    (a block, extension or instance just made missing for a drawn while, up to :data:`STALE_MAX_SECONDS`)."""
+    rules = [
+        FaultRule(
+            service="dynamodb",
+            operation="TransactWriteItems",
+            kind=FaultKind.TRANSACTION_CONFLICT,
+            probability=round(rng.uniform(0.03, 0.2), 3),
+        )
+    ]
+    for table in (LEDGER_TABLE, POLICY_TABLE):
+        for operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            rules.append(
+                FaultRule(
+                    service="dynamodb",
+                    operation=operation,
+                    kind=FaultKind.TRANSACTION_CONFLICT,
+                    probability=round(rng.uniform(0.005, 0.04), 3),
+                    match={"TableName": table},
+                )
+            )
+    if ec2:
+        probability, delay = round(rng.uniform(0.3, 1.0), 2), round(rng.uniform(2, STALE_MAX_SECONDS))
+        rules.extend(
+            FaultRule(
+                service="ec2",
+                operation=operation,
+                kind=FaultKind.STALE_LISTING,
+                probability=probability,
+                delay_seconds=delay,
+            )
+            for operation in EC2_STALE_READS
+        )
+    return rules
+
+
+TAKEN_WITHIN_MINUTES = (0.0, 0.0, 10.0, 60.0)
+
+
+def _competition(rng: random.Random) -> tuple[float, float]:
+    """Other buyers in every lifecycle's market (issue 29 point 5): the share of offerings they take between
+    a search and its purchase (0.05-0.3) and within how many minutes of the search (0: at once, before
+    any purchase; else up to 10 or 60) (``MarketConfig.taken``/``taken_within``)."""
+    return round(rng.uniform(0.05, 0.3), 2), rng.choice(TAKEN_WITHIN_MINUTES)
 
 
 EXTEND_PHASES = ("PURCHASED", "ACTIVE", "READY")
@@ -529,6 +617,9 @@ def _brings(rng: random.Random, request: dict[str, Any]) -> bool:
 SERVE_SHARE = 0.2
 """The share of lifecycles asked to keep serving past their reservation (issue 17 item 2)."""
 ROLLOVER_SHARE = 0.8
+EXTEND_THEN_ROLL_SHARE = 0.5
+"""The share of the chains drawn to roll over whose first region has one more day to sell: extended in place
+by a day first, then rolled over (issue 28)."""
 """The share of those (two days or longer) whose market leaves no extension in place and sells the next
 reservation elsewhere, so the chain rolls over (with a budget that covers the chain and no approval asked)."""
 
@@ -567,15 +658,24 @@ def _serve_until(rng: random.Random, request: dict[str, Any]) -> dict[str, Any] 
             *request["regions"],
             rng.choice([r for r in REGIONS if r not in request["regions"]]),
         ]
+    # Some chains extend in place first, by the one day the first region still has, then roll over (issue
+    # 28): serve_until then lies two or three days past the end, and the successor starts at the extended end.
+    extends = rng.random() < EXTEND_THEN_ROLL_SHARE
+    room = timedelta(days=1) if extends else timedelta(0)
+    if extends:
+        request["serve_until"] = _ts(ends + timedelta(days=rng.randint(2, 3), minutes=rng.randint(0, 60)))
     sold_out = {
         f"{request['regions'][0]}/*": (
-            ends.date().isoformat(),
+            (ends + room).date().isoformat(),
             (ends + timedelta(days=60)).date().isoformat(),
         )
     }
     for region in request["regions"][1:]:
-        sold_out[f"{region}/*"] = (first.date().isoformat(), (ends - timedelta(days=2)).date().isoformat())
-    return {"sold_out": sold_out, "rolls_over": True}
+        sold_out[f"{region}/*"] = (
+            first.date().isoformat(),
+            (ends + room - timedelta(days=2)).date().isoformat(),
+        )
+    return {"sold_out": sold_out, "rolls_over": True, "extends_first": extends}
 
 
 def _chain_factor(request: dict[str, Any]) -> Decimal:
@@ -584,7 +684,7 @@ def _chain_factor(request: dict[str, Any]) -> Decimal:
     start = datetime.fromisoformat(str(request["earliest_start"]).replace("Z", "+00:00"))
     end = start + timedelta(hours=int(request["duration_hours"]))
     until = datetime.fromisoformat(str(request["serve_until"]).replace("Z", "+00:00"))
-    successor_days = (until - end) / timedelta(days=1) + 2
+    successor_days = (until - end) / timedelta(days=1) + 3  # a day more: some extend by a day first
     return Decimal(str(round(1.1 + 1.5 * successor_days / (int(request["duration_hours"]) / 24), 2)))
 
 
@@ -622,6 +722,8 @@ def make_scenario(seed: int, index: int) -> Scenario:
     # At-least-once, late and refused deliveries, operators' stops, stale listings (issue 12 items 4 and 6),
     # from a generator of their own, so the other draws of every lifecycle stay what they were.
     faults += _delivery_faults(random.Random(f"{own}:delivery"), ec2=request.get("platform") == "ec2")
+    # What the local cloud is kinder than AWS about by default, in every lifecycle (issue 29).
+    faults += _kindness_faults(random.Random(f"{own}:kindness"), ec2=request.get("platform") == "ec2")
     actions += _extensions(random.Random(f"{own}:extend"))
     # Keep looking and brought reservations (issue 17), from generators of their own as well.
     looking, listing, looking_actions = _keep_looking(random.Random(f"{own}:look"), request)
@@ -635,6 +737,16 @@ def make_scenario(seed: int, index: int) -> Scenario:
             budget_factor = max(budget_factor, _chain_factor(request))
             approval, approval_factor = "none", None
             actions = [a for a in actions if a.kind not in ("approve", "reject")]
+        # An approver who moves serve_until, then tries to approve what that causes (issue 28).
+        patching = _approver_patch(random.Random(f"{own}:patch"), request)
+        if patching is not None:
+            patch_actions, threshold = patching
+            actions = [a for a in actions if a.kind not in ("approve", "reject")] + patch_actions
+            approval, approval_factor = "approve", threshold
+            budget_factor = max(budget_factor, _patch_budget(request))
+    # Extensions asked close to the release (issue 28), late and invalid ReservationRequested deliveries.
+    actions += _near_release(random.Random(f"{own}:near-release"), request)
+    actions += _bus_attacks(random.Random(f"{own}:bus"))
     return Scenario(
         index=index,
         seed=own,
@@ -647,7 +759,90 @@ def make_scenario(seed: int, index: int) -> Scenario:
         listing=listing,
         brings=brings,
         extension_payment_minutes=_extension_payment(random.Random(f"{own}:payment")),
+        competition=_competition(random.Random(f"{own}:competition")),
     )
+
+
+NEAR_RELEASE_SHARE = 0.15
+"""The share of lifecycles (not dry runs) that ask to extend close to the release (issue 28)."""
+
+
+def _near_release(rng: random.Random, request: dict[str, Any]) -> list[Action]:
+    """A few lifecycles ask to extend close to the release the purchase scheduled: about 12 hours before it
+    (around the latest moment a payment AWS may take 12 hours for still settles before the release), 1-3 hours
+    before it, or 5-50 minutes before it (inside the release margin of some). Half buy the first offering
+    even when the dry run says it is not allowed (``extend_any``): the application must refuse it, never pay
+    for hours after its release began."""
+    if rng.random() >= NEAR_RELEASE_SHARE or request.get("dry_run"):
+        return []
+    offset = rng.choice(
+        (
+            round(12 + rng.uniform(-0.5, 0.5), 2),
+            round(rng.uniform(1.0, 3.0), 2),
+            round(rng.uniform(5 / 60, 50 / 60), 3),
+        )
+    )
+    return [Action(rng.choice(("extend", "extend_any")), "RELEASE", -offset)]
+
+
+PATCH_SHARE = 0.1
+"""The share of lifecycles (not dry runs, not within the hour) whose approver moves ``serve_until``."""
+
+
+def _approver_patch(rng: random.Random, request: dict[str, Any]) -> tuple[list[Action], Decimal] | None:
+    """A tenth of the lifecycles get an approver who PATCHes ``serve_until`` 1-3 days past the reservation's
+    earliest end (at ``PURCHASED``, ``ACTIVE`` or ``READY``, plus 0-6 h), with a threshold below a day of the
+    reservation's price, so the extension or successor that follows waits for an approval: that approver
+    tries to approve it (it must be refused: whoever causes spend is its requester, issue 28), and in half
+    of them a second approver approves it afterwards. The first purchase, above the threshold too, is
+    approved by that approver before its PATCH (the usual approval).
+
+    Returns:
+        ``(actions, approval threshold factor)`` or None when the lifecycle does not draw it.
+    """
+    if rng.random() >= PATCH_SHARE or request.get("dry_run") or starts_soon(request, START):
+        return None
+    hours = 24 * rng.randint(1, 3) + rng.randint(-1, 1)
+    phase = rng.choice(("PURCHASED", "ACTIVE", "READY"))
+    delay = 0.0 if rng.random() < 0.4 else round(rng.uniform(0.1, 6.0), 1)
+    actions = [
+        Action("approve", "AWAITING_APPROVAL", round(rng.uniform(0, 0.4), 2)),
+        Action("patch", phase, delay, variant=str(hours)),
+        Action("approve_caused", "CAUSED", 0.0 if rng.random() < 0.5 else round(rng.uniform(0.1, 2.0), 1)),
+    ]
+    if rng.random() < 0.5:
+        actions.append(Action("approve_other", "CAUSED", round(rng.uniform(2.1, 4.0), 1)))
+    days = int(request["duration_hours"]) / 24
+    return actions, _factor(rng, 0.1, 0.6) / Decimal(str(days))
+
+
+def _patch_budget(request: dict[str, Any]) -> Decimal:
+    """A budget (times the first reservation's price) with room for what a PATCH of ``serve_until`` up to
+    three days on may buy: a successor of up to four days at up to half as dear again elsewhere."""
+    return Decimal(str(round(1.1 + 1.5 * 4 / (int(request["duration_hours"]) / 24), 2)))
+
+
+INVALID_DELIVERIES = ("no-request", "bad-count", "schema-99", "other-budget", "bad-id")
+"""The invalid or conflicting ``ReservationRequested`` deliveries the soak puts on the bus about its request:
+no ``request``, an instance count AWS never sells (3), an unknown ``schema_version``, the same request id with
+another body (a budget 10 times larger), an id that is not one (``soak/../x``)."""
+BUS_ATTACK_SHARE = 0.25
+LATE_PHASES = ("READY", "RELEASED", "CANCELLED", "REJECTED", "FAILED", "end")
+
+
+def _bus_attacks(rng: random.Random) -> list[Action]:
+    """A quarter of the lifecycles get a late or an invalid ``ReservationRequested`` (issue 28): a valid
+    copy long after the request moved on (``READY``, or after its outcome, plus 0-48 h), or an invalid or
+    conflicting one (:data:`INVALID_DELIVERIES`) at any phase; neither may buy, change what is recorded or
+    end the request."""
+    if rng.random() >= BUS_ATTACK_SHARE:
+        return []
+    if rng.random() < 0.5:
+        delay = 0.0 if rng.random() < 0.3 else round(rng.uniform(0.1, 48.0), 1)
+        return [Action("bus", rng.choice(LATE_PHASES), delay)]
+    # Once the request is recorded (a conflicting body delivered before it would simply be the request).
+    phase = rng.choice(("REQUESTED", "PLANNED", "PURCHASED", "READY", "end"))
+    return [Action("bus_invalid", phase, 0.0, variant=rng.choice(INVALID_DELIVERIES))]
 
 
 EXTENSION_PAYMENT_MAX_MINUTES = 13 * 60

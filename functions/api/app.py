@@ -256,11 +256,12 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
 )
 def list_reservations(
     status: Annotated[State | None, Query(description="only those currently in this state")] = None,
+    team: Annotated[str | None, Query(pattern=TEAM_NAME_PATTERN, description="only this team's")] = None,
     limit: Limit = 20,
     next_token: NextToken = None,
 ) -> ReservationList:
     """One page of reservations (``next_token`` for the next)."""
-    page = api.list_reservations(_ports(), status=status, limit=limit, next_token=next_token)
+    page = api.list_reservations(_ports(), status=status, team=team, limit=limit, next_token=next_token)
     return ReservationList.model_validate(page)
 
 

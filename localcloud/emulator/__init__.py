@@ -42,6 +42,8 @@ STALE_READS = frozenset(
         "DescribeInferenceComponent",
         "ListInferenceComponents",
         "DescribeInstances",
+        "DescribeCapacityReservations",
+        "DescribeCapacityBlockExtensionHistory",
     }
 )
 """The reads ``stale_listing`` makes eventually consistent (other operations ignore it)."""

@@ -25,7 +25,9 @@ detail ``capacity-reservation-id`` and ``end-date``, the reservation ARN in ``re
 Faults: ``insufficient_capacity`` empties ``DescribeCapacityBlockOfferings`` and makes
 ``PurchaseCapacityBlock`` answer ``InsufficientInstanceCapacity`` (HTTP 500, nothing bought); ``stuck``
 leaves a purchased reservation ``payment-pending`` forever (and sends no events); ``payment_failed`` turns
-it ``payment-failed`` after ``Timings.block_payment_pending`` (no events; it never starts).
+it ``payment-failed`` after ``Timings.block_payment_pending`` (no events; it never starts); ``stale_listing``
+makes ``DescribeCapacityReservations`` and ``DescribeCapacityBlockExtensionHistory`` answer as of
+``delay_seconds`` ago (EC2's eventual consistency: a block or extension just bought is not there yet).
 
 Extensions (:mod:`localcloud.emulator.extensions` for the rules): ``DescribeCapacityBlockExtensionOfferings``
 (``CapacityReservationId``, ``CapacityBlockExtensionDurationHours`` in the durations blocks are sold in)
@@ -377,11 +379,17 @@ class CapacityBlocks:
         """``DescribeCapacityReservations`` by ids and ``Filters`` (``tag:<key>``, ``tag-key``, ``state``,
         ``instance-type``, ``availability-zone``, ``reservation-type``, ``instance-platform``, ``tenancy``,
         ``owner-id``; ``*``/``?`` wildcards), paginated. Raises ``InvalidCapacityReservationId.NotFound`` and
-        ``InvalidParameterValue`` (unknown filter)."""
+        ``InvalidParameterValue`` (unknown filter).
+
+        Under ``stale_listing`` the answer is as of ``read_lag_seconds`` ago (EC2's eventual consistency,
+        AWS_FACTS.md "Payments, listings, limits"): a block bought since is neither listed nor found by id
+        (``InvalidCapacityReservationId.NotFound``, as EC2 answers an id that has not propagated), and the
+        others are in their state of then (``payment-pending`` a while longer, the end before a later paid
+        extension)."""
         del faults
         self._dry_run(params)
-        now = utcnow()
-        found = [item for item in self.reservations.values() if item.region == region]
+        now = self._read_time()
+        found = [item for item in self.reservations.values() if item.region == region and item.created <= now]
         ids = params.get("CapacityReservationIds") or []
         for wanted in ids:
             if not any(item.reservation_id == wanted for item in found):
@@ -574,18 +582,24 @@ class CapacityBlocks:
             "CurrencyCode": "USD",
         }
 
+    def _read_time(self) -> datetime:
+        """The instant a read answers for: now, or ``read_lag_seconds`` ago (``stale_listing``)."""
+        lag = self.ctx.read_lag_seconds
+        return utcnow() - timedelta(seconds=lag) if lag > 0 else utcnow()
+
     def extension_history(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
         """``DescribeCapacityBlockExtensionHistory``: every extension of the region's blocks (or of
-        ``CapacityReservationIds``), oldest first, paginated.
+        ``CapacityReservationIds``), oldest first, paginated; under ``stale_listing`` as of
+        ``read_lag_seconds`` ago (an extension bought since is not listed, a payment is in its state of then).
 
         Raises ``InvalidCapacityReservationId.NotFound``."""
         del faults
         self._dry_run(params)
-        now = utcnow()
+        now = self._read_time()
         ids = params.get("CapacityReservationIds") or []
         for wanted in ids:
             found = self.reservations.get(wanted)
-            if found is None or found.region != region:
+            if found is None or found.region != region or found.created > now:
                 raise AwsError(
                     "InvalidCapacityReservationId.NotFound",
                     f"The capacity reservation ID '{wanted}' does not exist.",
@@ -597,8 +611,9 @@ class CapacityBlocks:
         rows = [
             self._extension_shape(item, extension, now)
             for item in self.reservations.values()
-            if item.region == region and (not ids or item.reservation_id in ids)
+            if item.region == region and item.created <= now and (not ids or item.reservation_id in ids)
             for extension in item.extensions
+            if extension.purchased <= now
         ]
         page, token = paginate(rows, params, default_max=1000)
         response: Response = {"CapacityBlockExtensions": page}

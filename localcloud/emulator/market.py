@@ -1,5 +1,8 @@
 """A seeded, deterministic capacity market for SageMaker training plans and EC2 Capacity Blocks.
 
+Over 400 lines: one model (pools, prices, what is listed, offerings and other buyers) over the same seeded
+draws.
+
 Model
 -----
 Reserved capacity is sold in *pools*: one pool per (market, region, instance type, availability zone, day),
@@ -26,7 +29,10 @@ is offered only from ``listed_from`` and until ``listed_until`` of its (region, 
 each pool from sale during a seeded share of the ``churn_period`` slices of virtual time, so an offering
 searched now may be gone an hour later and one missing today may appear tomorrow. A pool not listed at the
 instant of a search is not offered; an offering whose pools are no longer listed when it is bought is refused
-as no longer available (what AWS answers for a stale offering id).
+as no longer available (what AWS answers for a stale offering id). ``taken`` lets other buyers take offerings
+between a search and its purchase (issue 29): a seeded share of the offerings issued is bought by someone else
+at an instant drawn within ``taken_within`` of the search (at once by default), its id refused from then on
+and its instances gone from the pools it spans.
 """
 
 from __future__ import annotations
@@ -131,6 +137,12 @@ class MarketConfig(BaseModel):
             virtual time (seeded per pool and period): offerings appear and vanish as time passes. 0: every
             pool stays listed (the default).
         churn_period: the slices of virtual time churn draws per (UTC, from the epoch).
+        taken: probability that another buyer takes an offering between the search that returned it and
+            its purchase here (seeded per offering): its id is refused from that instant on (as a stale one)
+            and its instances leave the pools, so a fresh search may find that slot gone. 0: nobody else buys
+            (the default).
+        taken_within: when the other buyer takes it: an instant drawn between the search and this long after
+            it; 0 (the default), at once, before any purchase of it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -152,6 +164,8 @@ class MarketConfig(BaseModel):
     listed_until: dict[str, datetime] = Field(default_factory=dict)
     churn: float = Field(default=0.0, ge=0.0, le=1.0)
     churn_period: timedelta = Field(default=timedelta(hours=6), gt=timedelta(0))
+    taken: float = Field(default=0.0, ge=0.0, le=1.0)
+    taken_within: timedelta = Field(default=timedelta(0), ge=timedelta(0))
 
 
 def on_demand_limit(config: MarketConfig, region: str, instance_type: str) -> int | None:
@@ -223,6 +237,11 @@ class Market:
     _base: dict[tuple[str, str, str, str, date], int] = field(default_factory=dict)
     _offerings: dict[str, Offering] = field(default_factory=dict)
     _issued: dict[tuple[object, ...], int] = field(default_factory=dict)
+    _others: dict[tuple[str, str, str, str, date], list[tuple[datetime, int]]] = field(default_factory=dict)
+    """What other buyers took (:attr:`MarketConfig.taken`): pool -> (when, instances)."""
+    _taken_at: dict[str, datetime] = field(default_factory=dict)
+    """Offering id -> when another buyer took it."""
+    _taken_slots: set[tuple[object, ...]] = field(default_factory=set)
 
     # -- deterministic draws ------------------------------------------------------------------------
 
@@ -343,10 +362,23 @@ class Market:
         pick = self.unit("size", market, region, instance_type, zone, week)
         return _POOL_SIZES[int(pick * len(_POOL_SIZES))]
 
-    def available(self, market: str, region: str, instance_type: str, zone: str, day: date) -> int:
-        """The instances a (zone, day) pool still holds."""
-        taken = self._consumed.get((market, region, instance_type, zone, day), 0)
-        return self.pool_size(market, region, instance_type, zone, day) - taken
+    def available(
+        self,
+        market: str,
+        region: str,
+        instance_type: str,
+        zone: str,
+        day: date,
+        *,
+        at: datetime | None = None,
+    ) -> int:
+        """The instances a (zone, day) pool still holds (at ``at``: less what other buyers took by then;
+        None: by the end of time)."""
+        key = (market, region, instance_type, zone, day)
+        taken = self._consumed.get(key, 0) + sum(
+            count for when, count in self._others.get(key, ()) if at is None or when <= at
+        )
+        return max(0, self.pool_size(market, region, instance_type, zone, day) - taken)
 
     def listed(
         self, market: str, region: str, instance_type: str, zone: str, day: date, *, now: datetime
@@ -384,7 +416,10 @@ class Market:
             self.listed(market, region, instance_type, zone, day, now=listed_at) for day in days_wanted
         ):
             return False
-        return all(self.available(market, region, instance_type, zone, day) >= count for day in days_wanted)
+        return all(
+            self.available(market, region, instance_type, zone, day, at=listed_at) >= count
+            for day in days_wanted
+        )
 
     def take(self, offering: Offering) -> None:
         """Remove an offering's instances from its pools (a purchase)."""
@@ -485,7 +520,36 @@ class Market:
             requested_end_before=requested_end_before,
         )
         self._offerings[offering_id] = offering
+        self._compete(offering, key)
         return offering
+
+    def _compete(self, offering: Offering, slot: tuple[object, ...]) -> None:
+        """Another buyer takes ``offering`` (:attr:`MarketConfig.taken`, seeded per offering id): at an
+        instant drawn within ``taken_within`` of its issue its id is refused from then on, and its instances
+        leave its pools (as much as they still hold) the first time its slot (market, region, type, count,
+        zone, start, days) is taken: searching the same slot again does not drain the market again."""
+        if self.config.taken <= 0 or self.unit("taken", offering.offering_id) >= self.config.taken:
+            return
+        at = offering.issued_at + self.config.taken_within * self.unit("taken-at", offering.offering_id)
+        self._taken_at[offering.offering_id] = at
+        if slot in self._taken_slots:
+            return
+        self._taken_slots.add(slot)
+        first = offering.start.date()
+        for offset in range(offering.days):
+            key = (
+                offering.market,
+                offering.region,
+                offering.instance_type,
+                offering.zone,
+                first + timedelta(days=offset),
+            )
+            self._others.setdefault(key, []).append((at, offering.count))
+
+    def taken_by_another(self, offering: Offering, now: datetime) -> bool:
+        """True once another buyer has taken ``offering`` (:attr:`MarketConfig.taken`)."""
+        at = self._taken_at.get(offering.offering_id)
+        return at is not None and now >= at
 
     def offering(self, offering_id: str) -> Offering | None:
         """A previously issued offering, whatever its state."""
@@ -499,6 +563,7 @@ class Market:
             and not offering.used
             and now <= offering.expires_at
             and offering.start > now
+            and not self.taken_by_another(offering, now)
             and self.fits(
                 offering.market,
                 offering.region,

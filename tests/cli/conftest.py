@@ -23,6 +23,7 @@ from typer.testing import CliRunner, Result
 
 from capacity_cli.app import Injected, app
 from localcloud.cloud import LocalCloud
+from localcloud.http_api import ApiCaller, LocalApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = ROOT / "events" / "reservation_request.json"
@@ -65,6 +66,25 @@ class Cli:
 def cli(cloud: LocalCloud) -> Cli:
     """``cli("plan", "-f", ...)`` -> the Click result (``exit_code``, ``stdout``, ``stderr``)."""
     return Cli(cloud)
+
+
+@pytest.fixture(scope="module")
+def endpoint(cloud: LocalCloud) -> Iterator[str]:
+    """``make serve`` without ``--sigv4`` on a free port of the shared cloud: an unsigned request is its first
+    caller (the requester), ``X-Localcloud-Caller`` names another (``capacity --as``)."""
+    server = LocalApiServer(
+        port=0,
+        routes=cloud.stack.api_routes,
+        serve=cloud.api_request,
+        account_id=cloud.account_id,
+        now=cloud.now,
+        unsigned_caller=ApiCaller("LOCALREQUESTERKEY", "", REQUESTER_ARN),
+    )
+    cloud.clock.ignore_thread(server.start())
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.stop()
 
 
 def ledger(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ def test_unknown_fields_get_the_field_they_resemble(cli: Cli, tmp_path: Path) ->
 
     result = cli("plan", "-f", str(path))
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input (capacity_cli/exits.py)
     unknown = "regionz: is not a known field: remove it or fix its spelling - did you mean 'regions'?"
     assert unknown in result.stderr
     assert "did you mean 'models.0.accelerators'?" in result.stderr
@@ -41,7 +41,7 @@ def test_an_ec2_request_with_a_sagemaker_type_is_told_the_ec2_name(cli: Cli, tmp
 
     result = cli("plan", "-f", str(path))
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "not an EC2 instance type sold as capacity blocks" in result.stderr
     assert "did you mean 'p5.48xlarge'?" in result.stderr
 
@@ -49,14 +49,14 @@ def test_an_ec2_request_with_a_sagemaker_type_is_told_the_ec2_name(cli: Cli, tmp
 def test_a_misspelt_state_filter_is_corrected(cli: Cli) -> None:
     result = cli("status", "--state", "SCHEDULD")
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "did you mean 'SCHEDULED'?" in result.stderr
 
 
 def test_an_unknown_reservation_is_the_apis_404(cli: Cli) -> None:
     result = cli("status", "no-such-reservation")
 
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # not found
     assert "The API answered 404: no reservation 'no-such-reservation'" in result.stderr
 
 

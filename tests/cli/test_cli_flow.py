@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -135,15 +136,20 @@ def test_another_identity_approves_and_is_recorded(cli: Cli, cloud: LocalCloud) 
     reserved = cli(
         "reserve", "-f", str(REQUEST), *window, "--id", "cli-approval", "--approval-above", "1000", "--yes"
     )
-    # --local follows it; it stops where a person must act.
-    assert reserved.exit_code == 0, reserved.stderr
+    # --local follows it; it stops where a person must act: exit 4, needs approval (capacity_cli/exits.py).
+    assert reserved.exit_code == 4, reserved.stderr
     assert "A person must approve" not in reserved.stdout
     assert "cli-approval is AWAITING_APPROVAL." in reserved.stderr
-    assert "capacity approve cli-approval" in reserved.stderr
+    # The deadline is in the API's clock: 24 h (approval_timeout_hours) after the wait began.
+    waiting = next(i for i in ledger(cloud, "cli-approval") if i.get("state") == "AWAITING_APPROVAL")
+    asked = datetime.fromisoformat(str(waiting["at"]).replace("Z", "+00:00"))
+    now = f"now {cloud.now():%Y-%m-%d %H:%M}"
+    assert f"by {asked + timedelta(hours=24):%Y-%m-%d %H:%M} UTC (the API's clock, {now})" in reserved.stderr
+    assert "capacity --local --as <approver's principal ARN> approve cli-approval" in reserved.stderr
 
     approved = cli("approve", "cli-approval", "--reason", "eval budget", input="y\n", identity=APPROVER_ARN)
     assert approved.exit_code == 0, approved.stderr
-    assert "approve within 24 h" in approved.stderr
+    assert f"approve by {asked + timedelta(hours=24):%Y-%m-%d %H:%M} UTC (the API's clock)" in approved.stderr
     assert f"cli-approval: APPROVED by {APPROVER_ARN}." in approved.stdout
     decision = next(i for i in ledger(cloud, "cli-approval") if i["sk"] == "APPROVAL_DECISION")
     # The CLI sends no approver: the API records the authenticated caller as both approver and identity.
@@ -155,7 +161,7 @@ def test_another_identity_approves_and_is_recorded(cli: Cli, cloud: LocalCloud) 
     assert "PURCHASED" in states(cloud, "cli-approval")
 
     again = cli("reject", "cli-approval", identity=APPROVER_ARN)
-    assert again.exit_code == 1
+    assert again.exit_code == 3  # refused: not in a state that allows it
     assert "not awaiting approval" in again.stderr
     cancelled = cli("cancel", "cli-approval", "--yes", "--watch")
     assert cancelled.exit_code == 0, cancelled.stderr
@@ -188,6 +194,6 @@ def test_bad_input_shows_the_field_errors_and_what_was_meant(
 ) -> None:
     result = cli(*args)
 
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input
     assert "The API refused the request (400):" in result.stderr
     assert expected in result.stderr

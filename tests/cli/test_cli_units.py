@@ -13,7 +13,7 @@ from capacity_cli.render import detail_text
 from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_minutes, parse_time
 from capacity_cli.suggest import alternatives, closest, suggestion
 from capacity_cli.targets import TargetOptions, kind_of
-from capacity_cli.watch import can_still_reach
+from capacity_cli.watch import can_still_reach, follow
 
 NOW = datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC)
 
@@ -178,3 +178,31 @@ def test_a_searching_entry_says_when_it_looks_next() -> None:
     assert detail_text("SEARCHING", detail) == (
         "nothing fits yet; next look at 2026-12-01 11:44, at most 5 more until 2026-12-11 08:00"
     )
+
+
+class _OnePoll:
+    """A reservation that is SCHEDULED, having gone through PURCHASED before the watch began."""
+
+    def __init__(self) -> None:
+        self.transport = self
+        self.pauses = 0
+
+    def reservation(self, request_id: str) -> dict[str, object]:
+        history = [
+            {"state": s, "at": "2026-11-29T12:00:00Z"} for s in ("REQUESTED", "PURCHASED", "SCHEDULED")
+        ]
+        return {"request_id": request_id, "state": "SCHEDULED", "history": history}
+
+    def pause(self, seconds: float, *, request_id: str | None = None) -> bool:
+        self.pauses += 1
+        return False  # nothing more happens: the watch ends as "idle" unless it already reached
+
+
+def test_a_watch_for_a_state_asked_by_name_counts_one_already_gone_through() -> None:
+    api = _OnePoll()
+
+    asked = follow(api, "r", until={"PURCHASED"}, through=True)  # type: ignore[arg-type]
+    default = follow(_OnePoll(), "r", until={"PURCHASED"})  # type: ignore[arg-type]
+
+    assert (asked.outcome, asked.state, api.pauses) == ("reached", "SCHEDULED", 0)
+    assert default.outcome == "idle"  # only the current state counts without through: it waited

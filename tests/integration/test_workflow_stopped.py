@@ -23,6 +23,7 @@ from tests.integration.support import (
     states,
     training_plans,
 )
+from tests.integration.test_on_demand_first import sagemaker_now_request
 
 pytestmark = pytest.mark.integration
 
@@ -145,3 +146,22 @@ def test_a_reserve_workflow_stopped_while_awaiting_approval_under_throttling_sti
         assert failed["detail"]["error"] == "WorkflowStopped"
         assert len([f for f in faults.fired if f.kind is FaultKind.THROTTLE]) == 12
         assert training_plans(cloud) == []
+
+
+def test_a_reserve_workflow_stopped_while_its_on_demand_endpoint_is_created_leaves_nothing_billing() -> None:
+    # An operator stops the reserve workflow while its on-demand endpoint is being created: there is no
+    # PURCHASE yet (it is recorded once the endpoint is InService), but the endpoint bills by the hour from
+    # then on and must be released.
+    with make_cloud() as cloud:
+        post_reservation(cloud, sagemaker_now_request())
+        cloud.run(
+            stop_when=lambda: any(i["sk"].startswith("ON_DEMAND_ENDPOINT#") for i in ledger_items(cloud, RID))
+        )
+        _stop_running(cloud, "ReserveCapacityStateMachine")
+        cloud.run_until_idle()
+
+        seen = states(cloud, RID)
+        assert seen[-3:] == ["FAILED", "RELEASING", "RELEASED"], seen
+        failed = next(i for i in ledger_items(cloud, RID) if i.get("state") == "FAILED")
+        assert failed["detail"]["error"] == "WorkflowStopped"
+        assert cloud.billable_resources() == []

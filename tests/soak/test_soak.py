@@ -5,6 +5,7 @@ ledger and resources were broken on purpose every check fires."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -254,3 +255,15 @@ def test_an_ec2_lifecycle_buys_one_block_and_the_checks_see_a_second_block_and_a
     assert "billable resource left after its reservation's end" in found
     assert "instance i-" in found
     assert "(running, us-east-1)" in found or "(pending, us-east-1)" in found
+
+
+def test_a_chain_drawn_to_extend_then_roll_over_does_both_and_pays_no_hour_twice() -> None:
+    # Seed 602 #2 is drawn to extend by the one day its first region still sells, then roll over (issue 28);
+    # without its faults, cancels and other buyers it reaches both lead times.
+    drawn = make_scenario(602, 2)
+    assert (drawn.listing or {}).get("extends_first")
+    scenario = replace(drawn, faults=(), actions=(), competition=(0.0, 0.0))
+    result = run_lifecycle(scenario)
+    assert result.violations == []  # check_no_idle_money among them: the extension's day is not paid twice
+    assert result.keep_serving == "extended, then rolled-over"
+    assert "EXTENDED" in result.states

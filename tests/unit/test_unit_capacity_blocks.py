@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import ActivationInput, CapacityBlockOutput, PurchaseInput
-from capacity.errors import BudgetExceeded, OfferingExpired, RetryableAwsError
+from capacity.contracts import (
+    ActivationInput,
+    CapacityBlockOutput,
+    NotifyInput,
+    PurchaseInput,
+    ReleaseInput,
+    ReleaseOutput,
+    StepError,
+)
+from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
+from capacity.lifecycle import Event
 from capacity.logic.activation import wait_for_activation
 from capacity.logic.api import get_reservation
 from capacity.logic.common import load_purchase
+from capacity.logic.notify import notify
 from capacity.logic.purchase import purchase_capacity
+from capacity.logic.release import release_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.purchases import OnDemandInstancesPurchase
-from capacity.record_kinds import PURCHASE, PURCHASE_INTENT
+from capacity.record_kinds import PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
 from capacity.resources import CapacityReservation, Extension, Instance
@@ -326,3 +338,125 @@ def test_an_on_demand_purchase_recorded_before_issue_28_drops_its_empty_plan_nam
     assert (purchase.market, purchase.instance_ids, purchase.name) == ("spot", ["i-0123456789abcdef0"], "")
     shown = get_reservation(request.id, harness.ports)["purchase"]
     assert not {"training_plan_name", "capacity_reservation_id"} & set(shown)
+
+
+def test_a_block_not_listed_yet_after_its_purchase_is_waited_for_not_failed(harness: Harness) -> None:
+    # Given a block just bought, which DescribeCapacityReservations does not show yet (EC2's reads are
+    # eventually consistent, AWS_FACTS.md "Payments, listings, limits"; issue 29 point 1)
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    ec2.reservations.clear()  # the listing lags behind the purchase
+    step = ActivationInput.model_validate(
+        {"request_id": request.id, "platform": "ec2", "purchase": out.to_json()}
+    )
+    # When the payment is checked right after the purchase, then it waits: the block is paid for
+    assert wait_for_activation(step, ports).status == "Pending"
+    assert not [e for e in harness.ledger.history(request.id) if e.state is State.FAILED]
+    # And a block still not found 12 hours after its purchase fails as a payment that never came
+    harness.clock.now += timedelta(hours=12, minutes=1)
+    with pytest.raises(PlanFailed, match="not visible"):
+        wait_for_activation(step, ports)
+
+
+def _set_state(ec2: FakeEc2, state: str) -> None:
+    ec2.reservations[:] = [dataclasses.replace(r, state=state) for r in ec2.reservations]
+
+
+def test_a_block_cancelled_while_its_payment_is_pending_is_released_with_what_the_payment_became(
+    harness: Harness,
+) -> None:
+    # Given a block bought, then cancelled while EC2 still processes its payment (soak seed 601 #74)
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    harness.ledger.record(request.id, Event.CANCEL, actor="test", detail={"reason": "cancelled"})
+
+    def release(action: str) -> ReleaseOutput:
+        step = ReleaseInput.model_validate(
+            {"request_id": request.id, "action": action, "reason": "cancelled"}
+        )
+        return release_capacity(step, ports)
+
+    # When the release begins while the payment is pending, then it waits for it (nothing to delete yet)
+    waiting = release("begin")
+    assert waiting.payment_wait_seconds > 0
+    assert State.RELEASING not in [e.state for e in harness.ledger.history(request.id)]
+    # And once the payment failed, AWS charged nothing: the release records the fee coming back
+    harness.clock.now += timedelta(minutes=10)
+    _set_state(ec2, "payment-failed")
+    assert release("begin").payment_wait_seconds == 0
+    for action in ("delete_components", "finish"):
+        release(action)
+    history = harness.ledger.history(request.id)
+    assert history[-1].state is State.RELEASED
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal(0)
+    assert harness.ledger.get(request.id, PURCHASE_VOIDED) is not None
+
+
+def test_a_block_released_once_paid_keeps_its_fee(harness: Harness) -> None:
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    _set_state(ec2, "scheduled")
+    for action in ("begin", "delete_components", "finish"):
+        release_capacity(
+            ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "cancelled"}),
+            ports,
+        )
+    history = harness.ledger.history(request.id)
+    assert history[-1].state is State.RELEASED
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal("4983.55")
+
+
+@pytest.mark.parametrize("notify_dies", [True, False])
+def test_a_failed_payment_is_refunded_once_whichever_records_it_first(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, notify_dies: bool
+) -> None:
+    # Soak seed 602 #188: the failure's notify and the release both recorded the refund (-$4,075.78 in all).
+    # Whether the notify dies before its FAILED (the release's RELEASED then gives the fee back) or records
+    # it first (RELEASED then gives nothing), the fee comes back once.
+    ec2 = FakeEc2()
+    request = record(harness)
+    ports = ports_with(harness, ec2)
+    out = purchase_capacity(PurchaseInput(request_id=request.id, offering=offering()), ports)
+    _set_state(ec2, "payment-failed")
+    step = ActivationInput.model_validate(
+        {"request_id": request.id, "platform": "ec2", "purchase": out.to_json()}
+    )
+    with pytest.raises(PlanFailed):
+        wait_for_activation(step, ports)  # records the purchase voided
+    error = StepError(
+        Error="PlanFailed", Cause='{"errorMessage": "payment-failed", "errorType": "PlanFailed"}'
+    )
+    failure = NotifyInput(kind="failure", request_id=request.id, error=error)
+    recorded = harness.ledger.record
+
+    def dies_before_failed(request_id: str, event: Event, **kwargs: Any) -> Any:
+        if event is Event.FAIL:
+            raise RetryableAwsError("Sandbox.Timedout")  # the notify Lambda stops here
+        return recorded(request_id, event, **kwargs)
+
+    if notify_dies:
+        monkeypatch.setattr(harness.ledger, "record", dies_before_failed)
+        with pytest.raises(RetryableAwsError):
+            notify(failure, ports)
+        monkeypatch.setattr(harness.ledger, "record", recorded)
+    else:
+        notify(failure, ports)
+    for action in ("begin", "delete_components", "finish"):
+        release_capacity(
+            ReleaseInput.model_validate({"request_id": request.id, "action": action, "reason": "failed"}),
+            ports,
+        )
+    notify(failure, ports)  # Step Functions retries the notify
+    history = harness.ledger.history(request.id)
+    assert history[-1].state is State.RELEASED
+    assert (State.FAILED in [e.state for e in history]) is not notify_dies
+    assert [e.money_usd for e in history if e.money_usd is not None and e.money_usd < 0] == [
+        Decimal("-4983.55")
+    ]
+    assert sum((e.money_usd or Decimal(0)) for e in history) == Decimal(0)

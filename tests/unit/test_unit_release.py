@@ -156,6 +156,7 @@ def test_release_after_purchase_but_before_deployment_reports_zero_served_hours(
     plan = choose_offering(ChooseInput(request_id=request.id), harness.ports)
     assert plan.offering is not None
     purchase_capacity(PurchaseInput(request_id=request.id, offering=plan.offering), harness.ports)
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")  # paid: nothing to wait for
     for action in ("begin", "delete_components", "delete_endpoint", "delete_endpoint_config"):
         assert release(harness, action).done in (True, False)
     out = release(harness, "finish")
@@ -367,8 +368,12 @@ def test_a_release_after_a_purchase_that_died_unrecorded_records_it_first(
     assert harness.ledger.get(request.id, "PURCHASE") is None
 
     # When the release begins, it asks AWS first: the plan is recorded with its money and release schedule
-    assert not release(harness, "begin", "cancelled").done
+    waiting = release(harness, "begin", "cancelled")
     purchased = [e for e in harness.ledger.history("demo-1") if e.state is State.PURCHASED]
     assert [e.money_usd for e in purchased] == [Decimal("8000")]
     assert harness.ledger.get(request.id, "PURCHASE") is not None
+    # While the plan's payment is Pending the release waits for its outcome (issue 29), then goes on
+    assert waiting.payment_wait_seconds > 0
+    harness.world.client("us-east-1").set_plan_status("co-demo-1", "Scheduled")
+    assert not release(harness, "begin", "cancelled").done
     assert [e.state for e in harness.ledger.history("demo-1")][-1] is State.RELEASING

@@ -13,6 +13,7 @@ from capacity.contracts import (
     ComponentsInput,
     EndpointInput,
     NotifyInput,
+    OnDemandInput,
     PurchaseInput,
     SearchInput,
     SearchOutput,
@@ -26,6 +27,7 @@ from capacity.errors import (
     PlanFailed,
     ReservationCancelled,
     ResourceBusy,
+    RetryableAwsError,
 )
 from capacity.lifecycle import Event
 from capacity.logic import on_demand_record
@@ -34,6 +36,7 @@ from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering
 from capacity.logic.intake import record_request
 from capacity.logic.notify import notify, readable_reason
+from capacity.logic.on_demand import try_on_demand
 from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.search import search_offerings
@@ -474,6 +477,8 @@ def test_approval_requested_names_the_deadline_counted_from_when_the_wait_began(
     deadline = (entered + timedelta(seconds=plan.approval_timeout_seconds)).replace(second=0)
     assert detail["approval_deadline"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert detail["timeout_seconds"] == 24 * 3600
+    # Slack tells the same instant, in the deployment's clock: on make serve 24 h are 24 real seconds.
+    assert f"Answer by {deadline:%Y-%m-%d %H:%M} UTC (within 24 h)" in harness.slack.messages[-1].text
 
 
 def test_approval_request_after_a_cancellation_asks_nobody_and_records_nothing(harness: Harness) -> None:
@@ -574,6 +579,34 @@ def test_a_cancel_while_an_on_demand_launch_records_its_plan_wins(
     # the DELETE's release request, and one more from the launch (its PURCHASE tells what to delete)
     assert harness.events.types().count("ReleaseRequested") == 2
     assert "ReservationPlanned" not in harness.events.types()
+
+
+def test_an_on_demand_launch_whose_release_schedule_failed_finishes_its_records_on_the_retry(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Soak seed 602 #128: the endpoint was InService and PURCHASE recorded, then CreateSchedule was throttled
+    # past its retries; the retried step found PURCHASE and answered endpoint_ready: no release schedule, no
+    # PLANNED/DEPLOYING, the endpoint billing for good.
+    request = record(harness, strategy="on-demand-first", earliest_start=NOW.isoformat())
+    schedule_release = harness.scheduler.schedule_release
+
+    def throttled(**kwargs: Any) -> bool:
+        raise RetryableAwsError("Scheduler CreateSchedule: ThrottlingException after retries: Rate exceeded")
+
+    monkeypatch.setattr(harness.scheduler, "schedule_release", throttled)
+    with pytest.raises(RetryableAwsError):
+        on_demand_record.launched(
+            request, harness.ports, market="on-demand", region="us-east-1", ids=[], now=NOW
+        )
+    monkeypatch.setattr(harness.scheduler, "schedule_release", schedule_release)
+    # When Step Functions retries the step
+    out = try_on_demand(
+        OnDemandInput(request_id=request.id, platform="sagemaker", action="try"), harness.ports
+    )
+    # Then the release is scheduled and the launch recorded before the endpoint is said ready
+    assert out.outcome == "endpoint_ready"
+    assert "co-demo-1-release" in harness.scheduler.schedules
+    assert states(harness, request.id) == [State.REQUESTED, State.PLANNED, State.DEPLOYING]
 
 
 def test_rejected_approval_records_rejected(harness: Harness) -> None:

@@ -676,6 +676,7 @@ class ReservationListItem(_Body):
     request_id: str
     state: str | None
     requester: str | None = None
+    team: str | None = None
     instance_type: str | None = None
     instance_count: int | None = None
     earliest_start: str | None = None

@@ -225,11 +225,14 @@ def approval_request(
     timeout_seconds: int,
     *,
     threshold: Decimal | None = None,
+    deadline: datetime | None = None,
 ) -> SlackMessage:
     """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id).
 
     ``threshold`` (USD) is the one that made the approval needed: the team's when it is lower than the
     request's (:func:`capacity.logic.policy.as_admitted`), not necessarily ``request.approval_above_usd``.
+    ``deadline``: when the wait times out, told as an instant of the deployment's clock (a local cloud's
+    virtual one runs faster than the reader's), with the timeout beside it.
     """
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     above = f" (above the approval threshold {format_usd(threshold)})" if threshold is not None else ""
@@ -237,7 +240,12 @@ def approval_request(
         f"*Approval needed for {request.id}* (requested by {mention(request.requester or 'unknown')}"
         f"{f', team {escape(request.team)}' if request.team else ''}): buy {what}{above}?\n"
         f"{escape(reason)}\n"
-        f"Answer within {timeout_seconds // 3600} h with the buttons or "
+        + (
+            f"Answer by {deadline:%Y-%m-%d %H:%M} UTC (within {timeout_seconds // 3600} h)"
+            if deadline is not None
+            else f"Answer within {timeout_seconds // 3600} h"
+        )
+        + " with the buttons or "
         f'`POST /reservations/{request.id}/approval` with {{"approved": true|false, "reason": ...}} '
         "(an approver of the team, never the requester); no answer means nothing is bought."
     )
@@ -901,6 +909,14 @@ def block_scheduled(request_id: str, reservation: CapacityReservation, *, window
     return SlackMessage(
         f"*Capacity block {reservation.reservation_id} is scheduled* ({request_id}): "
         f"{window}; 0 instances available until it starts (expected)."
+    )
+
+
+def block_not_listed(request_id: str, reservation_id: str) -> SlackMessage:
+    """A bought capacity block that ``DescribeCapacityReservations`` does not list yet (eventual
+    consistency): waited for under the payment's deadline."""
+    return SlackMessage(
+        f"*Capacity block {reservation_id} is not visible yet* ({request_id}): bought, not yet listed by EC2."
     )
 
 

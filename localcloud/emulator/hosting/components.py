@@ -220,11 +220,20 @@ class InferenceComponents(HostingState):
         return {"InferenceComponentArn": component.arn}
 
     def delete_component(self, params: Params, region: str, faults: frozenset[FaultKind]) -> Response:
-        """``DeleteInferenceComponent``: ``Deleting`` for ``Timings.component_delete``, then gone."""
+        """``DeleteInferenceComponent``: ``Deleting`` for ``Timings.component_delete``, then gone; a repeat
+        while ``Deleting`` is a no-op.
+
+        Refused (``ValidationException``) while the component is ``Creating`` or ``Updating``: AWS refuses it
+        while ``Creating`` (a component stuck ``Creating`` cannot be deleted: aws/amazon-sagemaker-examples
+        issue 3432); while ``Updating`` it is not documented either way, so the less kind answer is taken, as
+        for endpoints (``Cannot delete in-progress endpoint``)."""
         now = utcnow()
         component = self._component(region, params["InferenceComponentName"], now)
-        if component.status(now) == "Deleting":
+        status = component.status(now)
+        if status == "Deleting":
             return {}
+        if status in ("Creating", "Updating"):
+            raise validation(f'Cannot delete inference component "{component.arn}" while it is {status}.')
         component.delete_started = now
         component.delete_completes = (
             NEVER if FaultKind.STUCK in faults else now + self.ctx.market.config.timings.component_delete

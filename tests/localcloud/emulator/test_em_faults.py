@@ -411,3 +411,53 @@ def test_after_delete_endpoint_a_stale_read_still_describes_and_lists_the_endpoi
             region="us-east-1",
             faults=_stale(120),
         )
+
+
+def test_a_stale_capacity_reservation_listing_misses_a_block_just_bought(
+    emulator: Emulator, clock: time_machine.Traveller
+) -> None:
+    """EC2's Describe calls are eventually consistent (AWS_FACTS.md, "Payments, listings, limits"; issue 29
+    point 1): for ``delay_seconds`` after ``PurchaseCapacityBlock`` a read neither lists the block nor finds
+    it by id, and then it shows the state of then (``payment-pending``) for as long again."""
+    offering = emulator.call(
+        "ec2",
+        "DescribeCapacityBlockOfferings",
+        {"InstanceType": "p5.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 24},
+        region="us-east-1",
+    )["CapacityBlockOfferings"][0]
+    bought = emulator.call(
+        "ec2",
+        "PurchaseCapacityBlock",
+        {
+            "CapacityBlockOfferingId": offering["CapacityBlockOfferingId"],
+            "InstancePlatform": "Linux/UNIX",
+            "TagSpecifications": [
+                {"ResourceType": "capacity-reservation", "Tags": [{"Key": "owner", "Value": "me"}]}
+            ],
+        },
+        region="us-east-1",
+    )["CapacityReservation"]["CapacityReservationId"]
+
+    def listed(faults: list[FaultRule]) -> list[tuple[str, str]]:
+        answer = emulator.call(
+            "ec2",
+            "DescribeCapacityReservations",
+            {"Filters": [{"Name": "tag:owner", "Values": ["me"]}]},
+            region="us-east-1",
+            faults=faults,
+        )
+        return [(r["CapacityReservationId"], r["State"]) for r in answer["CapacityReservations"]]
+
+    assert listed(_stale(120)) == []
+    with raises_aws("InvalidCapacityReservationId.NotFound"):
+        emulator.call(
+            "ec2",
+            "DescribeCapacityReservations",
+            {"CapacityReservationIds": [bought]},
+            region="us-east-1",
+            faults=_stale(120),
+        )
+    assert listed([]) == [(bought, "payment-pending")]
+    clock.shift(timedelta(minutes=6))  # paid after 5 minutes: a read a little stale still says pending
+    assert listed(_stale(120)) == [(bought, "payment-pending")]
+    assert listed([]) == [(bought, "scheduled")]

@@ -626,3 +626,29 @@ def test_a_model_endpoint_on_an_expired_plan_has_no_capacity(
     clock.shift(timedelta(days=1))
     with raises_aws("ValidationError", "has no capacity to process this request"):
         invoke(call, "ep", None)
+
+
+def test_a_component_cannot_be_deleted_while_it_is_creating_or_updating(
+    call: Call, deployed: Deployment, clock: time_machine.Traveller
+) -> None:
+    # Given a component just created (Creating for 3 minutes)
+    component(call, "model-c", deployed.endpoint, accelerators=1)
+    # When it is deleted now, then AWS refuses (issue 29: a component stuck Creating cannot be deleted)
+    with raises_aws("ValidationException", "while it is Creating"):
+        call("sagemaker", "DeleteInferenceComponent", InferenceComponentName="model-c")
+    clock.shift(timedelta(minutes=3))
+    # And while a copy change is under way (Updating) it is refused too (the less kind choice)
+    call(
+        "sagemaker",
+        "UpdateInferenceComponentRuntimeConfig",
+        InferenceComponentName="model-c",
+        DesiredRuntimeConfig={"CopyCount": 2},
+    )
+    with raises_aws("ValidationException", "while it is Updating"):
+        call("sagemaker", "DeleteInferenceComponent", InferenceComponentName="model-c")
+    clock.shift(timedelta(minutes=2))
+    # Once InService it is deleted (Deleting, and a repeat is a no-op)
+    call("sagemaker", "DeleteInferenceComponent", InferenceComponentName="model-c")
+    call("sagemaker", "DeleteInferenceComponent", InferenceComponentName="model-c")
+    described = call("sagemaker", "DescribeInferenceComponent", InferenceComponentName="model-c")
+    assert described["InferenceComponentStatus"] == "Deleting"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import time_machine
 
+from localcloud.contracts import AwsError
 from localcloud.emulator import Emulator, MarketConfig
 from localcloud.emulator.common import RecordingSink
 from localcloud.emulator.instances import INSTANCE_SPECS
@@ -197,3 +198,61 @@ def test_churn_withdraws_and_restores_offerings_over_time_the_same_way_for_the_s
         seen.append(counts[0])
     assert min(seen) < 4  # some periods withdraw pools...
     assert len(set(seen)) > 1  # ...and others list them again
+
+
+def test_other_buyers_take_a_share_of_the_offerings_between_the_search_and_the_purchase(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    # Given a market where another buyer takes half the offerings at once, one of 8 instances per pool
+    emulator = Emulator(events=RecordingSink(), market=MarketConfig(taken=0.5, capacity={"*": 2}))
+    found = search(emulator, DurationHours=24)
+    assert len(found) > 4
+
+    refusals: list[AwsError] = []
+
+    def buy(offering: dict[str, Any], name: str) -> bool:
+        try:
+            emulator.call(
+                "sagemaker",
+                "CreateTrainingPlan",
+                {"TrainingPlanName": name, "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"]},
+                region="us-east-1",
+            )
+        except AwsError as error:
+            refusals.append(error)
+            return False
+        return True
+
+    # When each is bought at once (no virtual time between the search and the purchase)
+    bought = [buy(offering, f"p{index}") for index, offering in enumerate(found)]
+    # Then some were gone already, the same ones for the same seed, and their capacity with them
+    assert 0 < bought.count(False) < len(bought)
+    assert all(e.code == "ValidationException" and "no longer available" in e.message for e in refusals)
+    again = Emulator(events=RecordingSink(), market=MarketConfig(taken=0.5, capacity={"*": 2}))
+    assert [o["TrainingPlanOfferingId"] for o in search(again, DurationHours=24)] == [
+        o["TrainingPlanOfferingId"] for o in found
+    ]
+
+    def slot(offering: dict[str, Any]) -> tuple[Any, Any]:
+        segment = offering["ReservedCapacityOfferings"][0]
+        return segment["AvailabilityZone"], segment["StartTime"]
+
+    # A fresh search offers none of the slots bought here or taken by the others (pools of 2 instances)
+    gone = {slot(offering) for offering in found}
+    assert not gone & {slot(offering) for offering in search(emulator, DurationHours=24)}
+
+
+def test_another_buyer_may_take_an_offering_a_while_after_the_search(
+    aws: None, clock: time_machine.Traveller
+) -> None:
+    market = MarketConfig(taken=1.0, taken_within=timedelta(minutes=20), capacity={"*": 8})
+    emulator = Emulator(events=RecordingSink(), market=market)
+    offering = search(emulator, DurationHours=24)[0]
+    clock.move_to(START + timedelta(minutes=29))  # within the id's 30 minutes: taken by then all the same
+    with raises_aws("ValidationException", "no longer available"):
+        emulator.call(
+            "sagemaker",
+            "CreateTrainingPlan",
+            {"TrainingPlanName": "late", "TrainingPlanOfferingId": offering["TrainingPlanOfferingId"]},
+            region="us-east-1",
+        )

@@ -346,3 +346,40 @@ def test_each_protocol_answers_its_throttling_error(
 
     assert caught.value.response["Error"]["Code"] == code
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+
+
+def test_a_transaction_conflict_cancels_a_transaction_or_refuses_a_write_and_writes_nothing(
+    harness: Harness,
+) -> None:
+    """DynamoDB cancels one of two concurrent transactions touching one item (``TransactionConflict`` in
+    ``CancellationReasons``) and refuses a single write that meets an ongoing transaction (AWS_FACTS.md;
+    issue 29 point 3): the ``transaction_conflict`` fault answers so, nothing is written."""
+    ddb = harness.client("dynamodb")
+    ddb.create_table(
+        TableName="ledger",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    harness.faults.add(
+        FaultRule(service="dynamodb", operation="TransactWriteItems", kind=FaultKind.TRANSACTION_CONFLICT)
+    )
+    harness.faults.add(
+        FaultRule(service="dynamodb", operation="PutItem", kind=FaultKind.TRANSACTION_CONFLICT, times=1)
+    )
+    with pytest.raises(ClientError) as cancelled:
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "ledger", "Item": {"pk": {"S": "a"}}}},
+                {"Put": {"TableName": "ledger", "Item": {"pk": {"S": "b"}}}},
+            ]
+        )
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    codes = [r["Code"] for r in cancelled.value.response["CancellationReasons"]]
+    assert sorted(codes) == ["None", "TransactionConflict"]
+    with pytest.raises(ClientError) as refused:
+        ddb.put_item(TableName="ledger", Item={"pk": {"S": "c"}})
+    assert refused.value.response["Error"]["Code"] == "TransactionConflictException"
+    assert ddb.scan(TableName="ledger")["Items"] == []
+    ddb.put_item(TableName="ledger", Item={"pk": {"S": "c"}})  # the rule fired its one time
+    assert ddb.scan(TableName="ledger")["Count"] == 1

@@ -52,8 +52,10 @@ def slow_server() -> Iterator[str]:
     six times the API function's 29 s timeout if real time counted)."""
     port = _free_port()
     env = {**os.environ, "LOCALCLOUD_LAMBDA_CPU_SECONDS": "0.05", "PYTHONUNBUFFERED": "1"}
+    # --start now: these tests are about real time against virtual time, from the real date.
+    command = [sys.executable, "-m", "localcloud", "serve", "--speed", "3600", "--port", str(port)]
     process = subprocess.Popen(  # noqa: S603 - our own module
-        [sys.executable, "-m", "localcloud", "serve", "--speed", "3600", "--port", str(port)],
+        [*command, "--start", "now"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -156,12 +156,20 @@ def error_message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", ""))
 
 
+CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
+"""DynamoDB's answers to a write that met a concurrent transaction on its item (AWS_FACTS.md: two writers of
+one item at once): nothing was written, and the same write tried again may succeed."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """True for throttling, 5xx and connection/timeouts (what botocore already retried)."""
+    """True for throttling, 5xx, DynamoDB's transaction conflicts of a single write (:data:`CONFLICT_CODES`)
+    and connection/timeouts (what botocore already retried, or a race of the moment)."""
     if isinstance(exc, ClientError):
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         code = error_code(exc)
-        return code in THROTTLING_CODES or code in SERVER_ERROR_CODES or status >= 500
+        return (
+            code in THROTTLING_CODES or code in SERVER_ERROR_CODES or code in CONFLICT_CODES or status >= 500
+        )
     return isinstance(
         exc, ReadTimeoutError | ConnectTimeoutError | EndpointConnectionError | ConnectionClosedError
     )

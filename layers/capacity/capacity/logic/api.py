@@ -625,6 +625,7 @@ def _listed(item: Mapping[str, Any], state: State | None) -> dict[str, Any]:
         "request_id": str(item["request_id"]),
         "state": state.value if state else None,
         "requester": request.get("requester"),
+        "team": request.get("team"),
         "instance_type": request.get("instance_type"),
         "instance_count": request.get("instance_count"),
         "earliest_start": request.get("earliest_start"),
@@ -636,19 +637,26 @@ def _listed(item: Mapping[str, Any], state: State | None) -> dict[str, Any]:
 
 
 def list_reservations(
-    ports: Ports, *, status: State | None = None, limit: int = 20, next_token: str | None = None
+    ports: Ports,
+    *,
+    status: State | None = None,
+    team: str | None = None,
+    limit: int = 20,
+    next_token: str | None = None,
 ) -> dict[str, Any]:
-    """The reservations, newest first, optionally only those whose current state is ``status``.
+    """The reservations, newest first, optionally only those whose current state is ``status`` and those
+    charged to ``team``.
 
     Args:
         status: keep only reservations currently in this state (their latest ledger state).
+        team: keep only reservations charged to this team (the request's ``team``, set at the door).
         limit: at most this many per page (1..100).
         next_token: from the previous page; opaque.
 
     Returns:
-        ``{"reservations": [{"request_id", "state", "requester", "instance_type", "instance_count",
+        ``{"reservations": [{"request_id", "state", "requester", "team", "instance_type", "instance_count",
         "earliest_start", "duration_hours", "dry_run", "created_at", "links"}], "next_token"}``;
-        ``next_token`` is None after the last page. With ``status`` a page may hold fewer than ``limit``
+        ``next_token`` is None after the last page. With a filter a page may hold fewer than ``limit``
         reservations (at most ``10 * limit`` are examined per call) while ``next_token`` is still set.
 
     Raises:
@@ -665,7 +673,8 @@ def list_reservations(
         for index, item in enumerate(items):
             examined += 1
             state = current.get(str(item["request_id"]))
-            if status is None or state is status:
+            charged = (item.get("request") or {}).get("team")
+            if (status is None or state is status) and (team is None or charged == team):
                 found.append(_listed(item, state))
             more = index < len(items) - 1 or last is not None
             if more and (len(found) >= limit or examined >= limit * _SCAN_FACTOR):

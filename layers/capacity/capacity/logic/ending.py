@@ -20,6 +20,7 @@ from capacity.logic.common import Purchase, first_entry, post
 from capacity.logic.costs import release_summary
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.on_demand_spend import settle_on_demand
+from capacity.logic.payment import refund
 from capacity.logic.policy import give_back
 from capacity.naming import release_schedule_name
 from capacity.ports import Ports
@@ -58,7 +59,8 @@ def record_released(
     summary = release_summary(step.request_id, purchase, history, now=ports.clock(), ports=ports)
     # Nothing of it is left: its instances no longer count against the team's quota (the money stays spent,
     # unless AWS charged nothing). Before the marker, so a retry after a failure here gives them back too.
-    voided = ports.ledger.get(step.request_id, PURCHASE_VOIDED) is not None
+    voided_item = ports.ledger.get(step.request_id, PURCHASE_VOIDED)
+    voided = voided_item is not None
     give_back(
         ports, live_hold_key(ports, step.request_id), money=voided, quota=True
     )  # the attempt that bought
@@ -95,6 +97,8 @@ def record_released(
         Event.FINISH_RELEASE,
         actor=ports.actor,
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
+        # AWS charged nothing after all (a payment that failed once the release began): the fee comes back
+        money_usd=refund(history, voided_item),
     )
     try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
         ports.scheduler.delete(release_schedule_name(step.request_id))

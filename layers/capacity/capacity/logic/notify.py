@@ -47,6 +47,7 @@ from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, Notify
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.lifecycle import Event
+from capacity.logic import payment
 from capacity.logic.attempts import (
     attempt_calls,
     intent_key,
@@ -59,6 +60,7 @@ from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import STOP_STATES, final_state, load_request, post, states
 from capacity.logic.degraded import degraded
 from capacity.logic.keep_looking import SEARCH_DEADLINE_PASSED, offering_taken, search_wait
+from capacity.logic.on_demand import adopt_left_behind
 from capacity.logic.on_demand_spend import give_back_on_demand
 from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
@@ -198,14 +200,16 @@ def _approval_request(step: NotifyInput, ports: Ports) -> NotifyOutput:
         },
     )
     if written is not None or created:
+        timeout = step.plan.approval_timeout_seconds
         post(
             ports,
             messages.approval_request(
                 request,
                 step.plan.offering,
                 step.plan.reason,
-                step.plan.approval_timeout_seconds,
+                timeout,
                 threshold=threshold,
+                deadline=approval_deadline(step.entered_at or ports.clock(), timeout),
             ),
         )
     return NotifyOutput(notified=True, state=State.AWAITING_APPROVAL.value)
@@ -255,8 +259,10 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     reason = readable_reason(error)
     if step.phase == "release":
         return _release_failure(step, ports, error, reason)
-    # Nothing was launched on demand (no PURCHASE): the team gets the on-demand hold back (a launch is
-    # settled by its release instead).
+    # On-demand capacity created and not recorded yet (the workflow stopped mid-try) is recorded first, so
+    # the release deletes it; nothing launched on demand (no PURCHASE): the team gets the on-demand hold
+    # back (a launch is settled by its release instead).
+    left_behind = adopt_left_behind(ports, step.request_id, reason=reason)
     give_back_on_demand(ports, step.request_id)
     ledger = ports.ledger
     history = ledger.history(step.request_id)
@@ -285,7 +291,8 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
     # (it would fail the same way): it is reported for a person to look at. On demand has no purchase
     # intent: its PURCHASE (instances, or an endpoint that missed its deadline) is what a release deletes.
     attempted = (
-        bought is not None
+        left_behind
+        or bought is not None
         or ledger.get(step.request_id, PURCHASE_INTENT) is not None
         or ledger.get(step.request_id, PURCHASE) is not None
     )
@@ -303,7 +310,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         give_back(ports, live_hold_key(ports, step.request_id), money=True, quota=True)
         if voided is None:
             nothing_bought(ports, step.request_id)
-    refund = -Decimal(str(voided["upfront_fee_usd"])) if voided is not None else None
+    refund = payment.refund(ledger.history(step.request_id), voided)  # once: RELEASED may have given it
     if error.Error == "TeamLimitExceeded" and bought is None:  # refused by the team's limits: a rejection
         written = ledger.record(
             step.request_id,

@@ -58,14 +58,15 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.logic.ec2.on_demand import instance_status, instance_tries, stop_instances
+from capacity.logic.on_demand_record import finish_launch, put_purchase
 from capacity.logic.on_demand_spend import give_back_on_demand, hold_on_demand
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
-from capacity.record_kinds import PURCHASE
+from capacity.record_kinds import ON_DEMAND_ENDPOINT_PREFIX, ON_DEMAND_INSTANCES_PREFIX, PURCHASE
 from capacity.request import Platform, ReservationRequest
-from capacity.timeutil import iso_z
+from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,9 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     if existing is not None and existing.get("timed_out"):  # a retried step after the deadline
         raise EndpointFailed(str(existing.get("timed_out")))
     if existing is not None and str(existing.get("market")) in ("on-demand", "spot"):
+        # A retried step after the launch was recorded: its schedule and records first (idempotent).
+        launch = Purchase(existing)
+        finish_launch(request, ports, market=launch.market, region=launch.region, ids=launch.instance_ids)
         if platform == "sagemaker":
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
@@ -199,3 +203,44 @@ def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, atte
         )
     give_back_on_demand(ports, request.id)  # nothing ran on demand: the team's month and quota get it back
     raise ReservationCancelled(f"reservation {request.id} was stopped; nothing launched on demand is left")
+
+
+def adopt_left_behind(ports: Ports, request_id: str, *, reason: str) -> bool:
+    """On-demand capacity a reserve workflow left behind when it failed or was stopped mid-try: an endpoint
+    (or instances) created under its marker (``ON_DEMAND_ENDPOINT#<region>``,
+    ``ON_DEMAND_INSTANCES#<region>``, put before the create call) and no ``PURCHASE`` yet (it is recorded
+    once the endpoint is ``InService``). It bills by the hour whatever happened to the workflow, so the
+    ``PURCHASE`` of the last try is recorded (``market`` of the try, ``timed_out`` ``reason``) for the release
+    to delete it: the caller requests it.
+
+    Returns:
+        True when a ``PURCHASE`` was recorded here (the caller requests the release); False when one exists
+        already or nothing was created on demand.
+    """
+    ledger = ports.ledger
+    if ledger.get(request_id, PURCHASE) is not None:
+        return False
+    markers = [
+        *ledger.items(request_id, ON_DEMAND_ENDPOINT_PREFIX),
+        *ledger.items(request_id, ON_DEMAND_INSTANCES_PREFIX),
+    ]
+    request = ledger.get_request(request_id)
+    if not markers or request is None:
+        return False
+    last = max(markers, key=lambda item: str(item.get("written_at") or ""))
+    region = str(last["sk"]).split("#", 1)[1]
+    launched_at = parse_utc(str(last["written_at"])) if last.get("written_at") else ports.clock()
+    put_purchase(
+        ports,
+        request,
+        market=str(last.get("market") or "on-demand"),
+        region=region,
+        start=launched_at,
+        end=request.latest_end,
+        ids=[str(i) for i in last.get("instance_ids") or []],
+        timed_out=reason,
+    )
+    logger.warning(
+        "%s: on-demand capacity left in %s by a stopped workflow: recorded for release", request_id, region
+    )
+    return True

@@ -79,8 +79,37 @@ def requested_at(ports: Ports, request_id: str, now: datetime) -> datetime:
 def launched(
     request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str], now: datetime
 ) -> OnDemandOutput:
-    rate = on_demand_usd_per_hour(region, request.instance_type)
+    """Record capacity launched on demand (or on spot): its ``PURCHASE``, then :func:`finish_launch`.
+
+    Returns:
+        ``endpoint_ready`` (SageMaker) or ``launched`` with the instance ids to poll (EC2).
+    """
     put_purchase(ports, request, market=market, region=region, start=now, end=request.latest_end, ids=ids)
+    finish_launch(request, ports, market=market, region=region, ids=ids)
+    if request.platform == "sagemaker":
+        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
+    return OnDemandOutput(
+        outcome="launched",
+        region=region,
+        market=market,
+        instance_ids=sorted(ids),
+        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
+        attempt=1,
+    )
+
+
+def finish_launch(
+    request: ReservationRequest, ports: Ports, *, market: str, region: str, ids: list[str]
+) -> None:
+    """What follows a launch's ``PURCHASE``, idempotent, so a step retried after any of it failed (a
+    throttled ``CreateSchedule``: soak seed 602 #128) finishes it: the stop check, the release schedule at
+    ``latest_end - release_margin_minutes``, ``PLANNED`` (decision ``ON_DEMAND``) and ``DEPLOYING``.
+
+    Raises:
+        ReservationCancelled: the reservation is releasing or final (its release is requested again).
+        RetryableAwsError: the schedule or a record could not be written (the step is retried).
+    """
+    rate = on_demand_usd_per_hour(region, request.instance_type)
     # Cancelled while launching: the PURCHASE now tells a new release what to delete (a release that ran
     # before it found nothing).
     stop_if_released(ports, request.id, "launching on demand")
@@ -101,16 +130,6 @@ def launched(
     except ReservationCancelled:
         stop_if_released(ports, request.id, "launching on demand")
         raise
-    if request.platform == "sagemaker":
-        return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
-    return OnDemandOutput(
-        outcome="launched",
-        region=region,
-        market=market,
-        instance_ids=sorted(ids),
-        next_wait_seconds=backoff_seconds(0, base=30, cap=300),
-        attempt=1,
-    )
 
 
 def record_launch(

@@ -28,7 +28,7 @@ from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
 from capacity.errors import FieldError, InvalidRequest
 from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth
-from capacity.logic import extend
+from capacity.logic import extend, payment
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import Purchase, load_purchase, post, states
 from capacity.logic.ec2 import teardown as ec2_teardown
@@ -116,15 +116,22 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
 
 def _money_in_flight(step: ReleaseInput, ports: Ports, purchase: Purchase) -> ReleaseOutput | None:
     """A release never deletes what an extension in flight pays for: before ``RELEASING``, every extension
-    whose AWS call may have committed is reconciled (:func:`~capacity.logic.extend.settle_in_flight`); while
-    a payment is pending before AWS's deadline the workflow waits (``payment_wait_seconds``) and begins
-    again. A payment that landed moved the end and the release schedule: the release of the old end
-    (``reservation-end``) is then ``postponed`` and the reservation serves to the new end; any other release
-    (a cancel, a roll-over, a failure) goes on, the fee recorded with ``EXTENDED`` first. None: go on now."""
+    whose AWS call may have committed is reconciled (:func:`~capacity.logic.extend.settle_in_flight`);
+    while a payment is pending before AWS's deadline the workflow waits (``payment_wait_seconds``) and
+    begins again; so it does while the purchase's own payment is
+    (:func:`~capacity.logic.payment.unsettled`: a failed one is recorded voided, and ``RELEASED`` gives
+    its fee back). A payment that landed moved the end and the release schedule: the release of the old
+    end (``reservation-end``) is then ``postponed`` and the reservation serves to the new end; any other
+    release (a cancel, a roll-over, a failure) goes on, the fee recorded with ``EXTENDED`` first. None:
+    go on now."""
     if State.RELEASING in states(ports.ledger.history(step.request_id)):
         return None  # begun already (a retried begin): the deletions go on
     now = ports.clock()
-    wake = extend.settle_in_flight(ports, step.request_id)
+    wakes = [
+        extend.settle_in_flight(ports, step.request_id),
+        payment.unsettled(ports, step.request_id, purchase),
+    ]
+    wake = min((at for at in wakes if at is not None), default=None)
     if wake is None and ports.ledger.snapshot(step.request_id).in_flight:
         wake = now + extend.PAYMENT_POLL  # a call not reconciled yet (its step retries): look again soon
     if wake is not None:

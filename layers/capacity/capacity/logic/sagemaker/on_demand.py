@@ -39,7 +39,7 @@ PHASE_DEADLINE = timedelta(hours=3)
 the deletions after a cancel), counted from ``REQUESTED``."""
 
 
-def endpoint_tries(  # noqa: PLR0911 - one return per endpoint state
+def endpoint_tries(  # noqa: C901, PLR0911 - one branch and return per endpoint state
     request: ReservationRequest, ports: Ports, attempt: int, now: datetime
 ) -> OnDemandOutput | None:
     """One step of the SageMaker on-demand tries (see the module docstring); state lives in AWS and in the
