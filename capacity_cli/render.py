@@ -457,6 +457,13 @@ def detail_text(state: str, detail: Any, *, at: Any = None) -> str:  # noqa: PLR
     return ""
 
 
+def _bought_name(purchase: Mapping[str, Any]) -> str:
+    """What GET's ``purchase`` names in its platform's words: a plan's name or a block's ``cr-...`` (since
+    issue 28 a block is no longer named ``training_plan_name``); the market for capacity run on demand."""
+    name = purchase.get("training_plan_name") or purchase.get("capacity_reservation_id")
+    return str(name or purchase.get("market") or "on-demand capacity")
+
+
 def reservation_view(view: Mapping[str, Any]) -> RenderableType:
     """``GET /reservations/{id}``: the request, the purchase, spend so far and the timeline."""
     request = view.get("request") or {}
@@ -480,7 +487,7 @@ def reservation_view(view: Mapping[str, Any]) -> RenderableType:
     if purchase:
         parts.append(
             Text(
-                f"purchase  {purchase.get('training_plan_name')} in {purchase.get('region')}, "
+                f"purchase  {_bought_name(purchase)} in {purchase.get('region')}, "
                 f"{when(purchase.get('start_time'))} to {when(purchase.get('end_time'))} UTC, "
                 f"{usd(purchase.get('upfront_fee_usd'))} upfront"
             )
@@ -566,7 +573,7 @@ def cancel_notice(view: Mapping[str, Any]) -> str:
     if purchase and fee not in (None, "", "0", "0.00"):
         return (
             f"Cancelling {view.get('request_id')} ({state}) releases its endpoint and everything deployed on "
-            f"it now, but the upfront fee of {usd(fee)} for {purchase.get('training_plan_name')} "
+            f"it now, but the upfront fee of {usd(fee)} for {_bought_name(purchase)} "
             f"({when(purchase.get('start_time'))} to {when(purchase.get('end_time'))} UTC) is NOT refunded: "
             "a training plan or capacity block cannot be cancelled. Nothing more is charged either way."
         )

@@ -9,7 +9,7 @@ import pytest
 
 from capacity_cli.api import ApiError, CliError, FieldProblem, spend_so_far
 from capacity_cli.config import Config, load_config
-from capacity_cli.render import detail_text
+from capacity_cli.render import cancel_notice, detail_text
 from capacity_cli.request import RequestFlags, build_request, parse_duration, parse_minutes, parse_time
 from capacity_cli.suggest import alternatives, closest, suggestion
 from capacity_cli.targets import TargetOptions, kind_of
@@ -178,6 +178,23 @@ def test_a_searching_entry_says_when_it_looks_next() -> None:
     assert detail_text("SEARCHING", detail) == (
         "nothing fits yet; next look at 2026-12-01 11:44, at most 5 more until 2026-12-11 08:00"
     )
+
+
+@pytest.mark.parametrize(
+    ("names", "shown"),
+    [
+        ({"kind": "capacity-block", "capacity_reservation_id": "cr-0a1b2c3d4e5f6071"}, "cr-0a1b2c3d4e5f6071"),
+        ({"kind": "training-plan", "training_plan_name": "plan-a"}, "plan-a"),
+    ],
+)
+def test_a_cancel_names_the_reservation_in_its_platforms_words(names: dict[str, str], shown: str) -> None:
+    # GET's purchase names a block by its own id since issue 28, never training_plan_name
+    view = {
+        "request_id": "r-1",
+        "state": "SCHEDULED",
+        "purchase": {**names, "upfront_fee_usd": "4983.55", "start_time": "2026-12-09T11:30:00Z"},
+    }
+    assert f"$4,983.55 for {shown} (2026-12-09 11:30" in cancel_notice(view)
 
 
 class _OnePoll:
