@@ -1,5 +1,8 @@
 """Lambda ``api``: the REST API (API Gateway REST proxy, IAM auth) over reservations, plans and schedules.
 
+Over 400 lines: the routes are the OpenAPI document's source (``make openapi``): one resolver sees them all;
+each route is a few lines over ``capacity.logic.api``.
+
 Powertools ``APIGatewayRestResolver`` with data validation: bodies, path and query parameters and responses
 are pydantic models, and the OpenAPI document (``docs/openapi.json``, ``make openapi``) is generated from
 this module by :func:`openapi_json`. Routes (docs/api.md):
