@@ -2,7 +2,8 @@
 left billable, final states, notified failures; and how a lifecycle is summed up (:func:`route`,
 :func:`outcome`).
 
-Over 400 lines: one small function per invariant; one module, so the report's list of checks is this module."""
+Over 400 lines: one small function per invariant; one module, so the report's list of checks is this
+module."""
 
 from __future__ import annotations
 

@@ -53,9 +53,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity import jsonsafe
+from capacity.adapters import clients
 from capacity.contracts import (
     AccountView,
     ApprovalResult,
@@ -617,7 +621,15 @@ def paid(exc: PaidReservation) -> Response[Any]:
 
 @app.exception_handler(RetryableAwsError)  # type: ignore[untyped-decorator]
 def unavailable(exc: RetryableAwsError) -> Response[Any]:
-    """503: AWS throttled or failed beyond the retries; the same request may be sent again."""
+    """503: AWS throttled or failed beyond the retries, or no time was left to ask it; the same request may
+    be sent again."""
+    return _json(503, {"message": f"{exc}; try again in a few seconds"})
+
+
+@app.exception_handler(IdempotencyPersistenceLayerError)  # type: ignore[untyped-decorator]
+def unrecorded(exc: IdempotencyPersistenceLayerError) -> Response[Any]:
+    """503: the idempotency store could not be read or written (the same faults, met by Powertools); the
+    same request sent again is answered from what was recorded."""
     return _json(503, {"message": f"{exc}; try again in a few seconds"})
 
 
@@ -676,4 +688,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     early = _precheck(event)
     if early is not None:
         return early
-    return app.resolve(event, context)
+    with clients.answer_within(context.get_remaining_time_in_millis):  # a 503 before API Gateway's 502
+        return app.resolve(event, context)
