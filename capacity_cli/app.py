@@ -1,5 +1,8 @@
 """The ``capacity`` command line (Typer + Rich): plan, reserve, follow, approve, cancel (docs/cli.md).
 
+Over 400 lines: one Typer application whose commands share the global options and the target (a stack or the
+local cloud); each command stays a few lines over :class:`~capacity_cli.api.CapacityApi`.
+
 Thin commands over :class:`~capacity_cli.api.CapacityApi`: each reads its options, makes one or two API
 calls, and shows the answer (:mod:`capacity_cli.render`). Data goes to standard output (a table, or the
 API's JSON/YAML with ``--output``); prompts, progress and errors go to standard error (under ``--output

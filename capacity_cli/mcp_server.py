@@ -1,5 +1,8 @@
 """``capacity mcp``: the CLI's operations as MCP tools for agents (the official ``mcp`` SDK, ``MCPServer``).
 
+Over 400 lines: the tools are thin and share one server, its target and its rule that an agent never spends
+without a person's decision.
+
 The same target and auth as the CLI (``capacity --stack prod mcp`` signs with the profile's credentials;
 ``capacity --local mcp`` keeps one embedded local cloud for the server's life, on standard input/output
 that the cloud's virtual clock does not wait for: :mod:`capacity_cli.mcp_stdio`). Tools:

@@ -1,5 +1,8 @@
 """How answers are shown: Rich tables for people (``--output table``), the API's JSON or YAML for scripts.
 
+Over 400 lines: every table the CLI shows in one place, as ``messages.py`` holds every Slack text (no
+rendering in the commands).
+
 ``json`` and ``yaml`` print the API's answer as it came (money as decimal strings, times ISO-8601 UTC), so
 a script sees exactly docs/api.md's shapes; ``table`` is for a person and may change between versions.
 Times in tables are UTC (``2026-12-08 11:30``), money is USD (``$1,990.60``).

@@ -1,5 +1,8 @@
 """A local HTTP API on 127.0.0.1 serving the template's ``Api`` events, like ``sam local start-api``.
 
+Over 400 lines: one translation (an HTTP request to API Gateway's proxy event, the answer back) with the
+authorization it applies first.
+
 Each HTTP request becomes the API Gateway REST proxy event (payload format 1.0) that API Gateway would
 send: ``resource``, ``path``, ``httpMethod``, ``headers``/``multiValueHeaders``,
 ``queryStringParameters``/``multiValueQueryStringParameters``, ``pathParameters``, ``stageVariables``,

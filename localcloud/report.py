@@ -1,6 +1,8 @@
 """The traffic report: copies and instances over a reservation, the scale events and why, and the
 instance-hours of packing the models on one endpoint against one dedicated endpoint per model.
 
+Over 400 lines: one report built and drawn from one replay; its sections share one hour grid.
+
 Built from what a :class:`~localcloud.traffic.TrafficReplay` observed (samples, Application Auto Scaling
 activities) and from the ``SCALE#`` items ``scale_components`` writes in the ledger (see
 ``docs/scaling-notes.md``). Written as ``reports/<reservation>.json`` and drawn as

@@ -1,5 +1,7 @@
 """Traffic replay: end users calling the reservation's inference components, on the virtual clock.
 
+Over 400 lines: one replay (profile, callers, the chain followed across a hand-over) stepping on one clock.
+
 A :class:`TrafficProfile` (a JSON file in ``events/``, e.g. ``events/traffic_two_models.json``) gives, for
 each model, its request rate in requests per minute for each hour of the UTC day. Seed 004's example is two
 variants of one model, one busy 00:00-11:59 UTC (European visitors) and the other 12:00-23:59 UTC

@@ -1,6 +1,8 @@
 """One lifecycle (:func:`run_lifecycle`): a fresh local cloud of the application's template, the
 scenario's deliveries, cancellations and approvals fired at their moments, run until idle within its bounds,
-then its facts collected and checked."""
+then its facts collected and checked.
+
+Over 400 lines: one lifecycle's run in the order it happens (stand up, deliver, fire, collect the facts)."""
 
 from __future__ import annotations
 

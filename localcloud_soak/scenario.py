@@ -1,6 +1,8 @@
 """What a soak lifecycle draws (:func:`make_scenario`): the request, its approval, its deliveries and
 cancellations, and the faults injected, from a seed derived from the soak's and the lifecycle's index
-(:func:`lifecycle_seed`); and the constants of the soak's world (start, limits, regions, types...)."""
+(:func:`lifecycle_seed`); and the constants of the soak's world (start, limits, regions, types...).
+
+Over 400 lines: every draw of a lifecycle in one place, so a seed reproduces all of them in one order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Lambda ``api``: the REST API (API Gateway REST proxy, IAM auth) over reservations, plans and schedules.
 
+Over 400 lines: the routes are the OpenAPI document's source (``make openapi``): one resolver sees them all;
+each route is a few lines over ``capacity.logic.api``.
+
 Powertools ``APIGatewayRestResolver`` with data validation: bodies, path and query parameters and responses
 are pydantic models, and the OpenAPI document (``docs/openapi.json``, ``make openapi``) is generated from
 this module by :func:`openapi_json`. Routes (docs/api.md):
@@ -50,9 +53,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity import jsonsafe
+from capacity.adapters import clients
 from capacity.contracts import (
     AccountView,
     ApprovalResult,
@@ -614,7 +621,15 @@ def paid(exc: PaidReservation) -> Response[Any]:
 
 @app.exception_handler(RetryableAwsError)  # type: ignore[untyped-decorator]
 def unavailable(exc: RetryableAwsError) -> Response[Any]:
-    """503: AWS throttled or failed beyond the retries; the same request may be sent again."""
+    """503: AWS throttled or failed beyond the retries, or no time was left to ask it; the same request may
+    be sent again."""
+    return _json(503, {"message": f"{exc}; try again in a few seconds"})
+
+
+@app.exception_handler(IdempotencyPersistenceLayerError)  # type: ignore[untyped-decorator]
+def unrecorded(exc: IdempotencyPersistenceLayerError) -> Response[Any]:
+    """503: the idempotency store could not be read or written (the same faults, met by Powertools); the
+    same request sent again is answered from what was recorded."""
     return _json(503, {"message": f"{exc}; try again in a few seconds"})
 
 
@@ -673,4 +688,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     early = _precheck(event)
     if early is not None:
         return early
-    return app.resolve(event, context)
+    with clients.answer_within(context.get_remaining_time_in_millis):  # a 503 before API Gateway's 502
+        return app.resolve(event, context)

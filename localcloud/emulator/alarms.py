@@ -5,6 +5,9 @@ them against the datapoints in moto's backend, writes the new state into moto, a
 ``state``, ``previousState``, ``configuration.metrics``: "Alarm events and EventBridge", CloudWatch user
 guide).
 
+Over 400 lines: one evaluator of CloudWatch's alarm semantics (periods, datapoints to alarm, missing data,
+metric math), read whole.
+
 Evaluation follows "Evaluating an alarm" and "How alarm state is evaluated when data is missing" of the
 CloudWatch user guide:
 

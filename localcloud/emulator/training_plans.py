@@ -2,6 +2,8 @@
 ``DescribeTrainingPlan``, ``ListTrainingPlans`` (SageMaker API reference, 2017-07-24 model of botocore
 1.44.5; "Reserve capacity with training plans" in the SageMaker developer guide).
 
+Over 400 lines: one service's rules (offerings, purchases, states, extensions) over one store.
+
 Rules enforced, with the error AWS sends:
 
 * ``InstanceType`` must be one of the model's ``ReservedCapacityInstanceType`` values

@@ -1,6 +1,8 @@
 """Deploying a :class:`~localcloud.template.stack.Stack` into moto: one boto3 call per resource (so botocore
 validates every request), in dependency-safe order by type, property values conformed to each operation's
-input shape."""
+input shape.
+
+Over 400 lines: one deployer: a creator per resource type in one dependency-ordered table."""
 
 from __future__ import annotations
 

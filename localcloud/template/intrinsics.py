@@ -3,6 +3,9 @@ forms, ``Fn::Join``, ``Fn::Select``, ``Fn::Split``, ``Fn::If`` and ``Conditions`
 ``Fn::Base64``, ``Fn::GetAZs``, ``Fn::ToJsonString``, ``Fn::Length``, pseudo parameters, ``AWS::NoValue``
 and dynamic references (``{{resolve:ssm:...}}``), with the physical names and ARNs they answer.
 
+Over 400 lines: the intrinsics resolve through each other (``Fn::Sub`` in ``Fn::Join`` in ``Fn::If``): one
+resolver.
+
 Follows the CloudFormation template reference ("Intrinsic function reference", "Pseudo parameters
 reference", and each resource type's "Return values" section for ``Ref``/``Fn::GetAtt``).
 """

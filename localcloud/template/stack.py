@@ -1,5 +1,8 @@
 """The stack: a SAM template read, transformed and resolved (:meth:`Stack.load`), and deployed into moto.
 
+Over 400 lines: the pipeline's steps live in their own modules; this one holds the Stack that carries their
+results.
+
 Pipeline (:meth:`Stack.load`), one module of :mod:`localcloud.template` per step:
 
 1. parse the YAML/JSON template (short-form intrinsics ``!Ref``/``!Sub``... via samtranslator's YAML loader;

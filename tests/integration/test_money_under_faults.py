@@ -18,6 +18,7 @@ from localcloud.faults import FaultInjector, FaultKind, FaultRule
 from tests.integration.support import (
     LIFECYCLE,
     REQUESTER,
+    START,
     base_request,
     in_order,
     ledger_items,
@@ -186,3 +187,23 @@ def test_a_throttling_outage_after_the_purchase_never_ends_the_paid_reservation(
         assert cloud.billable_resources() == []
         # A person hears of it once the step has kept failing for 30 minutes past its own retries
         assert ("delayed" in slack_texts(cloud)) == (minutes >= 60)
+
+
+def test_a_post_under_slow_aws_answers_503_before_api_gateway_stops_waiting_and_its_retry_202() -> None:
+    # Given every AWS call answering in 3.9 s for a minute (under the API's 4 s read timeout) and one DynamoDB
+    # call hanging past it (retried): the POST's calls together take longer than API Gateway's 29 s (soak
+    # seed 602: 25 answers 502)
+    slow = FaultRule(kind=FaultKind.LATENCY, latency_seconds=3.9, not_after=START + timedelta(minutes=1))
+    hang = FaultRule(service="dynamodb", kind=FaultKind.HANG, times=1)
+    with make_cloud(faults=FaultInjector([slow, hang])) as cloud:
+        # When a reservation is POSTed
+        answer = post_reservation(cloud, base_request())
+        # Then the door answers 503 "try again" within its time, not a Lambda stopped at its timeout (502)
+        assert answer["statusCode"] == 503, answer["body"]
+        assert "left of the invocation" in answer["json"]["message"]
+        assert answer["json"]["message"].endswith("try again in a few seconds")
+        # And the same POST a few minutes later is accepted, the request recorded once
+        cloud.run(until=cloud.now() + timedelta(minutes=3))
+        again = post_reservation(cloud, base_request())
+        assert again["statusCode"] == 202, again["body"]
+        assert [i["sk"] for i in ledger_items(cloud, SAGEMAKER_ID)].count("REQUEST") == 1

@@ -567,7 +567,8 @@ class Ports:
 
         return DynamoDBPersistenceLayer(
             table_name=self.settings.need("idempotency_table"),
-            boto3_client=clients.dynamodb(self.settings.region),
+            # the function's own timeouts: the default ones (42 s a call) do not fit in the API's 29 s
+            boto3_client=clients.dynamodb(self.settings.region, self.settings.call_timeouts),
         )
 
     @property

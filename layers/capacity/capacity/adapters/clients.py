@@ -9,12 +9,21 @@ error Step Functions retries, instead of a Lambda stopped at its timeout.
 
 The cache is keyed on (service, region, timeouts), never read from the environment, so it is safe when
 several functions share one process (the local cloud); :func:`clear_clients` empties it (tests).
+
+A door must answer before its caller stops waiting (API Gateway: 29 s, the API function's timeout): one
+call fits, but several slow ones do not, and a Lambda stopped at its timeout is a 502 that says nothing.
+Inside :func:`answer_within`, an attempt that could not finish before the invocation's end (less time left
+than its connect and read timeouts plus a margin) is not started: :class:`RetryableAwsError` instead, which
+the door answers 503 "try again".
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -85,6 +94,45 @@ SERVER_ERROR_CODES = frozenset(
 )
 
 
+DEADLINE_MARGIN_SECONDS = 1.0
+"""Time kept after the last attempt for the answer itself (serialising it, logging)."""
+
+_remaining_ms: ContextVar[Callable[[], int] | None] = ContextVar("remaining_ms", default=None)
+
+
+@contextmanager
+def answer_within(remaining_ms: Callable[[], int]) -> Iterator[None]:
+    """Within the block, an AWS call attempt that could outlast the invocation is refused before it starts.
+
+    Args:
+        remaining_ms: the invocation's time left in milliseconds
+            (``LambdaContext.get_remaining_time_in_millis``).
+
+    Raises (from a call inside the block):
+        RetryableAwsError: less than the attempt's connect and read timeouts plus
+            :data:`DEADLINE_MARGIN_SECONDS` is left.
+    """
+    token = _remaining_ms.set(remaining_ms)
+    try:
+        yield
+    finally:
+        _remaining_ms.reset(token)
+
+
+def _refuse_past_deadline(timeouts: CallTimeouts, operation_name: str = "", **_: Any) -> None:
+    """botocore's ``request-created`` handler (every attempt, retries included): see :func:`answer_within`."""
+    remaining_ms = _remaining_ms.get()
+    if remaining_ms is None:
+        return
+    left = remaining_ms() / 1000
+    needed = timeouts.connect_seconds + timeouts.read_seconds + DEADLINE_MARGIN_SECONDS
+    if left < needed:
+        raise RetryableAwsError(
+            f"{operation_name}: not started with {left:.1f} s left of the invocation (an attempt may take "
+            f"{needed:.0f} s)"
+        )
+
+
 def client(service: str, region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS) -> Any:
     """A boto3 client for ``service`` in ``region`` (standard retries, ``timeouts``), cached per triple."""
     key = (service, region, timeouts)
@@ -92,6 +140,7 @@ def client(service: str, region: str, timeouts: CallTimeouts = DEFAULT_TIMEOUTS)
         found = _cache.get(key)
         if found is None:
             found = boto3.client(service, region_name=region, config=timeouts.config())  # type: ignore[call-overload]
+            found.meta.events.register("request-created", partial(_refuse_past_deadline, timeouts))
             _cache[key] = found
         return found
 

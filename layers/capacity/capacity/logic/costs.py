@@ -1,6 +1,9 @@
 """What capacity really cost, from what ran (issue 16): instance counts over time, per-reservation spend and
 ``GET /costs``.
 
+Over 400 lines: usage over time, per-reservation spend and ``GET /costs`` share one reading of the ledger's
+money.
+
 Instance count over time: every count the product makes or observes is an append-only ledger item
 ``USAGE#<time>`` (``instances``, ``source``): the endpoint's ``DescribeEndpoint``
 ``ProductionVariants[].CurrentInstanceCount`` when it is ready (``ready``) and whenever the scaler acts

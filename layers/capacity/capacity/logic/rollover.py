@@ -1,6 +1,9 @@
 """Keep serving until ``serve_until`` (issue 17): at the lead time before a reservation ends, extend it in
 place, else buy the next reservation and move the clients onto it, else tell a person then.
 
+Over 400 lines: one ``serve_until`` walk (extend, buy the successor, hand over, tell a person) read in order;
+issue 32 moves such walks into specs.
+
 Lambda ``roll_over`` calls :func:`on_event` for every event that may change what is due: the one-time
 schedule ``co-<id>-rollover`` (``RolloverDue``), ``ServeUntilChanged`` (``PATCH``), ``ReservationPurchased``,
 ``ReservationExtended``, ``ExtensionFailed`` and ``ReservationFailed``. Each one is only news: delivery is at
