@@ -31,9 +31,9 @@ def _puts_on(role: dict[str, Any], bus_arn: str) -> bool:
         for statement in _as_list(policy["PolicyDocument"].get("Statement", [])):
             actions = {a.lower() for a in _as_list(statement.get("Action", []))}
             resources = _as_list(statement.get("Resource", []))
-            if statement.get("Effect") == "Allow" and actions & {"events:putevents", "events:*"}:
-                if bus_arn in resources or "*" in resources:
-                    return True
+            allowed = statement.get("Effect") == "Allow" and actions & {"events:putevents", "events:*"}
+            if allowed and (bus_arn in resources or "*" in resources):
+                return True
     return False
 
 
@@ -55,7 +55,7 @@ def test_the_bus_policy_lets_exactly_the_roles_that_put_the_applications_events(
     assert statement["Effect"] == "Deny"
     assert statement["Condition"]["ForAnyValue:StringEquals"]["events:source"] == "capacity.orchestrator"
     exempt = set(statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"])
-    putting = {logical_id: arn for logical_id, arn in _role_arns(stack, bus_arn)}
+    putting = dict(_role_arns(stack, bus_arn))
     assert len(putting) > 10  # the functions' generated roles were found
     needed = {arn for logical_id, arn in putting.items() if logical_id not in FORWARDS_AWS_EVENTS_ONLY}
     assert sorted(needed - exempt) == [], "roles that put events but the bus policy denies"
