@@ -1,4 +1,4 @@
-"""Every fault policy of the workflows, each written once (issue 32); the specs name them, never a Retry or Catch.
+"""Every fault policy of the workflows, each written once (issue 32): the specs name them, never a Retry.
 
 The retriers first (what is retried, how often), then the policies made of them (what a step does when its
 retries are outlasted). The errors are Lambda's and Step Functions' own and the layer's error names
@@ -48,8 +48,8 @@ LEFTOVERS_LISTED = Retrier(
     interval=30,
     attempts=5,
     backoff=2.0,
-    comment="SageMaker listings are eventually consistent: what was just deleted may still be listed. Look again"
-    " for about a quarter of an hour before telling a person.",
+    comment="SageMaker listings are eventually consistent: what was just deleted may still be listed. Look"
+    " again for about a quarter of an hour before telling a person.",
 )
 
 PERSEVERE = Persevere(result="$.transient", note="$.resume", loop="NotifyDegraded")
@@ -64,9 +64,9 @@ MONEY_AT_STAKE = Policy(
     Catch((ALL,), "NotifyFailure"),
     PERSEVERE,
 )
-"""Money may be spent (an on-demand launch, a purchase intent): retry transient faults, then persevere (record,
-tell a person, wait, resume this step) until the reservation ends or is released; any other error fails and
-tells (NotifyFailure)."""
+"""Money may be spent (an on-demand launch, a purchase intent): retry transient faults, then persevere
+(record, tell a person, wait, resume this step) until the reservation ends or is released; any other error
+fails and tells (NotifyFailure)."""
 
 WAIT_FOR_TOKEN = Policy(
     "a wait for a token",
@@ -91,7 +91,7 @@ START_SUCCESSOR = Policy(
     ),
     Catch((ALL,), "NotifyFailure"),
 )
-"""StartExecution by a deterministic name: already exists means started (never retried); other failures retry."""
+"""StartExecution by a deterministic name: already exists means started (not retried); others retry."""
 
 RELEASE_STEP = Policy(
     "a release step",

@@ -1,13 +1,14 @@
-"""The words the workflows are written in (issue 32): steps, what each may throw, and the one policy it follows.
+"""The words the workflows are written in (issue 32): steps, what each may throw, the one policy it follows.
 
 A workflow's spec (``statemachines/reserve_capacity.py`` and its siblings) lists its states with the builders
 below; :func:`render` writes the Amazon States Language that SAM deploys (``statemachines/*.asl.json``,
 committed; ``make asl`` writes them, ``tests/gates/test_workflow_specs.py`` fails when they drift). A spec
 never writes a ``Retry`` or a ``Catch``: a task names its :class:`Policy` (``statemachines/policies.py``: each
 written once) and what it may throw beyond it (``throws``: a :class:`Retrier`, or :func:`catch` naming the
-state that handles the error). A policy that perseveres (money at stake) sends a transient fault that outlasted
-its retries to ``Persevere<step>``, which notes the step and enters the policy's loop; the loop's ``Resume``
-choice goes back to the step. Both are generated here, one per persevering step, never written by hand.
+state that handles the error). A policy that perseveres (money at stake) sends a transient fault that
+outlasted its retries to ``Persevere<step>``, which notes the step and enters the policy's loop; the loop's
+``Resume`` choice goes back to the step. Both are generated here, one per persevering step, never written
+by hand.
 
 Build time only: nothing deployed imports this package (an import-linter contract).
 """
@@ -42,7 +43,7 @@ class Retrier:
         return replace(self, attempts=attempts, max_delay=max_delay or self.max_delay)
 
     def without(self, error: str) -> Retrier:
-        """The same retrier less one error (a task whose timeout is its wait does not retry ``States.Timeout``)."""
+        """The same retrier less ``error`` (a task whose timeout is its wait retries no States.Timeout)."""
         return replace(self, errors=tuple(name for name in self.errors if name != error))
 
     def asl(self) -> Json:
@@ -59,7 +60,7 @@ class Retrier:
 
 @dataclass(frozen=True)
 class Catch:
-    """One ``Catch`` entry: the errors, where the error goes in the state (``ResultPath``) and the next state."""
+    """One ``Catch`` entry: the errors, where the error goes (``ResultPath``) and the next state."""
 
     errors: tuple[str, ...]
     to: str
@@ -184,74 +185,65 @@ def function(name: str) -> str:
 def task(
     name: str,
     resource: str,
-    params: Json | None = None,
-    *,
+    params: Json | None,
+    result: str | None,
     policy: Policy,
-    result: str | None = None,
-    throws: Sequence[Retrier | Catch] = (),
     then: str | None = None,
-    comment: str | None = None,
+    *,
+    throws: Sequence[Retrier | Catch] = (),
     timeout_path: str | None = None,
 ) -> State:
-    """A Task: ``resource`` is a function's name (``RecordRequest``) or an integration's ARN."""
+    """A Task: ``resource`` is a function's name (``RecordRequest``) or an integration's ARN; its answer
+    goes to ``result``; faults follow ``policy``, then ``throws``; ``then`` is the next state (None: the
+    end)."""
     arn = resource if resource.startswith("arn:") else function(resource)
-    body = _fields(Type="Task", Comment=comment, Resource=arn, Parameters=params)
-    body |= _fields(TimeoutSecondsPath=timeout_path, ResultPath=result)
-    body |= _handling(policy, name, throws) | _then(then)
-    return State(name, body, policy.persevere)
+    body = _fields(
+        Type="Task", Resource=arn, Parameters=params, TimeoutSecondsPath=timeout_path, ResultPath=result
+    )
+    return State(name, body | _handling(policy, name, throws) | _then(then), policy.persevere)
 
 
-def wait_for_token(name: str, fn: str, payload: Json, *, timeout_path: str, **kwargs: Any) -> State:
-    """A Lambda invoked with the task token; the state waits for the answer (SendTaskSuccess/Failure)."""
+def wait_for_token(name: str, fn: str, payload: Json, timeout_path: str, *rest: Any, **kwargs: Any) -> State:
+    """A Lambda invoked with the task token; the state waits for the answer (SendTaskSuccess/Failure) at most
+    the seconds at ``timeout_path``; ``rest`` as :func:`task`'s."""
     params = {"FunctionName": function(fn), "Payload": payload}
     resource = "arn:aws:states:::lambda:invoke.waitForTaskToken"
-    return task(name, resource, params, timeout_path=timeout_path, **kwargs)
+    return task(name, resource, params, *rest, timeout_path=timeout_path, **kwargs)
 
 
 def pass_(
     name: str,
     then: str,
-    *,
     params: Json | None = None,
+    *,
     input_path: str | None = None,
     result: Json | str | None = None,
     result_path: str | None = None,
-    comment: str | None = None,
 ) -> State:
-    """A Pass state."""
-    body = _fields(Type="Pass", Comment=comment, InputPath=input_path, Parameters=params, Result=result)
-    return State(name, body | _fields(ResultPath=result_path, Next=then))
-
-
-def wait(
-    name: str,
-    then: str,
-    *,
-    seconds: int | None = None,
-    path: str | None = None,
-    timestamp: str | None = None,
-    comment: str | None = None,
-) -> State:
-    """A Wait state: fixed ``seconds``, seconds at ``path``, or until the timestamp at ``timestamp``."""
-    body = _fields(Type="Wait", Comment=comment, Seconds=seconds, SecondsPath=path, TimestampPath=timestamp)
+    """A Pass state: ``params`` (or the input at ``input_path``, or ``result``) put at ``result_path``."""
+    body = _fields(
+        Type="Pass", InputPath=input_path, Parameters=params, Result=result, ResultPath=result_path
+    )
     return State(name, body | {"Next": then})
 
 
-def choice(
-    name: str, branches: Sequence[tuple[Json, str]], default: str, comment: str | None = None
+def wait(
+    name: str, then: str, *, seconds: int | None = None, path: str | None = None, timestamp: str | None = None
 ) -> State:
+    """A Wait state: fixed ``seconds``, the seconds at ``path``, or until the timestamp at ``timestamp``."""
+    body = _fields(Type="Wait", Seconds=seconds, SecondsPath=path, TimestampPath=timestamp)
+    return State(name, body | {"Next": then})
+
+
+def choice(name: str, branches: Sequence[tuple[Json, str]], default: str) -> State:
     """A Choice: the first rule that holds names the next state, else ``default``."""
-    choices = [rule | {"Next": next_} for rule, next_ in branches]
-    return State(name, _fields(Type="Choice", Comment=comment, Choices=choices, Default=default))
+    choices = [rule | {"Next": then} for rule, then in branches]
+    return State(name, {"Type": "Choice", "Choices": choices, "Default": default})
 
 
-def switch(
-    name: str, variable: str, cases: Mapping[str, str], default: str, comment: str | None = None
-) -> State:
+def switch(name: str, variable: str, cases: Mapping[str, str], default: str) -> State:
     """A Choice on one string: ``cases`` maps each value to its next state."""
-    return choice(
-        name, [(equals(variable, value), next_) for value, next_ in cases.items()], default, comment
-    )
+    return choice(name, [(equals(variable, value), then) for value, then in cases.items()], default)
 
 
 def succeed(name: str, comment: str | None = None) -> State:
@@ -259,9 +251,9 @@ def succeed(name: str, comment: str | None = None) -> State:
     return State(name, _fields(Type="Succeed", Comment=comment))
 
 
-def fail(name: str, error: str, cause: str, comment: str | None = None) -> State:
+def fail(name: str, error: str, cause: str) -> State:
     """A Fail state."""
-    return State(name, _fields(Type="Fail", Comment=comment, Error=error, Cause=cause))
+    return State(name, {"Type": "Fail", "Error": error, "Cause": cause})
 
 
 def map_(
@@ -269,12 +261,10 @@ def map_(
     items: str,
     selector: Json,
     step: State,
-    *,
     concurrency: int,
     result: str,
     policy: Policy,
     then: str,
-    comment: str | None = None,
 ) -> State:
     """An inline Map running ``step`` once per item (concurrently, at most ``concurrency``)."""
     processor = {
@@ -282,8 +272,8 @@ def map_(
         "StartAt": step.name,
         "States": {step.name: step.body},
     }
-    body = _fields(Type="Map", Comment=comment, ItemsPath=items, MaxConcurrency=concurrency)
-    body |= {"ItemSelector": selector, "ItemProcessor": processor, "ResultPath": result}
+    body = {"Type": "Map", "ItemsPath": items, "MaxConcurrency": concurrency, "ItemSelector": selector}
+    body |= {"ItemProcessor": processor, "ResultPath": result}
     return State(name, body | _handling(policy, name, ()) | {"Next": then})
 
 
@@ -331,22 +321,33 @@ def flag(variable: str) -> Json:
 
 @dataclass(frozen=True)
 class Workflow:
-    """A state machine: its comment, its first state and its states in the order they are written."""
+    """A state machine: its comment and its states in the order they are written (the first is where it
+    starts). A string among the states is the ``Comment`` of the state after it: what that state is for."""
 
     comment: str
-    states: Sequence[State | Generated]
+    states: Sequence[State | Generated | str]
 
     def definition(self) -> Json:
         """The ASL definition."""
         perseverers = [item.name for item in self.states if isinstance(item, State) and item.persevere]
         states: Json = {}
+        comment: str | None = None
         for item in self.states:
-            if isinstance(item, State):
-                states[item.name] = item.body
+            if isinstance(item, str):
+                comment = item
+            elif isinstance(item, State):
+                states[item.name] = _commented(item.body, comment)
+                comment = None
             else:
                 states |= _generated(item, perseverers)
-        start = next(iter(states))
-        return {"Comment": self.comment, "StartAt": start, "States": states}
+        return {"Comment": self.comment, "StartAt": next(iter(states)), "States": states}
+
+
+def _commented(body: Json, comment: str | None) -> Json:
+    if comment is None:
+        return body
+    kind, *rest = body.items()
+    return dict([kind, ("Comment", comment), *rest])
 
 
 def _generated(item: Generated, perseverers: Sequence[str]) -> Json:
@@ -363,5 +364,5 @@ def _generated(item: Generated, perseverers: Sequence[str]) -> Json:
 
 
 def render(workflow: Workflow) -> str:
-    """The committed text of a workflow: its definition as JSON, two-space indented, one newline at the end."""
+    """The committed text of a workflow: its definition as JSON, indented by two, a newline at the end."""
     return json.dumps(workflow.definition(), indent=2, ensure_ascii=False) + "\n"
