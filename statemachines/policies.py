@@ -114,3 +114,6 @@ FOR_A_DAY = Policy(
     Catch((ALL,), "NotHandled"),
 )
 """A stopped workflow's handling: retry for about a day, then the operators' alarm (NotHandled)."""
+
+TELL_ONCE_MORE = Policy("telling", (ANY_TRANSIENT,), Catch((ALL,), "NotExtended", "$.told_error"))
+"""The extension's last word (reconcile, give the hold back, tell): retried, then the execution fails."""
