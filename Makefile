@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi catalog soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
+.PHONY: asl asl-validate seed-policy demo demo-ec2 demo-extend test lint typecheck template build unit unit-future coverage-branches venv sam clean serve openapi catalog soak security checkov bench costs-measure deploy smoke remove record-calls deploy-check
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -90,6 +90,17 @@ record-calls: venv
 	rm -f .recorded-calls.jsonl
 	LOCALCLOUD_RECORD_CHECKS=$(CURDIR)/.recorded-calls.jsonl $(BIN)/pytest -q -p no:cacheprovider -n 2 tests/integration
 	$(BIN)/python scripts/record_calls.py .recorded-calls.jsonl tests/gates/recorded_calls.json
+
+## statemachines/*.asl.json, written from their specs (statemachines/<name>.py; docs/architecture.md, "Workflows
+## from a spec"); tests/gates/test_workflow_specs.py fails when a committed file is not what its spec writes.
+asl: venv
+	$(BIN)/python -m statemachines
+
+## The Amazon States Language validator (npm's asl-validator, through npx: needs node and the npm registry; not
+## part of make test, whose gate checks the files against their specs).
+ASL_VALIDATOR_VERSION := 4.0.0
+asl-validate:
+	npx --yes asl-validator@$(ASL_VALIDATOR_VERSION) $(foreach file,$(wildcard statemachines/*.asl.json),--json-path $(file))
 
 ## docs/openapi.json, generated from functions/api (Powertools); a unit test fails when it drifts.
 openapi: venv

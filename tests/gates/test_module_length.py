@@ -15,6 +15,7 @@ CODE = (
     "capacity_cli",
     "localcloud",
     "localcloud_soak",
+    "statemachines",
     "bench",
     "scripts",
 )

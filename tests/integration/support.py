@@ -123,7 +123,11 @@ def ledger_items(cloud: LocalCloud, request_id: str) -> list[dict[str, Any]]:
 
 
 def _plain(value: dict[str, Any]) -> Any:
+    """A DynamoDB attribute value as plain Python: maps and lists walked, ``NULL`` as None, numbers left as
+    their decimal strings (as the ledger writes money), strings, booleans and sets as they come."""
     ((kind, raw),) = value.items()
+    if kind == "NULL":
+        return None  # {"NULL": true}: the attribute is null, not True
     if kind == "M":
         return {k: _plain(v) for k, v in raw.items()}
     if kind == "L":

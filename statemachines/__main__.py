@@ -1,0 +1,5 @@
+"""``python -m statemachines [--check]``: see statemachines/generate.py."""
+
+from statemachines.generate import main
+
+raise SystemExit(main())
