@@ -452,12 +452,13 @@ def get_schedule(name: ScheduleName) -> ScheduleView:
 @app.delete(
     "/schedules/<name>",
     summary="Delete a recurring reservation",
-    responses=_responses(200, "deleted", ScheduleDeleted, 400, 404, 503),
+    responses=_responses(200, "deleted", ScheduleDeleted, 400, 403, 404, 503),
     tags=["schedules"],
 )
 def delete_schedule(name: ScheduleName) -> ScheduleDeleted:
-    """Delete the schedule; reservations it already requested are not touched."""
-    return ScheduleDeleted.model_validate(schedules.delete_schedule(name, _ports()))
+    """Delete the schedule (its owner, its team's members and approvers); reservations it already requested
+    are not touched."""
+    return ScheduleDeleted.model_validate(schedules.delete_schedule(name, _ports(), actor=_identity()))
 
 
 # ------------------------------------------------------------------------------------------- costs

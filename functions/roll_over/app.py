@@ -2,7 +2,8 @@
 place, else buy the next reservation and move the clients onto it, else tell a person at the lead time.
 
 In: an application event from the bus (``RolloverDue`` from the reservation's one-time schedule,
-``ServeUntilChanged``, ``ReservationPurchased``, ``ReservationExtended``, ``ExtensionFailed``,
+``ServeUntilChanged``, ``ReservationPurchased``, ``ReservationReady`` (capacity run on demand is bought by
+no purchase), ``ReservationExtended``, ``ExtensionFailed``,
 ``ReservationFailed``), delivered asynchronously, at least once and maybe out of order: each is only news,
 the ledger's current state decides. Out: ``{"handled": [{"request_id", "action", "detail", "next_check"}]}``
 (:func:`capacity.logic.rollover.on_event`). Env: LEDGER_TABLE, OFFERINGS_TABLE, EVENT_BUS_NAME,

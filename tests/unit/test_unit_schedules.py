@@ -193,9 +193,9 @@ def test_list_pages_by_name_and_delete(harness: Harness, schedules: RequestSched
     assert [s["name"] for s in first["schedules"]] == ["a-sched", "b-sched"]
     assert [s["name"] for s in second["schedules"]] == ["c-sched"]
     assert second["next_token"] is None
-    assert delete_schedule("b-sched", harness.ports) == {"name": "b-sched", "deleted": True}
+    assert delete_schedule("b-sched", harness.ports, actor="alice") == {"name": "b-sched", "deleted": True}
     with pytest.raises(ScheduleNotFound):
-        delete_schedule("b-sched", harness.ports)
+        delete_schedule("b-sched", harness.ports, actor="alice")
     with pytest.raises(ScheduleNotFound):
         get_schedule("b-sched", harness.ports)
 

@@ -184,11 +184,29 @@ EXTENDERS: dict[str, Extender] = {"sagemaker": PlanExtender(), "ec2": BlockExten
 # ------------------------------------------------------------------------------------------ money rules
 
 
+def purchase_commitment(purchase: Purchase) -> Decimal:
+    """USD the ``PURCHASE`` commits the request to: a reservation's upfront fee; for capacity run on demand
+    (or on spot, at its on-demand upper bound), which records no fee, its instances at the on-demand rate of
+    their region from ``start_time`` to ``end_time`` (they run until then unless handed over earlier), the
+    figure the request's budget judged it by. Without a known rate (never launched: an unpriced request is
+    not tried on demand) nothing is counted."""
+    if purchase.market == "reserved":
+        return purchase.upfront_fee_usd
+    rate = on_demand_usd_per_hour(purchase.region, purchase.instance_type)
+    if rate is None:
+        return purchase.upfront_fee_usd
+    hours = Decimal(max(0, int((purchase.end_time - purchase.start_time).total_seconds()))) / 3600
+    return purchase.upfront_fee_usd + on_demand_equivalent(
+        rate, instance_count=purchase.instance_count, hours=hours
+    )
+
+
 def extension_spend(ports: Ports, request_id: str, *, excluding: str | None = None) -> Decimal:
-    """USD committed for ``request_id``: the purchase plus every extension paid or in flight (an intent
-    without a failed outcome), but ``excluding``'s."""
+    """USD committed for ``request_id``: the purchase (:func:`purchase_commitment`: on-demand capacity
+    included) plus every extension paid or in flight (an intent without a failed outcome), but
+    ``excluding``'s."""
     purchase = require_purchase(ports, request_id)
-    total = purchase.upfront_fee_usd
+    total = purchase_commitment(purchase)
     failed = {
         str(item["sk"]).split("#", 1)[1]
         for item in ports.ledger.items(request_id, f"{EXTENSION_OUTCOME}#")

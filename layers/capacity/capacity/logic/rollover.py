@@ -6,6 +6,7 @@ issue 32 moves such walks into specs.
 
 Lambda ``roll_over`` calls :func:`on_event` for every event that may change what is due: the one-time
 schedule ``co-<id>-rollover`` (``RolloverDue``), ``ServeUntilChanged`` (``PATCH``), ``ReservationPurchased``,
+``ReservationReady`` (capacity run on demand puts no ``ReservationPurchased``),
 ``ReservationExtended``, ``ExtensionFailed`` and ``ReservationFailed``. Each one is only news: delivery is at
 least once and may reorder, so :func:`keep_serving` reads the ledger and does what the current state calls
 for, recording every decision with a conditional put keyed by the end it was made for:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from capacity.errors import (
     DuplicateRequest,
     FieldError,
     InvalidRequest,
+    NotPermitted,
     OutOfScope,
     ScheduleExists,
     ScheduleNotFound,
@@ -46,7 +48,7 @@ from capacity.errors import (
 from capacity.jsonsafe import check_depth
 from capacity.logic import api
 from capacity.logic.checks import require_in_scope
-from capacity.logic.policy import resolve_team
+from capacity.logic.policy import may_act, resolve_team
 from capacity.ports import Ports
 from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import as_utc, iso_z, parse_utc
@@ -397,18 +399,48 @@ def _bad_token() -> InvalidRequest:
     )
 
 
-def delete_schedule(name: str, ports: Ports) -> dict[str, Any]:
-    """Delete the schedule (reservations it already requested are not touched).
+def delete_schedule(name: str, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """Delete the schedule (reservations it already requested are not touched), by ``actor``: its owner, a
+    member of the team its runs are charged to or one of that team's approvers
+    (:func:`~capacity.logic.policy.may_act`, as for a cancel): an approver of another team never stops it.
 
     Returns:
         ``{"name", "deleted": true}``.
 
     Raises:
         ScheduleNotFound: there is none.
+        NotPermitted: ``actor`` may not delete it (403; nothing deleted).
     """
+    stored = ports.request_schedules.get(name)
+    if stored is None:
+        raise ScheduleNotFound(f"no schedule {name!r}")
+    _require_may_delete(name, stored, ports, actor=actor)
     if not ports.request_schedules.delete(name):
         raise ScheduleNotFound(f"no schedule {name!r}")
     return {"name": name, "deleted": True}
+
+
+def _require_may_delete(name: str, stored: Mapping[str, Any], ports: Ports, *, actor: str) -> None:
+    """Refuse ``actor`` unless it owns schedule ``name`` or may act for the team its runs are charged to
+    (the template's ``team``, else the owner's only team).
+
+    Raises:
+        NotPermitted: the message names who may.
+    """
+    payload = json.loads(str((stored.get("Target") or {}).get("Input") or "{}"))
+    owner = payload.get("created_by")
+    asked = (payload.get("schedule") or {}).get("request", {}).get("team")
+    team = asked if isinstance(asked, str) else None
+    if team is None and isinstance(owner, str):
+        with contextlib.suppress(NotPermitted):  # the owner left every team: only its owner may
+            team = resolve_team(owner, ports, None)
+    try:
+        may_act(actor, owner if isinstance(owner, str) else None, team, ports, doing="delete")
+    except NotPermitted:
+        raise NotPermitted(
+            f"{actor} may not delete schedule {name!r}: only its owner ({owner or 'unknown'}), the "
+            f"members of team {team or '(none)'} and its approvers may"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------- a run

@@ -966,7 +966,7 @@ def _schedule(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) ->
         return _ephemeral("Only approvers may create or delete schedules.")
     if action == "delete":
         name = _one_id(args[1:], "schedule delete")
-        schedules.delete_schedule(name, ports)
+        schedules.delete_schedule(name, ports, actor=f"slack:{user_id}")
         return _ephemeral(f"Schedule `{name}` deleted; reservations it already requested are not touched.")
     body = schedule_from_words(args, user_id=user_id, now=ports.clock(), default_region=ports.settings.region)
     try:
