@@ -119,7 +119,8 @@ def test_extensions_add_to_the_purchase_month_and_a_release_closes_it(harness: H
     assert Decimal(cell["used_instance_hours"]) == Decimal("48.00")
     assert Decimal(cell["reserved_instance_hours"]) == Decimal("192.00")
     total = harness.ledger.rollup.get(cost_rollup.partition("ml-eval", "2026-12"), cost_rollup.TOTAL)
-    assert total is not None and total["open"] == {}
+    assert total is not None
+    assert total["open"] == {}
     _same_report(harness)
     _same_report(harness, group_by="region")
     _same_report(harness, team="ml-eval", month="2026-12", group_by="instance_type")
@@ -138,7 +139,8 @@ def test_on_demand_pays_what_ran_once_released(harness: Harness) -> None:
     _bought(harness, "od", fee="0", market="on-demand")
     _served_and_released(harness, "od", hours=10, instances=2)
     spend = reservation_spend(harness.ports, "od")
-    assert spend is not None and Decimal(spend["paid_usd"]) > 0
+    assert spend is not None
+    assert Decimal(spend["paid_usd"]) > 0
     assert Decimal(_cell(harness)["paid_usd"]) == Decimal(spend["paid_usd"])  # the settled cost, not $0
     assert Decimal(_line(harness, "od")["money_usd"]) == _entries_sum(harness, "od") == 0
     _same_report(harness)
@@ -188,6 +190,7 @@ def test_the_reconciliation_finds_nothing_then_finds_and_fixes_a_drift(harness: 
     drifted = {**total, "cells": {k: {**v, "paid_usd": "1"} for k, v in total["cells"].items()}}
     assert harness.ledger.rollup.replace(drifted, total) == 1
     found = reconcile(harness.ports, fix=True)
-    assert len(found["differences"]) == 1 and found["fixed"] == 1
+    assert len(found["differences"]) == 1
+    assert found["fixed"] == 1
     assert reconcile(harness.ports)["differences"] == []
     _same_report(harness)
