@@ -1,12 +1,12 @@
-"""Rebuild the costs rollup from the ledger and report where they differ (issue 31; ``make reconcile-costs``).
+"""Rebuild the costs rollup from the ledger and report where they differ (issue 31).
 
 ``python scripts/reconcile_costs.py [--stack capacity-orchestrator | --table NAME] [--region us-east-1]
 [--fix] [--json]``: reads every reservation's ledger (the stack's ``LedgerTableName`` output; ``--table``
 names the table instead), computes the rollup its entries make (``capacity.logic.cost_reconcile``) and
 compares it with the rollup ``GET /costs`` reads. Prints the reservations and team-months counted and every
-difference; ``--fix`` replaces the items that differ (each on the version it was read at: one a writer moved meanwhile is
-left, reconcile again). Reads the whole ledger (one query per reservation): an operator's command, not a
-route's. Needs ``dynamodb:Query``/``GetItem`` on the table (and ``PutItem`` with ``--fix``).
+difference; ``--fix`` replaces the items that differ (each on the version it was read at: one a writer moved
+meanwhile is left, reconcile again). Reads the whole ledger (one query per reservation): an operator's
+command, not a route's. Needs ``dynamodb:Query``/``GetItem`` on the table (and ``PutItem`` with ``--fix``).
 Exit 0 when the rollup equals the ledger's sums (or was fixed), 1 when it differs.
 """
 
