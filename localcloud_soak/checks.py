@@ -272,17 +272,26 @@ def check_money_recorded(facts: Facts) -> list[str]:
     return problems
 
 
+_ROLLUP_OPENS = frozenset({"PURCHASED", "DEPLOYING", "RELEASING", "RELEASED"})
+"""The entries that open a reservation's costs rollup once it has a ``PURCHASE`` (capacity.cost_rollup)."""
+
+
 def check_cost_rollup(facts: Facts) -> list[str]:
     """The costs rollup equals the ledger's sums (issue 31): each reservation bought by the chain has its
     rollup item, whose money is the sum of its entries' money and, once ``RELEASED``, whose final pay is that
     money (a training plan or capacity block) or the cost summary's on-demand cost of what ran (on demand);
-    each team-month's cells sum its reservations' items; the index lists every team-month."""
+    each team-month's cells sum its reservations' items; the index lists every team-month. (A reservation
+    with a ``PURCHASE`` counts once ``PURCHASED``, or for capacity run on demand once it deploys or is
+    released.)"""
+    if not facts.rollup_read:  # facts made by hand, without a table
+        return []
     problems: list[str] = []
     lines = {str(i["reservation"]): i for i in facts.rollup if str(i["sk"]).startswith("R#")}
     chain = {facts.request_id: facts.items, **facts.successors}
     for rid, items in chain.items():
         history = [i for i in items if str(i["sk"]).startswith("STATE#")]
-        if not any(i.get("state") == "PURCHASED" for i in history):
+        bought = any(i["sk"] == "PURCHASE" for i in items)
+        if not bought or not any(i.get("state") in _ROLLUP_OPENS for i in history):
             continue
         money = sum(
             (Decimal(str(i["money_usd"])) for i in history if i.get("money_usd") is not None), Decimal(0)

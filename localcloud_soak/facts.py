@@ -126,6 +126,8 @@ class Facts:
     """The invalid or conflicting ``ReservationRequested`` variants put on the bus about the request."""
     rollup: list[dict[str, Any]] = field(default_factory=list)
     """Every item of the costs rollup (partitions ``COSTS#...`` and ``COSTS``, issue 31) as plain values."""
+    rollup_read: bool = False
+    """``rollup`` was read from the lifecycle's table (facts made by hand in tests have none to read)."""
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -382,6 +384,7 @@ def collect_facts(
         causer_approvals_accepted=list(causer_approvals_accepted),
         invalid_deliveries=list(invalid_deliveries),
         rollup=rollup_items(cloud),
+        rollup_read=True,
     )
 
 

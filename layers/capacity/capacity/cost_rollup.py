@@ -8,7 +8,8 @@ grants (no ``UpdateItem``), and two writers racing on one team's month never bot
 again from what the winner wrote).
 
 Items (USD and hours are decimal strings; a reservation's team-month is its team's and the UTC month its
-``PURCHASED`` entry was recorded in, as ``GET /costs`` always counted it):
+``PURCHASED`` entry was recorded in, or for capacity run on demand, which has none, the month it started, as
+``GET /costs`` always counted it):
 
 - ``(COSTS#<team>#<yyyy-mm>, #TOTAL)``: the team-month. ``cells``: per ``<instance type>|<region>``,
   ``reservations``, ``paid_usd``, ``reserved_instance_hours``, ``used_instance_hours``,
@@ -40,6 +41,7 @@ from botocore.exceptions import ClientError
 
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, serialize_item
+from capacity.records import State
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -62,6 +64,10 @@ METRICS = (
 )
 """The sums of a cell besides ``reservations`` (decimal strings)."""
 MAX_BATCH_GET = 100
+OPENING_STATES = frozenset({State.PURCHASED, State.DEPLOYING, State.RELEASING, State.RELEASED})
+"""The entries that open a reservation's rollup when it has a ``PURCHASE`` item and none yet: ``PURCHASED``
+(in its month), else, for capacity run on demand (no ``PURCHASED``: nothing upfront), its deployment or its
+release (in the month it started), as ``GET /costs`` always counted it."""
 
 
 def partition(team: str | None, month: str) -> str:

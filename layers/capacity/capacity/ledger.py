@@ -435,16 +435,21 @@ class Ledger:
         """The costs rollup's writes for the entry ``sk`` (none when it carries no money and is neither
         ``PURCHASED`` nor a release's figures, or when the reservation has no rollup: nothing was bought)."""
         purchased = records is State.PURCHASED
-        if entry.money_usd is None and entry.spend is None and not purchased:
+        opens = records in cost_rollup.OPENING_STATES
+        if entry.money_usd is None and entry.spend is None and not opens:
             return []
-        month = sk[len(STATE_PREFIX) : len(STATE_PREFIX) + 7]
         writes: list[dict[str, Any]] = []
         pointer = self.get(request_id, cost_rollup.POINTER)
         if pointer is None:
-            if not purchased:
+            bought = self.get(request_id, PURCHASE)
+            if bought is None:
                 return []
-            reservation = self._rollup_reservation(request_id)
-            change = cost_rollup.Change(request_id, month, entry.money_usd, purchased, entry.spend)
+            # PURCHASED's month (the money committed); on demand has none: the launch's (its start)
+            month = (
+                sk[len(STATE_PREFIX) : len(STATE_PREFIX) + 7] if purchased else str(bought["start_time"])[:7]
+            )
+            reservation = self._rollup_reservation(request_id, bought)
+            change = cost_rollup.Change(request_id, month, entry.money_usd, True, entry.spend)
             pk = cost_rollup.partition(reservation.team, month)
             line = cost_rollup.new_line(change, reservation)
             total = self.rollup.get(pk, cost_rollup.TOTAL) or cost_rollup.new_total(reservation.team, month)
@@ -462,20 +467,19 @@ class Ledger:
             stored = self.rollup.get(pk, cost_rollup.TOTAL)
             if found is None or stored is None:  # pragma: no cover - written with the pointer
                 return []
+            if entry.money_usd is None and entry.spend is None:  # opened already: nothing moves
+                return []
             line, total = found, stored
-            change = cost_rollup.Change(
-                request_id, str(line["month"]), entry.money_usd, purchased, entry.spend
-            )
+            change = cost_rollup.Change(request_id, str(line["month"]), entry.money_usd, False, entry.spend)
         line, total = cost_rollup.apply(change, line, total)
         writes.append(cost_rollup.put_versioned(self._table, line))
         writes.append(cost_rollup.put_versioned(self._table, total))
         return writes
 
-    def _rollup_reservation(self, request_id: str) -> cost_rollup.Reservation:
+    def _rollup_reservation(self, request_id: str, purchase: Mapping[str, Any]) -> cost_rollup.Reservation:
         """What the rollup keeps of a reservation bought now: its request's team and instance type, its
         purchase's region, market and whether it was brought."""
         request = (self.get(request_id, REQUEST) or {}).get("request") or {}
-        purchase = self.get(request_id, PURCHASE) or {}
         return cost_rollup.Reservation(
             team=request.get("team"),
             instance_type=request.get("instance_type"),

@@ -2,9 +2,10 @@
 against what it holds (``scripts/reconcile_costs.py``; the soak checks the same on every lifecycle).
 
 This is the one O(history) read of the costs: every reservation's ledger (one query each), as ``GET /costs``
-read it before the rollup. A reservation counts from its ``PURCHASED`` entry (the month it was recorded in);
-its money is the sum of its entries'; a released one's figures are ``reservation_spend`` now (fixed once
-it was released: hours in service end at ``RELEASING``).
+read it before the rollup. A reservation counts from its ``PURCHASED`` entry (the month it was recorded in;
+on demand, which has none, from its deployment or release, in the month it started); its money is the sum of
+its entries'; a released one's figures are ``reservation_spend`` now (fixed once it was released: hours in
+service end at ``RELEASING``).
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ def expected_rollup(ports: Ports) -> tuple[dict[str, dict[str, Any]], dict[str, 
             request_id = str(listed["request_id"])
             items = ports.ledger.items(request_id)
             history = history_of(items)
-            purchased = first_entry(history, State.PURCHASED)
-            if purchased is None:
+            bought = next((i for i in items if i["sk"] == PURCHASE), None)
+            if bought is None or not any(e.state in cost_rollup.OPENING_STATES for e in history):
                 continue
-            month = purchased.at.strftime("%Y-%m")
+            purchased = first_entry(history, State.PURCHASED)
+            month = purchased.at.strftime("%Y-%m") if purchased else str(bought["start_time"])[:7]
             body = next((i for i in items if i["sk"] == REQUEST), {}).get("request") or {}
-            bought = next((i for i in items if i["sk"] == PURCHASE), {})
             reservation = cost_rollup.Reservation(
                 team=body.get("team"),
                 instance_type=body.get("instance_type"),
