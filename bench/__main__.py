@@ -16,7 +16,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import cold_start, goals, ranking, right_size, search_latency, slack_ack, transitions, walltime
+from bench import (
+    cold_start,
+    costs_read,
+    goals,
+    ranking,
+    right_size,
+    search_latency,
+    slack_ack,
+    transitions,
+    walltime,
+)
 from bench.report import Section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[bool], Section]] = {
     "6": ranking.run,
     "7": goals.run,
     "8": right_size.run,
+    "9": costs_read.run,
 }
 
 

@@ -275,6 +275,80 @@ def check_money_recorded(facts: Facts) -> list[str]:
     return problems
 
 
+_ROLLUP_OPENS = frozenset({"PURCHASED", "DEPLOYING", "RELEASING", "RELEASED"})
+"""The entries that open a reservation's costs rollup once it has a ``PURCHASE`` (capacity.cost_rollup)."""
+
+
+def check_cost_rollup(facts: Facts) -> list[str]:
+    """The costs rollup equals the ledger's sums (issue 31): each reservation bought by the chain has its
+    rollup item, whose money is the sum of its entries' money and, once ``RELEASED``, whose final pay is that
+    money (a training plan or capacity block) or the cost summary's on-demand cost of what ran (on demand);
+    each team-month's cells sum its reservations' items; the index lists every team-month. (A reservation
+    with a ``PURCHASE`` counts once ``PURCHASED``, or for capacity run on demand once it deploys or is
+    released.)"""
+    if not facts.rollup_read:  # facts made by hand, without a table
+        return []
+    problems: list[str] = []
+    lines = {str(i["reservation"]): i for i in facts.rollup if str(i["sk"]).startswith("R#")}
+    chain = {facts.request_id: facts.items, **facts.successors}
+    for rid, items in chain.items():
+        history = [i for i in items if str(i["sk"]).startswith("STATE#")]
+        bought = any(i["sk"] == "PURCHASE" for i in items)
+        if not bought or not any(i.get("state") in _ROLLUP_OPENS for i in history):
+            continue
+        money = sum(
+            (Decimal(str(i["money_usd"])) for i in history if i.get("money_usd") is not None), Decimal(0)
+        )
+        line = lines.get(rid)
+        if line is None:
+            problems.append(f"costs rollup: {rid} was bought but has no rollup item")
+            continue
+        if Decimal(str(line["money_usd"])) != money:
+            problems.append(f"costs rollup: {rid} has ${line['money_usd']}, its entries ${money}")
+        released = next((i for i in history if i.get("state") == "RELEASED"), None)
+        if released is not None and not line.get("final"):
+            problems.append(f"costs rollup: {rid} is released but its rollup item is still open")
+        if released is not None and line.get("final"):
+            summary = (released.get("detail") or {}).get("summary") or {}
+            on_demand = line.get("market") in ("on-demand", "spot")
+            want = Decimal(str(summary.get("on_demand_equivalent_served_usd") or 0)) if on_demand else money
+            if Decimal(str(line["final"]["paid_usd"])) != want:
+                problems.append(
+                    f"costs rollup: {rid} was paid ${line['final']['paid_usd']}, its ledger says ${want}"
+                )
+    problems += _rollup_totals(facts.rollup, lines)
+    return problems
+
+
+def _rollup_totals(rollup: list[dict[str, Any]], lines: dict[str, dict[str, Any]]) -> list[str]:
+    """Each team-month's cells against the sum of its reservations' items, and the index."""
+    problems: list[str] = []
+    index = next((i for i in rollup if i["sk"] == "INDEX"), {})
+    listed = {tuple(p) for p in index.get("team_months") or []}
+    for total in (i for i in rollup if i["sk"] == "#TOTAL"):
+        pk = str(total["request_id"])
+        own = [line for line in lines.values() if line["request_id"] == pk]
+        cells = list((total.get("cells") or {}).values())
+        paid = sum((Decimal(str(c["paid_usd"])) for c in cells), Decimal(0))
+        want = sum(
+            (Decimal(str((line.get("final") or {}).get("paid_usd", line["money_usd"]))) for line in own),
+            Decimal(0),
+        )
+        count = sum(int(c["reservations"]) for c in cells)
+        if (count, paid) != (len(own), want):
+            problems.append(
+                f"costs rollup: {pk} counts {count} reservations, ${paid}; its items {len(own)}, ${want}"
+            )
+        still_open = sorted(str(line["reservation"]) for line in own if not line.get("final"))
+        if sorted(total.get("open") or {}) != still_open:
+            problems.append(
+                f"costs rollup: {pk} has {sorted(total.get('open') or {})} open, not {still_open}"
+            )
+        if (str(total.get("team") or "(none)"), str(total["month"])) not in listed:
+            problems.append(f"costs rollup: the index does not list {pk}")
+    return problems
+
+
 TRANSIENT_ERRORS = frozenset(
     {"RetryableAwsError", "Sandbox.Timedout", "States.Timeout", "Lambda.Unknown", "PurchaseUnconfirmed"}
 )
@@ -810,6 +884,7 @@ def _utc(text: Any) -> datetime:
 
 
 CHECKS: tuple[Callable[[Facts], list[str]], ...] = (
+    check_cost_rollup,
     check_double_purchase,
     check_budget,
     check_extensions,

@@ -1,5 +1,7 @@
 """What a lifecycle left behind (:func:`collect_facts`): the ledger, the training plans and capacity
-blocks the emulator sold, the AWS calls that succeeded, what still bills, the Slack messages."""
+blocks the emulator sold, the AWS calls that succeeded, what still bills, the Slack messages.
+
+Over 400 lines: one collection of everything the checks read, with the small readers they share."""
 
 from __future__ import annotations
 
@@ -124,6 +126,10 @@ class Facts:
     """The approvals (API paths) answered 200 to an approver who had changed ``serve_until`` of the chain."""
     invalid_deliveries: list[str] = field(default_factory=list)
     """The invalid or conflicting ``ReservationRequested`` variants put on the bus about the request."""
+    rollup: list[dict[str, Any]] = field(default_factory=list)
+    """Every item of the costs rollup (partitions ``COSTS#...`` and ``COSTS``, issue 31) as plain values."""
+    rollup_read: bool = False
+    """``rollup`` was read from the lifecycle's table (facts made by hand in tests have none to read)."""
 
     def history(self) -> list[dict[str, Any]]:
         """The ``STATE#`` items, oldest first."""
@@ -172,6 +178,27 @@ def ledger_items(cloud: LocalCloud, request_id: str, client: Any = None) -> list
     with cloud.dispatcher.exempt():
         while True:
             page = client.query(**kwargs)
+            items.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return [{key: _plain(value) for key, value in item.items()} for item in items]
+
+
+def rollup_items(cloud: LocalCloud, client: Any = None) -> list[dict[str, Any]]:
+    """Every costs rollup item (partitions starting ``COSTS``) as plain values: a scan of the lifecycle's own
+    small table (no faults: the soak's own reads)."""
+    client = client or cloud.client("dynamodb")
+    kwargs: dict[str, Any] = {
+        "TableName": cloud.stack.physical_id("LedgerTable"),
+        "FilterExpression": "begins_with(request_id, :c)",
+        "ExpressionAttributeValues": {":c": {"S": "COSTS"}},
+        "ConsistentRead": True,
+    }
+    items: list[dict[str, Any]] = []
+    with cloud.dispatcher.exempt():
+        while True:
+            page = client.scan(**kwargs)
             items.extend(page["Items"])
             if "LastEvaluatedKey" not in page:
                 break
@@ -358,6 +385,8 @@ def collect_facts(
         release_margin_minutes=int(request.get("release_margin_minutes") or 60),
         causer_approvals_accepted=list(causer_approvals_accepted),
         invalid_deliveries=list(invalid_deliveries),
+        rollup=rollup_items(cloud),
+        rollup_read=True,
     )
 
 

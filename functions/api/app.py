@@ -487,9 +487,21 @@ def get_costs(
     group_by: Annotated[
         Literal["team", "instance_type", "region"], Query(description="what a row is")
     ] = "team",
+    limit: Annotated[
+        int, Query(ge=1, le=1000, description="reservations listed per page (the rows count them all)")
+    ] = 100,
+    next_token: Annotated[
+        str | None, Query(max_length=2048, description="the previous page's next_token")
+    ] = None,
 ) -> Response[Any]:
-    """Every reservation with a purchase, grouped; ``totals.paid_usd`` is the sum of their fees."""
-    report = costs.cost_report(_ports(), team=team, month=month, group_by=group_by)
+    """Every reservation with a purchase, grouped, from the costs rollup (one item per team-month asked);
+    ``totals.paid_usd`` is the sum of their fees; ``reservations`` pages by ``limit``."""
+    try:
+        report = costs.cost_report(
+            _ports(), team=team, month=month, group_by=group_by, limit=limit, next_token=next_token
+        )
+    except ValueError as exc:
+        return _problems(400, [FieldError("next_token", str(exc))])
     accept = (app.current_event.headers or {}).get("accept") or (app.current_event.headers or {}).get(
         "Accept"
     )

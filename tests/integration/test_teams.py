@@ -8,9 +8,13 @@ import io
 import json
 import re
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from capacity.ledger import Ledger
+from capacity.logic.cost_reconcile import reconcile
+from capacity.logic.costs import ledger_report
 from capacity.record_kinds import APPROVAL_REFUSED
 
 from tests.integration.support import (
@@ -232,6 +236,13 @@ def test_costs_as_csv_have_a_header_a_row_per_team_and_totals_equal_to_the_fees(
             ("ml-eval", fees["ml-eval"]),
             ("total", fees["ml-eval"]),
         ]
+        # The rollup GET /costs read equals what every reservation's ledger gives (issue 31).
+        ledger = Ledger(cloud.stack.physical_id("LedgerTable"), cloud.client("dynamodb"), clock=cloud.now)
+        ports: Any = SimpleNamespace(ledger=ledger, clock=cloud.now)
+        assert reconcile(ports)["differences"] == []
+        slow = ledger_report(ports)
+        assert json_report["rows"] == slow["rows"]
+        assert json_report["totals"] == slow["totals"]
 
 
 def test_another_teams_member_can_neither_cancel_nor_extend_a_reservation_its_team_can() -> None:

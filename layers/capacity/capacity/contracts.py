@@ -877,3 +877,5 @@ class CostReport(_Body):
     rows: list[CostRow]
     totals: CostRow
     reservations: list[dict[str, Any]]
+    next_token: str | None = None
+    """The next page of ``reservations`` (``limit`` per page), null on the last; rows and totals count all."""

@@ -13,7 +13,10 @@ in the catalogue :mod:`capacity.record_kinds`. This module writes the lifecycle'
 as each change, on the condition that it still holds the version the change was decided from, so it is never
 behind the history and a write that lands late never moves it back), ``OUTCOME``, ``REQUEST``, ``RESUME#``
 and the claims of brought reservations (partition ``BROUGHT#<reservation ARN>``: :meth:`Ledger.claim_brought`,
-:meth:`Ledger.brought_by`).
+:meth:`Ledger.brought_by`), and the costs rollup (issue 31,
+:mod:`capacity.cost_rollup`: partitions ``COSTS#<team>#<month>`` and ``COSTS``, and ``COST`` in the
+reservation's), written in the transaction of each entry that carries money (and of ``RELEASED``, with the
+reservation's final figures), each replaced whole on its ``version``.
 
 Every item carries a ``write_id``. A botocore retry of a put that did commit (a timeout after the write)
 meets its own item: :meth:`Ledger.put_once` recognises it by the ``write_id`` and reports success
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from capacity import cost_rollup
 from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
 from capacity.errors import (
@@ -45,7 +49,15 @@ from capacity.errors import (
 )
 from capacity.lifecycle import RULES, Event, Snapshot, Verdict, decide, event_of
 from capacity.pricing import money_str
-from capacity.record_kinds import BROUGHT_PREFIX, CURRENT, OUTCOME, REQUEST, RESUME_PREFIX, STATE_PREFIX
+from capacity.record_kinds import (
+    BROUGHT_PREFIX,
+    CURRENT,
+    OUTCOME,
+    PURCHASE,
+    REQUEST,
+    RESUME_PREFIX,
+    STATE_PREFIX,
+)
 from capacity.records import LedgerEntry, State
 from capacity.request import ReservationRequest, parse_request
 from capacity.timeutil import iso_ms, utcnow
@@ -81,6 +93,8 @@ class Ledger:
         self._table = table_name
         self._client = client
         self._clock = clock
+        self.rollup = cost_rollup.RollupStore(table_name, client)
+        """Reads of the costs rollup (:class:`~capacity.cost_rollup.RollupStore`)."""
 
     # ----------------------------------------------------------------------------- generic items
 
@@ -263,6 +277,7 @@ class Ledger:
         detail: Mapping[str, Any] | None = None,
         money_usd: Decimal | None = None,
         key: str | None = None,
+        spend: Mapping[str, Any] | None = None,
     ) -> LedgerEntry | None:
         """Record ``event`` if the lifecycle's table allows it from the reservation's current snapshot: the
         entry (``STATE#<now ms>#<seq>``, when the event records one), the new :data:`CURRENT` and, for an
@@ -277,6 +292,11 @@ class Ledger:
             money_usd: the money the entry records (a fee; negative: a refund).
             key: the money in flight the event opens or closes (``MONEY_CALL``, ``MONEY_SETTLED``,
                 ``EXTEND``).
+            spend: the reservation's final figures, with ``RELEASED`` (``reservation_spend`` at the release):
+                the costs rollup closes the reservation with them.
+
+        An entry with money (and ``PURCHASED``, and ``RELEASED`` with ``spend``) updates the costs rollup in
+        the same transaction (:mod:`capacity.cost_rollup`).
 
         Returns:
             The entry written; None when the event was skipped (done already: a retry, a duplicate, a late
@@ -297,7 +317,7 @@ class Ledger:
                 raise _refusal(request_id, event, verdict)
             try:
                 return self._commit(
-                    request_id, snapshot, verdict, _Entry(actor, dict(detail or {}), money_usd), taken
+                    request_id, snapshot, verdict, _Entry(actor, dict(detail or {}), money_usd, spend), taken
                 )
             except _Lost as lost:
                 taken = lost.taken or taken
@@ -330,6 +350,7 @@ class Ledger:
             state_item = self._new_item(request_id, sk, attributes, wid)
             writes.append(_put_new(self._table, state_item))
             after = replace(after, state_sk=sk)
+            writes.extend(self._rollup_writes(request_id, verdict.records, sk, entry, wid))
         if verdict.records is not None and after.outcome is not None and after.outcome != before.outcome:
             # The outcome's marker (readers that only need "has it ended?" read this one item).
             marker: dict[str, Any] = {
@@ -365,6 +386,65 @@ class Ledger:
             stolen = state_item is not None and reasons[:1] == ["ConditionalCheckFailed"]
             raise _Lost(str(state_item["sk"]) if stolen and state_item else None) from exc
         return _entry(state_item) if state_item is not None else None
+
+    def _rollup_writes(
+        self, request_id: str, records: State, sk: str, entry: _Entry, wid: str
+    ) -> list[dict[str, Any]]:
+        """The costs rollup's writes for the entry ``sk`` (none when it carries no money and is neither
+        ``PURCHASED`` nor a release's figures, or when the reservation has no rollup: nothing was bought)."""
+        purchased = records is State.PURCHASED
+        opens = records in cost_rollup.OPENING_STATES
+        if entry.money_usd is None and entry.spend is None and not opens:
+            return []
+        writes: list[dict[str, Any]] = []
+        pointer = self.get(request_id, cost_rollup.POINTER)
+        if pointer is None:
+            bought = self.get(request_id, PURCHASE)
+            if bought is None:
+                return []
+            # PURCHASED's month (the money committed); on demand has none: the launch's (its start)
+            month = (
+                sk[len(STATE_PREFIX) : len(STATE_PREFIX) + 7] if purchased else str(bought["start_time"])[:7]
+            )
+            reservation = self._rollup_reservation(request_id, bought)
+            change = cost_rollup.Change(request_id, month, entry.money_usd, True, entry.spend)
+            pk = cost_rollup.partition(reservation.team, month)
+            line = cost_rollup.new_line(change, reservation)
+            total = self.rollup.get(pk, cost_rollup.TOTAL) or cost_rollup.new_total(reservation.team, month)
+            writes.append(
+                _put_new(self._table, self._new_item(request_id, cost_rollup.POINTER, {"rollup": pk}, wid))
+            )
+            index = cost_rollup.with_team_month(
+                self.rollup.get(cost_rollup.INDEX_PARTITION, cost_rollup.INDEX), reservation.team, month
+            )
+            if index is not None:
+                writes.append(cost_rollup.put_versioned(self._table, index))
+        else:
+            pk = str(pointer["rollup"])
+            found = self.rollup.get(pk, cost_rollup.LINE + request_id)
+            stored = self.rollup.get(pk, cost_rollup.TOTAL)
+            if found is None or stored is None:  # pragma: no cover - written with the pointer
+                return []
+            if entry.money_usd is None and entry.spend is None:  # opened already: nothing moves
+                return []
+            line, total = found, stored
+            change = cost_rollup.Change(request_id, str(line["month"]), entry.money_usd, False, entry.spend)
+        line, total = cost_rollup.apply(change, line, total)
+        writes.append(cost_rollup.put_versioned(self._table, line))
+        writes.append(cost_rollup.put_versioned(self._table, total))
+        return writes
+
+    def _rollup_reservation(self, request_id: str, purchase: Mapping[str, Any]) -> cost_rollup.Reservation:
+        """What the rollup keeps of a reservation bought now: its request's team and instance type, its
+        purchase's region, market and whether it was brought."""
+        request = (self.get(request_id, REQUEST) or {}).get("request") or {}
+        return cost_rollup.Reservation(
+            team=request.get("team"),
+            instance_type=request.get("instance_type"),
+            region=purchase.get("region"),
+            market=str(purchase.get("market") or "reserved"),
+            brought=bool(purchase.get("brought")),
+        )
 
     def current_states(self, request_ids: Sequence[str]) -> dict[str, State]:
         """The latest state of each reservation from its :data:`CURRENT` item: one ``BatchGetItem`` (at most
@@ -443,6 +523,7 @@ class _Entry:
     actor: str
     detail: dict[str, Any]
     money_usd: Decimal | None
+    spend: Mapping[str, Any] | None = None
 
 
 class _Lost(Exception):  # noqa: N818 - internal: the write lost a race (never leaves the ledger)

@@ -257,6 +257,26 @@ ROLLOVER_TOLD = _kind("ROLLOVER_TOLD", "ROLLOVER_TOLD#<end>")
 """A person was told the reservation stops serving at ``<end>`` (``reason``), put by
 :mod:`capacity.logic.rollover`. Write-once."""
 
+# ------------------------------------------------------------------------------------ the costs rollup
+
+COSTS_PREFIX = "COSTS#"
+"""The partitions ``COSTS#<team>#<yyyy-mm>`` of the costs rollup (:mod:`capacity.cost_rollup`)."""
+COSTS_INDEX_PARTITION = "COSTS"
+"""The partition of :data:`COSTS_INDEX`."""
+COSTS_TOTAL = _kind("#TOTAL", partition="COSTS#<team>#<yyyy-mm>", replaced=True)
+"""A team-month's totals (``cells`` per instance type and region, the month's figures), sorted before every
+:data:`COSTS_LINE` of its partition; *replaced* whole on its ``version`` in the transaction of each entry that
+carries money (:meth:`capacity.ledger.Ledger.record`)."""
+COSTS_LINE = _kind("R#", "R#<request id>", partition="COSTS#<team>#<yyyy-mm>", replaced=True)
+"""One reservation's line of its team-month (``reservation``, ``team``, ``month``, its money and hours),
+*replaced* whole on its ``version`` with each of its entries that carries money and with ``RELEASED``."""
+COST_POINTER = _kind("COST")
+"""Where the reservation's rollup line lives (``rollup``: its team-month partition), in the reservation's own
+partition; put with its first rollup line. Write-once."""
+COSTS_INDEX = _kind("INDEX", partition=COSTS_INDEX_PARTITION, replaced=True)
+"""Every team-month that has a rollup (``team_months``: ``[[team, month], ...]``), replaced whole on its
+``version`` when a team-month opens (*replaced*)."""
+
 KINDS: Mapping[str, RecordKind] = dict(_KINDS)
 """Every kind, by its constant's value."""
 

@@ -30,6 +30,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from capacity import cost_rollup
 from capacity.ledger import history_of
 from capacity.logic.common import Purchase, first_entry, purchase_from
 from capacity.ports import Ports
@@ -266,10 +267,14 @@ def reservation_spend(
         against on-demand; a brought reservation pays 0 and has no saving nor price per used hour: null).
     """
     items = ports.ledger.items(request_id) if items is None else items
+    return _spend(items, now or ports.clock())
+
+
+def _spend(items: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any] | None:
+    """:func:`reservation_spend` from the reservation's ledger items."""
     purchase = purchase_from(items)
     if purchase is None:
         return None
-    now = now or ports.clock()
     history = history_of(items)
     voided = any(item["sk"] == PURCHASE_VOIDED for item in items)
     # what was paid: the upfront fee and every extension in place paid since (their hours are reserved too)
@@ -301,19 +306,170 @@ def reservation_spend(
     }
 
 
+REPORT_LIMIT = 100
+"""Reservations per page of ``GET /costs``' ``reservations`` (``limit``; at most :data:`MAX_REPORT_LIMIT`)."""
+MAX_REPORT_LIMIT = 1000
+
+
 def cost_report(
-    ports: Ports, *, team: str | None = None, month: str | None = None, group_by: GroupBy = "team"
+    ports: Ports,
+    *,
+    team: str | None = None,
+    month: str | None = None,
+    group_by: GroupBy = "team",
+    limit: int = REPORT_LIMIT,
+    next_token: str | None = None,
 ) -> dict[str, Any]:
     """``GET /costs``: paid, used and on-demand equivalent per group (``team``, ``instance_type`` or
-    ``region``) and month, over every reservation with a purchase (reads the ledger's listing).
+    ``region``) and month, over every reservation with a purchase, from the costs rollup
+    (:mod:`capacity.cost_rollup`): one item per team-month asked (a ``GetItem`` with ``team`` and ``month``,
+    else the index and a ``BatchGetItem``), plus one ledger query per reservation not yet released (its hours
+    still grow: they are read as they stand now), whatever the history.
+
+    ``reservations`` lists at most ``limit`` reservations (team, then month, then request id order; one
+    ``Query`` per team-month read); ``next_token`` pages on (null on the last page). The rows and totals
+    always count every reservation asked.
 
     Returns:
         ``{"group_by", "team", "month", "rows": [{"group", "month", "reservations", "paid_usd",
         "used_instance_hours", "reserved_instance_hours", "on_demand_equivalent_used_usd", "saving_usd"}],
-        "totals": {...the same sums}, "reservations": [{"request_id", "team", ...}]}``; the totals'
-        ``paid_usd``
-        is the sum of the reservations' fees.
+        "totals": {...the same sums}, "reservations": [{"request_id", "team", ...}], "next_token"}``; the
+        totals' ``paid_usd`` is the sum of the reservations' fees.
+
+    Raises:
+        ValueError: ``next_token`` is not one this API gave, or ``limit`` is not 1 to 1,000.
     """
+    if not 1 <= limit <= MAX_REPORT_LIMIT:
+        raise ValueError(f"limit must be 1 to {MAX_REPORT_LIMIT}")
+    page_from = cost_rollup.decode_token(next_token) if next_token else None
+    now = ports.clock()
+    store = ports.ledger.rollup
+    if team is not None and month is not None:
+        found = store.get(cost_rollup.partition(team, month), cost_rollup.TOTAL)
+        totals = [found] if found else []
+    else:
+        wanted = [
+            (t, m)
+            for t, m in store.team_months()
+            if (team is None or t == team) and (month is None or m == month)
+        ]
+        totals = store.totals(wanted)
+    live: dict[str, dict[str, Any]] = {}
+    cells: list[tuple[str | None, str, dict[str, Any]]] = []
+    for total in totals:
+        team_of = total.get("team")
+        for key, cell in _cells_now(ports, total, now, live).items():
+            cells.append((team_of, str(total["month"]), cell | {"key": key}))
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for team_of, month_of, cell in cells:
+        value = team_of if group_by == "team" else cell.get(group_by)
+        groups.setdefault((str(value or cost_rollup.NO_TEAM), month_of), []).append(cell)
+    lines, token = _report_lines(store, totals, live, now, limit=limit, page_from=page_from)
+    return {
+        "group_by": group_by,
+        "team": team,
+        "month": month,
+        "rows": [_row(group_cells, group=g, month=m) for (g, m), group_cells in sorted(groups.items())],
+        "totals": _row([cell for _, _, cell in cells], group="total", month=month or "all"),
+        "reservations": lines,
+        "next_token": token,
+    }
+
+
+def _cells_now(
+    ports: Ports, total: Mapping[str, Any], now: datetime, live: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """A team-month's cells with its open reservations as they stand ``now`` (their ledger read, their line
+    kept in ``live``): the money the rollup counted for them replaced by their line's figures."""
+    cells = {key: dict(cell) for key, cell in (total.get("cells") or {}).items()}
+    for request_id, key in sorted((total.get("open") or {}).items()):
+        items = ports.ledger.items(request_id)
+        line = _line_from(request_id, items, now)
+        cell = cells.get(str(key))
+        if line is None or cell is None:  # pragma: no cover - an open reservation was bought
+            continue
+        live[request_id] = line
+        money = sum((e.money_usd for e in history_of(items) if e.money_usd is not None), Decimal(0))
+        on_demand = cost_rollup.dec(line.get("on_demand_equivalent_used_usd"))
+        for metric, amount in (
+            ("paid_usd", cost_rollup.dec(line["paid_usd"]) - money),
+            ("reserved_instance_hours", cost_rollup.dec(line["reserved_instance_hours"])),
+            ("used_instance_hours", cost_rollup.dec(line["used_instance_hours"])),
+            ("on_demand_equivalent_used_usd", on_demand),
+            ("on_demand_paid_here_usd", Decimal(0) if line.get("brought") else on_demand),
+        ):
+            cell[metric] = f"{cost_rollup.dec(cell.get(metric)) + amount:f}"
+    return cells
+
+
+def _report_lines(
+    store: cost_rollup.RollupStore,
+    totals: Sequence[Mapping[str, Any]],
+    live: Mapping[str, dict[str, Any]],
+    now: datetime,
+    *,
+    limit: int,
+    page_from: tuple[str, str] | None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the reservations' lines (at most ``limit``) and the token of the next, or None."""
+    lines: list[dict[str, Any]] = []
+    partitions = sorted(str(total["request_id"]) for total in totals)
+    for pk in partitions:
+        if page_from is not None and pk < page_from[0]:
+            continue
+        after = page_from[1] if page_from is not None and pk == page_from[0] else None
+        if len(lines) >= limit:
+            return lines, cost_rollup.encode_token(pk, after or "")
+        items, more = store.lines(pk, after=after, limit=limit - len(lines))
+        for item in items:
+            request_id = str(item["reservation"])
+            line = live.get(request_id) or _closed_line(item, now)
+            if line is not None:
+                lines.append(line)
+        if more:
+            return lines, cost_rollup.encode_token(pk, str(items[-1]["reservation"]))
+    return lines, None
+
+
+def _closed_line(item: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """A released reservation's line from its rollup item (its figures at the release, as of ``now``)."""
+    final = item.get("final")
+    if not final:  # pragma: no cover - an open reservation's line is read live
+        return None
+    return {
+        "request_id": item["reservation"],
+        "team": item.get("team"),
+        "instance_type": item.get("instance_type"),
+        "region": item.get("region"),
+        **final,
+        "as_of": iso_ms(now),
+    }
+
+
+def _row(cells: Sequence[Mapping[str, Any]], *, group: str, month: str) -> dict[str, Any]:
+    def total(metric: str) -> Decimal:
+        return sum((cost_rollup.dec(cell.get(metric)) for cell in cells), Decimal(0))
+
+    paid = total("paid_usd")
+    # A brought reservation adds what ran, never a saving: its fee is its buyer's, not in paid_usd.
+    saving = total("on_demand_paid_here_usd") - paid
+    return {
+        "group": group,
+        "month": month,
+        "reservations": sum(int(cell.get("reservations") or 0) for cell in cells),
+        "paid_usd": f"{usd(paid):f}",
+        "reserved_instance_hours": f"{total('reserved_instance_hours'):f}",
+        "used_instance_hours": f"{total('used_instance_hours'):f}",
+        "on_demand_equivalent_used_usd": f"{usd(total('on_demand_equivalent_used_usd')):f}",
+        "saving_usd": f"{usd(saving):f}",
+    }
+
+
+def ledger_report(
+    ports: Ports, *, team: str | None = None, month: str | None = None, group_by: GroupBy = "team"
+) -> dict[str, Any]:
+    """``GET /costs`` as it was computed before the rollup (issue 31): every reservation's ledger read (one
+    query each, O(history)). The reconciliation's reference and the tests' oracle; never a route's."""
     lines: list[dict[str, Any]] = []
     start: Mapping[str, Any] | None = None
     now = ports.clock()
@@ -345,8 +501,12 @@ def cost_report(
 
 def _line(ports: Ports, item: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
     request_id = str(item["request_id"])
-    items = ports.ledger.items(request_id)  # one query per reservation: spend, request and purchase
-    spend = reservation_spend(ports, request_id, now=now, items=items)
+    return _line_from(request_id, ports.ledger.items(request_id), now)  # one query: spend, request, purchase
+
+
+def _line_from(request_id: str, items: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any] | None:
+    """One reservation's line of ``GET /costs`` from its ledger items (None: nothing was bought)."""
+    spend = _spend(items, now)
     if spend is None:
         return None
     request = next((i for i in items if i["sk"] == REQUEST), {})

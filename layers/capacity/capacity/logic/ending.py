@@ -17,7 +17,7 @@ from capacity.lifecycle import Event
 from capacity.logic.attempts import live_hold_key
 from capacity.logic.chain import retire_endpoint
 from capacity.logic.common import Purchase, first_entry, post
-from capacity.logic.costs import release_summary
+from capacity.logic.costs import release_summary, reservation_spend
 from capacity.logic.forwarding import retire_forwarding
 from capacity.logic.on_demand_spend import settle_on_demand
 from capacity.logic.payment import refund
@@ -99,6 +99,8 @@ def record_released(
         detail={"reason": reason, "summary": summary.model_dump(mode="json")},
         # AWS charged nothing after all (a payment that failed once the release began): the fee comes back
         money_usd=refund(history, voided_item),
+        # its figures are final now: the costs rollup closes it with them, as GET /costs shows them (issue 31)
+        spend=reservation_spend(ports, step.request_id, now=ports.clock()),
     )
     try:  # released early (expiry warning, cancel, failure): the end-of-reservation schedule is not needed
         ports.scheduler.delete(release_schedule_name(step.request_id))

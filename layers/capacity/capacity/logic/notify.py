@@ -296,10 +296,6 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         or ledger.get(step.request_id, PURCHASE_INTENT) is not None
         or ledger.get(step.request_id, PURCHASE) is not None
     )
-    ports.events.put(
-        "ReservationFailed",
-        ReservationFailedDetail(request_id=step.request_id, error=error.Error, reason=reason),
-    )
     if attempted:
         ports.events.put(
             "ReleaseRequested", ReleaseRequestedDetail(request_id=step.request_id, reason="failed")
@@ -318,6 +314,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
             actor=ports.actor,
             detail={"error": error.Error, "reason": reason},
         )
+        _announce(ports, step.request_id, error.Error, reason)
         if written is not None:
             post(ports, messages.team_refusal(step.request_id, reason=reason))
         return NotifyOutput(notified=True, state=State.REJECTED.value)
@@ -333,6 +330,7 @@ def _failure(step: NotifyInput, ports: Ports) -> NotifyOutput:
         },
         money_usd=refund,  # AWS charged nothing for it: the money recorded at PURCHASED is reversed
     )
+    _announce(ports, step.request_id, error.Error, reason)
     if written is not None:
         fee = Decimal(str(bought.get("upfront_fee_usd") or 0)) if bought is not None else Decimal(0)
         spent = fee if fee > 0 and voided is None else None  # on demand pays by the hour, nothing upfront
@@ -459,3 +457,12 @@ def _tell_release_failure(
 def _current(ports: Ports, request_id: str) -> str | None:
     state = ports.ledger.current_state(request_id)
     return state.value if state else None
+
+
+def _announce(ports: Ports, request_id: str, error: str, reason: str) -> None:
+    """``ReservationFailed``, once the outcome is recorded (a retry puts it again): its subscribers act on the
+    reservation's current state (the roll-over tells a person when a successor ended), so the entry must be
+    there when they read it."""
+    ports.events.put(
+        "ReservationFailed", ReservationFailedDetail(request_id=request_id, error=error, reason=reason)
+    )
