@@ -46,6 +46,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import decimal
+import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import itertools
@@ -64,7 +66,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any, TextIO
 
 from localcloud.clock import VirtualClock
@@ -540,6 +542,29 @@ class _Invocation:
 _STREAM_CHARS = "0123456789abcdef"
 
 
+_HANDLER_CODE: dict[tuple[str, bytes], CodeType] = {}
+"""Compiled handler modules by path and source digest: every new execution environment executes its
+``app.py`` anew (its module-level code runs again, into a module of its own), but the text is compiled once
+per process. A code object is immutable; a changed file has another digest and is compiled again."""
+_HANDLER_CODE_LOCK = threading.Lock()
+
+
+class _HandlerLoader(importlib.machinery.SourceFileLoader):
+    """The source loader, with the compiled code kept in :data:`_HANDLER_CODE` (see there)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        source = self.get_data(path)
+        key = (path, hashlib.sha256(source).digest())
+        with _HANDLER_CODE_LOCK:
+            code = _HANDLER_CODE.get(key)
+        if code is None:
+            code = self.source_to_code(source, path)  # a SyntaxError is raised, and not kept, each time
+            with _HANDLER_CODE_LOCK:
+                _HANDLER_CODE[key] = code
+        return code
+
+
 class LambdaRuntime:
     """Runs the template's functions in-process (see the module docstring for the AWS behaviour kept).
 
@@ -1005,7 +1030,9 @@ class LambdaRuntime:
         for layer in spec.layer_dirs:
             if str(layer) not in sys.path:
                 sys.path.append(str(layer))
-        module_spec = importlib.util.spec_from_file_location(unique, module_file)
+        module_spec = importlib.util.spec_from_file_location(
+            unique, module_file, loader=_HandlerLoader(unique, str(module_file))
+        )
         if module_spec is None or module_spec.loader is None or not module_file.is_file():
             # Not cached: Lambda retries the init on the next invocation.
             return _Environment(

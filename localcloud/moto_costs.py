@@ -39,6 +39,11 @@
   (``botocore.hooks``' ``accepts_kwargs``: ``inspect.getfullargspec``) and every new session registers
   about two hundred built-in handlers (every Lambda environment, every deployer script opens sessions). For a
   plain function or method the answer depends on its code object alone: kept per code object.
+- Each of those registrations, and every event a client emits, first renames the event by botocore's alias
+  table (``EventAliaser._alias_event_name``: splitting and scanning the name against every alias), and each
+  session keeps its answers in a dictionary of its own, so every new session (every Lambda environment's)
+  works them all out again. With botocore's own alias table the answer depends on the name alone: one
+  dictionary for every session (an emitter given other aliases keeps its own).
 - A KMS key moto creates (every DynamoDB table with server-side encryption gets one) generates an RSA
   key pair: a fifteenth of a cloud's start-up. Keys of one key spec share one key pair, made once; nothing
   here signs or encrypts with them.
@@ -61,6 +66,7 @@ from botocore import hooks as botocore_hooks
 from botocore import loaders as botocore_loaders
 from botocore import session as botocore_session
 from botocore import useragent as botocore_useragent
+from botocore import utils as botocore_utils
 from moto.core import responses as moto_responses
 from moto.core.models import botocore_stubber as moto_botocore_stubber
 from moto.dynamodb import models as dynamodb_models
@@ -96,6 +102,7 @@ _loaders: dict[str | None, botocore_loaders.Loader] = {}
 _valid_names: set[tuple[Any, str]] = set()
 _key_pairs: dict[str, Any] = {}
 _kwargs_names: dict[CodeType, Any] = {}
+_event_names: dict[str, str] = {}
 _JSON_PATH_USERS = (
     ("moto.stepfunctions.parser.asl.utils.json_path", "parse"),  # jsonpath_ng.ext.parse
     ("moto.stepfunctions.parser.asl.component.common.path.result_path", "parse"),  # jsonpath_ng.parse
@@ -278,6 +285,19 @@ def _kwargs_per_code(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return accepts_kwargs
 
 
+def _shared_event_names(original: Callable[[Any, str], str]) -> Callable[[Any, str], str]:
+    def _alias_event_name(self: Any, event_name: str) -> str:
+        if self._event_aliases is not botocore_utils.EVENT_ALIASES:
+            return original(self, event_name)  # an emitter given aliases of its own
+        name = _event_names.get(event_name)
+        if name is None:
+            name = _event_names[event_name] = original(self, event_name)
+        return name
+
+    _alias_event_name._localcloud_cache = True  # type: ignore[attr-defined]  # see _once
+    return _alias_event_name
+
+
 def _cached_method_names(original: Callable[[object], list[str]]) -> Callable[[object], list[str]]:
     def method_names_from_class(clazz: object) -> list[str]:
         if not isinstance(clazz, type):
@@ -327,18 +347,22 @@ def _once(wrap: Callable[[Any], Any], function: Any) -> Any:
 
 @contextmanager
 def botocore_caches() -> Iterator[None]:
-    """Only botocore's shared data loader and its ``**kwargs`` check per code object (see the module
-    docstring), for a process that opens many sessions without a local cloud: the unit tests, whose every
-    test makes its own clients (a local cloud's :func:`install` wraps them again, harmlessly)."""
+    """Only botocore's shared data loader, its ``**kwargs`` check per code object and its event names'
+    aliases (see the module docstring), for a process that opens many sessions without a local cloud: the
+    unit tests, whose every test makes its own clients (a local cloud's :func:`install` wraps them again,
+    harmlessly)."""
     loader = botocore_session.__dict__["create_loader"]
     accepts = botocore_hooks.__dict__["accepts_kwargs"]
+    alias = botocore_hooks.EventAliaser.__dict__["_alias_event_name"]
     setattr(botocore_session, "create_loader", _once(_shared_loader, loader))  # noqa: B010
     setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
+    setattr(botocore_hooks.EventAliaser, "_alias_event_name", _once(_shared_event_names, alias))  # noqa: B010
     try:
         yield
     finally:
         setattr(botocore_session, "create_loader", loader)  # noqa: B010
         setattr(botocore_hooks, "accepts_kwargs", accepts)  # noqa: B010
+        setattr(botocore_hooks.EventAliaser, "_alias_event_name", alias)  # noqa: B010
 
 
 def install() -> None:
@@ -374,6 +398,9 @@ def install() -> None:
     accepts = botocore_hooks.__dict__["accepts_kwargs"]  # imported there from botocore.compat
     _saved.append((botocore_hooks, "accepts_kwargs", accepts))
     setattr(botocore_hooks, "accepts_kwargs", _once(_kwargs_per_code, accepts))  # noqa: B010
+    alias = botocore_hooks.EventAliaser.__dict__["_alias_event_name"]
+    _saved.append((botocore_hooks.EventAliaser, "_alias_event_name", alias))
+    setattr(botocore_hooks.EventAliaser, "_alias_event_name", _once(_shared_event_names, alias))  # noqa: B010
     for module_name, name in _JSON_PATH_USERS:
         module = importlib.import_module(module_name)
         parse_path = module.__dict__[name]

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import base64
+import importlib.machinery
 import json
 import os
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
+from localcloud.clock import VirtualClock
 from localcloud.contracts import AwsError
 from localcloud.faults import FaultKind, FaultRule
-from localcloud.lambdas import ASYNC_PAYLOAD_LIMIT_BYTES, marshal_response
-from tests.localcloud.runtime.rt_support import SECRET_ID, START, Harness, running_harness
+from localcloud.lambdas import ASYNC_PAYLOAD_LIMIT_BYTES, LambdaRuntime, marshal_response
+from tests.localcloud.runtime.rt_support import SECRET_ID, START, Harness, function_spec, running_harness
 
 
 def test_handler_gets_a_lambda_context_and_its_own_environment(harness: Harness) -> None:
@@ -334,3 +339,46 @@ def test_a_secret_one_function_cached_is_not_in_another_functions_cache(harness:
     reads = [c for c in harness.dispatcher.calls if c.operation == "GetSecretValue"]
     # The warm environment answered from its cache; the other function had to ask Secrets Manager itself
     assert len(reads) == 2
+
+
+def test_a_handler_is_compiled_once_and_every_environment_runs_it_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a function whose module counts, in a file beside it, how often its module-level code ran
+    code_dir = tmp_path / "counter"
+    code_dir.mkdir()
+    handler = code_dir / "app.py"
+    handler.write_text(
+        "from pathlib import Path\n"
+        "RUNS = Path(__file__).with_name('runs.txt')\n"
+        "RUNS.write_text(RUNS.read_text() + 'x' if RUNS.exists() else 'x')\n"
+        "def lambda_handler(event, context):\n"
+        "    return {'version': 1, 'inits': len(RUNS.read_text())}\n"
+    )
+    compiled: list[str] = []
+    original = importlib.machinery.SourceFileLoader.source_to_code
+
+    def counting(self: importlib.machinery.SourceFileLoader, data: Any, path: Any, **kwargs: Any) -> Any:
+        compiled.append(str(path))
+        return original(self, data, path, **kwargs)
+
+    monkeypatch.setattr(importlib.machinery.SourceFileLoader, "source_to_code", counting)
+    spec = replace(function_spec("hello"), name="rt-counter", code_dir=code_dir, layer_dirs=())
+
+    def cold_invoke() -> dict[str, Any]:
+        runtime = LambdaRuntime([spec], VirtualClock(START), {}, seed=7)  # a new runtime: no warm environment
+        try:
+            answer: dict[str, Any] = json.loads(runtime.invoke("rt-counter", b"{}").payload)
+            return answer
+        finally:
+            runtime.close()
+
+    # When two environments start cold
+    first, second = cold_invoke(), cold_invoke()
+    # Then each ran the module anew, from one compilation
+    assert (first, second) == ({"version": 1, "inits": 1}, {"version": 1, "inits": 2})
+    assert compiled == [str(handler)]
+    # and a changed file is compiled again: the new code runs
+    handler.write_text(handler.read_text().replace("'version': 1", "'version': 2"))
+    assert cold_invoke() == {"version": 2, "inits": 3}
+    assert compiled == [str(handler)] * 2

@@ -13,6 +13,7 @@ import pytest
 import xmltodict
 from botocore import useragent as botocore_useragent
 from botocore.exceptions import ClientError
+from botocore.hooks import EventAliaser, HierarchicalEmitter
 from moto import mock_aws
 from moto.core import responses as moto_responses
 from moto.core.utils import method_names_from_class
@@ -288,3 +289,24 @@ def test_step_functions_tasks_share_one_client_per_region_and_service(installed:
     assert other_region.meta.region_name == "eu-west-1"
     assert events.meta.service_model.service_name == "events"
     assert again.meta.config.retries["total_max_attempts"] == 1  # moto's own client settings
+
+
+def _emitter(aliases: dict[str, str] | None = None) -> Any:
+    """A session's emitter (botocore's stubs do not show its private aliasing method)."""
+    return EventAliaser(HierarchicalEmitter(), event_aliases=aliases)
+
+
+def test_every_session_shares_botocores_event_aliases_and_other_aliases_stay_apart(installed: None) -> None:
+    # Given botocore's own aliasing (a new emitter each, as every session has) and an emitter of other aliases
+    names = ["before-call.apigateway.GetRestApi", "needs-retry.s3", "creating-client-class.sagemaker", "x"]
+    expected = [_emitter()._alias_event_name(name) for name in names]  # kept now
+    fresh, other = _emitter(), _emitter({"s3": "storage"})
+    # Then a new session's emitter answers botocore's names from the shared answers, without working them out
+    assert [fresh._alias_event_name(name) for name in names] == expected
+    assert expected[0] == "before-call.api-gateway.GetRestApi"
+    assert fresh._alias_name_cache == {}
+    # and the other aliases are its own
+    assert other._alias_event_name("needs-retry.s3") == "needs-retry.storage"
+    assert fresh._alias_event_name("needs-retry.s3") == "needs-retry.s3"
+    moto_costs.uninstall()
+    assert _emitter()._alias_event_name(names[0]) == expected[0]

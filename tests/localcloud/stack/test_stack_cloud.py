@@ -530,3 +530,24 @@ def test_the_second_cloud_of_a_process_freezes_what_stays_and_nothing_of_the_fir
     # Then what stayed is out of the collector's way, and the first cloud was collected, not frozen
     assert frozen > 100_000
     assert gone() is None
+
+
+def test_a_running_cloud_collects_garbage_less_often_and_puts_the_thresholds_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given CPython's thresholds
+    before = gc.get_threshold()
+    monkeypatch.delenv("LOCALCLOUD_NO_GC_FREEZE", raising=False)
+    gc.set_threshold(2000, 10, 10)
+    try:
+        # When a cloud runs, its youngest generation is collected less often (the older ones: the same ratios)
+        with make_cloud():
+            assert gc.get_threshold() == (cloud_module.GC_YOUNG_THRESHOLD, 10, 10)
+        # Then the thresholds are put back when it stops
+        assert gc.get_threshold() == (2000, 10, 10)
+        # and LOCALCLOUD_NO_GC_FREEZE=1 leaves them alone
+        monkeypatch.setenv("LOCALCLOUD_NO_GC_FREEZE", "1")
+        with make_cloud():
+            assert gc.get_threshold() == (2000, 10, 10)
+    finally:
+        gc.set_threshold(*before)
