@@ -7,10 +7,19 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
+from capacity.errors import BudgetExceeded
 from capacity.events import ExtensionRequestedDetail
-from capacity.logic.extend import ExtendInput, extend_capacity, extension_spend
+from capacity.logic.common import load_request
+from capacity.logic.extend import (
+    ExtendInput,
+    extend_capacity,
+    extension_spend,
+    fees_in_flight,
+    require_extension_allowed,
+)
 from capacity.offerings import ExtensionOffering
-from capacity.record_kinds import EXTENSION
+from capacity.record_kinds import EXTENSION, EXTENSION_CALL, EXTENSION_INTENT
 from capacity.resources import Extension
 
 from tests.unit.conftest import Harness
@@ -76,3 +85,38 @@ def test_a_stale_extension_is_replaced_by_the_cheapest_fresh_offering(harness: H
     )
     assert [e.offering_id for e in harness.world.extension_history] == ["tpeo-cheap"]
     assert extension_spend(harness.ports, request_id) == Decimal("8900")
+
+
+def test_a_later_extension_is_judged_with_the_replacement_fee(harness: Harness) -> None:
+    """What defect 1 cost: $8,000 + $1,500 bought; a second $1,000 day is above the $10,000 budget (it fitted
+    when the first extension was counted at the stale $1,000), and a cancel names the $1,500 in flight."""
+    request_id = stale_then(
+        harness, extension("tpeo-fresh", "1500"), approval_above_usd="5000", max_upfront_fee_usd="10000"
+    )
+    assert fees_in_flight(harness.ports, request_id) == [("tpeo-stale", Decimal("1500"))]
+    second = ExtensionOffering(
+        offering_id="tpeo-second",
+        region="us-east-1",
+        start_time=PLAN_END + timedelta(hours=24),
+        end_time=PLAN_END + timedelta(hours=48),
+        duration_hours=24,
+        upfront_fee_usd=Decimal("1000"),
+    )
+    request = load_request(harness.ports, request_id)
+    with pytest.raises(BudgetExceeded, match=r"\$9,500.00 already committed"):
+        require_extension_allowed(request, harness.ports, second, extension_id="tpeo-second")
+
+
+def test_a_replacement_called_but_not_yet_recorded_counts_its_fee(harness: Harness) -> None:
+    """A Lambda killed after the replacement's call, before ``EXTENSION#``: the call's fee is counted."""
+    request = bought(harness)
+    fee = {"offering_id": "tpeo-stale", "upfront_fee_usd": "1000"}
+    harness.ledger.put_once(request.id, f"{EXTENSION_INTENT}#tpeo-stale", {"actor": "t", "offering": fee})
+    for at, offering in (
+        ("2026-12-01T09:00:00.000Z", fee),
+        ("2026-12-01T09:00:01.000Z", {"upfront_fee_usd": "1500"}),
+    ):
+        harness.ledger.put_once(
+            request.id, f"{EXTENSION_CALL}#tpeo-stale#{at}", {"actor": "t", "offering": offering}
+        )
+    assert extension_spend(harness.ports, request.id) == Decimal("9500")
