@@ -127,6 +127,10 @@ class World:
     endpoint_status_after_create: str = "Creating"
     models: set[tuple[str, str]] = field(default_factory=lambda: {("*", "llama-us-v3")})
     """``(region, model name)`` of the SageMaker models that exist (``*``: every region)."""
+    plan_extensions: list[Extension] = field(default_factory=list)
+    """The extension offerings every plan is offered (any duration; ``expired_ids`` applies)."""
+    extension_history: list[Extension] = field(default_factory=list)
+    """The extensions bought (``ExtendTrainingPlan``), ``pending`` payment."""
 
     def client(self, region: str, *_client: Any) -> FakeSageMaker:
         """Stands in for ``SageMakerAdapter(region, client)`` (the client is ignored)."""
@@ -207,15 +211,21 @@ class FakeSageMaker:
 
     def search_plan_extensions(self, plan_arn: str, hours: int) -> list[Extension]:
         self._log("SearchTrainingPlanOfferings", plan_arn=plan_arn, hours=hours)
-        return []  # extensions are tested on the local cloud (tests/integration/test_extensions.py)
+        # more are tested on the local cloud (tests/integration/test_extensions.py)
+        return [item for item in self.world.plan_extensions if item.offering_id not in self.world.expired_ids]
 
     def extend_training_plan(self, offering_id: str) -> Extension:
         self._log("ExtendTrainingPlan", offering_id=offering_id)
-        raise OfferingExpired(f"no extension offering {offering_id} in the fake")
+        found = next((item for item in self.world.plan_extensions if item.offering_id == offering_id), None)
+        if found is None or offering_id in self.world.expired_ids:
+            raise OfferingExpired(f"no extension offering {offering_id} in the fake")
+        bought = replace(found, status="pending")
+        self.world.extension_history.append(bought)
+        return bought
 
     def plan_extension_history(self, plan_arn: str) -> list[Extension]:
         self._log("DescribeTrainingPlanExtensionHistory", plan_arn=plan_arn)
-        return []
+        return list(self.world.extension_history)
 
     def find_training_plan(self, name: str) -> TrainingPlan | None:
         self._log("ListTrainingPlans", name=name)

@@ -18,8 +18,8 @@ extension id (the offering id the person chose: the same choice delivered twice 
    the offerings of the calls made, and what is found is adopted; a call made less than
    :data:`~capacity.logic.buy_once.CONSISTENCY_WINDOW` ago and not visible is waited for.
 4. ``EXTENSION_CALL#<id>#<time>`` with the offering, then the call; a stale offering is searched once more
-   (same duration) and its replacement bought if the rules allow it (not above the stale one's fee when it
-   needed approval), after the history shows the stale one was not bought after all.
+   (same duration) and its cheapest replacement bought if the rules allow it (not above the stale one's fee
+   when it needed approval), after the history shows the stale one was not bought after all.
 
 Confirmation (:func:`confirm_extension`): the extension is ``pending`` until AWS took the payment. Paid: the
 release schedule moves to the new end, ``EXTENDED`` is recorded with the fee (``money_usd``) and the new end,
@@ -216,8 +216,21 @@ def extension_spend(ports: Ports, request_id: str, *, excluding: str | None = No
         extension_id = str(intent["sk"]).split("#", 1)[1]
         if extension_id == excluding or extension_id in failed:
             continue
-        total += Decimal(str(intent["offering"]["upfront_fee_usd"]))
+        total += committed_fee(ports, request_id, extension_id, intent)
     return total
+
+
+def committed_fee(ports: Ports, request_id: str, extension_id: str, intent: Mapping[str, Any]) -> Decimal:
+    """USD the extension ``extension_id`` commits: the fee of the extension bought (``EXTENSION#<id>``)
+    once recorded; before that the dearest of the offering chosen (``intent``) and those called
+    (``EXTENSION_CALL``: a stale offering's replacement may cost more than the one chosen)."""
+    bought = ports.ledger.get(request_id, f"{EXTENSION}#{extension_id}")
+    if bought is not None:
+        return Decimal(str(bought["upfront_fee_usd"]))
+    offerings = [intent.get("offering") or {}] + [
+        call["offering"] for call in _items(ports, request_id, EXTENSION_CALL, extension_id)
+    ]
+    return max(Decimal(str(offering.get("upfront_fee_usd") or "0")) for offering in offerings)
 
 
 def hold_key(request_id: str, extension_id: str) -> str:
@@ -404,8 +417,7 @@ def fees_in_flight(ports: Ports, request_id: str) -> list[tuple[str, Decimal]]:
     out: list[tuple[str, Decimal]] = []
     for extension_id in in_flight(ports, request_id):
         intent = ports.ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}") or {}
-        offering = intent.get("offering") or {}
-        out.append((extension_id, Decimal(str(offering.get("upfront_fee_usd") or "0"))))
+        out.append((extension_id, committed_fee(ports, request_id, extension_id, intent)))
     return out
 
 
@@ -629,19 +641,22 @@ def _buy(  # noqa: PLR0917
     offering: ExtensionOffering,
 ) -> Extension:
     """The call for ``offering``; when stale, the history first (a committed call refused on its retry looks
-    stale), then one fresh search and its replacement within the rules."""
+    stale), then one fresh search and its cheapest replacement within the rules."""
     try:
         return _call(ports, purchase, extender, request, extension_id, offering)
     except OfferingExpired as exc:
         found = _find(extender, purchase, ports, {offering.offering_id})
         if found is not None:
             return found
-        fresh = [
-            item
-            for item in search_extensions(ports, request.id, offering.duration_hours)
-            if item.upfront_fee_usd
-            <= max(offering.upfront_fee_usd, request.approval_above_usd or offering.upfront_fee_usd)
-        ]
+        fresh = sorted(  # the cheapest first, as a purchase's replacement (ranking.replacement)
+            (
+                item
+                for item in search_extensions(ports, request.id, offering.duration_hours)
+                if item.upfront_fee_usd
+                <= max(offering.upfront_fee_usd, request.approval_above_usd or offering.upfront_fee_usd)
+            ),
+            key=lambda item: (item.upfront_fee_usd, item.offering_id),
+        )
         if not fresh:
             raise OfferingExpired(
                 f"{extender.what} extension offering {offering.offering_id} expired and a fresh search "
