@@ -33,7 +33,7 @@ from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
 from capacity.errors import RetryableAwsError
 from capacity.resources import Hold, HoldRefused, Limit, Rooms
-from capacity.teams import AccountPolicy, TeamPolicy
+from capacity.teams import AccountPolicy, Principals, TeamPolicy
 from capacity.timeutil import iso_z
 
 if TYPE_CHECKING:
@@ -132,6 +132,24 @@ class PolicyStore:
             "pk": "POLICY",
             "sk": "ACCOUNT",
             "policy": account.model_dump(mode="json"),
+            "updated_by": actor,
+            "updated_at": iso_z(now),
+        }
+        call_dynamodb(
+            "PutItem", lambda: self._client.put_item(TableName=self._table, Item=serialize_item(item))
+        )
+
+    def admins(self) -> Principals | None:
+        """Who administers (sees every team's reservations and spend), or None when nobody is named."""
+        item = self._get("POLICY", "ADMINS")
+        return Principals.model_validate(item["policy"]) if item else None
+
+    def put_admins(self, admins: Principals, *, actor: str, now: datetime) -> None:
+        """Set who administers (the seed's ``admins``)."""
+        item = {
+            "pk": "POLICY",
+            "sk": "ADMINS",
+            "policy": admins.model_dump(mode="json"),
             "updated_by": actor,
             "updated_at": iso_z(now),
         }

@@ -54,7 +54,7 @@ from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
-from capacity.logic.policy import charged_to, check_approver, may_act
+from capacity.logic.policy import Viewer, charged_to, check_approver, may_act
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -167,12 +167,16 @@ def submit_reservation(
     return result
 
 
-def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
+def get_reservation(request_id: str, ports: Ports, *, viewer: Viewer | None = None) -> dict[str, Any]:
     """The reservation as the API shows it: request summary, purchase, current state and history (one ledger
     query: the history is read from the same items).
 
+    Args:
+        viewer: who reads (:class:`~capacity.logic.policy.Viewer`); None: an internal read, unscoped.
+
     Raises:
-        ReservationNotFound: nothing is recorded for ``request_id``.
+        ReservationNotFound: nothing is recorded for ``request_id``, or ``viewer`` may not see it (404 too:
+            whether it exists is not revealed).
     """
     items = ports.ledger.items(request_id)
     if not items:
@@ -180,6 +184,8 @@ def get_reservation(request_id: str, ports: Ports) -> dict[str, Any]:
     by_sk = {item["sk"]: item for item in items}
     history = history_of(items)
     request = by_sk.get(REQUEST, {}).get("request") or {}
+    if viewer is not None and not viewer.sees(team=request.get("team"), requester=request.get("requester")):
+        raise ReservationNotFound(f"no reservation {request_id!r}")
     purchase = by_sk.get(PURCHASE)
     return {
         "request_id": request_id,
@@ -643,9 +649,11 @@ def list_reservations(
     team: str | None = None,
     limit: int = 20,
     next_token: str | None = None,
+    viewer: Viewer | None = None,
 ) -> dict[str, Any]:
     """The reservations, newest first, optionally only those whose current state is ``status`` and those
-    charged to ``team``.
+    charged to ``team``; only those ``viewer`` may see (:class:`~capacity.logic.policy.Viewer`; None: an
+    internal read, unscoped).
 
     Args:
         status: keep only reservations currently in this state (their latest ledger state).
@@ -661,9 +669,12 @@ def list_reservations(
 
     Raises:
         InvalidRequest: ``limit`` out of range or ``next_token`` not issued by this API.
+        NotPermitted: ``team`` names a team ``viewer`` may not see.
     """
     if not 1 <= limit <= MAX_LIST_LIMIT:
         raise InvalidRequest([FieldError("limit", f"must be between 1 and {MAX_LIST_LIMIT}")])
+    if viewer is not None:
+        viewer.require_team(team)
     start: dict[str, Any] | None = _decode_token(next_token) if next_token else None
     found: list[dict[str, Any]] = []
     examined = 0
@@ -673,8 +684,10 @@ def list_reservations(
         for index, item in enumerate(items):
             examined += 1
             state = current.get(str(item["request_id"]))
-            charged = (item.get("request") or {}).get("team")
-            if (status is None or state is status) and (team is None or charged == team):
+            request = item.get("request") or {}
+            charged = request.get("team")
+            shown = viewer is None or viewer.sees(team=charged, requester=request.get("requester"))
+            if shown and (status is None or state is status) and (team is None or charged == team):
                 found.append(_listed(item, state))
             more = index < len(items) - 1 or last is not None
             if more and (len(found) >= limit or examined >= limit * _SCAN_FACTOR):

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from capacity import cost_rollup
 from capacity.ledger import history_of
 from capacity.logic.common import Purchase, first_entry, purchase_from
+from capacity.logic.policy import Viewer
 from capacity.ports import Ports
 from capacity.pricing import (
     break_even_utilisation,
@@ -319,6 +320,7 @@ def cost_report(
     group_by: GroupBy = "team",
     limit: int = REPORT_LIMIT,
     next_token: str | None = None,
+    viewer: Viewer | None = None,
 ) -> dict[str, Any]:
     """``GET /costs``: paid, used and on-demand equivalent per group (``team``, ``instance_type`` or
     ``region``) and month, over every reservation with a purchase, from the costs rollup
@@ -336,11 +338,20 @@ def cost_report(
         "totals": {...the same sums}, "reservations": [{"request_id", "team", ...}], "next_token"}``; the
         totals' ``paid_usd`` is the sum of the reservations' fees.
 
+    Only the teams ``viewer`` may see are counted (:class:`~capacity.logic.policy.Viewer`: an administrator
+    sees every team, a caller the teams it is a member of or approves for; None: an internal read,
+    unscoped). Spend is per team: a caller's own reservations charged to a team it may not see (or to no
+    team) are not counted.
+
     Raises:
         ValueError: ``next_token`` is not one this API gave, or ``limit`` is not 1 to 1,000.
+        NotPermitted: ``team`` names a team ``viewer`` may not see (403).
     """
     if not 1 <= limit <= MAX_REPORT_LIMIT:
         raise ValueError(f"limit must be 1 to {MAX_REPORT_LIMIT}")
+    if viewer is not None:
+        viewer.require_team(team)
+    seen = None if viewer is None else viewer.teams
     page_from = cost_rollup.decode_token(next_token) if next_token else None
     now = ports.clock()
     store = ports.ledger.rollup
@@ -351,7 +362,7 @@ def cost_report(
         wanted = [
             (t, m)
             for t, m in store.team_months()
-            if (team is None or t == team) and (month is None or m == month)
+            if (team is None or t == team) and (month is None or m == month) and (seen is None or t in seen)
         ]
         totals = store.totals(wanted)
     live: dict[str, dict[str, Any]] = {}

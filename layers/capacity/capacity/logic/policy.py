@@ -49,7 +49,7 @@ from capacity.record_kinds import APPROVAL_REFUSED, SERVE_UNTIL
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.succession import MAX_GENERATIONS
-from capacity.teams import AccountPolicy, TeamPolicy, instance_family, month_key, month_name
+from capacity.teams import AccountPolicy, Principals, TeamPolicy, instance_family, month_key, month_name
 from capacity.timeutil import iso_ms
 from capacity.validation import parse_model
 
@@ -299,6 +299,89 @@ def may_act(identity: str, requester: str | None, team_name: str | None, ports: 
         f"{identity} may not {doing} this reservation: only its requester ({requester or 'unknown'}), the "
         f"members of team {team_name or '(none)'} and its approvers may"
     )
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who reads, and what it may see (issue 29, point 2): **the** read rule of every door.
+
+    ``teams`` None: everything (an administrator); else the reservations, schedules and spend of these
+    teams, plus the caller's own requests (by ``identity``, its requester or a schedule's owner).
+    """
+
+    identity: str
+    teams: frozenset[str] | None
+
+    def sees(self, *, team: str | None, requester: str | None) -> bool:
+        """True when a reservation (or schedule) charged to ``team``, asked by ``requester``, is shown."""
+        if self.teams is None or (requester is not None and requester == self.identity):
+            return True
+        return team is not None and team in self.teams
+
+    def require_team(self, team: str | None) -> None:
+        """Refuse a ``team=`` filter naming a team this caller may not see.
+
+        Raises:
+            NotPermitted: 403, the message names the teams it may see.
+        """
+        if team is None or self.teams is None or team in self.teams:
+            return
+        mine = ", ".join(sorted(self.teams)) or "none (only your own requests)"
+        raise NotPermitted(
+            f"{self.identity} may not see team {team!r}: only its members, its approvers and administrators "
+            f"may; the teams you may see: {mine}"
+        )
+
+
+def is_admin(identity: str, ports: Ports) -> bool:
+    """``identity`` is one of the administrators the policy names (``admins`` of the seed, by ARN pattern or
+    Slack user, principal tag or Slack user group). False without a policy table or without ``admins``."""
+    store = ports.policy
+    admins = store.admins() if store is not None else None
+    if admins is None:
+        return False
+    return bool(
+        admins.by_arn_or_slack(identity)
+        or admins.by_tags(_tags_of(ports, identity, wanted=bool(admins.iam_principal_tags)))
+        or admins.by_groups(_groups_named(ports, identity, admins.slack_user_groups))
+    )
+
+
+def _tags_of(ports: Ports, identity: str, *, wanted: bool) -> dict[str, str] | None:
+    if not wanted or not identity.startswith("arn:"):
+        return None
+    return ports.iam.principal_tags(identity)
+
+
+def _groups_named(ports: Ports, identity: str, groups: Sequence[str]) -> frozenset[str]:
+    if not identity.startswith("slack:") or not groups:
+        return frozenset()
+    user = identity.removeprefix("slack:")
+    return frozenset(group for group in groups if user in ports.slack_directory.usergroup_users(group))
+
+
+def visible_teams(identity: str, ports: Ports) -> set[str] | None:
+    """The teams whose reservations, schedules and spend ``identity`` may read: None (all) for an
+    administrator; else the teams it is a member of and those it approves for. Without a policy table:
+    none (a caller then sees its own requests only, as only its requester may act on one: :func:`may_act`).
+
+    Raises:
+        SlackUnavailable, ConfigurationError: a Slack user group could not be read.
+    """
+    store = ports.policy
+    if store is None:
+        return set()
+    if is_admin(identity, ports):
+        return None
+    teams = store.teams()
+    mine = {team.name for team in teams_of(identity, ports)}
+    return mine | {team.name for team in teams if team.name not in mine and _approves(identity, team, ports)}
+
+
+def viewer(identity: str, ports: Ports) -> Viewer:
+    """The :class:`Viewer` of ``identity`` (:func:`visible_teams`)."""
+    teams = visible_teams(identity, ports)
+    return Viewer(identity, None if teams is None else frozenset(teams))
 
 
 @dataclass(frozen=True)
@@ -628,6 +711,7 @@ class PolicySeed(Model):
     model_config = ConfigDict(extra="forbid")
 
     account: AccountPolicy | None = None
+    admins: Principals | None = None
     teams: list[TeamPolicy] = Field(default_factory=list, max_length=500)
 
 
@@ -648,6 +732,8 @@ def apply_seed(data: Mapping[str, Any], store: PolicyStore, *, actor: str, now: 
         )
     if seed.account is not None:
         store.put_account(seed.account, actor=actor, now=now)
+    if seed.admins is not None:
+        store.put_admins(seed.admins, actor=actor, now=now)
     for team in seed.teams:
         store.put_team(team, actor=actor, now=now)
     return len(seed.teams)

@@ -48,7 +48,7 @@ from capacity.errors import (
 from capacity.jsonsafe import check_depth
 from capacity.logic import api
 from capacity.logic.checks import require_in_scope
-from capacity.logic.policy import may_act, resolve_team
+from capacity.logic.policy import Viewer, may_act, resolve_team
 from capacity.ports import Ports
 from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import as_utc, iso_z, parse_utc
@@ -342,20 +342,24 @@ def create_schedule(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
     return _view(stored)
 
 
-def get_schedule(name: str, ports: Ports) -> dict[str, Any]:
-    """The schedule ``name``.
+def get_schedule(name: str, ports: Ports, *, viewer: Viewer | None = None) -> dict[str, Any]:
+    """The schedule ``name``, if ``viewer`` may see it (its owner, the team its runs are charged to:
+    :class:`~capacity.logic.policy.Viewer`; None: an internal read, unscoped).
 
     Raises:
-        ScheduleNotFound: there is none.
+        ScheduleNotFound: there is none, or ``viewer`` may not see it (404 too: existence is not revealed).
     """
     stored = ports.request_schedules.get(name)
-    if stored is None:
+    if stored is None or not _shown(stored, ports, viewer):
         raise ScheduleNotFound(f"no schedule {name!r}")
     return _view(stored)
 
 
-def list_schedules(ports: Ports, *, limit: int = 20, next_token: str | None = None) -> dict[str, Any]:
-    """The schedules, by name: ``{"schedules": [...], "next_token"}`` (None after the last page).
+def list_schedules(
+    ports: Ports, *, limit: int = 20, next_token: str | None = None, viewer: Viewer | None = None
+) -> dict[str, Any]:
+    """The schedules ``viewer`` may see (None: all), by name: ``{"schedules": [...], "next_token"}`` (None
+    after the last page; a page may hold fewer than ``limit`` while ``next_token`` is set).
 
     Raises:
         InvalidRequest: ``limit`` not in 1..100 or a ``next_token`` this API did not issue.
@@ -365,14 +369,35 @@ def list_schedules(ports: Ports, *, limit: int = 20, next_token: str | None = No
     after = _decode_token(next_token) if next_token else None
     names = [name for name in ports.request_schedules.names() if after is None or name > after]
     page = names[:limit]
-    views = [view for view in (_safe_get(ports, name) for name in page) if view is not None]
+    views = [view for view in (_safe_get(ports, name, viewer) for name in page) if view is not None]
     more = len(names) > limit
     return {"schedules": views, "next_token": _encode_token(page[-1]) if more and page else None}
 
 
-def _safe_get(ports: Ports, name: str) -> dict[str, Any] | None:
+def _safe_get(ports: Ports, name: str, viewer: Viewer | None) -> dict[str, Any] | None:
     stored = ports.request_schedules.get(name)  # deleted between the listing and now: skip it
-    return _view(stored) if stored is not None else None
+    return _view(stored) if stored is not None and _shown(stored, ports, viewer) else None
+
+
+def _owner_and_team(stored: Mapping[str, Any], ports: Ports) -> tuple[str | None, str | None]:
+    """A schedule's owner (who created it) and the team its runs are charged to (the template's ``team``,
+    else the owner's only team; None when neither is known)."""
+    payload = json.loads(str((stored.get("Target") or {}).get("Input") or "{}"))
+    owner = payload.get("created_by")
+    owner = owner if isinstance(owner, str) else None
+    asked = (payload.get("schedule") or {}).get("request", {}).get("team")
+    team = asked if isinstance(asked, str) else None
+    if team is None and owner is not None:
+        with contextlib.suppress(NotPermitted):  # the owner left every team: only its owner may
+            team = resolve_team(owner, ports, None)
+    return owner, team
+
+
+def _shown(stored: Mapping[str, Any], ports: Ports, viewer: Viewer | None) -> bool:
+    if viewer is None or viewer.teams is None:
+        return True
+    owner, team = _owner_and_team(stored, ports)
+    return viewer.sees(team=team, requester=owner)
 
 
 def _encode_token(name: str) -> str:
@@ -427,15 +452,9 @@ def _require_may_delete(name: str, stored: Mapping[str, Any], ports: Ports, *, a
     Raises:
         NotPermitted: the message names who may.
     """
-    payload = json.loads(str((stored.get("Target") or {}).get("Input") or "{}"))
-    owner = payload.get("created_by")
-    asked = (payload.get("schedule") or {}).get("request", {}).get("team")
-    team = asked if isinstance(asked, str) else None
-    if team is None and isinstance(owner, str):
-        with contextlib.suppress(NotPermitted):  # the owner left every team: only its owner may
-            team = resolve_team(owner, ports, None)
+    owner, team = _owner_and_team(stored, ports)
     try:
-        may_act(actor, owner if isinstance(owner, str) else None, team, ports, doing="delete")
+        may_act(actor, owner, team, ports, doing="delete")
     except NotPermitted:
         raise NotPermitted(
             f"{actor} may not delete schedule {name!r}: only its owner ({owner or 'unknown'}), the "
