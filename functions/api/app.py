@@ -186,6 +186,12 @@ def _identity() -> str:
     return api.caller(app.current_event.raw_event)
 
 
+def _viewer(ports: Ports) -> policy.Viewer:
+    """The authenticated caller and what it may read (:func:`capacity.logic.policy.viewer`): every read
+    route's one rule."""
+    return policy.viewer(_identity(), ports)
+
+
 def _as_sent(request: ReservationRequest) -> dict[str, Any]:
     """The validated request as a dict, without the ``strategy`` the model defaulted.
 
@@ -258,7 +264,7 @@ def post_reservation(request: Annotated[ReservationRequest, Body()]) -> Response
 @app.get(
     "/reservations",
     summary="List reservations, newest first",
-    responses=_responses(200, "one page", ReservationList, 400, 422, 503),
+    responses=_responses(200, "one page", ReservationList, 400, 403, 422, 503),
     tags=["reservations"],
 )
 def list_reservations(
@@ -268,7 +274,10 @@ def list_reservations(
     next_token: NextToken = None,
 ) -> ReservationList:
     """One page of reservations (``next_token`` for the next)."""
-    page = api.list_reservations(_ports(), status=status, team=team, limit=limit, next_token=next_token)
+    ports = _ports()
+    page = api.list_reservations(
+        ports, status=status, team=team, limit=limit, next_token=next_token, viewer=_viewer(ports)
+    )
     return ReservationList.model_validate(page)
 
 
@@ -281,7 +290,8 @@ def list_reservations(
 def get_reservation(request_id: RequestId) -> ReservationView:
     """The reservation's state and history."""
     logger.set_correlation_id(request_id)
-    return ReservationView.model_validate(api.get_reservation(request_id, _ports()))
+    ports = _ports()
+    return ReservationView.model_validate(api.get_reservation(request_id, ports, viewer=_viewer(ports)))
 
 
 @app.post(
@@ -435,7 +445,9 @@ def post_schedule(definition: Annotated[ScheduleDefinition, Body()]) -> Response
 )
 def list_schedules(limit: Limit = 20, next_token: NextToken = None) -> ScheduleList:
     """One page of schedules, by name."""
-    return ScheduleList.model_validate(schedules.list_schedules(_ports(), limit=limit, next_token=next_token))
+    ports = _ports()
+    page = schedules.list_schedules(ports, limit=limit, next_token=next_token, viewer=_viewer(ports))
+    return ScheduleList.model_validate(page)
 
 
 @app.get(
@@ -446,7 +458,8 @@ def list_schedules(limit: Limit = 20, next_token: NextToken = None) -> ScheduleL
 )
 def get_schedule(name: ScheduleName) -> ScheduleView:
     """The schedule and its request template."""
-    return ScheduleView.model_validate(schedules.get_schedule(name, _ports()))
+    ports = _ports()
+    return ScheduleView.model_validate(schedules.get_schedule(name, ports, viewer=_viewer(ports)))
 
 
 @app.delete(
@@ -475,7 +488,7 @@ def delete_schedule(name: ScheduleName) -> ScheduleDeleted:
                 "text/csv": {"schema": {"type": "string"}},
             },
         },
-        **{code: ERRORS[code] for code in (400, 503)},
+        **{code: ERRORS[code] for code in (400, 403, 503)},
     },
     tags=["costs"],
 )
@@ -497,8 +510,15 @@ def get_costs(
     """Every reservation with a purchase, grouped, from the costs rollup (one item per team-month asked);
     ``totals.paid_usd`` is the sum of their fees; ``reservations`` pages by ``limit``."""
     try:
+        ports = _ports()
         report = costs.cost_report(
-            _ports(), team=team, month=month, group_by=group_by, limit=limit, next_token=next_token
+            ports,
+            team=team,
+            month=month,
+            group_by=group_by,
+            limit=limit,
+            next_token=next_token,
+            viewer=_viewer(ports),
         )
     except ValueError as exc:
         return _problems(400, [FieldError("next_token", str(exc))])

@@ -621,6 +621,6 @@ def test_gpu_costs_refuses_unknown_words_with_the_usage() -> None:
     from capacity.logic.slack_door import UsageError, _costs
 
     with pytest.raises(UsageError, match="by=owner"):
-        _costs(["by=owner"], None)  # type: ignore[arg-type]
+        _costs(["by=owner"], None, user_id="U1")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="not a month"):
-        _costs(["month=2026-13"], None)  # type: ignore[arg-type]
+        _costs(["month=2026-13"], None, user_id="U1")  # type: ignore[arg-type]
