@@ -378,9 +378,11 @@ def visible_teams(identity: str, ports: Ports) -> set[str] | None:
     return mine | {team.name for team in teams if team.name not in mine and _approves(identity, team, ports)}
 
 
-def viewer(identity: str, ports: Ports) -> Viewer:
-    """The :class:`Viewer` of ``identity`` (:func:`visible_teams`)."""
-    teams = visible_teams(identity, ports)
+def viewer(identity: str, ports: Ports, *, approves_all: bool = False) -> Viewer:
+    """The :class:`Viewer` of ``identity`` (:func:`visible_teams`). ``approves_all``: the door names
+    ``identity`` an approver of every reservation (Slack's ``SLACK_APPROVERS``, who may approve and cancel
+    any): it sees all, as an administrator does."""
+    teams = None if approves_all else visible_teams(identity, ports)
     return Viewer(identity, None if teams is None else frozenset(teams))
 
 

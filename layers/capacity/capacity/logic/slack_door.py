@@ -521,10 +521,10 @@ def command(form: Mapping[str, str], ports: Ports, door: Door) -> SlackAnswer:
         "help": _usage,
         "reserve": lambda: _reserve(args, ports, user_id=user_id, origin=origin),
         "plan": lambda: _plan(args, ports, door, user_id=user_id),
-        "status": lambda: _status(args, ports, user_id=user_id),
+        "status": lambda: _status(args, ports, door, user_id=user_id),
         "cancel": lambda: _cancel(args, ports, door, user_id=user_id),
         "schedule": lambda: _schedule(args, ports, door, user_id=user_id),
-        "costs": lambda: _costs(args, ports, user_id=user_id),
+        "costs": lambda: _costs(args, ports, door, user_id=user_id),
         "extend": lambda: _extend(args, ports, door, user_id=user_id),
         "serve": lambda: _serve(args, ports, door, user_id=user_id),
     }
@@ -650,15 +650,16 @@ def _one_id(args: Sequence[str], what: str) -> str:
 STATUS_LIST_LIMIT = 10
 
 
-def _viewer(user_id: str, ports: Ports) -> Viewer:
+def _viewer(user_id: str, ports: Ports, door: Door) -> Viewer:
     """Who reads at Slack (``slack:<user id>``) and what it may see: the one read rule of every door
-    (:func:`capacity.logic.policy.viewer`)."""
-    return viewer(f"slack:{user_id}", ports)
+    (:func:`capacity.logic.policy.viewer`); the deployment's Slack approvers, who may approve and cancel
+    any reservation, see all."""
+    return viewer(f"slack:{user_id}", ports, approves_all=user_id in door.approvers)
 
 
-def _status(args: Sequence[str], ports: Ports, *, user_id: str) -> SlackAnswer:
+def _status(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     if not args:  # the newest reservations, one line each
-        listed = api.list_reservations(ports, limit=STATUS_LIST_LIMIT, viewer=_viewer(user_id, ports))[
+        listed = api.list_reservations(ports, limit=STATUS_LIST_LIMIT, viewer=_viewer(user_id, ports, door))[
             "reservations"
         ]
         if not listed:
@@ -671,7 +672,7 @@ def _status(args: Sequence[str], ports: Ports, *, user_id: str) -> SlackAnswer:
         ]
         return _ephemeral(f"*The {len(lines)} newest reservations*\n" + "\n".join(lines))
     request_id = _one_id(args, "status")
-    found = api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports))
+    found = api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))
     history = found.get("history") or []
     steps = "\n".join(
         f"• {entry.get('at')}  {entry.get('state')}"
@@ -704,7 +705,7 @@ def _bought_label(purchase: Mapping[str, Any]) -> str:
 
 def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     request_id = _one_id(args, "cancel")
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports))  # 404 first
+    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door)
     if refused is not None:
         return _ephemeral(refused)
@@ -740,7 +741,7 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
         raise UsageError("give the reservation and how long: `/gpu extend <request id> 1d`")
     request_id = args[0]
     hours = _duration_hours(args[1]) if len(args) == 2 else 24
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports))  # 404 first
+    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door, doing="extend")
     if refused is not None:
         return _ephemeral(refused)
@@ -768,7 +769,7 @@ def _serve(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> Sl
         if key.lower() != "lead" or not sep:
             raise UsageError(f"`{args[3]}`: the only option is `lead=<hours>` (or `lead=2d`)")
         body["rollover_lead_hours"] = _lead_hours(value)
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports))  # 404 first
+    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door, doing="keep serving")
     if refused is not None:
         return _ephemeral(refused)
@@ -803,7 +804,7 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
         return
     request_id = str(chosen["request_id"])
     try:
-        scope = _viewer(user_id, ports) if user_id else None
+        scope = _viewer(user_id, ports, door) if user_id else None
         api.get_reservation(request_id, ports, viewer=scope)  # 404 first
         refused = _may_not_act(request_id, user_id, ports, door, doing="extend") if user_id else "no user"
         if refused is not None:
@@ -833,7 +834,7 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
     respond(response_url, requested.text, ephemeral=True, replace_original=True)
 
 
-def _costs(args: Sequence[str], ports: Ports, *, user_id: str) -> SlackAnswer:
+def _costs(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     """``/gpu costs [team=..] [month=yyyy-mm] [by=team|instance_type|region]``:
     :func:`capacity.logic.costs.cost_report` as a fixed-width table (paid, used of reserved instance-hours,
     on-demand equivalent, saving)."""
@@ -855,7 +856,7 @@ def _costs(args: Sequence[str], ports: Ports, *, user_id: str) -> SlackAnswer:
         team=options.get("team"),
         month=options.get("month"),
         group_by=group_by,  # type: ignore[arg-type]
-        viewer=_viewer(user_id, ports),
+        viewer=_viewer(user_id, ports, door),
     )
     header = (
         f"{group_by:<16}{'month':<9}{'paid':>12}{'used/reserved inst-h':>24}{'on demand':>12}{'saving':>12}"
@@ -962,7 +963,7 @@ def schedule_from_words(
 def _schedule(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     action = args[0].lower() if args else "list"
     if action == "list":
-        found = schedules.list_schedules(ports, limit=20, viewer=_viewer(user_id, ports))["schedules"]
+        found = schedules.list_schedules(ports, limit=20, viewer=_viewer(user_id, ports, door))["schedules"]
         if not found:
             return _ephemeral("No schedules. `/gpu help` shows how to make one.")
         lines = [
@@ -1073,7 +1074,7 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
     """The Cancel anyway press: the same rule as ``/gpu cancel`` (the requester or an approver), then the
     cancel with ``confirm``."""
     try:
-        scope = _viewer(user_id, ports) if user_id else None
+        scope = _viewer(user_id, ports, door) if user_id else None
         api.get_reservation(request_id, ports, viewer=scope)  # 404 first
         refused = _may_not_act(request_id, user_id, ports, door) if user_id else "no user"
         if refused is not None:
