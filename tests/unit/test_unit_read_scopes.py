@@ -1,27 +1,40 @@
-"""Who sees what a listing shows: the schedules' reads follow the reservations' and the costs'.
+"""Who sees what a read shows (issue 29, point 2): one rule, :func:`capacity.logic.policy.viewer`, at every
+read of both doors.
 
-A reviewer suspected ``GET /schedules`` (and ``/gpu schedule list``) of showing every team's schedules to
-any caller while ``GET /reservations`` and ``GET /costs`` showed a caller only its teams'. They do not: no
-read door of the project scopes by caller (IAM decides who may call the route at all:
-``deploy/requester-policy.json``, ``deploy/approver-policy.json``; then every team's items are shown, and
-``team=`` only filters). This pins that the schedules' reads scope exactly as the reservations' and the
-costs' do, in both doors: a caller-scoped read introduced for one of them and not the others fails here.
+A requester sees its own requests and those of the teams it is a member of; a team's approvers see that
+team; administrators (the policy's ``admins``) see all. Without a policy table a caller sees its own requests
+only (as only its requester may act on one). A reservation or schedule the caller may not see is a 404 (its
+existence is not revealed); a ``team=`` filter naming a team it may not see is a 403. ``GET /costs`` counts
+the teams the caller may see.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
+import pytest
+from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
 from capacity.adapters.scheduler import RequestSchedules
-from capacity.logic.api import list_reservations
+from capacity.errors import NotPermitted, ReservationNotFound, ScheduleNotFound
+from capacity.ledger import Ledger
+from capacity.logic import policy
+from capacity.logic.api import get_reservation, list_reservations
+from capacity.logic.costs import cost_report
+from capacity.logic.policy import Viewer, viewer, visible_teams
 from capacity.logic.schedules import create_schedule, get_schedule, list_schedules
+from capacity.request import parse_request
+from capacity.teams import Principals
 
-from tests.unit.conftest import Harness
-from tests.unit.test_unit_policy import ALICE, store  # noqa: F401 - fixture
+from tests.unit.conftest import REGION, Harness
+from tests.unit.test_unit_api_doors import CALLER, api, event, send  # noqa: F401 - fixture
+from tests.unit.test_unit_policy import ALICE, EVAL_APPROVER, OTHER_APPROVER, store  # noqa: F401 - fixture
 from tests.unit.test_unit_schedules import definition, schedules  # noqa: F401 - fixture
-from tests.unit.test_unit_steps import record
+from tests.unit.test_unit_slack_door import answer_of, command, door  # noqa: F401 - fixture
+from tests.unit.test_unit_steps import bought
+from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
 DOORS = (
@@ -29,11 +42,12 @@ DOORS = (
     ROOT / "layers" / "capacity" / "capacity" / "logic" / "slack_door.py",
 )
 READS = {"list_reservations", "get_reservation", "cost_report", "list_schedules", "get_schedule"}
-CALLER_WORDS = {"actor", "identity", "caller", "user_id", "viewer"}
+ADMIN = "arn:aws:sts::123456789012:assumed-role/PlatformAdmins/ada"
+STRANGER = "arn:aws:sts::123456789012:assumed-role/X/mallory"
 
 
-def _read_calls() -> list[tuple[str, str, bool]]:
-    """``(door, read, passes a caller)`` for every call of a read function in the two doors."""
+def _read_calls() -> list[tuple[str, str, ast.expr | None]]:
+    """``(door, read, the viewer= argument)`` for every call of a read function in the two doors."""
     found = []
     for path in DOORS:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -41,37 +55,154 @@ def _read_calls() -> list[tuple[str, str, bool]]:
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if name in READS:
-                scoped = bool(CALLER_WORDS & {k.arg for k in node.keywords if k.arg})
-                found.append((path.name, name, scoped))
+                passed = next((k.value for k in node.keywords if k.arg == "viewer"), None)
+                found.append((path.name, name, passed))
     return found
 
 
-def test_the_schedules_reads_are_scoped_as_the_reservations_and_costs_reads_in_both_doors() -> None:
+def test_every_read_of_both_doors_passes_the_callers_viewer() -> None:
     calls = _read_calls()
-    assert {(door, read) for door, read, _ in calls} >= {
+    assert {(where, read) for where, read, _ in calls} >= {
         ("app.py", "list_reservations"),
+        ("app.py", "get_reservation"),
         ("app.py", "cost_report"),
         ("app.py", "list_schedules"),
         ("app.py", "get_schedule"),
         ("slack_door.py", "list_reservations"),
+        ("slack_door.py", "get_reservation"),
         ("slack_door.py", "cost_report"),
         ("slack_door.py", "list_schedules"),
     }
-    assert {scoped for _, _, scoped in calls} == {False}  # none by caller today: one rule for all reads
+    unscoped = [(where, read) for where, read, passed in calls if passed is None]
+    assert unscoped == []  # a read without viewer= would show every team's items
+    built = {ast.unparse(passed) for _, _, passed in calls if passed is not None}
+    assert built <= {"_viewer(ports)", "_viewer(user_id, ports, door)", "scope"}
 
 
-def test_the_listings_show_a_teams_schedule_and_reservation_without_asking_who_reads(
+# ------------------------------------------------------------------------------------------ the rule
+
+
+def test_members_see_their_team_approvers_the_teams_they_approve_admins_all_strangers_none(
+    harness: Harness,
+    store: PolicyStore,  # noqa: F811 - the fixture
+) -> None:
+    assert visible_teams(ALICE, harness.ports) == {"ml-eval"}
+    assert visible_teams(EVAL_APPROVER, harness.ports) == {"ml-eval"}  # approves ml-eval, not research
+    assert visible_teams(OTHER_APPROVER, harness.ports) == {"research"}
+    assert visible_teams(STRANGER, harness.ports) == set()
+    assert visible_teams(ADMIN, harness.ports) == set()  # nobody is an admin until the policy says so
+    store.put_admins(
+        Principals(iam_principal_arns=["arn:aws:sts::123456789012:assumed-role/PlatformAdmins/*"]),
+        actor="t",
+        now=NOW,
+    )
+    assert visible_teams(ADMIN, harness.ports) is None
+    assert policy.is_admin(ADMIN, harness.ports)
+    assert not policy.is_admin(ALICE, harness.ports)
+
+
+def test_without_a_policy_table_a_caller_sees_its_own_requests_only(harness: Harness) -> None:
+    assert harness.ports.policy is None
+    assert visible_teams(ALICE, harness.ports) == set()
+    me = viewer(ALICE, harness.ports)
+    assert me.sees(team="ml-eval", requester=ALICE)
+    assert not me.sees(team="ml-eval", requester="someone-else")
+    assert viewer("slack:U0APPROVER", harness.ports, approves_all=True).teams is None
+
+
+def test_an_unseen_team_filter_is_refused_with_the_teams_the_caller_may_see() -> None:
+    with pytest.raises(NotPermitted, match=r"may not see team 'research'.*you may see: ml-eval"):
+        Viewer(ALICE, frozenset({"ml-eval"})).require_team("research")
+    Viewer(ALICE, None).require_team("research")  # an admin
+    with pytest.raises(NotPermitted, match=r"none \(only your own requests\)"):
+        Viewer(ALICE, frozenset()).require_team("ml-eval")
+
+
+# ----------------------------------------------------------------------------------- the logic reads
+
+
+def test_reservations_schedules_and_costs_are_shown_to_whom_the_rule_lets_see(
     harness: Harness,
     store: PolicyStore,  # noqa: F811 - the fixture
     schedules: RequestSchedules,  # noqa: F811 - the fixture
 ) -> None:
-    """Team ml-eval's schedule (by ALICE) and reservation are listed by reads that take no caller: what any
-    caller the IAM policy lets list sees (an approver of another team included)."""
     body = definition()
     body["request"] = body["request"] | {"team": "ml-eval", "regions": ["us-east-1"]}
     create_schedule(body, harness.ports, actor=ALICE)
-    record(harness, team="ml-eval")
-    listed = list_reservations(harness.ports)["reservations"]
-    assert [(r["request_id"], r["team"]) for r in listed] == [("demo-1", "ml-eval")]
-    assert [s["name"] for s in list_schedules(harness.ports)["schedules"]] == ["weekly-eval"]
-    assert get_schedule("weekly-eval", harness.ports)["request"]["team"] == "ml-eval"
+    bought(harness, team="ml-eval", requester=ALICE)
+    mate, approver, other = (
+        viewer(who, harness.ports)
+        for who in ("arn:aws:sts::123456789012:assumed-role/MlEval/bob", EVAL_APPROVER, OTHER_APPROVER)
+    )
+    for seeing in (mate, approver, viewer(ALICE, harness.ports), None):
+        listed = list_reservations(harness.ports, viewer=seeing)["reservations"]
+        assert [(r["request_id"], r["team"]) for r in listed] == [("demo-1", "ml-eval")]
+        assert get_reservation("demo-1", harness.ports, viewer=seeing)["request_id"] == "demo-1"
+        assert [s["name"] for s in list_schedules(harness.ports, viewer=seeing)["schedules"]] == [
+            "weekly-eval"
+        ]
+        assert get_schedule("weekly-eval", harness.ports, viewer=seeing)["request"]["team"] == "ml-eval"
+        report = cost_report(harness.ports, viewer=seeing)
+        assert [row["group"] for row in report["rows"]] == ["ml-eval"]
+        assert [line["request_id"] for line in report["reservations"]] == ["demo-1"]
+
+    assert list_reservations(harness.ports, viewer=other)["reservations"] == []
+    assert list_reservations(harness.ports, viewer=other, team="research")["reservations"] == []
+    with pytest.raises(ReservationNotFound, match="no reservation 'demo-1'"):  # 404, as if it did not exist
+        get_reservation("demo-1", harness.ports, viewer=other)
+    with pytest.raises(NotPermitted, match="may not see team 'ml-eval'"):
+        list_reservations(harness.ports, viewer=other, team="ml-eval")
+    assert list_schedules(harness.ports, viewer=other)["schedules"] == []
+    with pytest.raises(ScheduleNotFound, match="no schedule 'weekly-eval'"):
+        get_schedule("weekly-eval", harness.ports, viewer=other)
+    hidden = cost_report(harness.ports, viewer=other)
+    assert (hidden["rows"], hidden["reservations"], hidden["totals"]["paid_usd"]) == ([], [], "0.00")
+    with pytest.raises(NotPermitted, match="may not see team 'ml-eval'"):
+        cost_report(harness.ports, viewer=other, team="ml-eval")
+
+
+# ------------------------------------------------------------------------------------------ the doors
+
+
+def test_the_api_shows_a_caller_without_a_policy_table_its_own_reservations_only(
+    api: tuple[Any, str, FakeTasks],  # noqa: F811 - the fixture
+) -> None:
+    handler, _, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(
+        parse_request(request_body(request_id="mine", requester=CALLER), now=None), actor="t"
+    )
+    ledger.record_request(
+        parse_request(request_body(request_id="theirs", requester=ALICE), now=None), actor="t"
+    )
+    status, body = send(handler, event("GET", "/reservations"))
+    assert (status, [r["request_id"] for r in body["reservations"]]) == (200, ["mine"])
+    params = {"request_id": "theirs"}
+    status, body = send(
+        handler, event("GET", "/reservations/theirs", resource="/reservations/{request_id}", params=params)
+    )
+    assert (status, body["message"]) == (404, "no reservation 'theirs'")
+    status, body = send(handler, event("GET", "/costs", query={"team": "ml-eval"}))
+    assert status == 403
+    assert "may not see team 'ml-eval'" in body["message"]
+    status, body = send(handler, event("GET", "/costs"))
+    assert (status, body["rows"]) == (200, [])
+
+
+def test_slack_status_shows_a_user_its_own_reservations_and_the_deployments_approvers_all(
+    harness: Harness,
+    door: Any,  # noqa: F811 - the fixture
+) -> None:
+    mine = parse_request(request_body(request_id="slack-1", requester="slack:U0REQUESTER"), now=None)
+    harness.ledger.record_request(mine, actor="t")
+    assert (
+        answer_of(command(harness, door, "status slack-1", user="U0STRANGER"))[1]
+        == "no reservation 'slack-1'"
+    )
+    assert answer_of(command(harness, door, "status", user="U0STRANGER"))[1].startswith(
+        "No reservations yet."
+    )
+    assert "`slack-1`" in answer_of(command(harness, door, "status", user="U0REQUESTER"))[1]
+    assert "`slack-1`" in answer_of(command(harness, door, "status", user="U0APPROVER"))[1]
+    refused = answer_of(command(harness, door, "costs team=ml-eval", user="U0STRANGER"))[1]
+    assert "may not see team 'ml-eval'" in refused
