@@ -206,7 +206,9 @@ def test_costs_as_csv_have_a_header_a_row_per_team_and_totals_equal_to_the_fees(
         )
         fees = {"ml-platform": _fee(cloud, "platform-csv"), "ml-eval": _fee(cloud, "eval-csv")}
 
-        answer = cloud.api_request(api_event(None, method="GET", path="/costs", accept="text/csv"))
+        answer = cloud.api_request(
+            api_event(None, method="GET", path="/costs", accept="text/csv", caller=ADMIN)
+        )
         assert answer["statusCode"] == 200
         assert answer["multiValueHeaders"]["Content-Type"] == ["text/csv"]
         text = answer["body"]
@@ -225,11 +227,13 @@ def test_costs_as_csv_have_a_header_a_row_per_team_and_totals_equal_to_the_fees(
         assert fees["ml-eval"] != fees["ml-platform"]
         assert Decimal(rows[2]["reserved_instance_hours"]) == Decimal("216.00")  # (2 + 1) instances x 72 h
 
-        json_report = _call(cloud, api_event(None, method="GET", path="/costs"))[1]
+        json_report = _call(cloud, api_event(None, method="GET", path="/costs", caller=ADMIN))[1]
         assert json_report["totals"]["paid_usd"] == rows[2]["paid_usd"]
         assert sorted(r["request_id"] for r in json_report["reservations"]) == ["eval-csv", "platform-csv"]
         one = cloud.api_request(
-            api_event(None, method="GET", path="/costs", query={"team": "ml-eval"}, accept="text/csv")
+            api_event(
+                None, method="GET", path="/costs", query={"team": "ml-eval"}, accept="text/csv", caller=ADMIN
+            )
         )
         only = list(csv.DictReader(io.StringIO(one["body"])))
         assert [(r["group"], Decimal(r["paid_usd"])) for r in only] == [
@@ -269,3 +273,42 @@ def test_another_teams_member_can_neither_cancel_nor_extend_a_reservation_its_te
         assert status == 200, answer  # the dry run
         status, answer = _call(cloud, api_event(None, method="DELETE", path=cancel, caller=APPROVER))
         assert (status, answer["status"]) == (202, "CANCELLED")
+
+
+def test_each_caller_reads_only_its_teams_reservations_and_spend_approvers_theirs_and_admins_all() -> None:
+    """Issue 29, point 2: two teams' purchases; each team's member lists, reads and costs its own; the
+    approver of both teams and the admin see both; another team's reservation is a 404, its team= a 403."""
+    with make_cloud() as cloud:
+        assert _call(cloud, api_event(_request("platform-seen", max_upfront_fee_usd="12000")))[0] == 202
+        eval_body = _request("eval-seen", instance_count=1, max_upfront_fee_usd="4000")
+        assert _call(cloud, api_event(eval_body, caller=EVAL_MEMBER))[0] == 202
+        cloud.run(
+            stop_when=lambda: all("PURCHASED" in states(cloud, r) for r in ("platform-seen", "eval-seen"))
+        )
+
+        def read(caller: str, path: str, query: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+            return _call(cloud, api_event(None, method="GET", path=path, query=query, caller=caller))
+
+        for caller, team, own, other in (
+            (REQUESTER, "ml-platform", "platform-seen", "eval-seen"),
+            (EVAL_MEMBER, "ml-eval", "eval-seen", "platform-seen"),
+        ):
+            listed = read(caller, "/reservations")[1]["reservations"]
+            assert [r["request_id"] for r in listed] == [own]
+            assert read(caller, f"/reservations/{own}")[0] == 200
+            status, body = read(caller, f"/reservations/{other}")
+            assert (status, body["message"]) == (404, f"no reservation {other!r}")
+            report = read(caller, "/costs")[1]
+            assert [row["group"] for row in report["rows"]] == [team]
+            assert [line["request_id"] for line in report["reservations"]] == [own]
+            other_team = "ml-eval" if team == "ml-platform" else "ml-platform"
+            status, body = read(caller, "/costs", {"team": other_team})
+            assert status == 403
+            assert f"may not see team {other_team!r}" in body["message"]
+            assert read(caller, "/reservations", {"team": other_team})[0] == 403
+
+        for caller in (APPROVER, ADMIN):  # Approvers/* approve both teams; PlatformAdmins are the admins
+            listed = read(caller, "/reservations")[1]["reservations"]
+            assert sorted(r["request_id"] for r in listed) == ["eval-seen", "platform-seen"]
+            report = read(caller, "/costs")[1]
+            assert [row["group"] for row in report["rows"]] == ["ml-eval", "ml-platform"]
