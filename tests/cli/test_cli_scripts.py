@@ -84,8 +84,12 @@ def test_list_filters_by_team_and_pages_as_the_api_pages(cli: Cli, cloud: LocalC
         reserved = cli("reserve", *body, "--yes", "--no-watch", identity=identity)
         assert reserved.exit_code == 0, reserved.stderr
 
-    evals = cli("-o", "json", "list", "--team", "ml-eval", "--all")
+    # A member of ml-eval lists its team; ml-platform's requester may not (issue 29: one's own teams only)
+    evals = cli("-o", "json", "list", "--team", "ml-eval", "--all", identity=EVAL_ARN)
     assert evals.exit_code == 0, evals.stderr
+    refused = cli("-o", "json", "list", "--team", "ml-eval", "--all")
+    assert refused.exit_code == 3, refused.stderr
+    assert "may not see team 'ml-eval'" in refused.stderr
     assert [(r["request_id"], r["team"]) for r in json.loads(evals.stdout)["reservations"]] == [
         ("cli-list-eval", "ml-eval")
     ]
