@@ -100,8 +100,10 @@ def team_view(cloud: LocalCloud) -> dict[str, Any]:
 
 
 def costs(cloud: LocalCloud) -> dict[str, Any]:
-    """``GET /costs?team=ml-small``: what ran, per reservation."""
-    answer = cloud.api_request(api_event(None, method="GET", path="/costs", query={"team": "ml-small"}))
+    """``GET /costs?team=ml-small`` as the administrator: what ran, per reservation."""
+    answer = cloud.api_request(
+        api_event(None, method="GET", path="/costs", query={"team": "ml-small"}, caller=ADMIN)
+    )
     assert answer["statusCode"] == 200, answer
     report: dict[str, Any] = json.loads(answer["body"])
     return report

@@ -128,7 +128,7 @@ def test_get_unknown_is_404_and_known_shows_history(api: tuple[Any, str, FakeTas
     handler, _, _ = api
     assert call(handler, "GET", "/reservations/nope")[0] == 404
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="record_request")
     status, body = call(handler, "GET", "/reservations/demo-1")
     assert status == 200
     assert body["state"] == "REQUESTED"
@@ -141,7 +141,7 @@ def test_get_unknown_is_404_and_known_shows_history(api: tuple[Any, str, FakeTas
 def test_get_reads_the_ledger_in_one_query(api: tuple[Any, str, FakeTasks]) -> None:
     handler, _, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="record_request")
     seed(ledger, "demo-1", State.PLANNED, actor="choose_offering")
     queries: list[str] = []
     clients.dynamodb(REGION).meta.events.register(
@@ -158,7 +158,7 @@ def test_get_of_a_bought_reservation_with_its_spend_is_still_one_read(
 ) -> None:
     handler, _, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="record_request")
+    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="record_request")
     ledger.put_once(
         "demo-1",
         PURCHASE,

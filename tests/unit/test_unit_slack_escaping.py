@@ -97,7 +97,11 @@ def test_the_slack_door_escapes_what_it_echoes(harness: Harness) -> None:
         ["status", "reserve 2 ml.p5.48xlarge <!channel> models=a max=1", f"status {request.id}"]
     ):
         event = proxy_event(
-            "/slack/commands", command_body(text), secret=local_secret(), timestamp=STAMP + number
+            # the approver lists what it may see (every reservation: Slack's approvers see all)
+            "/slack/commands",
+            command_body(text, user_id="U0APPROVER"),
+            secret=local_secret(),
+            timestamp=STAMP + number,
         )
         answers.append(str(slack_door.handle(event, harness.ports, door).body["text"]))
     assert "&lt;!channel&gt;" in answers[0]  # the listing names the requester

@@ -184,7 +184,9 @@ def get_reservation(request_id: str, ports: Ports, *, viewer: Viewer | None = No
     by_sk = {item["sk"]: item for item in items}
     history = history_of(items)
     request = by_sk.get(REQUEST, {}).get("request") or {}
-    if viewer is not None and not viewer.sees(team=request.get("team"), requester=request.get("requester")):
+    # before the workflow recorded REQUEST (a POST whose event failed, then a DELETE), SUBMITTED names them
+    owner = request or by_sk.get(SUBMITTED, {})
+    if viewer is not None and not viewer.sees(team=owner.get("team"), requester=owner.get("requester")):
         raise ReservationNotFound(f"no reservation {request_id!r}")
     purchase = by_sk.get(PURCHASE)
     return {
