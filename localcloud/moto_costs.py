@@ -1,6 +1,9 @@
 """Work moto 5.2 and botocore repeat on every call, done once: the same answers at a fraction of the CPU
 (issue 14).
 
+Over 400 lines: one place for every patch of moto's and botocore's internals, each small, so an upgrade of
+either is checked against one module.
+
 - ``BaseResponse.call_action`` lists the response class's methods with ``inspect.getmembers`` on every
   request (``moto.core.utils.method_names_from_class``: about a millisecond for the large handler classes).
   A class's functions do not change while the process runs, so the list is kept per class.
