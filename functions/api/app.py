@@ -23,7 +23,7 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 - ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
 - Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
-  ``GET /admin/teams``, ``PUT /admin/account``.
+  ``GET /admin/teams``, ``PUT /admin/account``, ``GET|PUT /admin/admins``.
 
 Errors: 400 ``{"errors": [{"field", "message"}]}`` when the request breaks the schema (types, required
 fields, bounds, field rules); 413 when the body exceeds :data:`MAX_BODY_BYTES`; 422 (same body) when it
@@ -108,7 +108,7 @@ from capacity.ports import Ports
 from capacity.records import State
 from capacity.request import ReservationRequest
 from capacity.settings import Settings
-from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, TeamPolicyBody
+from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, Principals, TeamPolicyBody
 
 logger = Logger()
 app = APIGatewayRestResolver(
@@ -315,7 +315,8 @@ def post_approval(request_id: RequestId, decision: Annotated[ApprovalDecision, B
     """Approve or reject; the approver recorded is the caller's IAM identity, never the requester (403)."""
     logger.set_correlation_id(request_id)
     body = decision.model_dump(mode="json", exclude_none=True)
-    result = api.decide_approval(request_id, body, _ports(), identity=_identity())
+    ports = _ports()
+    result = api.decide_approval(request_id, body, ports, identity=_identity(), viewer=_viewer(ports))
     return ApprovalResult.model_validate(result)
 
 
@@ -344,7 +345,7 @@ def delete_reservation(
     """Cancel the reservation and release whatever it holds; a paid reservation only with ``confirm=true``."""
     logger.set_correlation_id(request_id)
     ports, identity = _ports(), _identity()
-    api.require_may_act(request_id, identity, ports, doing="cancel")
+    api.require_may_act(request_id, _viewer(ports), ports, doing="cancel")
     return _json(202, api.cancel_reservation(request_id, ports, actor=identity, confirm=confirm))
 
 
@@ -363,7 +364,7 @@ def post_extension(request_id: RequestId, body: Annotated[ExtensionBody, Body()]
     logger.set_correlation_id(request_id)
     sent = body.model_dump(mode="json", exclude_none=True)
     ports, identity = _ports(), _identity()
-    api.require_may_act(request_id, identity, ports, doing="extend")
+    api.require_may_act(request_id, _viewer(ports), ports, doing="extend")
     result = extension_request.request_extension(request_id, sent, ports, requester=identity)
     return _json(200 if result["dry_run"] else 202, result)
 
@@ -387,8 +388,9 @@ def post_extension_approval(
     """Approve or reject; the approver recorded is the caller's IAM identity, never a requester (403)."""
     logger.set_correlation_id(request_id)
     body = decision.model_dump(mode="json", exclude_none=True)
+    ports = _ports()
     result = extension_request.decide_extension_approval(
-        request_id, extension_id, body, _ports(), identity=_identity()
+        request_id, extension_id, body, ports, identity=_identity(), viewer=_viewer(ports)
     )
     return _json(200, result)
 
@@ -415,7 +417,7 @@ def patch_reservation(request_id: RequestId, body: Annotated[ServeUntilBody, Bod
     requester's side and the team's approvers may (403 otherwise)."""
     logger.set_correlation_id(request_id)
     ports, identity = _ports(), _identity()
-    api.require_may_act(request_id, identity, ports, doing="keep serving")
+    api.require_may_act(request_id, _viewer(ports), ports, doing="keep serving")
     sent = body.model_dump(mode="json", exclude_unset=True)
     return ServeUntilResult.model_validate(
         serve_until.set_serve_until(request_id, sent, ports, actor=identity)
@@ -593,6 +595,30 @@ def put_account(body: Annotated[AccountPolicy, Body()]) -> AccountView:
     """Upfront fees all teams together may commit per UTC calendar month."""
     return AccountView.model_validate(
         policy.put_account(body.model_dump(mode="json"), _ports(), actor=_identity())
+    )
+
+
+@app.get(
+    "/admin/admins",
+    summary="Who sees every team's reservations, schedules and spend",
+    responses=_responses(200, "the administrators (every list empty: nobody)", Principals, 400, 403, 503),
+    tags=["admin"],
+)
+def get_admins() -> Principals:
+    """The policy's ``admins``: ARN patterns, IAM principal tags, Slack users and user groups."""
+    return Principals.model_validate(policy.get_admins(_ports()))
+
+
+@app.put(
+    "/admin/admins",
+    summary="Replace who sees every team (admins: execute-api:Invoke on /admin/*)",
+    responses=_responses(200, "the administrators now", Principals, 400, 403, 413, 422, 503),
+    tags=["admin"],
+)
+def put_admins(body: Annotated[Principals, Body()]) -> Principals:
+    """Set the policy's ``admins`` without seeding again; who may call the admin routes stays IAM's."""
+    return Principals.model_validate(
+        policy.put_admins(body.model_dump(mode="json"), _ports(), actor=_identity())
     )
 
 

@@ -49,6 +49,8 @@ MEANT_FOR: dict[str, frozenset[str]] = {
     "PUT /admin/teams/{team}": frozenset({ADMINS}),
     "DELETE /admin/teams/{team}": frozenset({ADMINS}),
     "PUT /admin/account": frozenset({ADMINS}),
+    "GET /admin/admins": frozenset({ADMINS}),
+    "PUT /admin/admins": frozenset({ADMINS}),
 }
 """Who each route is for (docs/api.md; docs/deploy.md, "Caller policies")."""
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.integration.support import (
     APPROVER,
+    REQUESTER,
     api_event,
     base_request,
     ledger_items,
@@ -178,8 +179,7 @@ def test_members_and_approvers_by_iam_principal_tag_are_read_from_iam_each_time(
         assert (status, "cannot approve or reject it" in body["message"]) == (403, True)
         for outsider in (visitor, APPROVER):  # APPROVER approves ml-platform and ml-eval, not ml-research
             status, body = _call(cloud, {"approved": True}, "POST", approval, caller=outsider)
-            assert status == 403
-            assert "is not an approver of team ml-research" in body["message"]
+            assert (status, body["message"]) == (404, "no reservation 'eval-week-49'")  # not theirs to see
         status, body = _call(cloud, {"approved": True}, "POST", approval, caller=lead)
         assert (status, body["approver"]) == (200, lead)
         cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "eval-week-49"))
@@ -190,3 +190,35 @@ def test_members_and_approvers_by_iam_principal_tag_are_read_from_iam_each_time(
         cloud.client("iam").untag_role(RoleName="Researchers", TagKeys=["team"])
         again = {**request, "request_id": "eval-week-50"}
         assert _call(cloud, again, "POST", "/reservations", caller=tagged)[0] == 403
+
+
+def test_admins_are_changed_through_the_api_without_seeding_again() -> None:
+    """``PUT /admin/admins`` replaces who sees every team at once (the next read is judged by it); a
+    requester's call is refused by IAM, an invalid body changes nothing."""
+    seeded = {
+        "iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/PlatformAdmins/*"],
+        "iam_principal_tags": {},
+        "slack_users": [],
+        "slack_user_groups": [],
+    }
+    with make_cloud() as cloud:
+        assert _call(cloud, base_request(), "POST", "/reservations", caller=REQUESTER)[0] == 202
+        read = f"/reservations/{base_request()['request_id']}"
+        assert _call(cloud, None, "GET", read, caller=RESEARCHER)[0] == 404  # another team's: unseen
+        assert _call(cloud, None, "GET", "/admin/admins") == (200, seeded)  # deploy/policy-seed.json's
+
+        assert (
+            _call(cloud, {"iam_principal_arns": [RESEARCHER]}, "PUT", "/admin/admins", caller=RESEARCHER)[0]
+            == 403
+        )
+        status, errors = _call(
+            cloud, {"iam_principal_arns": ["not an arn"], "emails": []}, "PUT", "/admin/admins"
+        )
+        assert (status, sorted(_fields(errors))) == (400, ["emails", "iam_principal_arns.0"])
+        assert _call(cloud, None, "GET", "/admin/admins") == (200, seeded)  # nothing half-applied
+
+        wider = {"iam_principal_arns": [*seeded["iam_principal_arns"], RESEARCHER]}
+        assert _call(cloud, wider, "PUT", "/admin/admins") == (200, {**seeded, **wider})
+        status, shown = _call(cloud, None, "GET", read, caller=RESEARCHER)
+        assert (status, shown["request"]["team"]) == (200, "ml-platform")  # an administrator now sees it
+        assert _call(cloud, None, "DELETE", read, caller=RESEARCHER)[0] == 403  # sees, but may not cancel

@@ -249,7 +249,7 @@ def test_costs_as_csv_have_a_header_a_row_per_team_and_totals_equal_to_the_fees(
         assert json_report["totals"] == slow["totals"]
 
 
-def test_another_teams_member_can_neither_cancel_nor_extend_a_reservation_its_team_can() -> None:
+def test_another_teams_member_can_neither_see_cancel_nor_extend_a_reservation_its_team_can() -> None:
     with make_cloud() as cloud:
         assert _call(cloud, api_event(base_request()))[0] == 202  # the demo's requester, team ml-platform
         cloud.run(stop_when=lambda: "SCHEDULED" in states(cloud, "eval-week-49"))  # paid: extendable
@@ -259,10 +259,8 @@ def test_another_teams_member_can_neither_cancel_nor_extend_a_reservation_its_te
             "/reservations/{request_id}/extensions"
         )
         for event in (api_event(None, method="DELETE", path=cancel, caller=EVAL_MEMBER), extend):
-            status, answer = _call(cloud, event)
-            assert status == 403, answer
-            assert "only its requester" in answer["message"]
-            assert "members of team ml-platform" in answer["message"]
+            status, answer = _call(cloud, event)  # as if it did not exist: a 403 would say it does
+            assert (status, answer) == (404, {"message": "no reservation 'eval-week-49'"})
         assert "CANCELLED" not in states(cloud, "eval-week-49")
         assert not [i for i in ledger_items(cloud, "eval-week-49") if i["sk"].startswith("EXTENSION")]
         # A team mate (another MlPlatform session) and an approver of the team may.

@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import boto3
+from capacity.adapters import clients
+from capacity.adapters.policy_store import PolicyStore
+from capacity.teams import Principals, TeamPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,3 +81,44 @@ def drain(url: str, region: str = "us-east-1") -> list[dict[str, Any]]:
         for message in messages:
             found.append(json.loads(message["Body"]))
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def team_policy(name: str, **overrides: Any) -> TeamPolicy:
+    """A valid team ``name``: members by the role named like it, approvers ``EvalApprovers``, $30,000 a
+    month, approval above $5,000, ``ml.p5.48xlarge`` in two Regions, 4 ``ml.p5`` at once; ``overrides``."""
+    body: dict[str, Any] = {
+        "name": name,
+        "members": {"iam_principal_arns": [f"arn:aws:sts::123456789012:assumed-role/{name}/*"]},
+        "approvers": {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/EvalApprovers/*"]},
+        "monthly_budget_usd": "30000",
+        "approval_above_usd": "5000",
+        "instance_types": ["ml.p5.48xlarge"],
+        "regions": ["us-east-1", "us-west-2"],
+        "instance_quota": {"ml.p5": 4},
+    }
+    body.update(overrides)
+    return TeamPolicy.model_validate(body)
+
+
+def policy_table(
+    monkeypatch: Any, *teams: TeamPolicy, admins: Principals | None = None, region: str = "us-east-1"
+) -> PolicyStore:
+    """The handlers' policy table (``POLICY_TABLE`` = ``policy``) holding ``teams`` (``TeamPolicy``) and
+    ``admins`` (``Principals``): who sees and who approves what, as a deployed stack always has one."""
+    boto3.client("dynamodb", region_name=region).create_table(
+        TableName="policy",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("POLICY_TABLE", "policy")
+    store = PolicyStore("policy", clients.dynamodb(region))
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    for team in teams:
+        store.put_team(team, actor="tests", now=now)
+    if admins is not None:
+        store.put_admins(admins, actor="tests", now=now)
+    return store

@@ -17,10 +17,11 @@ from capacity.lifecycle import Event
 from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED, PURCHASE, SUBMITTED
 from capacity.records import State
 from capacity.request import parse_request
+from capacity.teams import Principals
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION
-from tests.unit.handler_support import bus_queue, drain, invoke, load_handler
+from tests.unit.handler_support import bus_queue, drain, invoke, load_handler, policy_table, team_policy
 from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 
 
@@ -35,6 +36,21 @@ def api(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str, 
 
 ALICE = "arn:aws:iam::123456789012:user/alice"
 BOB = "arn:aws:iam::123456789012:user/bob"
+ADMIN = "arn:aws:sts::123456789012:assumed-role/PlatformAdmins/ada"
+STRANGER = "arn:aws:sts::123456789012:assumed-role/OtherTeam/mallory"
+
+
+@pytest.fixture
+def team(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A policy table whose team ``ml-eval`` has the users alice and bob as members and approvers (who may
+    then see its reservations and decide on them), and ``ADMIN`` as the administrator; the team's name."""
+    users = {"iam_principal_arns": ["arn:aws:iam::123456789012:user/*"]}
+    policy_table(
+        monkeypatch,
+        team_policy("ml-eval", members=users, approvers=users),
+        admins=Principals(iam_principal_arns=[ADMIN]),
+    )
+    return "ml-eval"
 
 
 def proxy(
@@ -187,10 +203,10 @@ def test_get_of_a_bought_reservation_with_its_spend_is_still_one_read(
     assert reads == ["Query"]  # purchase, history, usage and spend all come from the one query
 
 
-def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> None:
+def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks], team: str) -> None:
     handler, _, tasks = api
     Ledger("ledger", clients.dynamodb(REGION), clock=Clock()).record_request(
-        parse_request(request_body(), now=NOW), actor="t"
+        parse_request(request_body(team=team), now=NOW), actor="t"
     )
     status, body = call(
         handler, "POST", "/reservations/demo-1/approval", {"approved": True, "approver": "bob"}
@@ -200,10 +216,10 @@ def test_approval_when_not_awaiting_is_409(api: tuple[Any, str, FakeTasks]) -> N
     assert tasks.calls == []
 
 
-def test_approval_sends_the_stored_token(api: tuple[Any, str, FakeTasks]) -> None:
+def test_approval_sends_the_stored_token(api: tuple[Any, str, FakeTasks], team: str) -> None:
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(parse_request(request_body(team=team), now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     status, body = call(
@@ -241,10 +257,12 @@ def test_delete_cancels_and_requests_release(api: tuple[Any, str, FakeTasks]) ->
     assert call(handler, "DELETE", "/reservations/unknown")[0] == 404
 
 
-def test_second_approval_decision_is_409_and_answers_nothing(api: tuple[Any, str, FakeTasks]) -> None:
+def test_second_approval_decision_is_409_and_answers_nothing(
+    api: tuple[Any, str, FakeTasks], team: str
+) -> None:
     handler, _, tasks = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=NOW), actor="t")
+    ledger.record_request(parse_request(request_body(team=team), now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     path = "/reservations/demo-1/approval"
@@ -339,9 +357,10 @@ def test_delete_while_awaiting_approval_records_cancelled_then_fails_the_task(
     assert ledger.history("demo-1")[-1].state is State.CANCELLED
 
 
-def _awaiting(requester: str) -> Ledger:
+def _awaiting(requester: str, team: str | None = None) -> Ledger:
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(requester=requester), now=NOW), actor="t")
+    body = request_body(requester=requester) | ({"team": team} if team else {})
+    ledger.record_request(parse_request(body, now=NOW), actor="t")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
     seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="notify")
     return ledger
@@ -361,9 +380,9 @@ def test_the_requester_cannot_approve_its_own_request_and_the_refusal_is_recorde
     assert ledger.get("demo-1", "APPROVAL_DECISION") is None
 
 
-def test_a_body_naming_another_approver_is_refused(api: tuple[Any, str, FakeTasks]) -> None:
+def test_a_body_naming_another_approver_is_refused(api: tuple[Any, str, FakeTasks], team: str) -> None:
     handler, _, tasks = api
-    _awaiting(ALICE)
+    _awaiting(ALICE, team)
     status, body = call(
         handler,
         "POST",
@@ -404,12 +423,20 @@ def test_a_delete_after_a_failed_post_is_recorded_and_a_late_delivery_buys_nothi
     assert [entry.state for entry in ledger.history("demo-1")] == [State.CANCELLED]
 
 
-def test_delete_by_someone_else_is_403_and_cancels_nothing(api: tuple[Any, str, FakeTasks]) -> None:
+def test_delete_by_someone_who_may_not_cancel_changes_nothing(
+    api: tuple[Any, str, FakeTasks], team: str
+) -> None:
+    """An administrator sees every reservation but cancels none of another team's (403); a caller of
+    another team is not told it exists (404, as an unknown id)."""
     handler, tap, _ = api
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(requester=ALICE), now=NOW), actor="t")
-    status, body = call(handler, "DELETE", "/reservations/demo-1", caller=BOB)
+    ledger.record_request(parse_request(request_body(requester=ALICE, team=team), now=NOW), actor="t")
+    status, body = call(handler, "DELETE", "/reservations/demo-1", caller=ADMIN)
     assert status == 403
-    assert f"{BOB} may not cancel this reservation" in body["message"]
+    assert f"{ADMIN} may not cancel this reservation" in body["message"]
+    assert call(handler, "DELETE", "/reservations/demo-1", caller=STRANGER) == (
+        404,
+        {"message": "no reservation 'demo-1'"},
+    )
     assert ledger.current_state("demo-1") is State.REQUESTED
     assert drain(tap) == []

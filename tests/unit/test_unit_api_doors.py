@@ -19,7 +19,7 @@ from capacity.request import parse_request
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION
-from tests.unit.handler_support import ROOT, bus_queue, drain, invoke, load_handler
+from tests.unit.handler_support import ROOT, bus_queue, drain, invoke, load_handler, policy_table, team_policy
 from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 
 CALLER = "arn:aws:sts::123456789012:assumed-role/Approvers/carol"
@@ -126,10 +126,14 @@ def test_listing_validates_its_query(api: tuple[Any, str, FakeTasks]) -> None:
     assert (status, body) == (200, {"reservations": [], "next_token": None})
 
 
-def test_approval_records_the_callers_iam_identity(api: tuple[Any, str, FakeTasks]) -> None:
+def test_approval_records_the_callers_iam_identity(
+    api: tuple[Any, str, FakeTasks], monkeypatch: pytest.MonkeyPatch
+) -> None:
     handler, _, tasks = api
+    approvers = {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/Approvers/*"]}
+    policy_table(monkeypatch, team_policy("ml-eval", approvers=approvers))  # the caller approves for it
     ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
-    ledger.record_request(parse_request(request_body(), now=None), actor="tests")
+    ledger.record_request(parse_request(request_body(team="ml-eval"), now=None), actor="tests")
     seed(ledger, "demo-1", State.AWAITING_APPROVAL, actor="tests")
     ledger.put_once("demo-1", APPROVAL, {"task_token": "token-1"})
 

@@ -38,6 +38,8 @@ def test_every_route_documents_its_errors() -> None:
         ("GET", "/admin/teams/{team}"),
         ("DELETE", "/admin/teams/{team}"),
         ("PUT", "/admin/account"),
+        ("GET", "/admin/admins"),
+        ("PUT", "/admin/admins"),
     }
     for (method, path), operation in operations.items():
         codes = set(operation["responses"])

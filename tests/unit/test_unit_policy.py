@@ -19,30 +19,15 @@ from capacity.logic.plans import plan_reservation
 from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request
-from capacity.teams import TeamPolicy
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
+from tests.unit.handler_support import team_policy as team
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
 ALICE = "arn:aws:sts::123456789012:assumed-role/MlEval/alice"
 EVAL_APPROVER = "arn:aws:sts::123456789012:assumed-role/EvalApprovers/erin"
 OTHER_APPROVER = "arn:aws:sts::123456789012:assumed-role/ResearchApprovers/rob"
-
-
-def team(name: str, **overrides: Any) -> TeamPolicy:
-    body: dict[str, Any] = {
-        "name": name,
-        "members": {"iam_principal_arns": [f"arn:aws:sts::123456789012:assumed-role/{name}/*"]},
-        "approvers": {"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/EvalApprovers/*"]},
-        "monthly_budget_usd": "30000",
-        "approval_above_usd": "5000",
-        "instance_types": ["ml.p5.48xlarge"],
-        "regions": ["us-east-1", "us-west-2"],
-        "instance_quota": {"ml.p5": 4},
-    }
-    body.update(overrides)
-    return TeamPolicy.model_validate(body)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from capacity.request import parse_request
 from capacity.teams import Principals
 
 from tests.unit.conftest import REGION, Harness
+from tests.unit.handler_support import drain
 from tests.unit.test_unit_api_doors import CALLER, api, event, send  # noqa: F401 - fixture
 from tests.unit.test_unit_policy import ALICE, EVAL_APPROVER, OTHER_APPROVER, store  # noqa: F401 - fixture
 from tests.unit.test_unit_schedules import definition, schedules  # noqa: F401 - fixture
@@ -42,20 +43,25 @@ DOORS = (
     ROOT / "layers" / "capacity" / "capacity" / "logic" / "slack_door.py",
 )
 READS = {"list_reservations", "get_reservation", "cost_report", "list_schedules", "get_schedule"}
+# actions on one reservation: one who may not see it is answered 404 before anything else (its viewer)
+ACTIONS = {"require_may_act", "decide_approval", "decide_extension_approval"}
 ADMIN = "arn:aws:sts::123456789012:assumed-role/PlatformAdmins/ada"
 STRANGER = "arn:aws:sts::123456789012:assumed-role/X/mallory"
 
 
-def _read_calls() -> list[tuple[str, str, ast.expr | None]]:
-    """``(door, read, the viewer= argument)`` for every call of a read function in the two doors."""
+def _read_calls(names: set[str] = READS) -> list[tuple[str, str, ast.expr | None]]:
+    """``(door, function, the viewer argument)`` for every call of one of ``names`` in the two doors (the
+    viewer: ``viewer=``, or ``require_may_act``'s second argument)."""
     found = []
     for path in DOORS:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in READS:
+            if name in names:
                 passed = next((k.value for k in node.keywords if k.arg == "viewer"), None)
+                if name == "require_may_act" and len(node.args) > 1:
+                    passed = node.args[1]
                 found.append((path.name, name, passed))
     return found
 
@@ -77,6 +83,19 @@ def test_every_read_of_both_doors_passes_the_callers_viewer() -> None:
     assert unscoped == []  # a read without viewer= would show every team's items
     built = {ast.unparse(passed) for _, _, passed in calls if passed is not None}
     assert built <= {"_viewer(ports)", "_viewer(user_id, ports, door)", "scope"}
+
+
+def test_every_action_of_both_doors_on_one_reservation_passes_the_callers_viewer() -> None:
+    calls = _read_calls(ACTIONS)
+    assert {(where, action) for where, action, _ in calls} == {
+        (where, action) for where in ("app.py", "slack_door.py") for action in ACTIONS
+    }
+    assert {ast.unparse(passed) for _, _, passed in calls if passed is not None} <= {
+        "_viewer(ports)",
+        "_viewer(user_id, ports, door)",
+        "scope",
+    }
+    assert [(where, action) for where, action, passed in calls if passed is None] == []
 
 
 # ------------------------------------------------------------------------------------------ the rule
@@ -187,6 +206,39 @@ def test_the_api_shows_a_caller_without_a_policy_table_its_own_reservations_only
     assert "may not see team 'ml-eval'" in body["message"]
     status, body = send(handler, event("GET", "/costs"))
     assert (status, body["rows"]) == (200, [])
+
+
+def test_every_api_action_answers_a_caller_who_may_not_see_the_reservation_as_if_it_did_not_exist(
+    api: tuple[Any, str, FakeTasks],  # noqa: F811 - the fixture
+) -> None:
+    """A stranger's cancel, approval, extension, extension approval and PATCH get the 404 an unknown id gets,
+    word for word (a 403 or 409 would say it exists, and in what state), and change nothing."""
+    handler, tap, _ = api
+    ledger = Ledger("ledger", clients.dynamodb(REGION), clock=Clock())
+    ledger.record_request(
+        parse_request(request_body(request_id="theirs", requester=ALICE), now=None), actor="t"
+    )
+    before = ledger.items("theirs")
+    actions = (
+        ("DELETE", "", None),
+        ("POST", "/approval", {"approved": True}),
+        ("POST", "/extensions", {"duration_hours": 24}),
+        ("POST", "/extensions/ext-1/approval", {"approved": True}),
+        ("PATCH", "", {"serve_until": "2027-01-10T00:00:00Z"}),
+    )
+    for method, tail, body in actions:
+        answers = []
+        for request_id in ("theirs", "nobody"):
+            params = {"request_id": request_id} | ({"extension_id": "ext-1"} if "ext-1" in tail else {})
+            resource = "/reservations/{request_id}" + tail.replace("ext-1", "{extension_id}")
+            status, answer = send(
+                handler,
+                event(method, f"/reservations/{request_id}{tail}", body, resource=resource, params=params),
+            )
+            answers.append((status, answer.get("message", "").replace(request_id, "<id>")))
+        assert answers[0] == answers[1] == (404, "no reservation '<id>'"), (method, tail, answers)
+    assert ledger.items("theirs") == before  # nothing recorded, not even a refusal
+    assert drain(tap) == []
 
 
 def test_slack_status_shows_a_user_its_own_reservations_and_the_deployments_approvers_all(

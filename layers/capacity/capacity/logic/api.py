@@ -54,7 +54,7 @@ from capacity.logic.chain import chain_view, serving_target, successors
 from capacity.logic.checks import require_in_scope
 from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
-from capacity.logic.policy import Viewer, charged_to, check_approver, may_act
+from capacity.logic.policy import Viewer, charged_to, check_approver, may_act, require_seen
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.pricing import format_usd
@@ -186,7 +186,7 @@ def get_reservation(request_id: str, ports: Ports, *, viewer: Viewer | None = No
     request = by_sk.get(REQUEST, {}).get("request") or {}
     # before the workflow recorded REQUEST (a POST whose event failed, then a DELETE), SUBMITTED names them
     owner = request or by_sk.get(SUBMITTED, {})
-    if viewer is not None and not viewer.sees(team=owner.get("team"), requester=owner.get("requester")):
+    if viewer is not None and not viewer.sees_request(owner):
         raise ReservationNotFound(f"no reservation {request_id!r}")
     purchase = by_sk.get(PURCHASE)
     return {
@@ -267,7 +267,12 @@ class ApprovalDecision(Model):
 
 
 def decide_approval(
-    request_id: str, body: Any, ports: Ports, *, identity: str | None = None
+    request_id: str,
+    body: Any,
+    ports: Ports,
+    *,
+    identity: str | None = None,
+    viewer: Viewer | None = None,
 ) -> dict[str, Any]:
     """Answer the waiting approval task with the stored token.
 
@@ -275,13 +280,15 @@ def decide_approval(
         body: :class:`ApprovalDecision`.
         identity: the caller's authenticated identity (API: the IAM ARN from the request context; Slack:
             ``slack:<user id>``), recorded as the ``approver``.
+        viewer: what the caller may see (:func:`~capacity.logic.policy.require_seen`: one who may not is
+            answered 404, before anything says the reservation exists); None: unscoped.
 
     Returns:
         ``{"request_id", "approved", "status", "approver"}``.
 
     Raises:
         InvalidRequest: the body is invalid, or there is no authenticated identity.
-        ReservationNotFound: unknown reservation.
+        ReservationNotFound: unknown reservation, or one ``viewer`` may not see.
         NotPermitted: the caller requested the reservation (four-eyes), is not an approver of its team, or the
             body names another approver (403; recorded as ``APPROVAL_REFUSED#<time>``).
         NotAwaitingApproval: the reservation is not waiting for approval, the task no longer waits, or
@@ -295,6 +302,7 @@ def decide_approval(
             [FieldError("approver", "is unknown: the call carries no authenticated identity")]
         )
     approver = identity  # who approves is who authenticated, never what a body says
+    require_seen(ports, request_id, viewer)
     state = ports.ledger.current_state(request_id)
     if state is None:
         raise ReservationNotFound(f"no reservation {request_id!r}")
@@ -346,23 +354,22 @@ def _already(request_id: str, stored: Mapping[str, Any]) -> str:
     )
 
 
-def require_may_act(request_id: str, identity: str, ports: Ports, *, doing: str) -> None:
-    """Refuse ``doing`` (``cancel``, ``extend``) to ``request_id`` by the authenticated ``identity`` unless
-    :func:`~capacity.logic.policy.may_act` allows it (its requester, team members and team approvers), by
-    the ``REQUEST`` recorded or, before it is, the ``SUBMITTED`` item. Unknown ids pass (the action
-    answers 404).
+def require_may_act(request_id: str, viewer: Viewer, ports: Ports, *, doing: str) -> None:
+    """Refuse ``doing`` (``cancel``, ``extend``, ``keep serving``) to ``request_id`` by ``viewer``'s
+    identity: one who may not see it is answered as if it did not exist
+    (:func:`~capacity.logic.policy.require_seen`); one who sees it acts only when
+    :func:`~capacity.logic.policy.may_act` allows (its requester, team members and team approvers; an
+    administrator sees every reservation but acts on none of another team's).
 
     Raises:
+        ReservationNotFound: 404, ``viewer`` may not see it (or it is unknown).
         NotPermitted: 403, nothing done.
         SlackUnavailable, ConfigurationError: a Slack user group of the team could not be read.
     """
-    recorded = ports.ledger.get(request_id, REQUEST)
-    owner = (recorded or {}).get("request") or ports.ledger.get(request_id, SUBMITTED)
-    if not owner:
-        return
+    owner = require_seen(ports, request_id, viewer)
     requester, team = owner.get("requester"), owner.get("team")
     may_act(
-        identity,
+        viewer.identity,
         str(requester) if requester else None,
         str(team) if team else None,
         ports,

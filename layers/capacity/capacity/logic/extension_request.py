@@ -91,7 +91,7 @@ def request_extension(request_id: str, body: Any, ports: Ports, *, requester: st
 
     Raises:
         InvalidRequest: the body is invalid.
-        ReservationNotFound: unknown reservation or nothing bought.
+        ReservationNotFound: unknown reservation, one ``viewer`` may not see, or nothing bought.
         ExtensionRefused: cannot be extended; a stale ``offering_id`` (the message lists a fresh search); its
             approval was rejected.
         BudgetExceeded, TeamLimitExceeded: the extension would exceed the budget or the team's month.
@@ -239,20 +239,28 @@ def ask_approval(
 
 
 def decide_extension_approval(
-    request_id: str, extension_id: str, body: Any, ports: Ports, *, identity: str | None
+    request_id: str,
+    extension_id: str,
+    body: Any,
+    ports: Ports,
+    *,
+    identity: str | None,
+    viewer: policy.Viewer | None = None,
 ) -> dict[str, Any]:
     """Approve or reject the extension ``extension_id`` of ``request_id`` (module docstring, step 2).
 
     Args:
         body: :class:`ExtensionDecision`.
         identity: the caller's authenticated identity (API: the IAM ARN; Slack: ``slack:<user id>``).
+        viewer: what the caller may see (:func:`~capacity.logic.policy.require_seen`: one who may not is
+            answered 404 first); None: unscoped.
 
     Returns:
         ``{"request_id", "extension_id", "approved", "status": "APPROVED" | "REJECTED", "approver"}``.
 
     Raises:
         InvalidRequest: the body is invalid, or the call carries no authenticated identity.
-        ReservationNotFound: unknown reservation or nothing bought.
+        ReservationNotFound: unknown reservation, one ``viewer`` may not see, or nothing bought.
         NotAwaitingApproval: no approval of this extension was asked for, or another decision came first.
         NotPermitted: the caller asked for the extension or requested the reservation (four-eyes), is not an
             approver of its team, or the body names another approver (recorded as ``APPROVAL_REFUSED#``).
@@ -265,6 +273,7 @@ def decide_extension_approval(
         raise InvalidRequest(
             [FieldError("approver", "is unknown: the call carries no authenticated identity")]
         )
+    policy.require_seen(ports, request_id, viewer)
     request = load_request(ports, request_id)
     asked = ports.ledger.get(request_id, f"{EXTENSION_APPROVAL}#{extension_id}")
     if asked is None:

@@ -39,13 +39,14 @@ from capacity.errors import (
     FieldError,
     InvalidRequest,
     NotPermitted,
+    ReservationNotFound,
     TeamLimitExceeded,
     TeamNotFound,
 )
 from capacity.planner import Decision, Plan
 from capacity.ports import PolicyStore, Ports
 from capacity.pricing import format_usd
-from capacity.record_kinds import APPROVAL_REFUSED, SERVE_UNTIL
+from capacity.record_kinds import APPROVAL_REFUSED, REQUEST, SERVE_UNTIL, SUBMITTED
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.succession import MAX_GENERATIONS
@@ -318,6 +319,13 @@ class Viewer:
             return True
         return team is not None and team in self.teams
 
+    def sees_request(self, owner: Mapping[str, Any] | None) -> bool:
+        """:meth:`sees` of a request as recorded (``owner``: its ``team`` and ``requester``; None or empty: an
+        unknown reservation, seen by an administrator only)."""
+        owner = owner or {}
+        team, requester = owner.get("team"), owner.get("requester")
+        return self.sees(team=str(team) if team else None, requester=str(requester) if requester else None)
+
     def require_team(self, team: str | None) -> None:
         """Refuse a ``team=`` filter naming a team this caller may not see.
 
@@ -376,6 +384,30 @@ def visible_teams(identity: str, ports: Ports) -> set[str] | None:
     teams = store.teams()
     mine = {team.name for team in teams_of(identity, ports)}
     return mine | {team.name for team in teams if team.name not in mine and _approves(identity, team, ports)}
+
+
+def owner_of(ports: Ports, request_id: str) -> Mapping[str, Any]:
+    """Whose ``request_id`` is: the ``REQUEST`` recorded, or before it is (a POST whose event is on its
+    way or failed) the ``SUBMITTED`` item, each with ``requester`` and ``team``; empty when none is."""
+    recorded = ports.ledger.get(request_id, REQUEST)
+    return (recorded or {}).get("request") or ports.ledger.get(request_id, SUBMITTED) or {}
+
+
+def require_seen(ports: Ports, request_id: str, viewer: Viewer | None) -> Mapping[str, Any]:
+    """Answer a caller who may not see ``request_id`` (:meth:`Viewer.sees_request`) as if it did not exist,
+    before any action on it says anything else (a 403 or a 409 would tell a stranger that it exists, and
+    what state it is in). ``viewer`` None: an internal call, unscoped (an unknown id is still a 404).
+
+    Returns:
+        :func:`owner_of` ``request_id``.
+
+    Raises:
+        ReservationNotFound: unknown, or not ``viewer``'s to see (404 either way).
+    """
+    owner = owner_of(ports, request_id)
+    if not owner or (viewer is not None and not viewer.sees_request(owner)):
+        raise ReservationNotFound(f"no reservation {request_id!r}")
+    return owner
 
 
 def viewer(identity: str, ports: Ports, *, approves_all: bool = False) -> Viewer:
@@ -824,3 +856,23 @@ def put_account(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
     now = ports.clock()
     month = month_key(now.year, now.month)
     return {**account.model_dump(mode="json"), "month": month, "spent_usd": f"{store.spent(month, None):f}"}
+
+
+def get_admins(ports: Ports) -> dict[str, Any]:
+    """``GET /admin/admins``: who sees every team's reservations, schedules and spend (:func:`is_admin`;
+    every list empty when nobody is named)."""
+    admins = _store(ports).admins()
+    return (admins or Principals()).model_dump(mode="json")
+
+
+def put_admins(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """``PUT /admin/admins``: replace who administers (matched as members are: ARN pattern, IAM principal
+    tag, Slack user or user group), without seeding again. Who may call the admin routes is IAM's
+    (``deploy/admin-policy.json``); this decides who sees all.
+
+    Raises:
+        InvalidRequest: the body is not a :class:`~capacity.teams.Principals` (nothing changed).
+    """
+    admins = parse_model(Principals, body)
+    _store(ports).put_admins(admins, actor=actor, now=ports.clock())
+    return admins.model_dump(mode="json")

@@ -67,7 +67,7 @@ from capacity.errors import (
 from capacity.events import ReservationRequestedDetail, SlackOrigin
 from capacity.logic import api, costs, extension_request, schedules, serve_until
 from capacity.logic.checks import require_in_scope
-from capacity.logic.policy import Viewer, charged_to, viewer
+from capacity.logic.policy import Viewer, charged_to, require_seen, viewer
 from capacity.ports import Ports
 from capacity.request import parse_request, require_not_a_successor
 from capacity.timeutil import iso_z
@@ -705,7 +705,6 @@ def _bought_label(purchase: Mapping[str, Any]) -> str:
 
 def _cancel(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> SlackAnswer:
     request_id = _one_id(args, "cancel")
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door)
     if refused is not None:
         return _ephemeral(refused)
@@ -724,11 +723,17 @@ def _may_not_act(
 ) -> str | None:
     """Why ``user_id`` may not cancel (or extend: ``doing``) ``request_id`` (None: it may): the deployment's
     Slack approvers may, and so may the requester, the members of its team and its approvers (the API's
-    rule, :func:`capacity.logic.api.require_may_act`)."""
+    rule, :func:`capacity.logic.api.require_may_act`).
+
+    Raises:
+        ReservationNotFound: unknown, or ``user_id`` may not see it (answered as if it did not exist).
+    """
+    scope = _viewer(user_id, ports, door)
     if user_id in door.approvers:
+        require_seen(ports, request_id, scope)  # they see all: only an unknown id is refused
         return None
     try:
-        api.require_may_act(request_id, f"slack:{user_id}", ports, doing=doing)
+        api.require_may_act(request_id, scope, ports, doing=doing)
     except NotPermitted as refused:
         return messages.escape(str(refused)) + "."
     return None
@@ -741,7 +746,6 @@ def _extend(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> S
         raise UsageError("give the reservation and how long: `/gpu extend <request id> 1d`")
     request_id = args[0]
     hours = _duration_hours(args[1]) if len(args) == 2 else 24
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door, doing="extend")
     if refused is not None:
         return _ephemeral(refused)
@@ -769,7 +773,6 @@ def _serve(args: Sequence[str], ports: Ports, door: Door, *, user_id: str) -> Sl
         if key.lower() != "lead" or not sep:
             raise UsageError(f"`{args[3]}`: the only option is `lead=<hours>` (or `lead=2d`)")
         body["rollover_lead_hours"] = _lead_hours(value)
-    api.get_reservation(request_id, ports, viewer=_viewer(user_id, ports, door))  # 404 first
     refused = _may_not_act(request_id, user_id, ports, door, doing="keep serving")
     if refused is not None:
         return _ephemeral(refused)
@@ -804,8 +807,6 @@ def _extend_confirmed(value: str, user_id: str, response_url: str, ports: Ports,
         return
     request_id = str(chosen["request_id"])
     try:
-        scope = _viewer(user_id, ports, door) if user_id else None
-        api.get_reservation(request_id, ports, viewer=scope)  # 404 first
         refused = _may_not_act(request_id, user_id, ports, door, doing="extend") if user_id else "no user"
         if refused is not None:
             respond(response_url, f"{refused} Nothing was bought.", ephemeral=True)
@@ -1074,8 +1075,6 @@ def _cancel_confirmed(request_id: str, user_id: str, response_url: str, ports: P
     """The Cancel anyway press: the same rule as ``/gpu cancel`` (the requester or an approver), then the
     cancel with ``confirm``."""
     try:
-        scope = _viewer(user_id, ports, door) if user_id else None
-        api.get_reservation(request_id, ports, viewer=scope)  # 404 first
         refused = _may_not_act(request_id, user_id, ports, door) if user_id else "no user"
         if refused is not None:
             _responder(door, ports)(response_url, f"{refused} Nothing was changed.", ephemeral=True)
@@ -1118,6 +1117,7 @@ def _decide_extension(
             {"approved": approved, "reason": "pressed in Slack"},
             ports,
             identity=f"slack:{user_id}",
+            viewer=_viewer(user_id, ports, door),
         )
     except (SlackUnavailable, ConfigurationError) as exc:  # who approves could not be checked
         respond(
@@ -1157,6 +1157,7 @@ def _decide(
             {"approved": approved, "reason": "pressed in Slack"},
             ports,
             identity=approver,  # the signed request proves who pressed the button
+            viewer=_viewer(user_id, ports, door),
         )
     except (NotAwaitingApproval, NotPermitted, ReservationNotFound, InvalidRequest) as exc:
         _responder(door, ports)(response_url, messages.escape(f"{request_id}: {exc}"), ephemeral=True)
