@@ -21,33 +21,25 @@ from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "capacity"))
+sys.path.insert(0, str(ROOT))  # scripts.stack_tables, whether run by path or by runpy
 
-import boto3  # noqa: E402
 from capacity.ledger import Ledger  # noqa: E402
 from capacity.logic.cost_reconcile import reconcile  # noqa: E402
 from capacity.ports import Ports  # noqa: E402
 from capacity.timeutil import utcnow  # noqa: E402
 
+from scripts.stack_tables import add_table_arguments, table_of  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     """Reconcile; 0 when the rollup agrees with the ledger (or ``--fix`` fixed every difference), else 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="capacity-orchestrator")
-    parser.add_argument(
-        "--table", default=None, help="the LedgerTable's name (instead of the stack's output)"
-    )
-    parser.add_argument("--region", default=None)
+    add_table_arguments(parser, "LedgerTableName")
     parser.add_argument("--fix", action="store_true", help="replace the rollup items that differ")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    session = boto3.session.Session(region_name=args.region)
-    table = args.table
+    session, table = table_of(args, "LedgerTableName")
     if not table:
-        stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-        table = outputs.get("LedgerTableName")
-    if not table:
-        print(f"stack {args.stack} has no LedgerTableName output", file=sys.stderr)
         return 1
     ledger = Ledger(table, session.client("dynamodb"))
     ports = cast("Ports", SimpleNamespace(ledger=ledger, clock=utcnow))  # the ledger and the clock only

@@ -18,22 +18,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "capacity"))
+sys.path.insert(0, str(ROOT))  # scripts.stack_tables, whether run by path or by runpy
 
-import boto3  # noqa: E402
 from capacity.adapters.policy_store import PolicyStore  # noqa: E402
 from capacity.errors import InvalidRequest  # noqa: E402
 from capacity.logic.policy import PolicySeed, apply_seed  # noqa: E402
 from capacity.validation import parse_model  # noqa: E402
 
+from scripts.stack_tables import add_table_arguments, table_of  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     """Validate and load the seed; 0 when done, 1 when the seed is invalid or the stack has no table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="capacity-orchestrator")
-    parser.add_argument(
-        "--table", default=None, help="the PolicyTable's name (instead of the stack's output)"
-    )
-    parser.add_argument("--region", default=None)
+    add_table_arguments(parser, "PolicyTableName")
     parser.add_argument("--file", type=Path, default=ROOT / "deploy" / "policy-seed.json")
     parser.add_argument("--check", action="store_true", help="validate the seed only")
     args = parser.parse_args(argv)
@@ -47,17 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         cap = "set" if seed.account else "not set"
         print(f"{args.file}: {len(seed.teams)} team(s), account cap {cap}: valid")
         return 0
-    session = boto3.session.Session(region_name=args.region)
-    table = args.table
+    session, table = table_of(args, "PolicyTableName")
     if not table:
-        stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-        table = outputs.get("PolicyTableName")
-    if not table:
-        print(
-            f"stack {args.stack} has no PolicyTableName output: deploy the current template first",
-            file=sys.stderr,
-        )
         return 1
     count = apply_seed(
         data, PolicyStore(table, session.client("dynamodb")), actor="seed_policy", now=datetime.now(UTC)
