@@ -18,6 +18,7 @@ from tests.integration.support import (
     api_event,
     base_request,
     in_order,
+    ledger_items,
     make_cloud,
     post_reservation,
     states,
@@ -165,3 +166,41 @@ def test_a_cancel_during_the_on_demand_launch_on_stale_reads_leaves_no_instance_
 
         assert cloud.billable_resources() == []
         assert "CANCELLED" in states(cloud, REQUEST_ID)
+
+
+def test_a_cancel_right_after_the_block_launch_on_stale_reads_terminates_what_was_launched() -> None:
+    # Soak seed 601 #191: the launch into a capacity block saw its instances running (a fresh read), the
+    # cancel came at READY, and the release's reads, lagging five minutes, listed none: RELEASED, with four
+    # p4d.24xlarge running to the block's end. The release terminates what RunInstances answered (LAUNCHED).
+    from tests.integration.test_ec2_capacity_blocks import create_launch_templates, ec2_request
+
+    faults = FaultInjector([], seed=1)
+    with make_cloud(faults=faults) as cloud:
+        create_launch_templates(cloud)
+        body = ec2_request()
+        post_reservation(cloud, body)
+        rid = body["request_id"]
+        cloud.run(stop_when=lambda: "READY" in states(cloud, rid))
+        faults.add(
+            FaultRule(
+                service="ec2", operation="DescribeInstances", kind=FaultKind.STALE_LISTING, delay_seconds=300
+            )
+        )
+        answer: dict[str, Any] = cloud.api_request(
+            api_event(None, method="DELETE", path=f"/reservations/{rid}")
+        )
+        assert answer["statusCode"] == 202, answer
+        cloud.run_until_idle()
+
+        launched = next(i for i in ledger_items(cloud, rid) if i["sk"] == "LAUNCHED")["instance_ids"]
+        assert len(launched) == body["instance_count"]
+        terminated = {
+            instance_id
+            for call in cloud.dispatcher.calls
+            if call.operation == "TerminateInstances" and (call.status or 500) < 300
+            for instance_id in call.params["InstanceIds"]
+        }
+        assert terminated == set(launched)
+        assert states(cloud, rid)[-1] == "RELEASED"
+        assert cloud.billable_resources() == []
+        assert any(f.kind is FaultKind.STALE_LISTING for f in cloud.faults.fired)

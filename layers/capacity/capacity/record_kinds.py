@@ -159,6 +159,12 @@ PURCHASE = _kind("PURCHASE")
 the platform's own names (a training plan, a capacity block, an on-demand endpoint, on-demand or spot
 instances), put by ``purchase_capacity`` (:func:`capacity.logic.buy_once.record_purchase`) or the on-demand
 tries (:func:`capacity.logic.on_demand_record.put_purchase`). Write-once: one per request."""
+LAUNCHED = _kind("LAUNCHED")
+"""The instances ``RunInstances`` answered for a launch into a capacity block (``instance_ids``), put by
+``launch_instances`` (:mod:`capacity.logic.ec2.launch`) as soon as the call returns: EC2's listings lag
+behind ``RunInstances``, so a release right after the launch terminates these by id even when
+``DescribeInstances`` does not show them yet (:mod:`capacity.logic.ec2.teardown`). Write-once (one client
+token per request: a retried launch answers the same ids)."""
 PURCHASE_VOIDED = _kind("PURCHASE_VOIDED")
 """AWS charged nothing for the purchase after all (a plan ``Failed``, a block ``payment-failed``:
 ``status``, ``upfront_fee_usd``), put by the activation poll (:func:`capacity.logic.common.void_purchase`);

@@ -32,6 +32,7 @@ from capacity.logic.costs import record_usage
 from capacity.logic.ready import record_ready
 from capacity.ports import Ports
 from capacity.purchases import CapacityBlockPurchase
+from capacity.record_kinds import LAUNCHED
 from capacity.request import ReservationRequest
 from capacity.resources import Instance, tags_for
 
@@ -77,7 +78,7 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
             actor=ports.actor,
             detail={"capacity_reservation_id": reservation_id, "launch_template": template.as_aws()},
         )
-        ec2.run_instances(
+        launched = ec2.run_instances(
             count=request.instance_count,
             instance_type=request.instance_type,
             launch_template=template.as_aws(),
@@ -86,6 +87,8 @@ def launch_instances(step: LaunchInput, ports: Ports) -> LaunchOutput:
             capacity_reservation_id=reservation_id,
             market_type="capacity-block",
         )
+        # Before anything else: a release reads these when EC2's listing does not show them yet
+        ports.ledger.put_once(request.id, LAUNCHED, {"instance_ids": sorted(launched)})
         # A release that ran while RunInstances was in flight found no instance: release again.
         stop_if_released(ports, request.id, "launching")
     instances = ec2.find_instances(request.id)

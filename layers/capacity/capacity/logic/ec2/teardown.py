@@ -25,7 +25,9 @@ from capacity.logic.common import (
 from capacity.logic.ending import record_released
 from capacity.logic.on_demand_record import NOT_VISIBLE_GRACE
 from capacity.ports import Ec2Port, Ports
+from capacity.record_kinds import LAUNCHED
 from capacity.resources import LIVE_INSTANCE_STATES, Instance
+from capacity.timeutil import parse_utc
 
 POLL_SECONDS = 30
 
@@ -61,10 +63,10 @@ def release_block(step: ReleaseInput, ports: Ports, purchase: Purchase) -> Relea
                 "capacity_reservation_id": purchase.name,  # empty for instances run on demand
             },
         )
-        _terminate(ec2, step.request_id, purchase, ports.clock())
+        _terminate(ec2, step.request_id, purchase, ports)
         return ReleaseOutput(done=False)
     if step.action == "delete_components":
-        live = _terminate(ec2, step.request_id, purchase, ports.clock())
+        live = _terminate(ec2, step.request_id, purchase, ports)
         if not live:
             return ReleaseOutput(done=True)
         still = [f"instance {i.instance_id} ({i.state})" for i in live]
@@ -89,34 +91,45 @@ def live_instances(ports: Ports, purchase: Purchase, request_id: str) -> list[st
     """Ids of the instances of ``request_id`` that still bill (pending, running, stopping... or recorded
     and not listed yet) in the purchase's region."""
     listed = ports.ec2(purchase.region).find_instances(request_id)
-    return [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports.clock())]
+    return [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports, request_id)]
 
 
-def _unlisted(listed: list[Instance], purchase: Purchase, now: datetime) -> list[Instance]:
-    """The instances the purchase recorded (capacity on demand) that the listing does not show while the
+def _recorded(ports: Ports, purchase: Purchase, request_id: str) -> list[tuple[str, datetime | None]]:
+    """``(instance id, when RunInstances answered it)`` of every instance the ledger names: those run on
+    demand (the purchase) and those launched into the capacity block (``LAUNCHED``)."""
+    recorded = [(i, purchase.written_at) for i in purchase.instance_ids]
+    launched = ports.ledger.get(request_id, LAUNCHED)
+    if launched is not None:
+        at = parse_utc(str(launched["written_at"])) if launched.get("written_at") else None
+        recorded += [(str(i), at) for i in launched.get("instance_ids") or []]
+    return recorded
+
+
+def _unlisted(listed: list[Instance], purchase: Purchase, ports: Ports, request_id: str) -> list[Instance]:
+    """The instances the ledger recorded (:func:`_recorded`) that the listing does not show while their
     launch is recent (:data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE`): EC2's reads lag behind
-    ``RunInstances``, so they count as live (state ``unlisted``) until they are listed."""
-    if purchase.written_at is None or now >= purchase.written_at + NOT_VISIBLE_GRACE:
-        return []
+    ``RunInstances``, so they count as live (state ``unlisted``) until they are listed. A cancel right after
+    the block's instances were launched once left four running to the block's end."""
     seen = {i.instance_id for i in listed}
+    now = ports.clock()
     return [
         Instance(
-            instance_id=i,
+            instance_id=instance_id,
             state="unlisted",
             instance_type=purchase.instance_type,
             availability_zone=None,
             capacity_reservation_id=None,
         )
-        for i in purchase.instance_ids
-        if i not in seen
+        for instance_id, at in _recorded(ports, purchase, request_id)
+        if instance_id not in seen and at is not None and now < at + NOT_VISIBLE_GRACE
     ]
 
 
-def _terminate(ec2: Ec2Port, request_id: str, purchase: Purchase, now: datetime) -> list[Instance]:
+def _terminate(ec2: Ec2Port, request_id: str, purchase: Purchase, ports: Ports) -> list[Instance]:
     """Terminate every live instance of the request (listed, or recorded and not listed yet); returns those
     not yet ``terminated``."""
     listed = ec2.find_instances(request_id)
-    live = _live(listed) + _unlisted(listed, purchase, now)
+    live = _live(listed) + _unlisted(listed, purchase, ports, request_id)
     to_stop = [i.instance_id for i in live if i.state != "shutting-down"]
     if to_stop:
         ec2.terminate_instances(to_stop)
@@ -125,7 +138,7 @@ def _terminate(ec2: Ec2Port, request_id: str, purchase: Purchase, now: datetime)
 
 def _finish(step: ReleaseInput, ports: Ports, ec2: Ec2Port, purchase: Purchase) -> ReleaseOutput:
     listed = ec2.find_instances(step.request_id)
-    left = [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports.clock())]
+    left = [i.instance_id for i in _live(listed) + _unlisted(listed, purchase, ports, step.request_id)]
     if left:
         raise LeftoverResources(
             f"release of {step.request_id} left instances tagged with it: {', '.join(left)}"
