@@ -160,6 +160,33 @@ def test_nothing_until_the_deadline_tells_the_requester_at_the_deadline() -> Non
         assert any(d.target_arn == topic for d in cloud.delivery.deliveries)
 
 
+@pytest.mark.parametrize(("days", "every"), [(1, 15), (10, 120), (30, 360)])
+def test_capacity_appearing_late_in_a_look_of_days_is_bought_within_one_interval(
+    days: int, every: int
+) -> None:
+    """Issue 31 point 4: looks of 1, 10 and 30 days (at 15 minutes, 2 and 6 hours: the test's running time),
+    capacity listed 5 h 7 min before the deadline (off the looks' grid): bought at most one
+    ``search_every_minutes`` after it appeared (plus the purchase's own minutes), in one execution."""
+    deadline = START + timedelta(days=days)
+    appears = deadline - timedelta(hours=5, minutes=7)
+    body = {
+        **base_request(),
+        "earliest_start": _iso(deadline + timedelta(days=1)),
+        "latest_end": _iso(deadline + timedelta(days=8)),
+        "search_until": _iso(deadline),
+        "search_every_minutes": every,
+    }
+    with make_cloud(market=MarketConfig(listed_from={"*/ml.p5.48xlarge": appears})) as cloud:
+        assert post_reservation(cloud, body)["statusCode"] == 202
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, RID))
+
+        (purchased,) = _entries(cloud, RID, "PURCHASED")
+        waited = _at(purchased) - appears
+        assert timedelta(0) <= waited <= timedelta(minutes=every + 2), waited
+        assert all(_at(e) < appears for e in _entries(cloud, RID, "SEARCHING"))  # nothing seen before
+        assert len(_looks(cloud, RID)) == -(-days * 24 * 60 // every)  # the schedule the request asked for
+
+
 def _transitions_looking_for(days: int) -> tuple[int, int]:
     """``(looks, state transitions)`` of a request that looks every 3 hours for ``days`` and finds nothing."""
     with make_cloud(market=MarketConfig(capacity={"*": 0})) as cloud:
