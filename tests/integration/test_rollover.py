@@ -373,7 +373,7 @@ def test_patch_serve_until_validates_each_field_and_refuses_other_teams() -> Non
             assert phrase in answer["body"], (body, answer)
         stranger = "arn:aws:sts::123456789012:assumed-role/Research/someone-else"
         refused = api(cloud, "PATCH", {"serve_until": SERVE_UNTIL}, caller=stranger)
-        assert refused["statusCode"] == 403, refused
+        assert (refused["statusCode"], refused["json"]) == (404, {"message": f"no reservation '{RID}'"})
         assert items(cloud, RID, f"{SERVE_UNTIL_CHANGE}#") == []  # nothing half-applied
         moved = api(cloud, "PATCH", {"serve_until": SERVE_UNTIL, "rollover_lead_hours": 72})
         assert (moved["statusCode"], moved["json"]["next_check"]) == (200, "2026-12-06T11:30:00Z")
