@@ -39,9 +39,8 @@ class TrainingPlanBuyer:
     platform: str = SAGEMAKER.name
     kind: PurchaseKind = "training-plan"
     what = SAGEMAKER.reserved_noun
-    unique_call = (
-        SAGEMAKER.purchase_name_unique
-    )  # the plan name is derived from the request id: AWS refuses a second one
+    # the plan name is derived from the request id: AWS refuses a second one
+    unique_call = SAGEMAKER.purchase_name_unique
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
         """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
