@@ -17,7 +17,8 @@ from capacity.errors import (
 )
 from capacity.lifecycle import Event
 from capacity.logic import buy_once
-from capacity.logic.purchase import BUYERS, purchase_capacity
+from capacity.logic.purchase import purchase_capacity
+from capacity.logic.wings import wing
 from capacity.offerings import OfferingSummary
 from capacity.ranking import normalise_offering
 from capacity.record_kinds import PURCHASE, PURCHASE_INTENT
@@ -291,6 +292,6 @@ def test_adopting_a_brought_plan_after_a_cancel_records_no_purchased(harness: Ha
     brought_item = dict(item) | {"request_id": brought.id, "brought": True, "upfront_fee_usd": "0"}
     harness.ledger.record(brought.id, Event.CANCEL, actor="test")
     with pytest.raises(ReservationCancelled):
-        buy_once.after_purchase(BUYERS["sagemaker"], brought, brought_item, harness.ports, first=True)
+        buy_once.after_purchase(wing("sagemaker").buyer, brought, brought_item, harness.ports, first=True)
     assert [e.state for e in harness.ledger.history(brought.id)][-1] is State.CANCELLED
     assert not any("demo-2" in text and "Purchased" in text for text in harness.slack.texts())

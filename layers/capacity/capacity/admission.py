@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
+from capacity.platforms import platform as platform_named
 from capacity.timeutil import as_utc, iso_z
 
 START_GRACE = timedelta(minutes=15)
@@ -21,13 +22,13 @@ ON_DEMAND_FIRST_HORIZON = timedelta(hours=1)
 """A window starting within this long of now defaults to ``on-demand-first`` (issue 6)."""
 
 
-def start_problem(earliest_start: datetime, *, platform: str, now: datetime) -> str | None:
+def start_problem(earliest_start: datetime, *, platform: str | None, now: datetime) -> str | None:
     """Why ``earliest_start`` (UTC) cannot be admitted at ``now``: more than :data:`START_GRACE` in the past,
     or (``platform`` ``ec2``) more than :data:`CAPACITY_BLOCK_HORIZON` ahead; None when it can."""
     start = iso_z(earliest_start)
     if earliest_start < as_utc(now) - START_GRACE:
         return f"start {start} is in the past (now {iso_z(now)}): choose a start time in the future"
-    if platform == "ec2" and earliest_start > as_utc(now) + CAPACITY_BLOCK_HORIZON:
+    if platform_named(platform).capacity_blocks and earliest_start > as_utc(now) + CAPACITY_BLOCK_HORIZON:
         return (
             f"start {start} is more than 8 weeks after now ({iso_z(now)}): capacity blocks can "
             "be bought at most 8 weeks ahead; choose a start before "

@@ -17,9 +17,9 @@ from pydantic import ConfigDict, Field, model_validator
 from capacity.base import Model
 from capacity.errors import PlanFailed
 from capacity.offerings import OfferingSummary
+from capacity.platforms import PlatformName as Platform
 from capacity.purchases import CapacityBlockPurchase, ReservedPurchase
 from capacity.records import CostSummary
-from capacity.request import Platform
 from capacity.wire import Money, UtcDatetime
 
 
@@ -365,7 +365,7 @@ class ActivationOutput(_Out):
     status: str
     attempt: int
     next_wait_seconds: int
-    platform: Literal["sagemaker", "ec2"] = "sagemaker"
+    platform: Platform = "sagemaker"
 
 
 # 7. create_endpoint

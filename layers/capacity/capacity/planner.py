@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.offerings import Offering
+from capacity.platforms import platform
 from capacity.pricing import format_usd
 from capacity.ranking import alternatives as nearest_alternatives
 from capacity.ranking import rank
@@ -119,7 +120,7 @@ def alternatives_message(
     request: ReservationRequest, alternatives: Sequence[Offering], quota_errors: Mapping[str, str]
 ) -> str:
     """Why nothing matched and what is nearest (other durations, regions, counts), as one paragraph."""
-    if request.platform == "sagemaker" and request.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+    if not platform(request.platform).reserves(request.instance_type):
         return no_training_plan_message(request)
     text = (
         f"No offering of {request.instance_count} x {request.instance_type} for {request.duration_hours} h "

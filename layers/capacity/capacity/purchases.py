@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
 from capacity.base import Model
+from capacity.platforms import platform
 from capacity.wire import Money, UtcDatetime
 
 PurchaseKind = Literal["training-plan", "capacity-block", "on-demand-endpoint", "on-demand-instances"]
@@ -211,10 +212,7 @@ def purchase_kind(item: Any) -> str:
         return str(getattr(item, "kind", ""))
     if item.get("kind"):
         return str(item["kind"])
-    ec2 = item.get("platform") == "ec2"
-    if (item.get("market") or "reserved") == "reserved":
-        return "capacity-block" if ec2 else "training-plan"
-    return "on-demand-instances" if ec2 else "on-demand-endpoint"
+    return platform(item.get("platform")).kind(item.get("market") or "reserved")
 
 
 _Record = Annotated[

@@ -25,9 +25,9 @@ from decimal import Decimal
 from typing import Literal
 
 from capacity.admission import ON_DEMAND_FIRST_HORIZON
-from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.offerings import Offering
 from capacity.planner import needs_approval
+from capacity.platforms import platform
 from capacity.pricing import format_usd, on_demand_equivalent, on_demand_usd_per_hour
 from capacity.ranking import rank
 from capacity.request import ReservationRequest
@@ -87,12 +87,12 @@ class Recommendation:
 
 
 def _reserved_option(request: ReservationRequest) -> Option:
-    return "capacity-block" if request.platform == "ec2" else "training-plan"
+    return platform(request.platform).reserved
 
 
 def reservable(request: ReservationRequest) -> bool:
     """Whether the request's type can be reserved at all (``ml.g6.*`` has no training plan)."""
-    return request.platform == "ec2" or request.instance_type in TRAINING_PLAN_INSTANCE_TYPES
+    return platform(request.platform).reserves(request.instance_type)
 
 
 def _reserved_note(best: Offering, on_demand: Decimal | None) -> str:
@@ -214,7 +214,7 @@ def on_demand_check(request: ReservationRequest, now: datetime, *, team_left: Te
     skipped = on_demand_skip_reason(request, now, team_left=team_left)
     if skipped is not None:
         return f"not tried: {skipped}"
-    launch = "CreateEndpoint" if request.platform == "sagemaker" else "RunInstances"
+    launch = platform(request.platform).launch_call
     return (
         f"unknown: only launching ({launch}) tells whether on-demand capacity is free and a plan launches "
         f"nothing; the workflow tries on demand first in {', '.join(request.regions)}, in that order"
@@ -296,7 +296,12 @@ def recommend(
         why += _fallback(request, best)
         alts: tuple[Alternative, ...] = (reserved_alt,) if reserved_alt else ()
         return Recommendation("on-demand", why, on_demand, on_demand, break_even, best, alts)
-    if wants_on_demand and skipped is None and request.strategy == "spot-ok" and request.platform == "ec2":
+    if (
+        wants_on_demand
+        and skipped is None
+        and request.strategy == "spot-ok"
+        and platform(request.platform).spot
+    ):
         why = (
             "No on-demand capacity was found; the work tolerates interruptions (spot-ok), so spot is the "
             "next least restrictive option (spot prices are below on demand; the on-demand figure is an "

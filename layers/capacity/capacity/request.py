@@ -38,6 +38,8 @@ from capacity.instances import (
     fits,
     spec_for,
 )
+from capacity.platforms import PlatformName
+from capacity.platforms import platform as platform_named
 from capacity.pricing import KNOWN_REGIONS
 from capacity.request_parts import IdlePolicy, LaunchTemplateRef, LoadSpec, ModelSpec
 from capacity.rightsize import RightSizing, size
@@ -110,9 +112,9 @@ Strategy = Literal["on-demand-first", "reserved", "spot-ok"]
 capacity region by region before reserving; ``reserved`` always reserves; ``spot-ok`` (EC2 only,
 interruption-tolerant work) tries on demand, then spot, then reserves."""
 
-Platform = Literal["sagemaker", "ec2"]
-"""Where the capacity runs: ``sagemaker`` (training plan + endpoint, ``ml.*`` types) or ``ec2`` (capacity
-block + instances from a launch template, EC2 types)."""
+Platform = PlatformName
+"""Where the capacity runs (:data:`capacity.platforms.PlatformName`; each one's facts:
+:func:`capacity.platforms.platform`)."""
 
 
 def _now(info: ValidationInfo) -> datetime | None:
@@ -289,7 +291,7 @@ class ReservationRequest(Model):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, value: str, info: ValidationInfo) -> str:
-        if info.data.get("platform") == "ec2":
+        if platform_named(info.data.get("platform")).capacity_blocks:
             if value not in CAPACITY_BLOCK_INSTANCE_TYPES:
                 raise problem(
                     f"{value!r} is not an EC2 instance type sold as capacity blocks: use one of "
@@ -308,7 +310,7 @@ class ReservationRequest(Model):
     @field_validator("instance_count")
     @classmethod
     def _instance_count(cls, value: int, info: ValidationInfo) -> int:
-        if info.data.get("platform") == "ec2":
+        if platform_named(info.data.get("platform")).capacity_blocks:
             if not 1 <= value <= MAX_CAPACITY_BLOCK_INSTANCES:
                 raise problem(
                     f"count {value} is not allowed: a capacity block holds 1 to "
@@ -326,7 +328,7 @@ class ReservationRequest(Model):
     @field_validator("duration_hours")
     @classmethod
     def _duration(cls, value: int, info: ValidationInfo) -> int:
-        if info.data.get("platform") == "ec2":
+        if platform_named(info.data.get("platform")).capacity_blocks:
             if not valid_capacity_block_hours(value):
                 raise problem(
                     f"unsupported duration {value} h ({value / 24:g} days): capacity blocks last 1 to 14 "
@@ -368,7 +370,7 @@ class ReservationRequest(Model):
     def _not_in_past(cls, value: datetime, info: ValidationInfo) -> datetime:
         now = _now(info)
         if now is not None:
-            why = start_problem(value, platform=str(info.data.get("platform")), now=now)
+            why = start_problem(value, platform=info.data.get("platform"), now=now)
             if why is not None:
                 raise problem(why)
         return value
@@ -397,7 +399,7 @@ class ReservationRequest(Model):
         now = _now(info)
         if now is None:
             return None
-        runnable = self.platform == "sagemaker" or self.launch_template is not None
+        runnable = not platform_named(self.platform).launches_instances or self.launch_template is not None
         return default_strategy(self.earliest_start, runnable_on_demand=runnable, now=now)
 
     @model_validator(mode="after")
@@ -442,11 +444,7 @@ class ReservationRequest(Model):
         """A SageMaker type without training plans (``ml.g6.*``: not in botocore's
         ``ReservedCapacityInstanceType``) runs on demand only: a problem when the (defaulted) strategy
         reserves."""
-        if (
-            self.platform != "sagemaker"
-            or strategy != "reserved"
-            or self.instance_type in TRAINING_PLAN_INSTANCE_TYPES
-        ):
+        if strategy != "reserved" or platform_named(self.platform).reserves(self.instance_type):
             return []
         return [
             (
@@ -502,17 +500,18 @@ class ReservationRequest(Model):
         return problems
 
     def _platform_problems(self) -> list[tuple[str, str]]:
-        if self.strategy == "spot-ok" and self.platform != "ec2":
+        runs_on = platform_named(self.platform)
+        if self.strategy == "spot-ok" and not runs_on.spot:
             return [("strategy", "spot-ok is for EC2 (platform ec2); use on-demand-first or reserved")]
         if (
-            self.platform == "ec2"
+            runs_on.launches_instances
             and self.strategy in ("on-demand-first", "spot-ok")
             and not self.launch_template
         ):
             return [
                 ("launch_template", f"strategy {self.strategy} launches instances: give the launch template")
             ]
-        if self.platform == "sagemaker":
+        if runs_on.serves_models:
             problems = [] if self.models else [("models", "is required: list at least one model to serve")]
             if self.launch_template is not None:
                 problems.append(
@@ -559,7 +558,7 @@ class ReservationRequest(Model):
                     "(platform ec2), not both",
                 )
             )
-        if self.training_plan_arn is not None and self.platform != "sagemaker":
+        if self.training_plan_arn is not None and not platform_named(self.platform).training_plans:
             problems.append(
                 (
                     "training_plan_arn",
@@ -567,7 +566,7 @@ class ReservationRequest(Model):
                     "a capacity block with capacity_reservation_id",
                 )
             )
-        if self.capacity_reservation_id is not None and self.platform != "ec2":
+        if self.capacity_reservation_id is not None and not platform_named(self.platform).capacity_blocks:
             problems.append(
                 (
                     "capacity_reservation_id",
@@ -667,7 +666,7 @@ class ReservationRequest(Model):
                     "the request brings its own reservation, so nothing is searched for: remove search_until",
                 )
             )
-        if self.platform == "sagemaker" and self.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+        if not platform_named(self.platform).reserves(self.instance_type):
             problems.append(
                 (
                     "search_until",
@@ -704,7 +703,7 @@ class ReservationRequest(Model):
             problems.append(("right_size", "sizes a purchase: remove it when bringing your own reservation"))
         if self.load is None:
             return problems
-        if self.platform != "sagemaker" or not self.models:
+        if not platform_named(self.platform).serves_models or not self.models:
             problems.append(("load", "applies to SageMaker requests with models (inference components)"))
             return problems
         names = {model.name for model in self.models}

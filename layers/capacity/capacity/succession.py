@@ -27,6 +27,7 @@ from decimal import Decimal
 from math import ceil
 from typing import Any
 
+from capacity.platforms import platform as platform_named
 from capacity.request import (
     MAX_DURATION_HOURS,
     ReservationRequest,
@@ -86,7 +87,7 @@ def extension_hours(
     """The extension in place (hours) that makes a reservation ending at ``end`` serve until
     ``serve_until``: whole days (capacity blocks: a duration EC2 sells), at most ``max_hours``."""
     hours = _days_reaching(end, serve_until + margin)
-    if platform == "ec2" and not valid_capacity_block_hours(hours):
+    if platform_named(platform).capacity_blocks and not valid_capacity_block_hours(hours):
         hours = _block_hours(hours)
     return min(hours, max_hours)
 
@@ -162,7 +163,7 @@ def successor_window(
         )
     goal = serve_until + margin
     hours = _days_reaching(latest_start, goal) + 24 * extra_days
-    if platform == "ec2" and not valid_capacity_block_hours(hours):
+    if platform_named(platform).capacity_blocks and not valid_capacity_block_hours(hours):
         hours = _block_hours(hours)
     covers = hours <= MAX_DURATION_HOURS
     hours = min(hours, MAX_DURATION_HOURS)
@@ -196,7 +197,7 @@ def _window_after(
         )
     goal = serve_until + margin
     hours = _days_reaching(end, goal) + 24 * extra_days
-    if platform == "ec2" and not valid_capacity_block_hours(hours):
+    if platform_named(platform).capacity_blocks and not valid_capacity_block_hours(hours):
         hours = _block_hours(hours)
     covers = hours <= MAX_DURATION_HOURS
     hours = min(hours, MAX_DURATION_HOURS)

@@ -13,20 +13,12 @@ hours"; SageMaker documents none, so the same bound is used), activation within 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from capacity.contracts import ActivationInput, ActivationOutput
-from capacity.logic.common import Sighting, record_activation
+from capacity.logic.common import record_activation
 from capacity.logic.costs import record_usage
-from capacity.logic.ec2.activation import block_activation
-from capacity.logic.sagemaker.activation import plan_activation
+from capacity.logic.wings import wing
+from capacity.platforms import DEFAULT
 from capacity.ports import Ports
-
-ACTIVATIONS: dict[str, Callable[[ActivationInput, Ports], Sighting]] = {
-    "sagemaker": plan_activation,
-    "ec2": block_activation,
-}
-"""The activation poll of each platform (the step input's ``platform``, the request's)."""
 
 
 def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput:
@@ -48,8 +40,8 @@ def wait_for_activation(step: ActivationInput, ports: Ports) -> ActivationOutput
     platform = step.platform or (step.purchase.platform if step.purchase is not None else None)
     if platform is None:  # an execution started on a definition that did not carry it: ask the ledger
         request = ports.ledger.get_request(step.request_id)
-        platform = request.platform if request is not None else "sagemaker"
-    sighting = ACTIVATIONS[platform](step, ports)
+        platform = request.platform if request is not None else DEFAULT.name
+    sighting = wing(platform).activation(step, ports)
     output = record_activation(ports, step, sighting, platform=platform)
     if output.status == "Active" and sighting.in_use_instance_count is not None:
         # the plan's own count of its instances in use (the cost report's timeline)

@@ -56,6 +56,7 @@ from capacity.logic.common import final_state, load_purchase, states
 from capacity.logic.costs import reservation_spend
 from capacity.logic.policy import Viewer, charged_to, check_approver, may_act, require_seen
 from capacity.offerings import OfferingSummary
+from capacity.platforms import platform
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.purchases import parse_purchase
@@ -492,7 +493,7 @@ def sunk_fee(ports: Ports, request_id: str) -> dict[str, Any] | None:
         return None
     if ports.ledger.get(request_id, PURCHASE_VOIDED) is not None:
         return None
-    what = "capacity block" if purchase.platform == "ec2" else "training plan"
+    what = platform(purchase.platform).reserved_noun
     return {
         "upfront_fee_usd": f"{purchase.upfront_fee_usd:f}",
         "refunded_usd": "0",
@@ -516,7 +517,7 @@ def _fee_on_its_way(ports: Ports, request_id: str) -> dict[str, Any] | None:
     if intent is None or not intent.get("offering") or ports.ledger.get(request_id, PURCHASE_VOIDED):
         return None
     offering = OfferingSummary.model_validate(intent["offering"])
-    what = "capacity block" if intent.get("platform") == "ec2" else "training plan"
+    what = platform(intent.get("platform")).reserved_noun
     return {
         "upfront_fee_usd": f"{offering.upfront_fee_usd:f}",
         "refunded_usd": "0",

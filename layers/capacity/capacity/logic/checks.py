@@ -45,6 +45,7 @@ from capacity.errors import (
     OutOfScope,
 )
 from capacity.offerings import Offering
+from capacity.platforms import platform
 from capacity.ports import Ports
 from capacity.records import FINAL_STATES
 from capacity.request import ReservationRequest
@@ -150,9 +151,6 @@ def require_in_scope(request: ReservationRequest, ports: Ports) -> None:
         brought_reservation(request, ports)
 
 
-BROUGHT_STATES = {"sagemaker": ("Active", "Scheduled"), "ec2": ("active", "scheduled")}
-"""The states a brought reservation may be in (``DescribeTrainingPlan`` ``Status``,
-``DescribeCapacityReservations`` ``State``): paid, and not over."""
 BROUGHT_TARGET = "endpoint"
 """The ``TargetResources`` a brought training plan must serve (its capacity is a separate pool per target)."""
 
@@ -203,11 +201,12 @@ def brought_reservation(request: ReservationRequest, ports: Ports) -> BroughtRes
         raise ValueError(f"request {request.id} brings no reservation")
     field = "training_plan_arn" if request.training_plan_arn is not None else "capacity_reservation_id"
     _nobody_elses(request, ports, field, found)
-    if found.status not in BROUGHT_STATES[request.platform]:
-        what = "plan" if request.platform == "sagemaker" else "block"
+    runs_on = platform(request.platform)  # its brought_states: DescribeTrainingPlan/CapacityReservations
+    if found.status not in runs_on.brought_states:
+        what = runs_on.reserved_short
         raise _refuse(
             field,
-            f"{found.name} is {found.status}: only an {' or '.join(BROUGHT_STATES[request.platform])} "
+            f"{found.name} is {found.status}: only an {' or '.join(runs_on.brought_states)} "
             f"{what} can be used; name another {what} or leave {field} out to buy one",
         )
     return _fits(request, field, found)
@@ -365,7 +364,7 @@ def region_problems(request: ReservationRequest, ports: Ports, region: str) -> l
                     "(CreateModel) or give image and model_data_url instead",
                 )
             )
-    if request.platform == "ec2" and request.launch_template is not None:
+    if platform(request.platform).launches_instances and request.launch_template is not None:
         version = ports.ec2(region).launch_template_version(request.launch_template.as_aws())
         problem = None
         if version is None:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
 from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
@@ -26,6 +26,7 @@ from capacity.events import ReleaseRequestedDetail, ReservationActiveDetail
 from capacity.ledger import history_of
 from capacity.lifecycle import Event
 from capacity.offerings import OfferingSummary
+from capacity.platforms import PlatformName
 from capacity.ports import Ports
 from capacity.pricing import format_usd
 from capacity.purchases import (
@@ -264,7 +265,7 @@ class Sighting:
 
 
 def record_activation(
-    ports: Ports, step: ActivationInput, sighting: Sighting, *, platform: Literal["sagemaker", "ec2"]
+    ports: Ports, step: ActivationInput, sighting: Sighting, *, platform: PlatformName
 ) -> ActivationOutput:
     """Record what one activation poll saw (``sighting``), each state once, then hold a reservation that is
     not ``Active`` to its deadlines (:func:`check_activation_deadlines`).

@@ -34,7 +34,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import ClientError
 from pydantic import ConfigDict
@@ -72,7 +72,7 @@ from capacity.logic.common import (
     require_purchase,
     states,
 )
-from capacity.logic.ec2.capacity_block import LATEST_RELEASE_BEFORE_END
+from capacity.logic.wings import Extender, wing
 from capacity.naming import release_schedule_name
 from capacity.offerings import ExtensionOffering
 from capacity.planner import needs_approval
@@ -102,83 +102,6 @@ PAYMENT_GRACE = timedelta(minutes=10)
 """How long after AWS's deadline a release still waits for a payment AWS reports pending (its reads lag)."""
 PAYMENT_POLL = timedelta(minutes=10)
 """How often a release waiting for a payment in flight looks again."""
-
-
-class Extender(Protocol):
-    """One platform's extension calls (the reservation named by the ``PURCHASE`` item)."""
-
-    platform: str
-    what: str
-    latest_release_before_end: timedelta
-    """The release schedule is never later than this before the (new) end (zero: only the request's
-    ``release_margin_minutes``)."""
-
-    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
-        """The extension offerings of ``hours`` (``ClientError`` when AWS refuses: its message says why)."""
-        ...
-
-    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
-        """The purchase call, once (``OfferingExpired`` for a stale offering)."""
-        ...
-
-    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
-        """Every extension bought for the reservation."""
-        ...
-
-
-class PlanExtender:
-    """Training plans: ``SearchTrainingPlanOfferings(TrainingPlanArn)``, ``ExtendTrainingPlan``,
-    ``DescribeTrainingPlanExtensionHistory``."""
-
-    platform = "sagemaker"
-    what = "training plan"
-    latest_release_before_end = timedelta(0)
-
-    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
-        """Extension offerings of the plan."""
-        return ports.sagemaker(purchase.region).search_plan_extensions(
-            purchase.training_plan().training_plan_arn, hours
-        )
-
-    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
-        """``ExtendTrainingPlan``."""
-        return ports.sagemaker(purchase.region).extend_training_plan(offering_id)
-
-    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
-        """The plan's extension history."""
-        return ports.sagemaker(purchase.region).plan_extension_history(
-            purchase.training_plan().training_plan_arn
-        )
-
-
-class BlockExtender:
-    """Capacity blocks: ``DescribeCapacityBlockExtensionOfferings``, ``PurchaseCapacityBlockExtension``,
-    ``DescribeCapacityBlockExtensionHistory`` (the ``PURCHASE``'s ``capacity_reservation_id``)."""
-
-    platform = "ec2"
-    what = "capacity block"
-    latest_release_before_end = LATEST_RELEASE_BEFORE_END  # AWS terminates a block's instances 30 min early
-
-    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
-        """Extension offerings of the block."""
-        return ports.ec2(purchase.region).describe_block_extension_offerings(
-            purchase.capacity_block().capacity_reservation_id, hours
-        )
-
-    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
-        """``PurchaseCapacityBlockExtension``."""
-        return ports.ec2(purchase.region).purchase_block_extension(
-            offering_id=offering_id, reservation_id=purchase.capacity_block().capacity_reservation_id
-        )
-
-    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
-        """The block's extension history."""
-        return ports.ec2(purchase.region).block_extension_history(
-            purchase.capacity_block().capacity_reservation_id
-        )
-
-
-EXTENDERS: dict[str, Extender] = {"sagemaker": PlanExtender(), "ec2": BlockExtender()}
 
 
 # ------------------------------------------------------------------------------------------ money rules
@@ -372,7 +295,7 @@ def settle_in_flight(ports: Ports, request_id: str) -> datetime | None:
         bought = ports.ledger.get(request_id, f"{EXTENSION}#{extension_id}")
         if bought is None and calls:
             found = _find(
-                EXTENDERS[purchase.platform],
+                wing(purchase.platform).extender,
                 purchase,
                 ports,
                 {str(c["offering"]["offering_id"]) for c in calls},
@@ -481,7 +404,7 @@ def search_extensions(ports: Ports, request_id: str, hours: int) -> list[Extensi
     :class:`~capacity.errors.ExtensionRefused` with AWS's reason)."""
     request, purchase = extendable(ports, request_id)
     try:
-        found = EXTENDERS[request.platform].offerings(purchase, ports, hours)
+        found = wing(request.platform).extender.offerings(purchase, ports, hours)
     except ClientError as exc:
         raise ExtensionRefused(f"{request_id} cannot be extended by {hours} h: {exc}") from exc
     return [_offering(purchase, item) for item in found]
@@ -554,7 +477,7 @@ def extend_capacity(step: ExtendInput, ports: Ports) -> ExtendOutput:
         return ExtendOutput(request_id=request_id, extension_id=extension_id, status="bought")
     request = load_request(ports, request_id)
     purchase = require_purchase(ports, request_id)
-    extender = EXTENDERS[request.platform]
+    extender = wing(request.platform).extender
     what = f"the extension {extension_id} of {request_id}"
     intent = ledger.get(request_id, f"{EXTENSION_INTENT}#{extension_id}")
     if intent is not None:
@@ -677,7 +600,7 @@ def _margin(request: ReservationRequest, extender: Extender) -> timedelta:
 def release_margin(request: ReservationRequest) -> timedelta:
     """How long before its end the reservation of ``request`` is released: ``release_margin_minutes``, and
     for a capacity block at least 35 minutes (AWS reclaims its instances 30 minutes before the end)."""
-    return _margin(request, EXTENDERS[request.platform])
+    return _margin(request, wing(request.platform).extender)
 
 
 def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> ExtendOutput:
@@ -702,7 +625,7 @@ def confirm_extension(request_id: str, extension_id: str, ports: Ports) -> Exten
             end_time=outcome.get("end_time"),
         )
     purchase = require_purchase(ports, request_id)
-    extender = EXTENDERS[request.platform]
+    extender = wing(request.platform).extender
     found = _find(extender, purchase, ports, {str(bought["offering_id"])})
     status = found.status if found is not None else "pending"
     if status == "pending":
@@ -857,7 +780,7 @@ def extension_not_done(event: Mapping[str, Any], ports: Ports) -> ExtendOutput:
     calls = _items(ports, request_id, EXTENSION_CALL, extension_id)
     if bought is None and calls and purchase is not None:
         offered = {str(call["offering"]["offering_id"]) for call in calls}
-        found = _find(EXTENDERS[request.platform], purchase, ports, offered)
+        found = _find(wing(request.platform).extender, purchase, ports, offered)
         if found is not None:
             bought = _record(ports, request_id, extension_id, found)
     if bought is not None:

@@ -65,6 +65,7 @@ from capacity.logic.on_demand_spend import give_back_on_demand
 from capacity.logic.policy import as_admitted, give_back
 from capacity.logic.purchase import reconcile_purchase
 from capacity.logic.stopped import workflow_stopped
+from capacity.platforms import platform
 from capacity.ports import Ports
 from capacity.pricing import money_str
 from capacity.record_kinds import APPROVAL, PURCHASE, PURCHASE_INTENT, PURCHASE_VOIDED, RELEASE_FAILURE_TOLD
@@ -357,7 +358,7 @@ def _not_bought(ports: Ports, request_id: str, error: StepError) -> bool:
     if not attempt_calls(ports, request_id, attempt):
         return True
     intent = ports.ledger.get(request_id, intent_key(attempt)) or {}
-    return intent.get("platform", "sagemaker") == "sagemaker" or error.Error not in _MAYBE_COMMITTED
+    return platform(intent.get("platform")).purchase_name_unique or error.Error not in _MAYBE_COMMITTED
 
 
 def _release_failure(step: NotifyInput, ports: Ports, error: StepError, reason: str) -> NotifyOutput:

@@ -62,10 +62,12 @@ from capacity.logic.on_demand_record import finish_launch, put_purchase
 from capacity.logic.on_demand_spend import give_back_on_demand, hold_on_demand
 from capacity.logic.sagemaker.on_demand import check_phase_deadline, endpoint_tries, maybe_not_visible
 from capacity.naming import endpoint_config_name, endpoint_name
+from capacity.platforms import PlatformName
+from capacity.platforms import platform as platform_named
 from capacity.ports import Ports
 from capacity.recommendation import on_demand_over_limit
 from capacity.record_kinds import ON_DEMAND_ENDPOINT_PREFIX, ON_DEMAND_INSTANCES_PREFIX, PURCHASE
-from capacity.request import Platform, ReservationRequest
+from capacity.request import ReservationRequest
 from capacity.timeutil import iso_z, parse_utc
 
 logger = logging.getLogger(__name__)
@@ -124,7 +126,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         # A retried step after the launch was recorded: its schedule and records first (idempotent).
         launch = Purchase(existing)
         finish_launch(request, ports, market=launch.market, region=launch.region, ids=launch.instance_ids)
-        if platform == "sagemaker":
+        if platform_named(platform).serves_models:
             return OnDemandOutput(
                 outcome="endpoint_ready", region=str(existing["region"]), market="on-demand"
             )
@@ -141,7 +143,7 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
         if reason is not None:
             post(ports, messages.on_demand_skipped(request.id, reason=reason))
             return OnDemandOutput(outcome="skipped")
-    if platform == "sagemaker":
+    if platform_named(platform).serves_models:
         tried = endpoint_tries(request, ports, step.attempt, now)
         if tried is None:
             return _abandon(request, platform, ports, step.attempt)
@@ -154,7 +156,9 @@ def try_on_demand(step: OnDemandInput, ports: Ports) -> OnDemandOutput:  # noqa:
     return tried
 
 
-def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, attempt: int) -> OnDemandOutput:
+def _abandon(
+    request: ReservationRequest, platform: PlatformName, ports: Ports, attempt: int
+) -> OnDemandOutput:
     """The reservation was cancelled or released while on-demand capacity was being tried.
 
     With a ``PURCHASE`` recorded the release owns what runs: ``ReleaseRequested`` is put again (a release
@@ -171,7 +175,7 @@ def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, atte
     name, config = endpoint_name(request.id), endpoint_config_name(request.id)
     left: list[str] = []
     for region in request.regions:
-        if platform == "ec2":
+        if platform_named(platform).launches_instances:
             left.extend(stop_instances(ports, request.id, region))
             continue
         sagemaker = ports.sagemaker(region)
@@ -187,7 +191,7 @@ def _abandon(request: ReservationRequest, platform: Platform, ports: Ports, atte
             sagemaker.delete_endpoint(name)
     if left:
         logger.info("%s stopped while on demand: deleting %s", request.id, ", ".join(left))
-        if platform == "sagemaker":  # a Creating endpoint cannot be deleted: not forever here
+        if platform_named(platform).serves_models:  # a Creating endpoint cannot be deleted: not forever here
             check_phase_deadline(
                 request,
                 ports,

@@ -22,6 +22,7 @@ from capacity.logic.common import (
     stop_if_released,
 )
 from capacity.naming import release_schedule_name
+from capacity.platforms import platform
 from capacity.ports import Ports
 from capacity.pricing import on_demand_usd_per_hour
 from capacity.purchases import OnDemandEndpointPurchase, OnDemandInstancesPurchase
@@ -86,7 +87,7 @@ def launched(
     """
     put_purchase(ports, request, market=market, region=region, start=now, end=request.latest_end, ids=ids)
     finish_launch(request, ports, market=market, region=region, ids=ids)
-    if request.platform == "sagemaker":
+    if platform(request.platform).serves_models:
         return OnDemandOutput(outcome="endpoint_ready", region=region, market=market)
     return OnDemandOutput(
         outcome="launched",
@@ -198,7 +199,7 @@ def put_purchase(
     }
     record = (
         OnDemandInstancesPurchase(**common, instance_ids=ids)
-        if request.platform == "ec2"
+        if platform(request.platform).launches_instances
         else OnDemandEndpointPurchase(**common)
     )
     ports.ledger.put_once(request.id, PURCHASE, record.to_item())

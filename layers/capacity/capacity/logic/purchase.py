@@ -2,7 +2,8 @@
 release.
 
 A router by platform: the exactly-once protocol is :mod:`capacity.logic.buy_once`'s, for both platforms;
-each platform's part is its :class:`~capacity.logic.buy_once.Buyer` (:data:`BUYERS`:
+each platform's part is its :class:`~capacity.logic.buy_once.Buyer` (its
+:class:`~capacity.logic.wings.Wing`'s ``buyer``:
 :class:`~capacity.logic.sagemaker.training_plan.TrainingPlanBuyer`,
 :class:`~capacity.logic.ec2.capacity_block.CapacityBlockBuyer`). Nothing above ``max_upfront_fee_usd`` is
 ever bought; a re-searched offering above the approval threshold must not cost more than the one that was
@@ -20,7 +21,7 @@ from decimal import Decimal
 
 from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision
-from capacity.logic.buy_once import Bought, Buyer, after_purchase, buy_once, reconcile, record_purchase
+from capacity.logic.buy_once import Bought, after_purchase, buy_once, reconcile, record_purchase
 from capacity.logic.checks import brought_reservation
 from capacity.logic.common import (
     load_request,
@@ -28,15 +29,11 @@ from capacity.logic.common import (
     states,
     stop_if_released,
 )
-from capacity.logic.ec2.capacity_block import CapacityBlockBuyer
-from capacity.logic.sagemaker.training_plan import TrainingPlanBuyer
+from capacity.logic.wings import wing
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.record_kinds import PURCHASE
 from capacity.records import State
-
-BUYERS: dict[str, Buyer] = {"sagemaker": TrainingPlanBuyer(), "ec2": CapacityBlockBuyer()}
-"""The buyer of each platform (``ReservationRequest.platform``)."""
 
 
 def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
@@ -55,7 +52,7 @@ def purchase_capacity(step: PurchaseInput, ports: Ports) -> PurchaseOutput:
         RetryableAwsError: throttling/5xx/timeouts after retries.
     """
     request = load_request(ports, step.request_id)  # buy_once needs the whole request, not just its platform
-    return buy_once(step, request, ports, BUYERS[step.platform or request.platform])
+    return buy_once(step, request, ports, wing(step.platform or request.platform).buyer)
 
 
 BROUGHT_OFFERING_ID = "brought"
@@ -77,7 +74,7 @@ def adopt_reservation(step: AdoptInput, ports: Ports) -> PurchaseOutput:
         RetryableAwsError: throttling/5xx after retries.
     """
     request = load_request(ports, step.request_id)
-    buyer = BUYERS[step.platform or request.platform]  # the input lacks it only on an older definition
+    buyer = wing(step.platform or request.platform).buyer  # the input lacks it only on an older definition
     history = ports.ledger.history(request.id)
     item = ports.ledger.get(request.id, PURCHASE)
     if item is None:
@@ -123,6 +120,6 @@ def reconcile_purchase(ports: Ports, request_id: str) -> dict[str, object] | Non
     if request is None:
         return None
     try:
-        return reconcile(request, ports, BUYERS[request.platform])
+        return reconcile(request, ports, wing(request.platform).buyer)
     except NameCollision:  # what the intent's name finds belongs to another request: nothing of ours
         return None

@@ -1,6 +1,7 @@
 """Step 9, ``release_capacity``: delete what the reservation created, verify, report the cost.
 
-A router by platform: the ``PURCHASE`` item's ``platform`` picks the teardown (:data:`TEARDOWNS`:
+A router by platform: the ``PURCHASE`` item's ``platform`` picks the teardown (its
+:class:`~capacity.logic.wings.Wing`'s ``release``:
 :mod:`capacity.logic.sagemaker.teardown` deletes scaling, alarms, inference components, the endpoint and its
 config; :mod:`capacity.logic.ec2.teardown` terminates the instances; ``begin`` answers the platform and
 the workflow runs only that platform's states), and both end in
@@ -18,8 +19,6 @@ A reservation that never bought anything has nothing to release: every action is
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -31,10 +30,9 @@ from capacity.jsonsafe import check_depth
 from capacity.logic import extend, payment
 from capacity.logic.buy_once import RELEASE_REASON
 from capacity.logic.common import Purchase, load_purchase, post, states
-from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.notify import readable_reason, report_release_failure
 from capacity.logic.purchase import reconcile_purchase
-from capacity.logic.sagemaker import teardown as sagemaker_teardown
+from capacity.logic.wings import wing
 from capacity.naming import (
     release_retry_schedule_name,
 )
@@ -108,7 +106,7 @@ def _release_step(step: ReleaseInput, ports: Ports) -> ReleaseOutput:
         waiting = _money_in_flight(step, ports, purchase)
         if waiting is not None:
             return waiting
-    output = TEARDOWNS[purchase.platform].run(step, ports, purchase)
+    output = wing(purchase.platform).release(step, ports, purchase)
     if step.action == "begin":  # the workflow's ``Platform?`` branches on it: only this platform's states run
         output = output.model_copy(update={"platform": purchase.platform})
     return output
@@ -154,37 +152,10 @@ POSTPONE_TOLERANCE = timedelta(minutes=5)
 postponed to it (its schedule moved with the extension)."""
 
 
-@dataclass(frozen=True)
-class Teardown:
-    """One platform's part of a release (:mod:`capacity.logic.sagemaker.teardown`,
-    :mod:`capacity.logic.ec2.teardown`).
-
-    Attributes:
-        run: one release action (``begin`` ... ``finish``) for a purchase of the platform.
-        still_billing: what of the reservation still exists in the purchase's region, each named.
-        checks: ``(what is looked for, the lookup)`` pairs for :func:`named_leftovers`.
-    """
-
-    run: Callable[[ReleaseInput, Ports, Purchase], ReleaseOutput]
-    still_billing: Callable[[Ports, str, Purchase], list[str]]
-    checks: Callable[[Ports, str, Purchase], list[tuple[str, Callable[[], list[str]]]]]
-
-
-TEARDOWNS: dict[str, Teardown] = {
-    "sagemaker": Teardown(
-        sagemaker_teardown.release_endpoint,
-        sagemaker_teardown.still_billing,
-        sagemaker_teardown.leftover_checks,
-    ),
-    "ec2": Teardown(ec2_teardown.release_block, ec2_teardown.still_billing, ec2_teardown.leftover_checks),
-}
-"""The teardown of each platform (the ``PURCHASE`` item's ``platform``)."""
-
-
 def still_billing(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
     """What of the reservation still exists in the purchase's region: instances (``platform`` ``ec2``), or
     inference components, the endpoint, its config, scalable targets, scaling policies and alarms."""
-    return TEARDOWNS[purchase.platform].still_billing(ports, request_id, purchase)
+    return wing(purchase.platform).still_billing(ports, request_id, purchase)
 
 
 def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[str]:
@@ -192,7 +163,7 @@ def named_leftovers(ports: Ports, request_id: str, purchase: Purchase) -> list[s
     for a person to act on. Best effort: a listing that fails (often the very trouble that failed the
     release) is replaced by what it would have looked for, marked "not checked"."""
     found: list[str] = []
-    for expected, check in TEARDOWNS[purchase.platform].checks(ports, request_id, purchase):
+    for expected, check in wing(purchase.platform).leftover_checks(ports, request_id, purchase):
         try:
             found.extend(check())
         except Exception as exc:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from capacity.contracts import SearchInput, SearchOutput
 from capacity.errors import CapacityUnavailable, QuotaExceeded
-from capacity.instances import TRAINING_PLAN_INSTANCE_TYPES
 from capacity.logic.common import load_request
 from capacity.offerings import Offering
+from capacity.platforms import platform
 from capacity.ports import Ec2Port, Ports, SageMakerPort
 from capacity.ranking import normalise_block_offering, normalise_offering
 from capacity.request import (
@@ -168,10 +168,11 @@ def region_offerings(
     Raises:
         RetryableAwsError: throttling/5xx that outlasted botocore's retries.
     """
-    if request.platform == "ec2":
+    runs_on = platform(request.platform)
+    if runs_on.capacity_blocks:
         blocks, quota_error = search_blocks(ports.ec2(region), request)
         return list({offering.key: offering for offering in blocks}.values()), quota_error
-    if request.instance_type not in TRAINING_PLAN_INSTANCE_TYPES:
+    if not runs_on.reserves(request.instance_type):
         # ml.g6.* (on-demand-first only): SearchTrainingPlanOfferings would answer ValidationException
         return [], None
     return find_offerings(ports.sagemaker(region), request)

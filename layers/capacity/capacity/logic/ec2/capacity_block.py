@@ -19,14 +19,16 @@ from capacity.errors import (
 )
 from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
+from capacity.logic.common import Purchase
 from capacity.logic.forwarding import ensure_forwarding
 from capacity.logic.search import search_block_duration
 from capacity.offerings import OfferingSummary
+from capacity.platforms import EC2
 from capacity.ports import Ec2Port, Ports
 from capacity.purchases import PurchaseKind
 from capacity.ranking import replacement
 from capacity.request import ReservationRequest
-from capacity.resources import CapacityReservation, tags_for
+from capacity.resources import CapacityReservation, Extension, tags_for
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +56,10 @@ class CapacityBlockBuyer:
     ``capacity_reservation_id`` ``cr-...``, ``availability_zone``).
     """
 
-    platform = "ec2"
+    platform: str = EC2.name
     kind: PurchaseKind = "capacity-block"
-    what = "capacity block"
-    unique_call = False  # no client token, no name: a second call buys a second block
+    what = EC2.reserved_noun
+    unique_call = EC2.purchase_name_unique  # no client token, no name: a second call buys a second block
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
         """The launch template and its version exist in the block's region, and its instance profile runs as
@@ -129,7 +131,7 @@ class CapacityBlockBuyer:
         return Purchased(
             release_at,
             {
-                "platform": "ec2",
+                "platform": EC2.name,
                 "capacity_reservation_id": output.capacity_reservation_id,
                 "availability_zone": zone,
                 "capacity_reservation_arn": output.capacity_reservation_arn,
@@ -160,3 +162,30 @@ def block_names(arn: str, reservation_id: str, zone: str | None) -> dict[str, st
         "capacity_reservation_id": reservation_id,
         "availability_zone": zone or "",
     }
+
+
+class BlockExtender:
+    """Capacity blocks: ``DescribeCapacityBlockExtensionOfferings``, ``PurchaseCapacityBlockExtension``,
+    ``DescribeCapacityBlockExtensionHistory`` (the ``PURCHASE``'s ``capacity_reservation_id``)."""
+
+    platform: str = EC2.name
+    what = EC2.reserved_noun
+    latest_release_before_end = LATEST_RELEASE_BEFORE_END  # AWS terminates a block's instances 30 min early
+
+    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
+        """Extension offerings of the block."""
+        return ports.ec2(purchase.region).describe_block_extension_offerings(
+            purchase.capacity_block().capacity_reservation_id, hours
+        )
+
+    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
+        """``PurchaseCapacityBlockExtension``."""
+        return ports.ec2(purchase.region).purchase_block_extension(
+            offering_id=offering_id, reservation_id=purchase.capacity_block().capacity_reservation_id
+        )
+
+    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
+        """The block's extension history."""
+        return ports.ec2(purchase.region).block_extension_history(
+            purchase.capacity_block().capacity_reservation_id
+        )

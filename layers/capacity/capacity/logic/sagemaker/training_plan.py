@@ -18,26 +18,29 @@ from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
 from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
 from capacity.logic.common import (
+    Purchase,
     ensure_owned,
 )
 from capacity.logic.search import search_plans
 from capacity.naming import training_plan_name
 from capacity.offerings import Offering, OfferingSummary
+from capacity.platforms import SAGEMAKER
 from capacity.ports import Ports, SageMakerPort
 from capacity.purchases import PurchaseKind
 from capacity.ranking import replacement
 from capacity.request import ReservationRequest
-from capacity.resources import TrainingPlan, tags_for
+from capacity.resources import Extension, TrainingPlan, tags_for
 from capacity.timeutil import short
 
 
 class TrainingPlanBuyer:
     """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
 
-    platform = "sagemaker"
+    platform: str = SAGEMAKER.name
     kind: PurchaseKind = "training-plan"
-    what = "training plan"
-    unique_call = True  # the plan name is derived from the request id: AWS refuses a second one
+    what = SAGEMAKER.reserved_noun
+    # the plan name is derived from the request id: AWS refuses a second one
+    unique_call = SAGEMAKER.purchase_name_unique
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
         """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
@@ -155,3 +158,28 @@ def research(
         sagemaker, request, duration_hours=request.duration_hours, count=request.instance_count
     )
     return replacement(found, request, stale)
+
+
+class PlanExtender:
+    """Training plans: ``SearchTrainingPlanOfferings(TrainingPlanArn)``, ``ExtendTrainingPlan``,
+    ``DescribeTrainingPlanExtensionHistory``."""
+
+    platform: str = SAGEMAKER.name
+    what = SAGEMAKER.reserved_noun
+    latest_release_before_end = timedelta(0)
+
+    def offerings(self, purchase: Purchase, ports: Ports, hours: int) -> list[Extension]:
+        """Extension offerings of the plan."""
+        return ports.sagemaker(purchase.region).search_plan_extensions(
+            purchase.training_plan().training_plan_arn, hours
+        )
+
+    def buy(self, purchase: Purchase, ports: Ports, offering_id: str) -> Extension:
+        """``ExtendTrainingPlan``."""
+        return ports.sagemaker(purchase.region).extend_training_plan(offering_id)
+
+    def history(self, purchase: Purchase, ports: Ports) -> list[Extension]:
+        """The plan's extension history."""
+        return ports.sagemaker(purchase.region).plan_extension_history(
+            purchase.training_plan().training_plan_arn
+        )
