@@ -23,7 +23,7 @@ this module by :func:`openapi_json`. Routes (docs/api.md):
 - ``POST /schedules`` -> 201; ``GET /schedules``, ``GET /schedules/{name}``, ``DELETE /schedules/{name}``.
 - ``GET /costs?team=&month=&group_by=`` -> 200 paid, used and on-demand equivalent (``Accept: text/csv``).
 - Admin (a separate IAM permission, ``/admin/*``): ``PUT|GET|DELETE /admin/teams/{team}``,
-  ``GET /admin/teams``, ``PUT /admin/account``, ``GET|PUT /admin/admins``.
+  ``GET /admin/teams``, ``PUT /admin/account``, ``GET|PUT /admin/admins``, ``GET|PUT /admin/people``.
 
 Errors: 400 ``{"errors": [{"field", "message"}]}`` when the request breaks the schema (types, required
 fields, bounds, field rules); 413 when the body exceeds :data:`MAX_BODY_BYTES`; 422 (same body) when it
@@ -619,6 +619,30 @@ def put_admins(body: Annotated[Principals, Body()]) -> Principals:
     """Set the policy's ``admins`` without seeding again; who may call the admin routes stays IAM's."""
     return Principals.model_validate(
         policy.put_admins(body.model_dump(mode="json"), _ports(), actor=_identity())
+    )
+
+
+@app.get(
+    "/admin/people",
+    summary="Whose identities are one person's (the four-eyes rule compares people)",
+    responses=_responses(200, "the people", policy.PeopleBody, 400, 403, 503),
+    tags=["admin"],
+)
+def get_people() -> policy.PeopleBody:
+    """The policy's ``people``: each person's IAM principal ARN patterns and Slack users."""
+    return policy.PeopleBody.model_validate(policy.get_people(_ports()))
+
+
+@app.put(
+    "/admin/people",
+    summary="Replace whose identities are one person's (admins: execute-api:Invoke on /admin/*)",
+    responses=_responses(200, "the people now", policy.PeopleBody, 400, 403, 413, 422, 503),
+    tags=["admin"],
+)
+def put_people(body: Annotated[policy.PeopleBody, Body()]) -> policy.PeopleBody:
+    """Name each person's identities once: a request made as one is never approved as another."""
+    return policy.PeopleBody.model_validate(
+        policy.put_people(body.model_dump(mode="json"), _ports(), actor=_identity())
     )
 
 

@@ -51,6 +51,8 @@ MEANT_FOR: dict[str, frozenset[str]] = {
     "PUT /admin/account": frozenset({ADMINS}),
     "GET /admin/admins": frozenset({ADMINS}),
     "PUT /admin/admins": frozenset({ADMINS}),
+    "GET /admin/people": frozenset({ADMINS}),
+    "PUT /admin/people": frozenset({ADMINS}),
 }
 """Who each route is for (docs/api.md; docs/deploy.md, "Caller policies")."""
 

@@ -12,7 +12,17 @@ import pytest
 from events.slack_signed_request import command_body, interaction_body, local_secret, proxy_event
 from localcloud.cloud import LocalCloud
 from localcloud.faults import FaultInjector
-from tests.integration.support import REGIONS, START, TEMPLATE, api_event, ledger_items, states
+from tests.integration.support import (
+    APPROVER,
+    REGIONS,
+    REQUESTER,
+    START,
+    TEMPLATE,
+    api_event,
+    base_request,
+    ledger_items,
+    states,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +102,33 @@ def test_slack_user_groups_are_members_and_approvers_as_slack_says_now() -> None
         assert "missing_scope" in answer["text"]
         assert "usergroups:read" in answer["text"]
         assert states(cloud, "g-2") == []
+
+
+def test_one_person_who_asked_at_the_api_never_approves_from_slack() -> None:
+    """The four-eyes rule compares people (the policy's ``people``, set by ``PUT /admin/people``): the IAM
+    requester's own Slack user may press every button, yet not approve its request; another approver may."""
+    pat = {"name": "pat", "iam_principal_arns": [REQUESTER], "slack_users": ["U0APPROVER"]}
+    with _cloud() as cloud:
+        both = {"people": [pat, {**pat, "name": "pat-again", "iam_principal_arns": []}]}
+        refused = cloud.api_request(api_event(both, method="PUT", path="/admin/people", caller=ADMIN))
+        assert refused["statusCode"] == 422  # valid people, but slack:U0APPROVER named for two of them
+        assert "slack:U0APPROVER is named for both pat and pat-again" in refused["body"]
+        put = cloud.api_request(
+            api_event({"people": [pat]}, method="PUT", path="/admin/people", caller=ADMIN)
+        )
+        assert (put["statusCode"], json.loads(put["body"])["people"][0]["name"]) == (200, "pat")
+
+        request = {**base_request(), "approval_above_usd": "100"}
+        assert cloud.api_request(api_event(request, caller=REQUESTER))["statusCode"] == 202
+        rid = request["request_id"]
+        cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, rid))
+        told = _press(cloud, rid, "U0APPROVER")
+        assert f"slack:U0APPROVER (the same person as {REQUESTER}) requested this reservation" in told
+        assert states(cloud, rid)[-1] == "AWAITING_APPROVAL"
+        refusal = next(i for i in ledger_items(cloud, rid) if str(i["sk"]).startswith("APPROVAL_REFUSED#"))
+        assert refusal["identity"] == "slack:U0APPROVER"
+
+        path = f"/reservations/{rid}/approval"
+        approved = cloud.api_request(api_event({"approved": True}, path=path, caller=APPROVER))
+        assert approved["statusCode"] == 200, approved
+        cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, rid))

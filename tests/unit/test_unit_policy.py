@@ -12,13 +12,14 @@ import boto3
 import pytest
 from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
-from capacity.errors import NotPermitted, SlackUnavailable, TeamLimitExceeded
+from capacity.errors import InvalidRequest, NotPermitted, SlackUnavailable, TeamLimitExceeded
 from capacity.logic import policy
 from capacity.logic.api import decide_approval
 from capacity.logic.plans import plan_reservation
 from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request
+from capacity.teams import Person
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
@@ -284,3 +285,27 @@ def test_slack_user_group_ids_are_validated() -> None:
         team("ml-eval", members={"slack_user_groups": ["@eval-team"]})
     only_groups = team("ml-eval", approvers={"slack_user_groups": ["S0EVALLEADS"]})
     assert only_groups.approvers.slack_user_groups == ["S0EVALLEADS"]  # a group alone is an approver set
+
+
+def test_one_persons_identities_are_one_requester_and_a_seed_names_each_identity_once(
+    harness: Harness, store: PolicyStore
+) -> None:
+    """The four-eyes rule compares people: an approver's IAM session and Slack user named as one person
+    (``people``) never approve what either asked for; a seed naming an identity for two people is refused
+    whole (nothing written)."""
+    erin = Person(name="erin", iam_principal_arns=[EVAL_APPROVER], slack_users=["U0ERIN"])
+    policy.apply_seed({"people": [erin.model_dump(mode="json")]}, store, actor="t", now=NOW)
+    assert policy.same_person("slack:U0ERIN", EVAL_APPROVER, harness.ports)
+    assert not policy.same_person("slack:U0ERIN", ALICE, harness.ports)
+    request = parse_request(request_body(team="ml-eval", requester="slack:U0ERIN"), now=NOW)
+    harness.ledger.record_request(request, actor="t")
+    harness.ledger.put_once(request.id, APPROVAL, {"task_token": "token-1"})
+    seed(harness.ledger, request.id, State.AWAITING_APPROVAL, actor="notify")
+    with pytest.raises(NotPermitted, match=r"\(the same person as slack:U0ERIN\) requested this reservation"):
+        decide_approval(request.id, {"approved": True}, harness.ports, identity=EVAL_APPROVER)
+
+    twice = [erin.model_dump(mode="json"), {"name": "erin-2", "slack_users": ["U0ERIN"]}]
+    with pytest.raises(InvalidRequest, match="slack:U0ERIN is named for both erin and erin-2"):
+        policy.apply_seed({"people": twice, "account": {"monthly_cap_usd": "1"}}, store, actor="t", now=NOW)
+    assert store.people() == [erin]
+    assert store.account() is None  # the invalid seed wrote nothing

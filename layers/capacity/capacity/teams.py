@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Annotated
 
@@ -98,9 +98,7 @@ class Principals(Model):
 
     def by_arn_or_slack(self, identity: str) -> bool:
         """True when ``identity`` (an ARN or ``slack:<id>``) is named by an ARN pattern or a Slack user."""
-        if identity.startswith("slack:"):
-            return identity.removeprefix("slack:") in self.slack_users
-        return any(arn_matches(identity, pattern) for pattern in self.iam_principal_arns)
+        return _named(identity, self.iam_principal_arns, self.slack_users)
 
     def by_tags(self, tags: Mapping[str, str] | None) -> bool:
         """True when this set names tags and the principal carries every one of them."""
@@ -111,6 +109,37 @@ class Principals(Model):
     def by_groups(self, groups: frozenset[str]) -> bool:
         """True when one of this set's Slack user groups is in ``groups`` (those the Slack user is in)."""
         return any(group in groups for group in self.slack_user_groups)
+
+
+def _named(identity: str, arn_patterns: Sequence[str], slack_users: Sequence[str]) -> bool:
+    if identity.startswith("slack:"):
+        return identity.removeprefix("slack:") in slack_users
+    return any(arn_matches(identity, pattern) for pattern in arn_patterns)
+
+
+class Person(Model):
+    """One person's identities (the seed's ``people``): the IAM principals (ARN patterns: an assumed role's
+    sessions vary) and the Slack users that are the same human. The four-eyes rule compares people, so a
+    request made at the API is never approved by its requester from Slack, nor the other way round.
+
+    Attributes:
+        name: how messages name the person.
+        iam_principal_arns: ARN patterns of the person's IAM identities (``*``/``?`` wildcards).
+        slack_users: the person's Slack user ids (``U...``/``W...``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    iam_principal_arns: list[ArnPattern] = Field(default_factory=list, max_length=20)
+    slack_users: list[SlackUser] = Field(default_factory=list, max_length=10)
+
+    _check_arns = field_validator("iam_principal_arns")(_arn_patterns)
+    _check_slack = field_validator("slack_users")(_slack_users)
+
+    def is_(self, identity: str) -> bool:
+        """True when ``identity`` (an ARN or ``slack:<id>``) is one of this person's."""
+        return _named(identity, self.iam_principal_arns, self.slack_users)
 
 
 def instance_family(instance_type: str) -> str:

@@ -33,7 +33,7 @@ from capacity.adapters.clients import error_code
 from capacity.adapters.dynamodb import call_dynamodb, deserialize_item, query_all, serialize_item
 from capacity.errors import RetryableAwsError
 from capacity.resources import Hold, HoldRefused, Limit, Rooms
-from capacity.teams import AccountPolicy, Principals, TeamPolicy
+from capacity.teams import AccountPolicy, Person, Principals, TeamPolicy
 from capacity.timeutil import iso_z
 
 if TYPE_CHECKING:
@@ -150,6 +150,24 @@ class PolicyStore:
             "pk": "POLICY",
             "sk": "ADMINS",
             "policy": admins.model_dump(mode="json"),
+            "updated_by": actor,
+            "updated_at": iso_z(now),
+        }
+        call_dynamodb(
+            "PutItem", lambda: self._client.put_item(TableName=self._table, Item=serialize_item(item))
+        )
+
+    def people(self) -> list[Person]:
+        """Whose identities are one person's (the seed's ``people``; empty when none are named)."""
+        item = self._get("POLICY", "PEOPLE")
+        return [Person.model_validate(person) for person in item["people"]] if item else []
+
+    def put_people(self, people: Sequence[Person], *, actor: str, now: datetime) -> None:
+        """Replace the list of people (the seed's ``people``)."""
+        item = {
+            "pk": "POLICY",
+            "sk": "PEOPLE",
+            "people": [person.model_dump(mode="json") for person in people],
             "updated_by": actor,
             "updated_at": iso_z(now),
         }

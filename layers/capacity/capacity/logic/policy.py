@@ -50,7 +50,15 @@ from capacity.record_kinds import APPROVAL_REFUSED, REQUEST, SERVE_UNTIL, SUBMIT
 from capacity.request import ReservationRequest
 from capacity.resources import Hold, HoldRefused, Rooms
 from capacity.succession import MAX_GENERATIONS
-from capacity.teams import AccountPolicy, Principals, TeamPolicy, instance_family, month_key, month_name
+from capacity.teams import (
+    AccountPolicy,
+    Person,
+    Principals,
+    TeamPolicy,
+    instance_family,
+    month_key,
+    month_name,
+)
 from capacity.timeutil import iso_ms
 from capacity.validation import parse_model
 
@@ -161,7 +169,8 @@ def require_caller_named(named: str | None, identity: str) -> None:
 def may_approve(identity: str, requester: str | None, team_name: str | None, ports: Ports) -> None:
     """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
 
-    Four-eyes: the requester never approves its own request. With a policy, the approver must be one of the
+    Four-eyes: the requester never approves its own request, under any of its identities (the policy's
+    ``people``: :func:`same_person`). With a policy, the approver must be one of the
     team's approvers (an approver of another team is refused): by ARN pattern or Slack user, by IAM
     principal tag, or as a user of one of its Slack user groups.
 
@@ -169,10 +178,11 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
         NotPermitted: the caller is the requester, or is not an approver of the team (message says which).
         SlackUnavailable, ConfigurationError: a Slack user group of the team's approvers could not be read.
     """
-    if requester and identity == requester:
+    if same_person(identity, requester, ports):
+        who = identity if identity == requester else f"{identity} (the same person as {requester})"
         raise NotPermitted(
-            f"{identity} requested this reservation and cannot approve or reject it: another approver of "
-            "its team must (four-eyes rule)"
+            f"{who} requested this reservation and cannot approve or reject it: another approver of its team "
+            "must (four-eyes rule)"
         )
     store = ports.policy
     if store is None:
@@ -208,8 +218,8 @@ def check_approver(
     """
     try:
         require_caller_named(named, identity)
-        _not_asked_by(identity, requesters[1:])
-        _not_caused_by(identity, spend_causers(ports, request_id))
+        _not_asked_by(identity, requesters[1:], ports)
+        _not_caused_by(identity, spend_causers(ports, request_id), ports)
         may_approve(identity, requesters[0] if requesters else None, team_name, ports)
     except NotPermitted as refused:
         ports.ledger.put_once(
@@ -221,10 +231,24 @@ def check_approver(
         raise
 
 
-def _not_asked_by(identity: str, requesters: Sequence[str | None]) -> None:
-    if identity in requesters:
+def same_person(identity: str, other: str | None, ports: Ports) -> bool:
+    """True when ``identity`` and ``other`` are one person: the same identity, or two identities of one of
+    the policy's ``people`` (an IAM principal and a Slack user of the same human). The four-eyes rule
+    compares people, never bare identities."""
+    if not other:
+        return False
+    if identity == other:
+        return True
+    store = ports.policy
+    return store is not None and any(p.is_(identity) and p.is_(other) for p in store.people())
+
+
+def _not_asked_by(identity: str, requesters: Sequence[str | None], ports: Ports) -> None:
+    asked = next((r for r in requesters if same_person(identity, r, ports)), None)
+    if asked is not None:
+        who = identity if asked == identity else f"{identity} (the same person as {asked})"
         raise NotPermitted(
-            f"{identity} asked for this and cannot approve or reject it: another approver of its team must "
+            f"{who} asked for this and cannot approve or reject it: another approver of its team must "
             "(four-eyes rule)"
         )
 
@@ -263,11 +287,12 @@ def spend_causers(ports: Ports, request_id: str) -> list[Causer]:
     return found
 
 
-def _not_caused_by(identity: str, causers: Sequence[Causer]) -> None:
+def _not_caused_by(identity: str, causers: Sequence[Causer], ports: Ports) -> None:
     for causer in causers:
-        if causer.identity == identity:
+        if same_person(identity, causer.identity, ports):
+            who = identity if causer.identity == identity else f"{identity} (as {causer.identity})"
             raise NotPermitted(
-                f"{identity} {causer.what}, which led to this purchase, and cannot approve or reject it: "
+                f"{who} {causer.what}, which led to this purchase, and cannot approve or reject it: "
                 "another approver of its team must (four-eyes rule: whoever causes spend is its requester)"
             )
 
@@ -290,7 +315,7 @@ def may_act(identity: str, requester: str | None, team_name: str | None, ports: 
         NotPermitted: the caller is none of those (403; the message says who may).
         SlackUnavailable, ConfigurationError: a Slack user group of the team could not be read.
     """
-    if requester is not None and identity == requester:
+    if same_person(identity, requester, ports):
         return
     team = ports.policy.team(team_name) if ports.policy is not None and team_name else None
     mine = {member_of.name for member_of in teams_of(identity, ports)} if team is not None else set()
@@ -746,6 +771,7 @@ class PolicySeed(Model):
 
     account: AccountPolicy | None = None
     admins: Principals | None = None
+    people: list[Person] | None = Field(default=None, max_length=5000)
     teams: list[TeamPolicy] = Field(default_factory=list, max_length=500)
 
 
@@ -764,13 +790,29 @@ def apply_seed(data: Mapping[str, Any], store: PolicyStore, *, actor: str, now: 
         raise InvalidRequest(
             [FieldError("teams", f"team names must be unique, repeated: {', '.join(repeated)}")]
         )
+    problem = _people_problem(seed.people or [])
+    if problem:
+        raise InvalidRequest([FieldError("people", problem)])
     if seed.account is not None:
         store.put_account(seed.account, actor=actor, now=now)
     if seed.admins is not None:
         store.put_admins(seed.admins, actor=actor, now=now)
+    if seed.people is not None:
+        store.put_people(seed.people, actor=actor, now=now)
     for team in seed.teams:
         store.put_team(team, actor=actor, now=now)
     return len(seed.teams)
+
+
+def _people_problem(people: Sequence[Person]) -> str | None:
+    """Why ``people`` cannot be one list (an identity named for two people would make both one), or None."""
+    seen: dict[str, str] = {}
+    for person in people:
+        for identity in [*person.iam_principal_arns, *(f"slack:{u}" for u in person.slack_users)]:
+            if identity in seen and seen[identity] != person.name:
+                return f"{identity} is named for both {seen[identity]} and {person.name}: name it once"
+            seen[identity] = person.name
+    return None
 
 
 def _store(ports: Ports) -> PolicyStore:
@@ -876,3 +918,31 @@ def put_admins(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
     admins = parse_model(Principals, body)
     _store(ports).put_admins(admins, actor=actor, now=ports.clock())
     return admins.model_dump(mode="json")
+
+
+def get_people(ports: Ports) -> dict[str, Any]:
+    """``GET /admin/people``: whose identities are one person's (``{"people": [...]}``)."""
+    return {"people": [person.model_dump(mode="json") for person in _store(ports).people()]}
+
+
+class PeopleBody(Model):
+    """``PUT /admin/people``: the whole list of people (:class:`~capacity.teams.Person`), replaced at once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    people: list[Person] = Field(max_length=5000)
+
+
+def put_people(body: Any, ports: Ports, *, actor: str) -> dict[str, Any]:
+    """``PUT /admin/people``: replace whose identities are one person's (the four-eyes rule compares
+    people: :func:`same_person`), without seeding again.
+
+    Raises:
+        InvalidRequest: the body is invalid, or an identity is named for two people (nothing changed).
+    """
+    people = parse_model(PeopleBody, body).people
+    problem = _people_problem(people)
+    if problem:
+        raise InvalidRequest([FieldError("people", problem)])
+    _store(ports).put_people(people, actor=actor, now=ports.clock())
+    return {"people": [person.model_dump(mode="json") for person in people]}
