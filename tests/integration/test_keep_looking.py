@@ -117,7 +117,8 @@ def test_an_offering_that_appears_on_day_3_is_bought_then_within_the_window_and_
 def test_an_offering_found_on_a_later_look_above_the_threshold_waits_for_an_approver() -> None:
     market = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS})
     with make_cloud(market=market) as cloud:
-        body = _looking(START + timedelta(days=8), approval_above_usd="1000")
+        # hourly looks: the claim is the approval at a later look, not the pace (four times fewer looks)
+        body = _looking(START + timedelta(days=8), approval_above_usd="1000", search_every_minutes=60)
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
         assert _at(_entries(cloud, RID, "AWAITING_APPROVAL")[0]) >= APPEARS
@@ -251,7 +252,7 @@ def test_ec2_a_capacity_block_that_appears_later_is_bought_then_and_released() -
     request_id = "train-week-49-ec2"
     with make_cloud(market=market) as cloud:
         create_launch_templates(cloud)
-        body = {**ec2_request(), "search_until": _iso(START + timedelta(days=8))}
+        body = {**ec2_request(), "search_until": _iso(START + timedelta(days=8)), "search_every_minutes": 60}
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run_until_idle()
 

@@ -40,6 +40,9 @@ pytestmark = pytest.mark.integration
 RID = "eval-week-49"
 REGION = "us-east-1"
 APPEARS = START + timedelta(days=3)
+EVERY = 60
+"""The requests here look hourly: what they claim is what a look does, not how often one comes (that is
+test_keep_looking.py's, at the default 15 minutes); four times fewer looks, the suite's slowest tests."""
 
 
 def _iso(moment: datetime) -> str:
@@ -105,7 +108,12 @@ SCARCE = MarketConfig(listed_from={"*/ml.p5.48xlarge": APPEARS}, capacity={f"{RE
 def _keep_looking(cloud: LocalCloud, deadline: datetime = START + timedelta(days=5, hours=12)) -> None:
     """POST the demo request in one region, looking until ``deadline`` (day 5 12:00) for :data:`SCARCE`
     capacity."""
-    body = {**base_request(), "regions": [REGION], "search_until": _iso(deadline)}
+    body = {
+        **base_request(),
+        "regions": [REGION],
+        "search_until": _iso(deadline),
+        "search_every_minutes": EVERY,
+    }
     assert post_reservation(cloud, body)["statusCode"] == 202
 
 
@@ -149,7 +157,12 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
     )
     with make_cloud(market=market, faults=_slow_purchase_call()) as cloud:
         deadline = START + timedelta(days=8)
-        body = {**base_request(), "regions": [REGION, "us-west-2"], "search_until": _iso(deadline)}
+        body = {
+            **base_request(),
+            "regions": [REGION, "us-west-2"],
+            "search_until": _iso(deadline),
+            "search_every_minutes": EVERY,
+        }
         assert post_reservation(cloud, body)["statusCode"] == 202
         # When the look that finds it (day 3) chooses a window another buyer then takes before the purchase
         taken = _someone_else_buys_the_chosen_window(cloud)
@@ -176,7 +189,9 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
             _parse(i["at"]) for i in items if i.get("state") == "SEARCHING" and i["detail"] == taken_looks[0]
         )
         next_look = _parse(taken_looks[0]["next_look_at"])
-        assert taken_at < next_look <= taken_at + timedelta(minutes=15)  # the next look, one interval at most
+        assert (
+            taken_at < next_look <= taken_at + timedelta(minutes=EVERY)
+        )  # the next look, one interval at most
         (missed,) = [i for i in items if i["sk"].startswith(f"{PURCHASE_MISSED}#")]
         assert missed["offering"]["offering_id"] == taken["offering_id"]
         assert {i["sk"] for i in items if i["sk"].startswith("PURCHASE_INTENT")} == {
@@ -185,7 +200,7 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
         }
         (purchased,) = [i for i in items if i.get("state") == "PURCHASED"]
         west_appears = START + timedelta(days=5)
-        assert west_appears <= _parse(purchased["at"]) < west_appears + timedelta(minutes=20)
+        assert west_appears <= _parse(purchased["at"]) < west_appears + timedelta(minutes=EVERY + 5)
         assert purchased["detail"]["region"] == "us-west-2"
         second = next(i for i in items if i["sk"] == "PURCHASE_INTENT#1")
         assert second["region"] == "us-west-2"
@@ -198,7 +213,12 @@ def test_an_offering_bought_elsewhere_before_the_deadline_looks_again_and_buys_a
 def test_an_approved_offering_bought_elsewhere_ends_the_request_as_before() -> None:
     # Given a request that keeps looking until day 8 and needs an approval above $1,000 (one per request)
     with make_cloud(market=SCARCE, faults=_slow_purchase_call()) as cloud:
-        body = {**base_request(), "regions": [REGION], "search_until": _iso(START + timedelta(days=8))}
+        body = {
+            **base_request(),
+            "regions": [REGION],
+            "search_until": _iso(START + timedelta(days=8)),
+            "search_every_minutes": EVERY,
+        }
         body["approval_above_usd"] = "1000"
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run(stop_when=lambda: "AWAITING_APPROVAL" in states(cloud, RID))
@@ -281,7 +301,12 @@ def test_the_teams_month_is_judged_at_the_look_that_buys_not_at_the_first_look()
         assert post_reservation(cloud, other)["statusCode"] == 202
         cloud.run(stop_when=lambda: "PURCHASED" in states(cloud, "november-spend"))
         november = _team_spent(cloud, "2026-11")
-        body = {**base_request(), "regions": [REGION], "search_until": "2026-12-05T00:00:00Z"}
+        body = {
+            **base_request(),
+            "regions": [REGION],
+            "search_until": "2026-12-05T00:00:00Z",
+            "search_every_minutes": EVERY,
+        }
         body |= {"max_upfront_fee_usd": "3000", "approval_above_usd": "3000"}
         assert post_reservation(cloud, body)["statusCode"] == 202
         cloud.run_until_idle()
@@ -308,6 +333,7 @@ def test_two_requests_that_find_capacity_at_the_same_look_never_exceed_the_teams
             "max_upfront_fee_usd": "3000",
             "approval_above_usd": "3000",
             "search_until": "2026-12-05T00:00:00Z",
+            "search_every_minutes": EVERY,
         }
         for request_id, region in (("looks-east", "us-east-1"), ("looks-west", "us-west-2")):
             body = {**base_request(), "request_id": request_id, "regions": [region], **limits}
