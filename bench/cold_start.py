@@ -11,6 +11,10 @@ Each sample is a fresh interpreter (a subprocess, like a new Lambda execution en
 3. then runs the handler once, in the same process, on the function's first sample event from events/
    (timed: **first invocation**: botocore client creation, validation, the AWS calls answered in-process).
 
+Each sample also lists the modules the import loaded that are not ours (:data:`bench.shipped.LIBRARIES`);
+a fresh interpreter imports just those (:func:`bench.shipped.floor_statement`): the function's **libraries
+floor**, and the row's gap is its ratio minus the floor's (issue 31: within 0.1x).
+
 Each sample is paired with a bare ``import boto3`` from the built layer (the goal's baseline) and from the
 venv, each in its own fresh interpreter; a row shows the medians and the median of the pairs' ratios.
 
@@ -205,6 +209,11 @@ def run(quick: bool = False) -> Section:
             "core, which swung paired ratios of one handler from 1.4x to 4.6x. No network, so AWS's own "
             "latency is not in the figures. Answer: the handler's HTTP status, `ok`, or the exception it "
             "raised (`ReservationNotFound` is expected: the sample reservation is not in the fresh ledger). "
+            "Libraries floor: each sample's child lists the modules its handler's import added to "
+            "`sys.modules` that are neither the handler's nor under `capacity` or `servingsim` (Python's, "
+            "Powertools', pydantic's, boto3's, slack_sdk's), and a fresh `python -I -S -B` interpreter from "
+            "the built layer imports exactly those, in the same order (paired with the same bare boto3); the "
+            "gap is the ratio minus the floor's: what our own modules cost (goal: within 0.1x). "
             f"A bare `import boto3` in this run: **{shipped_ms} ms** from the built layer, **{venv_ms} ms** "
             "from the venv (CPU, medians of every pair)."
         ),
