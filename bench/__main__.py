@@ -32,6 +32,9 @@ from bench.report import Section
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs/benchmarks.md"
+KEPT = "<!-- Written by hand below this line: make bench keeps it as it is. -->"
+"""docs/benchmarks.md from this line on is prose (decisions and the figures behind them), not a run's output:
+:func:`main` rewrites what comes before it and keeps the rest."""
 BENCHMARKS: dict[str, Callable[[bool], Section]] = {
     "1": transitions.run,
     "2": cold_start.run,
@@ -84,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         f"- Machine: {_machine()}",
         "",
     ]
-    DOC.write_text("\n".join(header) + "\n" + "\n".join(s.markdown() for s in sections).rstrip() + "\n")
+    old = DOC.read_text() if DOC.is_file() else ""
+    kept = old[old.index(KEPT) :] if KEPT in old else ""
+    measured = "\n".join(header) + "\n" + "\n".join(s.markdown() for s in sections).rstrip() + "\n"
+    DOC.write_text(measured + ("\n" + kept if kept else ""))
     print(f">> wrote {DOC.relative_to(ROOT)}")
     return 0
 

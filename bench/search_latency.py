@@ -25,7 +25,7 @@ import boto3
 import time_machine
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.sagemaker import SageMakerAdapter
-from capacity.contracts import SearchInput
+from capacity.contracts.finding import SearchInput
 from capacity.ledger import Ledger
 from capacity.logic.search import candidate_durations, search_offerings
 from capacity.models import parse_request

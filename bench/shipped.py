@@ -100,7 +100,7 @@ def command(path: Iterable[str], body: str) -> list[str]:
     :data:`COUNT_COMPILED`): ``-I`` (no ``PYTHONPATH``, no script directory), ``-S`` (no site-packages),
     ``-B`` (writes no pyc, as on Lambda's read-only directories)."""
     prologue = f"import sys\nsys.path[:0] = {list(path)!r}\n"
-    return [sys.executable, "-I", "-S", "-B", "-c", COUNT_COMPILED + prologue + body]
+    return [sys.executable, "-I", "-S", "-B", "-c", COUNT_COMPILED + LIBRARIES + prologue + body]
 
 
 def run(command: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -113,6 +113,32 @@ def run(command: list[str], env: dict[str, str] | None = None) -> dict[str, Any]
         raise RuntimeError(f"a benchmark child failed: {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+LIBRARIES = r"""
+def _libraries(before, module):
+    # What an import pulled in that is not ours: every module it added to sys.modules, in load order, but the
+    # handler's own module and the layer's packages (capacity, servingsim).
+    ours = {"capacity", "servingsim", module.split(".")[0]}
+    return [name for name in sys.modules if name not in before and name.split(".")[0] not in ours]
+"""
+"""Child helper: ``_libraries(before, module)``, the modules added since ``before`` (a set of names) that are
+neither ``module`` nor under ``capacity`` or ``servingsim``: what a handler's import loads of Python's and
+the libraries' (Powertools, pydantic, boto3, slack_sdk and what they import)."""
+
+
+def floor_statement(libraries: Iterable[str]) -> str:
+    """A child statement importing ``libraries`` (dotted names, in load order) and nothing of ours: a
+    handler's libraries floor. A name that cannot be imported by itself (a module a package registers under
+    another name) is skipped: its package's import loads it anyway."""
+    return (
+        "import importlib\n"
+        f"for _name in {list(libraries)!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(_name)\n"
+        "    except Exception:\n"
+        "        pass\n"
+    )
 
 
 def import_cpu(path: Iterable[str], statement: str, env: dict[str, str] | None = None) -> float:

@@ -60,26 +60,6 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity import jsonsafe
 from capacity.adapters import clients
-from capacity.contracts import (
-    AccountView,
-    ApprovalResult,
-    CancelAccepted,
-    CostReport,
-    ErrorsBody,
-    GatewayDeniedBody,
-    MessageBody,
-    PaidReservationBody,
-    ReservationAccepted,
-    ReservationList,
-    ReservationView,
-    ScheduleDeleted,
-    ScheduleList,
-    ScheduleView,
-    ServeUntilResult,
-    TeamDeleted,
-    TeamList,
-    TeamView,
-)
 from capacity.errors import (
     BudgetExceeded,
     DuplicateRequest,
@@ -107,6 +87,26 @@ from capacity.logic.serve_until import ServeUntilBody
 from capacity.ports import Ports
 from capacity.records import State
 from capacity.request import ReservationRequest
+from capacity.rest_bodies import (
+    AccountView,
+    ApprovalResult,
+    CancelAccepted,
+    CostReport,
+    ErrorsBody,
+    GatewayDeniedBody,
+    MessageBody,
+    PaidReservationBody,
+    ReservationAccepted,
+    ReservationList,
+    ReservationView,
+    ScheduleDeleted,
+    ScheduleList,
+    ScheduleView,
+    ServeUntilResult,
+    TeamDeleted,
+    TeamList,
+    TeamView,
+)
 from capacity.settings import Settings
 from capacity.teams import TEAM_NAME_PATTERN, AccountPolicy, Principals, TeamPolicyBody
 

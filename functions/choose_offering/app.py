@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import ChooseInput
+from capacity.contracts.finding import ChooseInput
 from capacity.logic.choose import choose_offering
 from capacity.ports import Ports
 from capacity.settings import Settings

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import EndpointInput
+from capacity.contracts.serving import EndpointInput
 from capacity.logic.sagemaker.deploy import create_endpoint
 from capacity.ports import Ports
 from capacity.settings import Settings

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import ComponentsInput
+from capacity.contracts.serving import ComponentsInput
 from capacity.logic.sagemaker.deploy import create_inference_components
 from capacity.ports import Ports
 from capacity.settings import Settings

@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import LaunchInput
+from capacity.contracts.serving import LaunchInput
 from capacity.logic.ec2.launch import launch_instances
 from capacity.ports import Ports
 from capacity.settings import Settings

@@ -15,7 +15,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import AdoptInput, PurchaseInput
+from capacity.contracts.purchase import AdoptInput, PurchaseInput
 from capacity.logic.purchase import adopt_reservation, purchase_capacity
 from capacity.ports import Ports
 from capacity.settings import Settings

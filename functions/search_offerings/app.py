@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import SearchInput
+from capacity.contracts.finding import SearchInput
 from capacity.logic.search import search_offerings
 from capacity.ports import Ports
 from capacity.settings import Settings

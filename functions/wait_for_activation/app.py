@@ -13,7 +13,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.contracts import ActivationInput
+from capacity.contracts.activation import ActivationInput
 from capacity.logic.activation import wait_for_activation
 from capacity.ports import Ports
 from capacity.settings import Settings

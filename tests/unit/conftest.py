@@ -123,7 +123,7 @@ class Harness:
     def activate(self, request_id: str, *, region: str = "us-east-1") -> None:
         """AWS reports the bought training plan ``co-<request_id>`` ``Active`` and the activation step records
         it (``SCHEDULED``, ``ACTIVE``): the lifecycle deploys only on an active reservation."""
-        from capacity.contracts import ActivationInput
+        from capacity.contracts.activation import ActivationInput
         from capacity.logic.activation import wait_for_activation
 
         self.world.client(region).set_plan_status(f"co-{request_id}", "Active")

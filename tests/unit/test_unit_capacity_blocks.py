@@ -10,15 +10,11 @@ from typing import Any
 
 import pytest
 from capacity.adapters.ec2 import LaunchTemplateVersion
-from capacity.contracts import (
-    ActivationInput,
-    CapacityBlockOutput,
-    NotifyInput,
-    PurchaseInput,
-    ReleaseInput,
-    ReleaseOutput,
-    StepError,
-)
+from capacity.contracts.activation import ActivationInput
+from capacity.contracts.common import StepError
+from capacity.contracts.notify import NotifyInput
+from capacity.contracts.purchase import CapacityBlockOutput, PurchaseInput
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
 from capacity.lifecycle import Event
 from capacity.logic.activation import wait_for_activation

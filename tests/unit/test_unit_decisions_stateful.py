@@ -30,7 +30,7 @@ import boto3
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.policy_store import PolicyStore
-from capacity.contracts import NotifyInput
+from capacity.contracts.notify import NotifyInput
 from capacity.errors import CapacityError, RetryableAwsError
 from capacity.ledger import Ledger
 from capacity.lifecycle import Event, replay

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from capacity.contracts import ChooseInput, NotifyInput, SearchInput, SearchOutput
+from capacity.contracts.finding import ChooseInput, SearchInput, SearchOutput
+from capacity.contracts.notify import NotifyInput
 from capacity.errors import ReservationCancelled
 from capacity.logic.api import cancel_reservation
 from capacity.logic.choose import choose_offering

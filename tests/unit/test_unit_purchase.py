@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from capacity.contracts import PurchaseInput, TrainingPlanOutput
+from capacity.contracts.purchase import PurchaseInput, TrainingPlanOutput
 from capacity.errors import (
     BudgetExceeded,
     ModelNotFound,

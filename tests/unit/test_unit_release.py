@@ -6,15 +6,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from capacity.contracts import (
-    ChooseInput,
-    ComponentsInput,
-    EndpointInput,
-    PurchaseInput,
-    ReleaseInput,
-    ReleaseOutput,
-    SearchInput,
-)
+from capacity.contracts.finding import ChooseInput, SearchInput
+from capacity.contracts.purchase import PurchaseInput
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
+from capacity.contracts.serving import ComponentsInput, EndpointInput
 from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy, RetryableAwsError
 from capacity.lifecycle import Event
 from capacity.logic.choose import choose_offering

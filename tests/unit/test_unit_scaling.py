@@ -11,14 +11,10 @@ from typing import Any
 
 import pytest
 from capacity.adapters.cloudwatch import AlarmState
-from capacity.contracts import (
-    ChooseInput,
-    ComponentsInput,
-    EndpointInput,
-    PurchaseInput,
-    ScaleOutput,
-    SearchInput,
-)
+from capacity.contracts.finding import ChooseInput, SearchInput
+from capacity.contracts.purchase import PurchaseInput
+from capacity.contracts.scaling import ScaleOutput
+from capacity.contracts.serving import ComponentsInput, EndpointInput
 from capacity.errors import InvalidRequest
 from capacity.logic.choose import choose_offering
 from capacity.logic.purchase import purchase_capacity

@@ -11,7 +11,9 @@ import json
 from typing import Any
 
 from capacity import messages
-from capacity.contracts import ChooseInput, NotifyInput, StepError
+from capacity.contracts.common import StepError
+from capacity.contracts.finding import ChooseInput
+from capacity.contracts.notify import NotifyInput
 from capacity.logic import slack_door
 from capacity.logic.api import decide_approval
 from capacity.logic.choose import choose_offering

@@ -7,18 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from capacity.contracts import (
-    ActivationInput,
-    ChooseInput,
-    ComponentsInput,
-    EndpointInput,
-    NotifyInput,
-    OnDemandInput,
-    PurchaseInput,
-    SearchInput,
-    SearchOutput,
-    StepError,
-)
+from capacity.contracts.activation import ActivationInput
+from capacity.contracts.common import StepError
+from capacity.contracts.finding import ChooseInput, SearchInput, SearchOutput
+from capacity.contracts.notify import NotifyInput
+from capacity.contracts.on_demand import OnDemandInput
+from capacity.contracts.purchase import PurchaseInput
+from capacity.contracts.serving import ComponentsInput, EndpointInput
 from capacity.errors import (
     ActivationTimeout,
     ComponentFailed,

@@ -34,7 +34,7 @@ from capacity.resources import CapacityReservation, SlackMessage
 from capacity.timeutil import short
 
 if TYPE_CHECKING:
-    from capacity.contracts import CapacityBlockOutput
+    from capacity.contracts.purchase import CapacityBlockOutput
 
 TABLE_ROWS = 10
 ALTERNATIVE_ROWS = 5

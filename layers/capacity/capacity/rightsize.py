@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -29,7 +30,11 @@ from capacity.instances import spec_for
 from capacity.pricing import format_usd
 from capacity.request_parts import LoadSpec, ModelSpec
 from capacity.wire import Money, UtcDatetime
-from servingsim import Hardware, ModelLoad, Outcome, Requirements, pack, simulate
+
+# servingsim is imported where a request with a load is sized (PLC0415 below), not with this module: every
+# handler imports the request model, few size one (about 10 ms of each cold start, issue 31).
+if TYPE_CHECKING:
+    from servingsim import Hardware, ModelLoad, Outcome
 
 SELLABLE_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 """Instance counts a training plan sells (the same list as the request's rule on ``instance_count``)."""
@@ -85,6 +90,8 @@ class RightSizing(Model):
 
 
 def _hardware(instance_type: str) -> Hardware:
+    from servingsim import Hardware  # noqa: PLC0415 - see the imports
+
     spec = spec_for(instance_type)
     if spec is None:
         raise ValueError(f"unknown instance type {instance_type!r}")
@@ -92,6 +99,8 @@ def _hardware(instance_type: str) -> Hardware:
 
 
 def _loads(models: Sequence[ModelSpec], load: LoadSpec) -> list[ModelLoad]:
+    from servingsim import ModelLoad, Requirements  # noqa: PLC0415 - see the imports
+
     profiles = {item.model: item for item in load.models}
     loads = []
     for model in models:
@@ -117,6 +126,8 @@ def _loads(models: Sequence[ModelSpec], load: LoadSpec) -> list[ModelLoad]:
 
 def candidate_counts(instance_type: str, models: Sequence[ModelSpec], requested_count: int) -> list[int]:
     """The counts worth simulating (module docstring), smallest first."""
+    from servingsim import Requirements, pack  # noqa: PLC0415 - see the imports
+
     hardware = _hardware(instance_type)
     demands = [
         (m.name, Requirements(float(m.accelerators), m.cpu_cores, float(m.memory_mb)), m.copies.max)
@@ -165,6 +176,8 @@ def size(
     Raises:
         ValueError: an unknown instance type, no model, or ``hours`` < 1.
     """
+    from servingsim import simulate  # noqa: PLC0415 - see the imports
+
     hardware = _hardware(instance_type)
     loads = _loads(models, load)
     target = load.max_rejected_percent

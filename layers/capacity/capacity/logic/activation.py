@@ -13,7 +13,7 @@ hours"; SageMaker documents none, so the same bound is used), activation within 
 
 from __future__ import annotations
 
-from capacity.contracts import ActivationInput, ActivationOutput
+from capacity.contracts.activation import ActivationInput, ActivationOutput
 from capacity.logic.common import record_activation
 from capacity.logic.costs import record_usage
 from capacity.logic.wings import wing

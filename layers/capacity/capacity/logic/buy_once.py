@@ -37,7 +37,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from capacity import money_metrics
-from capacity.contracts import PurchaseInput, PurchaseOutput, TrainingPlanOutput, purchase_output
+from capacity.contracts.purchase import PurchaseInput, PurchaseOutput, TrainingPlanOutput, purchase_output
 from capacity.errors import OfferingExpired, PurchaseInProgress, PurchaseUnconfirmed
 from capacity.events import CapacityBlockPurchasedDetail, TrainingPlanPurchasedDetail
 from capacity.lifecycle import PURCHASE_KEY, Event
@@ -420,7 +420,7 @@ def after_purchase(
     ``message`` posted by the call that recorded it (:meth:`Buyer.purchased`).
 
     Returns:
-        The :class:`~capacity.contracts.PurchaseOutput` of ``item``.
+        The :data:`~capacity.contracts.purchase.PurchaseOutput` of ``item``.
 
     Raises:
         ReservationCancelled: ``item`` is a brought reservation (nothing paid) and the request already has

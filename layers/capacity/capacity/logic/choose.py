@@ -26,7 +26,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from capacity import messages
-from capacity.contracts import ChooseInput, ChooseOutput
+from capacity.contracts.finding import ChooseInput, ChooseOutput
 from capacity.errors import ReservationCancelled
 from capacity.events import ReservationFailedDetail, ReservationPlannedDetail
 from capacity.lifecycle import Event

@@ -13,7 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import ActivationInput, ActivationOutput, backoff_seconds
+from capacity.contracts.activation import ActivationInput, ActivationOutput
+from capacity.contracts.common import backoff_seconds
 from capacity.errors import (
     ActivationTimeout,
     BudgetExceeded,

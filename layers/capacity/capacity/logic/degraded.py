@@ -17,7 +17,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from capacity import messages
-from capacity.contracts import DegradedOutput, DegradedStreak, NotifyInput, StepError
+from capacity.contracts.common import StepError
+from capacity.contracts.notify import DegradedOutput, DegradedStreak, NotifyInput
 from capacity.logic.common import STOP_STATES, post, states
 from capacity.ports import Ports
 from capacity.record_kinds import DEGRADED, ON_DEMAND_TRY_PREFIX, PURCHASE, PURCHASE_INTENT

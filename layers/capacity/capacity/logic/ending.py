@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 
 from capacity import money_metrics
-from capacity.contracts import ReleaseInput, ReleaseOutput
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.events import ReservationReleasedDetail
 from capacity.lifecycle import Event
 from capacity.logic.attempts import live_hold_key

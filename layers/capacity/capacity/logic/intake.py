@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capacity.contracts import RecordRequestOutput
+from capacity.contracts.intake import RecordRequestOutput
 from capacity.errors import FieldError, InvalidRequest, OutOfScope, ReservationCancelled
 from capacity.events import ReservationRequestedDetail, ResumeOf
 from capacity.jsonsafe import check_depth

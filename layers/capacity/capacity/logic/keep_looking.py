@@ -39,7 +39,8 @@ from datetime import datetime
 from functools import partial
 
 from capacity import messages
-from capacity.contracts import ChooseOutput, NotifyInput, NotifyOutput
+from capacity.contracts.finding import ChooseOutput
+from capacity.contracts.notify import NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.lifecycle import Event
 from capacity.logic.attempts import hold_key, intent_key, live_attempt, live_intent, nothing_bought

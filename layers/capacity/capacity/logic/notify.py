@@ -43,7 +43,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import ChooseOutput, DegradedOutput, NotifyInput, NotifyOutput, StepError
+from capacity.contracts.common import StepError
+from capacity.contracts.finding import ChooseOutput
+from capacity.contracts.notify import DegradedOutput, NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, ReservationCancelled
 from capacity.events import ApprovalRequestedDetail, ReleaseRequestedDetail, ReservationFailedDetail
 from capacity.lifecycle import Event
@@ -116,8 +118,9 @@ def readable_reason(error: StepError) -> str:
 
 
 def notify_step(step: NotifyInput, ports: Ports) -> NotifyOutput | DegradedOutput | ChooseOutput:
-    """The ``notify`` Lambda's step: ``offering_taken`` answers a :class:`~capacity.contracts.ChooseOutput`
-    (the reserve workflow branches on it as on the choose step's); every other kind is :func:`notify`'s."""
+    """The ``notify`` Lambda's step: ``offering_taken`` answers a
+    :class:`~capacity.contracts.finding.ChooseOutput` (the reserve workflow branches on it as on the choose
+    step's); every other kind is :func:`notify`'s."""
     if step.kind == "offering_taken":
         return _offering_taken(step, ports)
     return notify(step, ports)

@@ -46,7 +46,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import OnDemandInput, OnDemandOutput, backoff_seconds
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.on_demand import OnDemandInput, OnDemandOutput
 from capacity.errors import EndpointFailed, ReservationCancelled
 from capacity.logic import policy
 from capacity.logic.common import (

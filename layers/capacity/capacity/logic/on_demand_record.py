@@ -11,7 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 from capacity import messages
-from capacity.contracts import OnDemandOutput, backoff_seconds
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.on_demand import OnDemandOutput
 from capacity.errors import ReservationCancelled
 from capacity.events import ReservationPlannedDetail
 from capacity.lifecycle import Event

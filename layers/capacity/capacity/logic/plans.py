@@ -35,7 +35,6 @@ from typing import Any
 from pydantic import Field
 
 from capacity.base import Model
-from capacity.contracts import OptionCost, PlanAdvice, TeamCheck
 from capacity.errors import RetryableAwsError
 from capacity.logic.checks import not_considered, not_deployable, region_problems, require_in_scope
 from capacity.logic.keep_looking import dry_run_note, may_look_again
@@ -47,6 +46,7 @@ from capacity.ports import Ports
 from capacity.ranking import rank
 from capacity.recommendation import Recommendation, TeamLeft, on_demand_check, recommend, reservable
 from capacity.request import ReservationRequest, parse_request
+from capacity.rest_bodies import OptionCost, PlanAdvice, TeamCheck
 from capacity.rightsize import RightSizing, describe
 from capacity.wire import UtcDatetime
 

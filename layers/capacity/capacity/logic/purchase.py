@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from capacity.contracts import AdoptInput, PurchaseInput, PurchaseOutput
+from capacity.contracts.purchase import AdoptInput, PurchaseInput, PurchaseOutput
 from capacity.errors import NameCollision
 from capacity.logic.buy_once import Bought, after_purchase, buy_once, reconcile, record_purchase
 from capacity.logic.checks import brought_reservation

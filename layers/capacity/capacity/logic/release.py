@@ -23,7 +23,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from capacity import messages
-from capacity.contracts import ReleaseInput, ReleaseOutput, StepError
+from capacity.contracts.common import StepError
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import FieldError, InvalidRequest
 from capacity.events import ReleaseRequestedDetail
 from capacity.jsonsafe import check_depth

@@ -12,7 +12,7 @@ the requested duration and every other capacity block duration that fits in the 
 
 from __future__ import annotations
 
-from capacity.contracts import SearchInput, SearchOutput
+from capacity.contracts.finding import SearchInput, SearchOutput
 from capacity.errors import CapacityUnavailable, QuotaExceeded
 from capacity.logic.common import load_request
 from capacity.offerings import Offering

@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from capacity import messages
-from capacity.contracts import NotifyInput, NotifyOutput, StepError
+from capacity.contracts.common import StepError
+from capacity.contracts.notify import NotifyInput, NotifyOutput
 from capacity.errors import FieldError, InvalidRequest, PurchaseUnconfirmed
 from capacity.events import (
     ReleaseRequestedDetail,

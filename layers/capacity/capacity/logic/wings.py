@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Protocol
 
-from capacity.contracts import ActivationInput, ReleaseInput, ReleaseOutput
+from capacity.contracts.activation import ActivationInput
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.logic.buy_once import Buyer
 from capacity.logic.common import Purchase, Sighting
 from capacity.logic.ec2 import teardown as ec2_teardown

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from capacity import messages
-from capacity.contracts import ActivationInput, CapacityBlockHeld
+from capacity.contracts.activation import ActivationInput, CapacityBlockHeld
 from capacity.errors import PlanFailed
 from capacity.events import CapacityBlockActiveDetail
 from capacity.logic.common import Sighting, load_purchase, void_purchase

@@ -12,7 +12,7 @@ import logging
 from datetime import timedelta
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import CapacityBlockOutput, PurchaseOutput
+from capacity.contracts.purchase import CapacityBlockOutput, PurchaseOutput
 from capacity.errors import (
     PurchaseFailed,
     RetryableAwsError,

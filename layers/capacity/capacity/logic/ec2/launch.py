@@ -10,11 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from capacity import messages
-from capacity.contracts import (
-    LaunchInput,
-    LaunchOutput,
-    backoff_seconds,
-)
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.serving import LaunchInput, LaunchOutput
 from capacity.errors import (
     LaunchFailed,
     PlanFailed,

@@ -12,7 +12,8 @@ import logging
 from datetime import datetime
 
 from capacity import messages
-from capacity.contracts import OnDemandOutput, backoff_seconds
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.on_demand import OnDemandOutput
 from capacity.errors import CapacityUnavailable, LaunchFailed
 from capacity.events import ReservationReadyDetail
 from capacity.logic.checks import region_problems

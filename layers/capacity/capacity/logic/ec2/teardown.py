@@ -9,11 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import (
-    ReleaseInput,
-    ReleaseOutput,
-    backoff_seconds,
-)
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import (
     LeftoverResources,
     ReleaseStuck,

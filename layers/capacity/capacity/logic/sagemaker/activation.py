@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from capacity import messages
-from capacity.contracts import ActivationInput
+from capacity.contracts.activation import ActivationInput
 from capacity.errors import PlanFailed
 from capacity.events import TrainingPlanActiveDetail
 from capacity.logic.common import Sighting, void_purchase

@@ -29,13 +29,8 @@ from datetime import timedelta
 from typing import Any
 
 from capacity import messages
-from capacity.contracts import (
-    ComponentsInput,
-    ComponentsOutput,
-    EndpointInput,
-    EndpointOutput,
-    backoff_seconds,
-)
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.serving import ComponentsInput, ComponentsOutput, EndpointInput, EndpointOutput
 from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
 from capacity.events import ReservationReadyDetail
 from capacity.lifecycle import Event

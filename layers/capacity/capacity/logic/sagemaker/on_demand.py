@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from capacity import messages
-from capacity.contracts import OnDemandOutput, backoff_seconds
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.on_demand import OnDemandOutput
 from capacity.errors import EndpointFailed
 from capacity.logic.checks import not_deployable, region_problems
 from capacity.logic.common import (

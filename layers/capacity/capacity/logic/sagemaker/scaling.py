@@ -65,7 +65,7 @@ from pydantic import ConfigDict, Field
 
 from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
 from capacity.base import Model
-from capacity.contracts import ScaleOutput
+from capacity.contracts.scaling import ScaleOutput
 from capacity.events import ReleaseRequestedDetail
 from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
 from capacity.logic.costs import record_usage

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from botocore.exceptions import ClientError
 
 from capacity import TAG_REQUEST_ID, messages
-from capacity.contracts import ReleaseInput, ReleaseOutput, backoff_seconds
+from capacity.contracts.common import backoff_seconds
+from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.lifecycle import Event
 from capacity.logic.common import Purchase

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from capacity import messages
-from capacity.contracts import PurchaseOutput, TrainingPlanOutput
+from capacity.contracts.purchase import PurchaseOutput, TrainingPlanOutput
 from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
 from capacity.logic.buy_once import Bought, Purchased
 from capacity.logic.checks import require_deployable
