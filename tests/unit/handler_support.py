@@ -100,11 +100,8 @@ def team_policy(name: str, **overrides: Any) -> TeamPolicy:
     return TeamPolicy.model_validate(body)
 
 
-def policy_table(
-    monkeypatch: Any, *teams: TeamPolicy, admins: Principals | None = None, region: str = "us-east-1"
-) -> PolicyStore:
-    """The handlers' policy table (``POLICY_TABLE`` = ``policy``) holding ``teams`` (``TeamPolicy``) and
-    ``admins`` (``Principals``): who sees and who approves what, as a deployed stack always has one."""
+def create_policy_table(region: str = "us-east-1") -> PolicyStore:
+    """The policy table ``policy`` as template.yaml defines it (``pk``/``sk``), empty; its store."""
     boto3.client("dynamodb", region_name=region).create_table(
         TableName="policy",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -114,8 +111,16 @@ def policy_table(
         ],
         BillingMode="PAY_PER_REQUEST",
     )
+    return PolicyStore("policy", clients.dynamodb(region))
+
+
+def policy_table(
+    monkeypatch: Any, *teams: TeamPolicy, admins: Principals | None = None, region: str = "us-east-1"
+) -> PolicyStore:
+    """The handlers' policy table (``POLICY_TABLE`` = ``policy``) holding ``teams`` (``TeamPolicy``) and
+    ``admins`` (``Principals``): who sees and who approves what, as a deployed stack always has one."""
+    store = create_policy_table(region)
     monkeypatch.setenv("POLICY_TABLE", "policy")
-    store = PolicyStore("policy", clients.dynamodb(region))
     now = datetime(2026, 12, 1, tzinfo=UTC)
     for team in teams:
         store.put_team(team, actor="tests", now=now)

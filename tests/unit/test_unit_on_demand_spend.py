@@ -9,9 +9,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-import boto3
 import pytest
-from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
 from capacity.logic import on_demand_spend
 from capacity.logic.common import Purchase
@@ -34,6 +32,7 @@ from capacity.teams import AccountPolicy, TeamPolicy
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
+from tests.unit.handler_support import create_policy_table
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
 DAY_ON_DEMAND = Decimal("1320.96")
@@ -74,16 +73,7 @@ def day_offering(request: ReservationRequest, fee: Decimal) -> Offering:
 @pytest.fixture
 def store(harness: Harness) -> PolicyStore:
     """The policy table with team ml-small: $2,000 a month, 2 ml.p5 instances at once."""
-    boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName="policy",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    result = PolicyStore("policy", clients.dynamodb(REGION))
+    result = create_policy_table(REGION)
     harness.ports._policy = result
     team = {
         "name": "ml-small",

@@ -8,9 +8,7 @@ import threading
 from decimal import Decimal
 from typing import Any
 
-import boto3
 import pytest
-from capacity.adapters import clients
 from capacity.adapters.policy_store import PolicyStore
 from capacity.errors import InvalidRequest, NotPermitted, SlackUnavailable, TeamLimitExceeded
 from capacity.logic import policy
@@ -23,6 +21,7 @@ from capacity.teams import Person
 
 from tests.ledger_seed import seed
 from tests.unit.conftest import REGION, Harness
+from tests.unit.handler_support import create_policy_table
 from tests.unit.handler_support import team_policy as team
 from tests.unit.unit_fakes import NOW, raw_offering, request_body
 
@@ -33,16 +32,7 @@ OTHER_APPROVER = "arn:aws:sts::123456789012:assumed-role/ResearchApprovers/rob"
 
 @pytest.fixture
 def store(harness: Harness) -> PolicyStore:
-    boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName="policy",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    result = PolicyStore("policy", clients.dynamodb(REGION))
+    result = create_policy_table(REGION)
     harness.ports._policy = result
     result.put_team(
         team("ml-eval", members={"iam_principal_arns": ["arn:aws:sts::123456789012:assumed-role/MlEval/*"]}),
