@@ -9,6 +9,9 @@ now, spot, a training plan or a capacity block, why, its cost against the others
 time limit (API Gateway ends an integration after 29 s): the regions not searched are named in the answer,
 never silently dropped. A type without training plans (``ml.g6.*``) searches nothing.
 
+The planner lives among the steps, not the doors: the roll-over plans a successor with it
+(:mod:`capacity.logic.continuity.rollover`), and the doors (``POST /plans``, ``/gpu plan``) answer with it.
+
 Like the workflow, the dry run checks what the request names where it would run
 (:func:`~capacity.logic.governance.checks.region_problems`: ``model_name`` models, the launch template and its
 version, its instance role) in each region searched (every region, for on demand only): those regions'
