@@ -152,7 +152,7 @@ def run(quick: bool) -> Section:
     """Count the calls (see the module docstring)."""
     import boto3
     from capacity.ledger import Ledger
-    from capacity.logic import costs
+    from capacity.logic.governance import costs
     from capacity.ports import Ports
     from moto import mock_aws
 

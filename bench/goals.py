@@ -309,7 +309,7 @@ _WHY = {
         "AppSync's with asyncio, and the data classes of every event source); our modules add about 100 ms "
         "of CPU "
         "(python -X importtime): the REST bodies (capacity.rest_bodies), the request "
-        "model, capacity.logic.api with what it calls (checks, ports, ledger, policy), and the route "
+        "model, capacity.logic.doors.api with what it calls (checks, ports, ledger, policy), and the route "
         "modules whose models the route signatures name (plans, schedules, extension_request, costs). "
         "Importing boto3 or pydantic only at the first call would move their cost there, not save it"
     ),

@@ -2,10 +2,11 @@
 
 The search is parallel only through the reserve workflow's ``Map`` state (one ``search_offerings``
 invocation per region, ``MaxConcurrency`` 8); inside one region the layer searches the requested duration
-and the whole days either side of it one after the other (``capacity.logic.search.candidate_durations``).
-So this measures the layer's per-region search function, ``capacity.logic.search.search_offerings``, for 8
-regions x 3 durations, called for all regions at once (8 threads: what the Map does) and one region after
-the other (what a single function looping over regions would do).
+and the whole days either side of it one after the other
+(``capacity.logic.steps.search.candidate_durations``). So this measures the layer's per-region search
+function, ``capacity.logic.steps.search.search_offerings``, for 8 regions x 3 durations, called for all
+regions at once (8 threads: what the Map does) and one region after the other (what a single function looping
+over regions would do).
 
 Every ``SearchTrainingPlanOfferings`` call goes through the real ``SageMakerAdapter`` to the local cloud's
 AWS emulator (the same capacity market as ``make demo``) after sleeping 200 ms of real time: the wall-time
@@ -27,7 +28,7 @@ from capacity.adapters.dynamodb import OfferingStore
 from capacity.adapters.sagemaker import SageMakerAdapter
 from capacity.contracts.finding import SearchInput
 from capacity.ledger import Ledger
-from capacity.logic.search import candidate_durations, search_offerings
+from capacity.logic.steps.search import candidate_durations, search_offerings
 from capacity.models import parse_request
 from capacity.ports import Ports
 from capacity.settings import Settings
@@ -168,8 +169,8 @@ def run(quick: bool = False) -> Section:
             "The search is parallel only through the reserve workflow's `Map` state (one `search_offerings` "
             "invocation per region, `MaxConcurrency` 8); within a region the layer searches the requested "
             "duration and one day either side in turn. So this calls the layer's per-region function "
-            "`capacity.logic.search.search_offerings` for 8 regions, concurrently (8 threads, as the Map) "
-            "and sequentially, with every `SearchTrainingPlanOfferings` going through the real "
+            "`capacity.logic.steps.search.search_offerings` for 8 regions, concurrently (8 threads, "
+            "as the Map) and sequentially, with every `SearchTrainingPlanOfferings` going through the real "
             "`SageMakerAdapter` to the local cloud's emulator after 200 ms of real sleep (the wall-time "
             "twin of the `latency` fault, which waits in virtual time). Ledger and offerings: moto DynamoDB."
         ),

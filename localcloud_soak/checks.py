@@ -379,8 +379,8 @@ def check_paid_kept(facts: Facts) -> list[str]:
         for machine, status in facts.executions
     ):
         cancelled = any(i["state"] == "CANCELLED" for i in history)
-        # A stopped workflow that was resumed (RESUME#: capacity.logic.stopped) was not thrown away; how the
-        # resumed one ended is judged by the other rules.
+        # A stopped workflow that was resumed (RESUME#: capacity.logic.steps.stopped) was not thrown away; how
+        # the resumed one ended is judged by the other rules.
         resumed = any(str(i.get("sk", "")).startswith("RESUME#") for i in facts.items)
         if not cancelled and not resumed:
             problems.append("paid, then the reserve workflow was aborted and the reservation never served")

@@ -176,7 +176,7 @@ def cheapest_offering(cloud: LocalCloud, request: dict[str, Any]) -> Decimal | N
 
 def on_demand_cost(cloud: LocalCloud, request: dict[str, Any]) -> Decimal:
     """What the request's instances cost on demand from now until ``latest_end`` in its first region (USD,
-    the emulated market's prices), the figure ``logic/on_demand.py`` compares with the budget."""
+    the emulated market's prices), the figure ``logic/steps/on_demand.py`` compares with the budget."""
     hours = Decimal(
         max(0, int((datetime.fromisoformat(request["latest_end"]) - cloud.now()).total_seconds()))
     ) / Decimal(3600)

@@ -483,7 +483,7 @@ POLICY_TABLE = "capacity-orchestrator-PolicyTable"
 STALE_MAX_SECONDS = 8 * 60
 """The longest an EC2 listing lags in the soak: past the EC2 guide's "up to about five minutes" of back-off
 (less kind), under the product's 10-minute wait for a purchase that may have committed
-(``capacity.logic.buy_once.CONSISTENCY_WINDOW``)."""
+(``capacity.logic.steps.buy_once.CONSISTENCY_WINDOW``)."""
 
 
 EC2_STALE_READS = (

@@ -2,10 +2,10 @@
 
 ``python scripts/reconcile_costs.py [--stack capacity-orchestrator | --table NAME] [--region us-east-1]
 [--fix] [--json]``: reads every reservation's ledger (the stack's ``LedgerTableName`` output; ``--table``
-names the table instead), computes the rollup its entries make (``capacity.logic.cost_reconcile``) and
-compares it with the rollup ``GET /costs`` reads. Prints the reservations and team-months counted and every
-difference; ``--fix`` replaces the items that differ (each on the version it was read at: one a writer moved
-meanwhile is left, reconcile again). Reads the whole ledger (one query per reservation): an operator's
+names the table instead), computes the rollup its entries make (``capacity.logic.governance.cost_reconcile``)
+and compares it with the rollup ``GET /costs`` reads. Prints the reservations and team-months counted and
+every difference; ``--fix`` replaces the items that differ (each on the version it was read at: one a writer
+moved meanwhile is left, reconcile again). Reads the whole ledger (one query per reservation): an operator's
 command, not a route's. Needs ``dynamodb:Query``/``GetItem`` on the table (and ``PutItem`` with ``--fix``).
 Exit 0 when the rollup equals the ledger's sums (or was fixed), 1 when it differs.
 """
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "layers" / "capacity"))
 sys.path.insert(0, str(ROOT))  # scripts.stack_tables, whether run by path or by runpy
 
 from capacity.ledger import Ledger  # noqa: E402
-from capacity.logic.cost_reconcile import reconcile  # noqa: E402
+from capacity.logic.governance.cost_reconcile import reconcile  # noqa: E402
 from capacity.ports import Ports  # noqa: E402
 from capacity.timeutil import utcnow  # noqa: E402
 

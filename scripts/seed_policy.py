@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # scripts.stack_tables, whether run by path or by
 
 from capacity.adapters.policy_store import PolicyStore  # noqa: E402
 from capacity.errors import InvalidRequest  # noqa: E402
-from capacity.logic.policy import PolicySeed, apply_seed  # noqa: E402
+from capacity.logic.governance.policy import PolicySeed, apply_seed  # noqa: E402
 from capacity.validation import parse_model  # noqa: E402
 
 from scripts.stack_tables import add_table_arguments, table_of  # noqa: E402

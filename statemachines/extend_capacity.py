@@ -24,7 +24,7 @@ STATES: list[State | Generated | str] = [
          "$.outcome", AWAIT_PAYMENT),
     "Buying or confirming gave up: reconcile with AWS (an extension bought is recorded and confirmed), give"
     " the held fee back when nothing was bought, and tell the requester why"
-    " (capacity.logic.extend.extension_not_done).",
+    " (capacity.logic.continuity.extend.extension_not_done).",
     task("TellNotExtended", FN, args("detail", "error", kind="failed"), "$.told", TELL_ONCE_MORE,
          "NotExtended"),
     "Refused (budget, approval, stale with no replacement) or failed: the ledger and the Lambda's error say"

@@ -47,7 +47,7 @@ STATES: list[State | Generated | str] = [
                                 (above("$.begin.payment_wait_seconds", 0), "WaitForPayment")], "Platform?"),
     succeed("AlreadyReleased"),
     "An extension's payment is in flight (AWS takes it within 12 h or by 35 min before the end): nothing is"
-    " deleted until it is paid or failed (capacity.logic.release._money_in_flight); then Begin again.",
+    " deleted until it is paid or failed (capacity.logic.steps.release._money_in_flight); then Begin again.",
     wait("WaitForPayment", "Begin", path="$.begin.payment_wait_seconds"),
     "The extension in flight was paid: the reservation serves to its new end, where its moved release"
     " schedule releases it.",

@@ -91,8 +91,8 @@ def deploy(step: str, action: str, key: str, ready: tuple[str, str, str], **extr
 STATES: list[State | Generated | str] = [
     # Record the request; a resumed execution first lets its predecessor's last Lambda end.
     "A resumed workflow (the previous execution of this request was stopped after money was at stake:"
-    " capacity.logic.stopped) first waits until any Lambda that execution left running has ended (AWS does"
-    " not stop them), so it never races that Lambda's purchase.",
+    " capacity.logic.steps.stopped) first waits until any Lambda that execution left running has ended"
+    " (AWS does not stop them), so it never races that Lambda's purchase.",
     choice("IsResumed", [(given("$.detail.resume_of"), "IsContinued")], "RecordRequest"),
     "A continuation of a request that keeps looking (continue-as-new: resume_of.look, started by"
     " ContinueAsNew) goes straight on: no Lambda of the execution it continues is left running.",

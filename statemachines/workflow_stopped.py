@@ -1,7 +1,8 @@
 """The stopped-workflow workflow: ``statemachines/workflow_stopped.asl.json`` is written from it (make asl).
 
-One task: notify kind ``workflow_stopped`` (capacity.logic.stopped) handles a reserve or release execution
-that ended outside its own paths, retried for about a day (``FOR_A_DAY``); then the operators' alarm.
+One task: notify kind ``workflow_stopped`` (capacity.logic.steps.stopped) handles a reserve or release
+execution that ended outside its own paths, retried for about a day (``FOR_A_DAY``); then the operators'
+alarm.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ STATES: list[State | Generated | str] = [
 WORKFLOW = Workflow(
     "A reserve or release workflow that ended outside its own paths (an operator's StopExecution, a timeout,"
     " an uncaught error): its Step Functions status change event is handled by notify kind workflow_stopped"
-    " (capacity.logic.stopped), retried here for up to a day: Lambda's own asynchronous retries (two) are not"
-    " enough under sustained throttling, and a lost event left a reservation waiting for good.",
+    " (capacity.logic.steps.stopped), retried here for up to a day: Lambda's own asynchronous retries (two)"
+    " are not enough under sustained throttling, and a lost event left a reservation waiting for good.",
     STATES,
 )

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from capacity.logic import outbox
-from capacity.logic.forwarding import FORWARDED_PATTERN
+from capacity.logic.steps import outbox
+from capacity.logic.steps.forwarding import FORWARDED_PATTERN
 
 from tests.test_template import _template
 from tests.test_template_doors import _statements
@@ -128,7 +128,9 @@ def test_the_ledger_stream_reaches_the_outbox_with_exactly_the_decisions_and_an_
     assert mapping["FunctionName"] == {"Ref": "OutboxFunction"}
     assert mapping["EventSourceArn"] == {"GetAtt": "LedgerTable.StreamArn"}
     patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
-    assert patterns == list(outbox.FILTERS)  # the one definition of a decision item: capacity.logic.outbox
+    assert patterns == list(
+        outbox.FILTERS
+    )  # the one definition of a decision item: capacity.logic.steps.outbox
     assert mapping["BisectBatchOnFunctionError"] is True
     assert mapping["StartingPosition"] == "TRIM_HORIZON"  # nothing recorded before the mapping is lost
     assert mapping["DestinationConfig"] == {

@@ -1,13 +1,14 @@
 """Lambda ``api``: the REST API (API Gateway REST proxy, IAM auth) over reservations, plans and schedules.
 
 Over 400 lines: the routes are the OpenAPI document's source (``make openapi``): one resolver sees them all;
-each route is a few lines over ``capacity.logic.api``.
+each route is a few lines over ``capacity.logic.doors.api``.
 
 Powertools ``APIGatewayRestResolver`` with data validation: bodies, path and query parameters and responses
 are pydantic models, and the OpenAPI document (``docs/openapi.json``, ``make openapi``) is generated from
 this module by :func:`openapi_json`. Routes (docs/api.md):
 
-- ``POST /plans``: dry run across regions -> 200 :class:`~capacity.logic.plans.PlanResult`; buys nothing.
+- ``POST /plans``: dry run across regions -> 200 :class:`~capacity.logic.steps.plans.PlanResult`; buys
+  nothing.
 - ``POST /reservations`` -> 202 ``{"request_id", "status": "REQUESTED", "links"}``.
 - ``GET /reservations?status=&limit=&next_token=`` -> 200 one page, newest first.
 - ``GET /reservations/{request_id}`` -> 200 state, request, purchase, history.
@@ -78,12 +79,14 @@ from capacity.errors import (
     TeamLimitExceeded,
     TeamNotFound,
 )
-from capacity.logic import api, costs, extension_request, plans, policy, schedules, serve_until
-from capacity.logic.api import ApprovalDecision
-from capacity.logic.extension_request import ExtensionBody, ExtensionDecision
-from capacity.logic.plans import PlanResult
-from capacity.logic.schedules import ScheduleDefinition
-from capacity.logic.serve_until import ServeUntilBody
+from capacity.logic.doors import api, extension_request, schedules, serve_until
+from capacity.logic.doors.api import ApprovalDecision
+from capacity.logic.doors.extension_request import ExtensionBody, ExtensionDecision
+from capacity.logic.doors.schedules import ScheduleDefinition
+from capacity.logic.doors.serve_until import ServeUntilBody
+from capacity.logic.governance import costs, policy
+from capacity.logic.steps import plans
+from capacity.logic.steps.plans import PlanResult
 from capacity.ports import Ports
 from capacity.records import State
 from capacity.request import ReservationRequest
@@ -187,8 +190,8 @@ def _identity() -> str:
 
 
 def _viewer(ports: Ports) -> policy.Viewer:
-    """The authenticated caller and what it may read (:func:`capacity.logic.policy.viewer`): every read
-    route's one rule."""
+    """The authenticated caller and what it may read (:func:`capacity.logic.governance.policy.viewer`): every
+    read route's one rule."""
     return policy.viewer(_identity(), ports)
 
 

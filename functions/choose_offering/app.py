@@ -12,7 +12,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.finding import ChooseInput
-from capacity.logic.choose import choose_offering
+from capacity.logic.steps.choose import choose_offering
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.extend import extension_step
+from capacity.logic.continuity.extend import extension_step
 from capacity.ports import Ports
 from capacity.settings import Settings
 
@@ -23,7 +23,7 @@ logger = Logger()
 
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Run the purchase or the confirmation step (:func:`capacity.logic.extend.extension_step`)."""
+    """Run the purchase or the confirmation step (:func:`capacity.logic.continuity.extend.extension_step`)."""
     ports = Ports(
         Settings.from_env(
             require=(

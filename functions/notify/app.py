@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.notify import NotifyInput
-from capacity.logic.notify import notify_step
+from capacity.logic.steps.notify import notify_step
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

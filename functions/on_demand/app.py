@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.on_demand import OnDemandInput
-from capacity.logic.on_demand import try_on_demand
+from capacity.logic.steps.on_demand import try_on_demand
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

@@ -2,10 +2,10 @@
 
 In: a batch of the ledger's DynamoDB stream records (``{"Records": [{"eventName", "dynamodb": {"Keys",
 "NewImage", "SequenceNumber"...}}]}``), already filtered by the event source mapping's ``FilterCriteria`` to
-the decision items (:data:`capacity.logic.outbox.FILTERS`), in write order per reservation, at least once.
-Out: ``{"carried": [{"request_id", "decision", "effect", "outcome"}]}``
-(:func:`capacity.logic.outbox.carry_out`). An error fails the batch: Lambda tries it again (bisected), then
-sends its metadata to ``OutboxFailuresQueue``. Env: LEDGER_TABLE, EVENT_BUS_NAME.
+the decision items (:data:`capacity.logic.steps.outbox.FILTERS`), in write order per reservation, at least
+once. Out: ``{"carried": [{"request_id", "decision", "effect", "outcome"}]}``
+(:func:`capacity.logic.steps.outbox.carry_out`). An error fails the batch: Lambda tries it again (bisected),
+then sends its metadata to ``OutboxFailuresQueue``. Env: LEDGER_TABLE, EVENT_BUS_NAME.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.outbox import carry_out
+from capacity.logic.steps.outbox import carry_out
 from capacity.ports import Ports
 from capacity.settings import Settings
 

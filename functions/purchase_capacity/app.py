@@ -1,7 +1,7 @@
 """Lambda ``purchase_capacity``: buy the chosen training plan exactly once and schedule its release.
 
 In: ``{"request_id", "offering": {...}}``, or ``{"request_id", "action": "adopt"}`` to use the reservation
-the request brings (nothing bought; :func:`capacity.logic.purchase.adopt_reservation`).
+the request brings (nothing bought; :func:`capacity.logic.steps.purchase.adopt_reservation`).
 Out: the reservation in its platform's own names: ``{"platform": "sagemaker", "training_plan_arn",
 "training_plan_name", ...}`` or ``{"platform": "ec2", "capacity_reservation_arn", "capacity_reservation_id",
 "availability_zone", ...}``, with ``"region", "start_time", "end_time", "upfront_fee_usd"`` (times
@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.purchase import AdoptInput, PurchaseInput
-from capacity.logic.purchase import adopt_reservation, purchase_capacity
+from capacity.logic.steps.purchase import adopt_reservation, purchase_capacity
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

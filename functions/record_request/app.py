@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.intake import record_request
+from capacity.logic.steps.intake import record_request
 from capacity.ports import Ports
 from capacity.settings import Settings
 

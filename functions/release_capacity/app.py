@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.release import ReleaseInput
-from capacity.logic.release import release_capacity
+from capacity.logic.steps.release import release_capacity
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

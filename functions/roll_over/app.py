@@ -6,7 +6,7 @@ In: an application event from the bus (``RolloverDue`` from the reservation's on
 no purchase), ``ReservationExtended``, ``ExtensionFailed``,
 ``ReservationFailed``), delivered asynchronously, at least once and maybe out of order: each is only news,
 the ledger's current state decides. Out: ``{"handled": [{"request_id", "action", "detail", "next_check"}]}``
-(:func:`capacity.logic.rollover.on_event`). Env: LEDGER_TABLE, OFFERINGS_TABLE, EVENT_BUS_NAME,
+(:func:`capacity.logic.continuity.rollover.on_event`). Env: LEDGER_TABLE, OFFERINGS_TABLE, EVENT_BUS_NAME,
 SCHEDULE_GROUP, RELEASE_TARGET_ARN, SCHEDULER_ROLE_ARN, POLICY_TABLE, SLACK_*.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.rollover import on_event
+from capacity.logic.continuity.rollover import on_event
 from capacity.ports import Ports
 from capacity.settings import Settings
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from capacity.logic.schedules import run_schedule
+from capacity.logic.doors.schedules import run_schedule
 from capacity.ports import Ports
 from capacity.settings import Settings
 

@@ -1,7 +1,7 @@
 """Lambda ``slack``: the Slack app's door (API Gateway REST proxy, no IAM auth: Slack signs instead).
 
 Routes: ``POST /slack/commands`` (the ``/gpu`` slash command) and ``POST /slack/interactions`` (the
-approval buttons); both verify the signature first, then :mod:`capacity.logic.slack_door` answers.
+approval buttons); both verify the signature first, then :mod:`capacity.logic.doors.slack_door` answers.
 401 ``{"message"}`` for a bad signature, a stale timestamp or a replay; 200 otherwise (Slack shows the
 body of a command's answer).
 
@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import SignatureLog
 from capacity.adapters.slack import signing_secret_from_secret
-from capacity.logic import slack_door
+from capacity.logic.doors import slack_door
 from capacity.ports import Ports
 from capacity.settings import Settings
 
@@ -29,7 +29,7 @@ logger = Logger()
 
 def _planner(body: Mapping[str, Any], ports: Ports, time_limit: float, requester: str) -> Mapping[str, Any]:
     """``/gpu plan``: the REST API's dry run with a short search budget, judged by the Slack user's team."""
-    from capacity.logic.plans import plan_reservation  # noqa: PLC0415 - only plan needs the search code
+    from capacity.logic.steps.plans import plan_reservation  # noqa: PLC0415 - only plan needs the search code
 
     result = plan_reservation(body, ports, requester=requester, time_limit_seconds=time_limit)
     answer: Mapping[str, Any] = result.model_dump(mode="json")

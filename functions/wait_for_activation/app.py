@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from capacity.contracts.activation import ActivationInput
-from capacity.logic.activation import wait_for_activation
+from capacity.logic.steps.activation import wait_for_activation
 from capacity.ports import Ports
 from capacity.settings import Settings
 from capacity.validation import parse_model

@@ -8,9 +8,9 @@ Measured before the outbox:
 - an approval recorded while its ``SendTaskSuccess`` was throttled on both tries: the reservation ended
   ``REJECTED`` "no approval arrived".
 
-The record is now the trigger of its effect (``capacity.logic.outbox``: the ledger's stream hands the decision
-to ``OutboxFunction``, which retries until the effect is done): both tries answer success, and the release
-happens, or the purchase is made, once. A stream batch delivered twice takes effect once.
+The record is now the trigger of its effect (``capacity.logic.steps.outbox``: the ledger's stream hands the
+decision to ``OutboxFunction``, which retries until the effect is done): both tries answer success, and the
+release happens, or the purchase is made, once. A stream batch delivered twice takes effect once.
 """
 
 from __future__ import annotations

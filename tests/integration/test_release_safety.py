@@ -102,7 +102,7 @@ def test_reserve_workflow_stopped_mid_deployment_is_still_released_by_its_schedu
         stopped_at = cloud.now()
         cloud.run_until_idle()
         statuses = [e.status for e in _executions(cloud, "ReserveCapacityStateMachine")]
-        assert statuses[:1] == ["ABORTED"]  # then resumed (capacity.logic.stopped)
+        assert statuses[:1] == ["ABORTED"]  # then resumed (capacity.logic.steps.stopped)
         released = next(i for i in ledger_items(cloud, RID) if i.get("state") == "RELEASED")
         assert released["detail"]["reason"] == "reservation-end"  # the purchase-time schedule did it
         assert cloud.now() - stopped_at > timedelta(days=2)  # at the end, not at once

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from capacity.ledger import Ledger
-from capacity.logic.cost_reconcile import reconcile
-from capacity.logic.costs import ledger_report
+from capacity.logic.governance.cost_reconcile import reconcile
+from capacity.logic.governance.costs import ledger_report
 from capacity.record_kinds import APPROVAL_REFUSED
 
 from tests.integration.support import (

@@ -1,6 +1,6 @@
 """A workflow stopped outside its own paths (an operator's StopExecution): Step Functions' status change
 event reaches the application, which resumes a paid reservation, fails one that bought nothing, and
-requests an aborted release again (capacity.logic.stopped)."""
+requests an aborted release again (capacity.logic.steps.stopped)."""
 
 from __future__ import annotations
 

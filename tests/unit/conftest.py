@@ -124,7 +124,7 @@ class Harness:
         """AWS reports the bought training plan ``co-<request_id>`` ``Active`` and the activation step records
         it (``SCHEDULED``, ``ACTIVE``): the lifecycle deploys only on an active reservation."""
         from capacity.contracts.activation import ActivationInput
-        from capacity.logic.activation import wait_for_activation
+        from capacity.logic.steps.activation import wait_for_activation
 
         self.world.client(region).set_plan_status(f"co-{request_id}", "Active")
         held = {"platform": "sagemaker", "region": region, "training_plan_name": f"co-{request_id}"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.errors import PaidReservation
-from capacity.logic import api, slack_door
+from capacity.logic.doors import api, slack_door
 
 PAID: dict[str, Any] = {
     "request_id": "eval-week-49",

@@ -17,12 +17,12 @@ from capacity.contracts.purchase import CapacityBlockOutput, PurchaseInput
 from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import BudgetExceeded, OfferingExpired, PlanFailed, RetryableAwsError
 from capacity.lifecycle import Event
-from capacity.logic.activation import wait_for_activation
-from capacity.logic.api import get_reservation
-from capacity.logic.common import load_purchase
-from capacity.logic.notify import notify
-from capacity.logic.purchase import purchase_capacity
-from capacity.logic.release import release_capacity
+from capacity.logic.doors.api import get_reservation
+from capacity.logic.steps.activation import wait_for_activation
+from capacity.logic.steps.common import load_purchase
+from capacity.logic.steps.notify import notify
+from capacity.logic.steps.purchase import purchase_capacity
+from capacity.logic.steps.release import release_capacity
 from capacity.offerings import OfferingSummary
 from capacity.ports import Ports
 from capacity.purchases import OnDemandInstancesPurchase

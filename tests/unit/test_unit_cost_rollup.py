@@ -11,8 +11,8 @@ import pytest
 from capacity import cost_rollup
 from capacity.ledger import history_of
 from capacity.lifecycle import Event, extension_key
-from capacity.logic.cost_reconcile import reconcile
-from capacity.logic.costs import cost_report, ledger_report, record_usage, reservation_spend
+from capacity.logic.governance.cost_reconcile import reconcile
+from capacity.logic.governance.costs import cost_report, ledger_report, record_usage, reservation_spend
 from capacity.record_kinds import PURCHASE, PURCHASE_VOIDED
 from capacity.request import parse_request
 

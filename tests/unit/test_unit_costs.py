@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from capacity.logic.common import Purchase
-from capacity.logic.costs import cost_summary, instance_hours, record_usage
+from capacity.logic.governance.costs import cost_summary, instance_hours, record_usage
+from capacity.logic.steps.common import Purchase
 from capacity.messages import released
 from capacity.records import CostSummary, State
 

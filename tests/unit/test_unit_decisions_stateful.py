@@ -34,9 +34,10 @@ from capacity.contracts.notify import NotifyInput
 from capacity.errors import CapacityError, RetryableAwsError
 from capacity.ledger import Ledger
 from capacity.lifecycle import Event, replay
-from capacity.logic import on_demand_spend, outbox
-from capacity.logic.api import cancel_reservation, decide_approval
-from capacity.logic.notify import notify
+from capacity.logic.doors.api import cancel_reservation, decide_approval
+from capacity.logic.governance import on_demand_spend
+from capacity.logic.steps import outbox
+from capacity.logic.steps.notify import notify
 from capacity.ports import Ports
 from capacity.record_kinds import APPROVAL_DECISION
 from capacity.records import State

@@ -13,7 +13,7 @@ import pytest
 from botocore.model import StringShape
 from capacity.errors import InvalidRequest
 from capacity.instances import INSTANCE_TYPES, TRAINING_PLAN_INSTANCE_TYPES
-from capacity.logic.search import block_durations
+from capacity.logic.steps.search import block_durations
 from capacity.ranking import normalise_block_offering, rank
 from capacity.request import capacity_block_durations, parse_request, valid_capacity_block_hours
 

@@ -1,5 +1,6 @@
-"""A stale extension offering's replacement (logic/extend.py ``_buy``): which one is bought, and what the
-chain's budget counts for it afterwards (``extension_spend``, read by later extensions and the roll-over)."""
+"""A stale extension offering's replacement (logic/continuity/extend.py ``_buy``): which one is bought, and
+what the chain's budget counts for it afterwards (``extension_spend``, read by later extensions and the
+roll-over)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from typing import Any
 import pytest
 from capacity.errors import BudgetExceeded
 from capacity.events import ExtensionRequestedDetail
-from capacity.logic.common import load_request
-from capacity.logic.extend import (
+from capacity.logic.continuity.extend import (
     ExtendInput,
     extend_capacity,
     extension_spend,
     fees_in_flight,
     require_extension_allowed,
 )
+from capacity.logic.steps.common import load_request
 from capacity.offerings import ExtensionOffering
 from capacity.record_kinds import EXTENSION, EXTENSION_CALL, EXTENSION_INTENT
 from capacity.resources import Extension

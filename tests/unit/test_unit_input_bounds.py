@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import time_machine
 from capacity.errors import InvalidRequest
-from capacity.logic import slack_door
-from capacity.logic.intake import record_request
+from capacity.logic.doors import slack_door
+from capacity.logic.steps.intake import record_request
 from capacity.request import parse_request
 
 from events.slack_signed_request import command_body, local_secret, proxy_event

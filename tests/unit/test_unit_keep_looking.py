@@ -12,12 +12,12 @@ import pytest
 from capacity.contracts.finding import ChooseInput, SearchInput, SearchOutput
 from capacity.contracts.notify import NotifyInput
 from capacity.errors import ReservationCancelled
-from capacity.logic.api import cancel_reservation
-from capacity.logic.choose import choose_offering
-from capacity.logic.keep_looking import may_look_again, successor_name
-from capacity.logic.notify import notify
-from capacity.logic.plans import plan_reservation
-from capacity.logic.search import search_offerings
+from capacity.logic.continuity.keep_looking import may_look_again, successor_name
+from capacity.logic.doors.api import cancel_reservation
+from capacity.logic.steps.choose import choose_offering
+from capacity.logic.steps.notify import notify
+from capacity.logic.steps.plans import plan_reservation
+from capacity.logic.steps.search import search_offerings
 from capacity.planner import Decision, Plan
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request

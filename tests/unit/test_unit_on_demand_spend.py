@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from capacity.adapters.policy_store import PolicyStore
-from capacity.logic import on_demand_spend
-from capacity.logic.common import Purchase
-from capacity.logic.costs import on_demand_summary, read_usage, record_usage
-from capacity.logic.plans import plan_reservation
+from capacity.logic.governance import on_demand_spend
+from capacity.logic.governance.costs import on_demand_summary, read_usage, record_usage
+from capacity.logic.steps.common import Purchase
+from capacity.logic.steps.plans import plan_reservation
 from capacity.offerings import Offering
 from capacity.planner import Decision, decide
 from capacity.pricing import on_demand_usd_per_hour

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from capacity.adapters.dynamodb import serialize_item
 from capacity.errors import NotAwaitingApproval, RetryableAwsError
-from capacity.logic import api, extension_request, outbox, serve_until
+from capacity.logic.continuity import extension_ask
+from capacity.logic.doors import api, serve_until
+from capacity.logic.steps import outbox
 from capacity.record_kinds import (
     APPROVAL,
     APPROVAL_DELIVERED,
@@ -229,7 +231,7 @@ def test_an_extension_request_reaches_the_workflow_from_its_record(harness: Harn
 
     assert harness.events.types() == ["ExtensionRequested"]
     assert harness.events.puts[0][1]["extension_id"] == "tpeo-2"
-    assert extension_request.put_request is not None  # the roll-over's own put stays
+    assert extension_ask.put_request is not None  # the roll-over's own put stays
 
 
 def test_a_serve_until_change_re_arms_the_roll_over_from_its_record(harness: Harness) -> None:

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 from capacity.errors import InvalidRequest
-from capacity.logic.api import list_reservations, validation_problems
-from capacity.logic.plans import plan_reservation
+from capacity.logic.doors.api import list_reservations, validation_problems
+from capacity.logic.steps.plans import plan_reservation
 from capacity.records import State
 from capacity.request import parse_request
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from capacity.adapters.policy_store import PolicyStore
 from capacity.errors import InvalidRequest, NotPermitted, SlackUnavailable, TeamLimitExceeded
-from capacity.logic import policy
-from capacity.logic.api import decide_approval
-from capacity.logic.plans import plan_reservation
+from capacity.logic.doors.api import decide_approval
+from capacity.logic.governance import policy
+from capacity.logic.steps.plans import plan_reservation
 from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request

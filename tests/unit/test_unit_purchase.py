@@ -16,8 +16,8 @@ from capacity.errors import (
     ReservationCancelled,
 )
 from capacity.lifecycle import Event
-from capacity.logic import buy_once
-from capacity.logic.purchase import purchase_capacity
+from capacity.logic.steps import buy_once
+from capacity.logic.steps.purchase import purchase_capacity
 from capacity.logic.wings import wing
 from capacity.offerings import OfferingSummary
 from capacity.ranking import normalise_offering

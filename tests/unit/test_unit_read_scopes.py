@@ -1,5 +1,5 @@
-"""Who sees what a read shows (issue 29, point 2): one rule, :func:`capacity.logic.policy.viewer`, at every
-read of both doors.
+"""Who sees what a read shows (issue 29, point 2): one rule, :func:`capacity.logic.governance.policy.viewer`,
+at every read of both doors.
 
 A requester sees its own requests and those of the teams it is a member of; a team's approvers see that
 team; administrators (the policy's ``admins``) see all. Without a policy table a caller sees its own requests
@@ -20,11 +20,11 @@ from capacity.adapters.policy_store import PolicyStore
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import NotPermitted, ReservationNotFound, ScheduleNotFound
 from capacity.ledger import Ledger
-from capacity.logic import policy
-from capacity.logic.api import get_reservation, list_reservations
-from capacity.logic.costs import cost_report
-from capacity.logic.policy import Viewer, viewer, visible_teams
-from capacity.logic.schedules import create_schedule, get_schedule, list_schedules
+from capacity.logic.doors.api import get_reservation, list_reservations
+from capacity.logic.doors.schedules import create_schedule, get_schedule, list_schedules
+from capacity.logic.governance import policy
+from capacity.logic.governance.costs import cost_report
+from capacity.logic.governance.policy import Viewer, viewer, visible_teams
 from capacity.request import parse_request
 from capacity.teams import Principals
 
@@ -40,7 +40,7 @@ from tests.unit.unit_fakes import NOW, Clock, FakeTasks, request_body
 ROOT = Path(__file__).resolve().parents[2]
 DOORS = (
     ROOT / "functions" / "api" / "app.py",
-    ROOT / "layers" / "capacity" / "capacity" / "logic" / "slack_door.py",
+    ROOT / "layers" / "capacity" / "capacity" / "logic" / "doors" / "slack_door.py",
 )
 READS = {"list_reservations", "get_reservation", "cost_report", "list_schedules", "get_schedule"}
 # actions on one reservation: one who may not see it is answered 404 before anything else (its viewer)

@@ -12,12 +12,12 @@ from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.contracts.serving import ComponentsInput, EndpointInput
 from capacity.errors import InvalidRequest, LeftoverResources, ReleaseStuck, ResourceBusy, RetryableAwsError
 from capacity.lifecycle import Event
-from capacity.logic.choose import choose_offering
-from capacity.logic.purchase import purchase_capacity
-from capacity.logic.release import release_capacity, retry_delay
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.sagemaker.teardown import MAX_POLL_ATTEMPTS
-from capacity.logic.search import search_offerings
+from capacity.logic.steps.choose import choose_offering
+from capacity.logic.steps.purchase import purchase_capacity
+from capacity.logic.steps.release import release_capacity, retry_delay
+from capacity.logic.steps.search import search_offerings
 from capacity.records import State
 from capacity.request import parse_request
 

@@ -173,7 +173,7 @@ def test_types_are_strict_at_the_door(field: str, value: Any, phrase: str) -> No
 
 @pytest.mark.parametrize("value", ["yes", "on", "true", 1, 0, "1"])
 def test_approval_decision_needs_a_json_boolean(value: Any) -> None:
-    from capacity.logic.api import ApprovalDecision
+    from capacity.logic.doors.api import ApprovalDecision
     from capacity.validation import parse_model
 
     with pytest.raises(InvalidRequest) as raised:

@@ -16,11 +16,11 @@ from capacity.contracts.purchase import PurchaseInput
 from capacity.contracts.scaling import ScaleOutput
 from capacity.contracts.serving import ComponentsInput, EndpointInput
 from capacity.errors import InvalidRequest
-from capacity.logic.choose import choose_offering
-from capacity.logic.purchase import purchase_capacity
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
 from capacity.logic.sagemaker.scaling import scale_components
-from capacity.logic.search import search_offerings
+from capacity.logic.steps.choose import choose_offering
+from capacity.logic.steps.purchase import purchase_capacity
+from capacity.logic.steps.search import search_offerings
 from capacity.naming import (
     idle_alarm_name,
     idle_check_schedule_name,

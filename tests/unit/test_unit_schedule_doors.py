@@ -11,7 +11,7 @@ import pytest
 from capacity.adapters.policy_store import PolicyStore
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import NotPermitted
-from capacity.logic.schedules import create_schedule, delete_schedule, get_schedule
+from capacity.logic.doors.schedules import create_schedule, delete_schedule, get_schedule
 
 from tests.unit.conftest import Harness
 from tests.unit.test_unit_policy import ALICE, EVAL_APPROVER, OTHER_APPROVER, store  # noqa: F401 - fixture

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from capacity.adapters.scheduler import RequestSchedules
 from capacity.errors import InvalidRequest, ScheduleExists, ScheduleNotFound
-from capacity.logic.schedules import (
+from capacity.logic.doors.schedules import (
     ScheduleDefinition,
     create_schedule,
     delete_schedule,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import time_machine
 from capacity.errors import OutOfScope
-from capacity.logic.intake import record_request
+from capacity.logic.steps.intake import record_request
 from capacity.settings import Settings
 
 from tests.unit.conftest import Harness

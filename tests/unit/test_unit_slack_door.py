@@ -15,8 +15,8 @@ import time_machine
 from capacity.adapters import clients
 from capacity.adapters.dynamodb import SignatureLog
 from capacity.adapters.scheduler import RequestSchedules
-from capacity.logic import schedules, slack_door
-from capacity.logic.common import post
+from capacity.logic.doors import schedules, slack_door
+from capacity.logic.steps.common import post
 from capacity.record_kinds import APPROVAL, APPROVAL_DECISION, SLACK_ROOT, SLACK_THREAD
 from capacity.records import State
 from capacity.request import parse_request
@@ -617,7 +617,7 @@ def test_only_approvers_create_schedules_and_the_words_are_checked(
 
 
 def test_gpu_costs_refuses_unknown_words_with_the_usage() -> None:
-    from capacity.logic.slack_door import UsageError, _costs
+    from capacity.logic.doors.slack_door import UsageError, _costs
 
     with pytest.raises(UsageError, match="by=owner"):
         _costs(["by=owner"], None, None, user_id="U1")  # type: ignore[arg-type]

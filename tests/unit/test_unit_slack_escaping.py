@@ -14,10 +14,10 @@ from capacity import messages
 from capacity.contracts.common import StepError
 from capacity.contracts.finding import ChooseInput
 from capacity.contracts.notify import NotifyInput
-from capacity.logic import slack_door
-from capacity.logic.api import decide_approval
-from capacity.logic.choose import choose_offering
-from capacity.logic.notify import notify
+from capacity.logic.doors import slack_door
+from capacity.logic.doors.api import decide_approval
+from capacity.logic.steps.choose import choose_offering
+from capacity.logic.steps.notify import notify
 from capacity.record_kinds import APPROVAL, APPROVAL_REFUSED
 from capacity.records import State
 from capacity.request import parse_request

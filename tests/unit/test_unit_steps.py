@@ -25,16 +25,16 @@ from capacity.errors import (
     RetryableAwsError,
 )
 from capacity.lifecycle import Event
-from capacity.logic import on_demand_record
-from capacity.logic.activation import wait_for_activation
-from capacity.logic.api import cancel_reservation
-from capacity.logic.choose import choose_offering
-from capacity.logic.intake import record_request
-from capacity.logic.notify import notify, readable_reason
-from capacity.logic.on_demand import try_on_demand
-from capacity.logic.purchase import purchase_capacity
+from capacity.logic.doors.api import cancel_reservation
 from capacity.logic.sagemaker.deploy import create_endpoint, create_inference_components
-from capacity.logic.search import search_offerings
+from capacity.logic.steps import on_demand_record
+from capacity.logic.steps.activation import wait_for_activation
+from capacity.logic.steps.choose import choose_offering
+from capacity.logic.steps.intake import record_request
+from capacity.logic.steps.notify import notify, readable_reason
+from capacity.logic.steps.on_demand import try_on_demand
+from capacity.logic.steps.purchase import purchase_capacity
+from capacity.logic.steps.search import search_offerings
 from capacity.record_kinds import APPROVAL, USAGE
 from capacity.records import State
 from capacity.request import ReservationRequest, parse_request
@@ -856,7 +856,7 @@ def test_a_release_failure_recorded_by_a_lambda_that_died_before_posting_is_told
         raise _Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr("capacity.logic.notify.post", killed)
+        patch.setattr("capacity.logic.steps.notify.post", killed)
         with pytest.raises(_Killed):
             notify(step, harness.ports)
     assert harness.ledger.history(request.id)[-1].detail["phase"] == "release"  # recorded, not told

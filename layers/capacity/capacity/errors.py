@@ -112,7 +112,7 @@ class TrainingPlanNameInUse(CapacityError):
 
 class NotDeployable(CapacityError):
     """What the request names cannot be used where the capacity would be bought or launched (checked
-    before any approval, purchase or launch, :mod:`capacity.logic.checks`): nothing was bought.
+    before any approval, purchase or launch, :mod:`capacity.logic.governance.checks`): nothing was bought.
 
     Attributes:
         errors: every problem, each naming the request's field.
@@ -141,7 +141,7 @@ class BroughtReservationRefused(InvalidRequest):
     """The reservation a request brings (``training_plan_arn``, ``capacity_reservation_id``) does not exist
     in this account and the request's regions, is not Active or Scheduled, or does not fit the request (type,
     count, window, target): the API answers 422 naming the field; nothing is bought
-    (:func:`capacity.logic.checks.brought_reservation`)."""
+    (:func:`capacity.logic.governance.checks.brought_reservation`)."""
 
 
 class PlanFailed(CapacityError):

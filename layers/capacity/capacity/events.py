@@ -44,7 +44,8 @@ class SlackOrigin(Model):
 
 
 class ResumeOf(Model):
-    """The stopped reserve execution a ``ReservationRequested`` resumes (:mod:`capacity.logic.stopped`)."""
+    """The stopped reserve execution a ``ReservationRequested`` resumes
+    (:mod:`capacity.logic.steps.stopped`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,7 +55,8 @@ class ResumeOf(Model):
     that continues as new (``look`` set)."""
     look: int | None = Field(default=None, ge=1)
     """Set by the reserve workflow's ``ContinueAsNew`` state only: the request keeps looking and the
-    execution carries on at this look (``capacity.logic.keep_looking``), without the resume's wait."""
+    execution carries on at this look (``capacity.logic.continuity.keep_looking``), without the resume's
+    wait."""
 
 
 class ReservationRequestedDetail(_Detail):
@@ -234,8 +236,8 @@ class ReservationFailedDetail(_Detail):
 
 class RolloverDueDetail(_Detail):
     """``RolloverDue``: look at ``request_id``'s ``serve_until`` now (the one-time schedule at the lead time
-    before its end, and the checks after it; :mod:`capacity.logic.rollover`). A nudge: the handler acts on
-    the ledger's current state, so a late or repeated one does nothing twice."""
+    before its end, and the checks after it; :mod:`capacity.logic.continuity.rollover`). A nudge: the handler
+    acts on the ledger's current state, so a late or repeated one does nothing twice."""
 
     request_id: str
     reason: str = "lead-time"

@@ -13,7 +13,7 @@ mention or a link (Slack, "Formatting text for app surfaces": escape ``&``, ``<`
 Each message has Block Kit ``blocks`` (a header, the details as a section and fields, a context line with
 the request id; Slack's "Block Kit" reference) and the same content as plain mrkdwn ``text``, which Slack
 shows in notifications and clients without blocks. Each names its ``request_id`` so that
-:func:`capacity.logic.common.post` can put it in the requester's thread.
+:func:`capacity.logic.steps.common.post` can put it in the requester's thread.
 """
 
 from __future__ import annotations
@@ -230,9 +230,10 @@ def approval_request(
     """Ask for approval, with Approve/Reject buttons (Block Kit ``actions``; value = the request id).
 
     ``threshold`` (USD) is the one that made the approval needed: the team's when it is lower than the
-    request's (:func:`capacity.logic.policy.as_admitted`), not necessarily ``request.approval_above_usd``.
-    ``deadline``: when the wait times out, told as an instant of the deployment's clock (a local cloud's
-    virtual one runs faster than the reader's), with the timeout beside it.
+    request's (:func:`capacity.logic.governance.policy.as_admitted`), not necessarily
+    ``request.approval_above_usd``. ``deadline``: when the wait times out, told as an instant of the
+    deployment's clock (a local cloud's virtual one runs faster than the reader's), with the timeout beside
+    it.
     """
     what = f"{describe_offering_summary(offering)}" if offering else "the chosen offering"
     above = f" (above the approval threshold {format_usd(threshold)})" if threshold is not None else ""
@@ -631,10 +632,10 @@ EXTEND_BUTTONS_LIMIT = 5
 
 def extension_offers(request_id: str, hours: int, dry_run: dict[str, Any]) -> SlackMessage:
     """``/gpu extend``'s answer: the extension offerings of a dry run
-    (:func:`capacity.logic.extend.request_extension` without ``offering_id``), each with its new end, upfront
-    fee (USD), on-demand equivalent and whether the money rules allow it, and an Extend button per allowed
-    one asking to confirm (Block Kit ``confirm``: the fee is paid upfront and not refunded). Nothing is
-    bought until a button is pressed."""
+    (:func:`capacity.logic.continuity.extend.request_extension` without ``offering_id``), each with its new
+    end, upfront fee (USD), on-demand equivalent and whether the money rules allow it, and an Extend button
+    per allowed one asking to confirm (Block Kit ``confirm``: the fee is paid upfront and not refunded).
+    Nothing is bought until a button is pressed."""
     offerings = [item for item in dry_run.get("offerings") or [] if isinstance(item, dict)]
     lines = [
         f"*Extensions of {escape(request_id)} by {hours} h* (it ends {escape(dry_run.get('current_end'))} "

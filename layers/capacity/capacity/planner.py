@@ -36,14 +36,14 @@ class Decision(StrEnum):
     PURCHASE = "PURCHASE"
     SEARCH_AGAIN = "SEARCH_AGAIN"
     """Nothing fits now and the request keeps looking until ``search_until``: decided by the choose step
-    (:mod:`capacity.logic.keep_looking`), never by :func:`decide`."""
+    (:mod:`capacity.logic.continuity.keep_looking`), never by :func:`decide`."""
 
 
 def needs_approval(amount_usd: Decimal, threshold_usd: Decimal | None) -> bool:
     """Whether spending ``amount_usd`` (USD) needs a person's approval: it is above ``threshold_usd`` (the
-    request's ``approval_above_usd``, lowered to its team's by :func:`capacity.logic.policy.admit`; None: no
-    threshold, never). The one rule for a purchase's fee, an extension's fee and an on-demand launch's hold
-    (:func:`capacity.recommendation.on_demand_over_limit`)."""
+    request's ``approval_above_usd``, lowered to its team's by :func:`capacity.logic.governance.policy.admit`;
+    None: no threshold, never). The one rule for a purchase's fee, an extension's fee and an on-demand
+    launch's hold (:func:`capacity.recommendation.on_demand_over_limit`)."""
     return threshold_usd is not None and amount_usd > threshold_usd
 
 

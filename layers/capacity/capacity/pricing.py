@@ -13,8 +13,8 @@ Source notes (USD per instance-hour, on-demand, Linux, us-east-1 base):
   relying on a figure for a real decision. Besides the comparisons shown to people they price what on demand
   may cost before it is launched (judged against the request's budget and approval threshold, and held on
   the team's month and quota: :func:`capacity.recommendation.on_demand_hold_usd`) and what it cost once
-  released (:func:`capacity.logic.costs.on_demand_summary`): no reservation is bought or rejected because
-  of them.
+  released (:func:`capacity.logic.governance.costs.on_demand_summary`): no reservation is bought or rejected
+  because of them.
 - Regional prices are the us-east-1 price times an approximate regional multiplier (a few percent in
   the US, more in Europe and Asia Pacific).
 

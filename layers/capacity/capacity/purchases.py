@@ -8,8 +8,8 @@ with its platform's own names (issue 28).
 - :class:`OnDemandEndpointPurchase` (``on-demand-endpoint``): a SageMaker endpoint run on demand, no plan;
 - :class:`OnDemandInstancesPurchase` (``on-demand-instances``): EC2 instances run on demand or on spot.
 
-Written once per request (:func:`capacity.logic.buy_once.record_purchase`,
-:func:`capacity.logic.on_demand_record.put_purchase`) as :meth:`_Purchase.to_item`, and read through
+Written once per request (:func:`capacity.logic.steps.buy_once.record_purchase`,
+:func:`capacity.logic.steps.on_demand_record.put_purchase`) as :meth:`_Purchase.to_item`, and read through
 :func:`parse_purchase`. Money is USD (a decimal string in the item), times are UTC (``YYYY-MM-DDTHH:MM:SSZ``),
 ``instance_count`` counts instances.
 

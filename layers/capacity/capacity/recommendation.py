@@ -145,7 +145,7 @@ def on_demand_hold_usd(request: ReservationRequest, now: datetime) -> Decimal | 
 
     The one figure every on-demand rule uses: the request's budget and the approval threshold
     (:func:`on_demand_over_limit`) and the hold on the team's month, the account cap and the quota
-    (:mod:`capacity.logic.on_demand_spend`)."""
+    (:mod:`capacity.logic.governance.on_demand_spend`)."""
     rates = [on_demand_usd_per_hour(region, request.instance_type) for region in request.regions]
     known = [rate for rate in rates if rate is not None]
     if not known or len(known) < len(rates):
@@ -156,7 +156,7 @@ def on_demand_hold_usd(request: ReservationRequest, now: datetime) -> Decimal | 
 
 def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemandOverLimit | None:
     """The workflow's cost rule for ``on-demand-first``/``spot-ok`` requests, shared by the plan (here) and
-    the ``try`` step (:mod:`capacity.logic.on_demand`): on demand is not tried when its cost
+    the ``try`` step (:mod:`capacity.logic.steps.on_demand`): on demand is not tried when its cost
     (:func:`on_demand_hold_usd`: from ``now`` to ``latest_end`` at the dearest rate among the request's
     regions, so the spend stays within the limits wherever it lands) needs an approval
     (:func:`~capacity.planner.needs_approval` by ``approval_above_usd``, checked first: the rule a purchase's
@@ -177,7 +177,8 @@ def on_demand_over_limit(request: ReservationRequest, now: datetime) -> OnDemand
 @dataclass(frozen=True)
 class TeamLeft:
     """What the request's team (and the account) may still commit this month, USD, and the sentence naming it
-    (:func:`capacity.logic.policy.left_in_month`: "team ml-eval has $812.40 left in December 2026")."""
+    (:func:`capacity.logic.governance.policy.left_in_month`: "team ml-eval has $812.40 left in December
+    2026")."""
 
     usd: Decimal
     sentence: str
@@ -189,8 +190,8 @@ def on_demand_skip_reason(
     """Why the workflow would not try on demand for an ``on-demand-first``/``spot-ok`` request (None: it
     would), as a plan says it: :func:`on_demand_over_limit` with the end in ``YYYY-MM-DD HH:MM UTC``, else
     (with ``team_left``) a cost above what the team has left this month: the hold the ``try`` step would take
-    on the team's month is refused (:mod:`capacity.logic.on_demand_spend`; a preview: the step decides
-    atomically, the quota included)."""
+    on the team's month is refused (:mod:`capacity.logic.governance.on_demand_spend`; a preview: the step
+    decides atomically, the quota included)."""
     until = f"{short(request.latest_end)} UTC"
     over = on_demand_over_limit(request, now)
     if over is not None:

@@ -108,9 +108,10 @@ class CostSummary(Model):
     instance_hours_reserved: Money | None = None
     """Instances x hours the reservation holds (issue 16)."""
     instance_hours_used: Money | None = None
-    """Instance-hours in service, from the instance counts the product recorded (:mod:`capacity.logic.costs`);
-    ``utilisation_percent``, the on-demand equivalent of what was used, the saving (negative: a loss against
-    on-demand) and the price per used instance-hour are computed from it."""
+    """Instance-hours in service, from the instance counts the product recorded
+    (:mod:`capacity.logic.governance.costs`); ``utilisation_percent``, the on-demand equivalent of what was
+    used, the saving (negative: a loss against on-demand) and the price per used instance-hour are computed
+    from it."""
     usage_observed: bool | None = None
     """False when no instance count was recorded and every instance is assumed to have served."""
     brought: bool = False

@@ -149,8 +149,8 @@ class ReservationRequest(Model):
     Bring your own reservation (issue 17): ``training_plan_arn`` (platform ``sagemaker``) or
     ``capacity_reservation_id`` (platform ``ec2``, a capacity block ``cr-...``) names a reservation someone
     else bought; nothing is searched or bought, ``strategy`` is ``reserved``, and the reservation must fit
-    the request (:func:`capacity.logic.checks.brought_reservation`, checked at every door and again before it
-    is used). The plan's region (from its ARN) must be one of ``regions``.
+    the request (:func:`capacity.logic.governance.checks.brought_reservation`, checked at every door and again
+    before it is used). The plan's region (from its ARN) must be one of ``regions``.
 
     Keep looking (issue 17 item 4): ``search_until`` (UTC) asks the workflow, when nothing fits the rules now
     (no offering, or none within the budget), to search again until that deadline instead of failing at once
@@ -162,8 +162,8 @@ class ReservationRequest(Model):
     Keep serving (issue 17): ``serve_until`` (UTC) asks the orchestrator to keep the models served until then:
     ``rollover_lead_hours`` (default 48) before the reservation ends it extends it in place, or buys the next
     reservation (a successor request, ``rollover_of`` naming this one: set only by the orchestrator) and
-    moves the clients onto it (:mod:`capacity.logic.rollover`). ``PATCH /reservations/{id}`` sets or moves
-    it later.
+    moves the clients onto it (:mod:`capacity.logic.continuity.rollover`). ``PATCH /reservations/{id}`` sets
+    or moves it later.
 
     Validate through :func:`parse_request`, which also checks that the window does not start in the past.
     """
@@ -548,7 +548,7 @@ class ReservationRequest(Model):
 
     def _brought_problems(self) -> list[tuple[str, str]]:
         """What a brought reservation's reference says against the rest of the request (no AWS call; what
-        AWS says of it is :func:`capacity.logic.checks.brought_reservation`)."""
+        AWS says of it is :func:`capacity.logic.governance.checks.brought_reservation`)."""
         problems: list[tuple[str, str]] = []
         if self.training_plan_arn is not None and self.capacity_reservation_id is not None:
             problems.append(

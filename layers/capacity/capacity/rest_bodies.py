@@ -246,8 +246,8 @@ class PlanAdvice(_Body):
 
 class TeamCheck(_Body):
     """What the caller's team says of a ``POST /plans`` dry run (issue 16): the same checks the reserve
-    workflow's choose step rejects with (:func:`capacity.logic.policy.admit`, :func:`~capacity.logic.policy.
-    judge_plan`), so a requester learns them before submitting.
+    workflow's choose step rejects with (:func:`capacity.logic.governance.policy.admit`,
+    :func:`~capacity.logic.governance.policy. judge_plan`), so a requester learns them before submitting.
 
     ``team`` is the team the request would be charged to (null when it names none that exists);
     ``problems`` what the team does not allow (a type, a region, more instances than its quota, a budget

@@ -1,7 +1,7 @@
 """Slack notifications through ``slack_sdk``'s ``WebClient.chat_postMessage`` (Slack Web API).
 
 A message may name its own ``channel`` and ``thread_ts`` (a reply in the requester's thread, see
-:func:`capacity.logic.common.post`); otherwise it goes to env ``SLACK_CHANNEL_ID``. The Slack door also
+:func:`capacity.logic.steps.common.post`); otherwise it goes to env ``SLACK_CHANNEL_ID``. The Slack door also
 answers interactions through their ``response_url`` (:func:`respond`, ``slack_sdk``'s ``WebhookClient``)
 and reads the app's signing secret (:func:`signing_secret_from_secret`). :class:`SlackDirectory` reads
 who is in a Slack user group (``usergroups.users.list``) for the teams policy.

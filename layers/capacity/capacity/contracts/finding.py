@@ -49,8 +49,8 @@ class ChooseOutput(StepOut):
     Keep looking (issue 17): ``SEARCH_AGAIN`` waits ``wait_seconds`` (at least 1; the ``SearchLater``
     task's timeout) until ``next_look_at`` (UTC) and searches again as look ``next_look``, in a fresh
     execution named ``continue_as`` when it is set (continue-as-new before the history limit, issue 31;
-    :func:`capacity.logic.keep_looking.successor_name`). A dry run that found nothing fitting says in
-    ``next_look_at`` when the workflow would look again (null otherwise).
+    :func:`capacity.logic.continuity.keep_looking.successor_name`). A dry run that found nothing fitting says
+    in ``next_look_at`` when the workflow would look again (null otherwise).
     """
 
     decision: Decision

@@ -1,4 +1,4 @@
-"""``record_request``'s output (its input is the EventBridge event: :mod:`capacity.logic.intake`)."""
+"""``record_request``'s output (its input is the EventBridge event: :mod:`capacity.logic.steps.intake`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from capacity.offerings import OfferingSummary
 from capacity.platforms import PlatformName as Platform
 
 
-# 1. record_request: in = the EventBridge event (see capacity.logic.intake)
+# 1. record_request: in = the EventBridge event (see capacity.logic.steps.intake)
 class RecordRequestOutput(StepOut):
     """``{"request_id", "platform", "duplicate", "regions", "dry_run", "resume_offering", "brought"}``;
     ``duplicate`` ends the workflow quietly; ``resume_offering`` (a resumed workflow whose request has a

@@ -45,8 +45,8 @@ class DegradedOutput(StepOut):
 
 class NotifyInput(StepIn):
     """``kind`` ``search_wait`` (``task_token``: the wait between two looks of a request that keeps looking,
-    :mod:`capacity.logic.keep_looking`), ``offering_taken`` (``error``, ``look``: a look's offering was
-    taken before the purchase; answers a :class:`ChooseOutput`), ``approval_request`` (``task_token``,
+    :mod:`capacity.logic.continuity.keep_looking`), ``offering_taken`` (``error``, ``look``: a look's offering
+    was taken before the purchase; answers a :class:`ChooseOutput`), ``approval_request`` (``task_token``,
     ``plan``), ``approval_outcome`` (``approved``, ``reason``, optional ``error``), ``failure``
     (``error``; ``phase`` ``release`` when the release workflow itself failed, so no new release is
     requested), ``degraded`` (``state``: the step that keeps failing, ``error``: its last transient fault)

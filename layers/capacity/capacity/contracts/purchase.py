@@ -26,7 +26,7 @@ class PurchaseInput(StepIn):
 
 class AdoptInput(StepIn):
     """``{"request_id", "platform", "execution", "action": "adopt"}``: use the reservation the request brings
-    (:func:`capacity.logic.purchase.adopt_reservation`); nothing is bought."""
+    (:func:`capacity.logic.steps.purchase.adopt_reservation`); nothing is bought."""
 
     request_id: str
     platform: StepPlatform = None

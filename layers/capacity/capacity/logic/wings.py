@@ -16,14 +16,14 @@ from typing import Final, Protocol
 
 from capacity.contracts.activation import ActivationInput
 from capacity.contracts.release import ReleaseInput, ReleaseOutput
-from capacity.logic.buy_once import Buyer
-from capacity.logic.common import Purchase, Sighting
 from capacity.logic.ec2 import teardown as ec2_teardown
 from capacity.logic.ec2.activation import block_activation
 from capacity.logic.ec2.capacity_block import BlockExtender, CapacityBlockBuyer
 from capacity.logic.sagemaker import teardown as sagemaker_teardown
 from capacity.logic.sagemaker.activation import plan_activation
 from capacity.logic.sagemaker.training_plan import PlanExtender, TrainingPlanBuyer
+from capacity.logic.steps.buy_once import Buyer
+from capacity.logic.steps.common import Purchase, Sighting
 from capacity.platforms import EC2, SAGEMAKER, Platform, platform
 from capacity.ports import Ports
 from capacity.resources import Extension
@@ -57,15 +57,15 @@ class Wing:
 
     Attributes:
         platform: the platform's descriptor.
-        buyer: its part of buying exactly once (:func:`capacity.logic.buy_once.buy_once`).
-        extender: its extension calls (:mod:`capacity.logic.extend`).
+        buyer: its part of buying exactly once (:func:`capacity.logic.steps.buy_once.buy_once`).
+        extender: its extension calls (:mod:`capacity.logic.continuity.extend`).
         activation: one poll of the reservation bought
-            (:func:`capacity.logic.activation.wait_for_activation`).
+            (:func:`capacity.logic.steps.activation.wait_for_activation`).
         release: one release action (``begin`` ... ``finish``) for a purchase on it
-            (:func:`capacity.logic.release.release_capacity`).
+            (:func:`capacity.logic.steps.release.release_capacity`).
         still_billing: what of the reservation still exists in the purchase's region, each named.
         leftover_checks: ``(what is looked for, the lookup)`` pairs for
-            :func:`capacity.logic.release.named_leftovers`.
+            :func:`capacity.logic.steps.release.named_leftovers`.
     """
 
     platform: Platform

@@ -14,7 +14,7 @@ from capacity import messages
 from capacity.contracts.activation import ActivationInput, CapacityBlockHeld
 from capacity.errors import PlanFailed
 from capacity.events import CapacityBlockActiveDetail
-from capacity.logic.common import Sighting, load_purchase, void_purchase
+from capacity.logic.steps.common import Sighting, load_purchase, void_purchase
 from capacity.ports import Ports
 from capacity.timeutil import short
 
@@ -29,14 +29,14 @@ def block_activation(step: ActivationInput, ports: Ports) -> Sighting:
     """Read the capacity reservation the purchase names (``capacity_reservation_id``, ``cr-...``) once.
 
     Returns:
-        What :func:`capacity.logic.common.record_activation` records: ``status`` ``Pending``
+        What :func:`capacity.logic.steps.common.record_activation` records: ``status`` ``Pending``
         (``payment-pending``, or a state on its way such as ``delayed``), ``Scheduled`` or ``Active``; the
         reservation's id, state and available count as the ledger detail.
 
     A reservation ``DescribeCapacityReservations`` does not find is one bought moments ago that EC2's
     eventually consistent reads do not show yet (AWS_FACTS.md, "Payments, listings, limits"; the purchase
     answered its id): it is ``Pending`` under the payment's deadline, so one never seen fails 12 hours after
-    its purchase (:func:`~capacity.logic.common.check_activation_deadlines`), never at the first read.
+    its purchase (:func:`~capacity.logic.steps.common.check_activation_deadlines`), never at the first read.
 
     Raises:
         PlanFailed: the reservation is ``payment-failed``, ``failed``, ``cancelled``, ``expired`` or

@@ -1,5 +1,5 @@
 """The capacity block purchase (``platform`` ``ec2``, issue 6): EC2's part of the one exactly-once skeleton
-(:mod:`capacity.logic.buy_once`).
+(:mod:`capacity.logic.steps.buy_once`).
 
 ``PurchaseCapacityBlock`` takes no client token, so it is never retried blindly: the reservation is tagged
 with the request id (``TagSpecifications``) and, before any retry (intent already recorded, or a timeout
@@ -17,11 +17,11 @@ from capacity.errors import (
     PurchaseFailed,
     RetryableAwsError,
 )
-from capacity.logic.buy_once import Bought, Purchased
-from capacity.logic.checks import require_deployable
-from capacity.logic.common import Purchase
-from capacity.logic.forwarding import ensure_forwarding
-from capacity.logic.search import search_block_duration
+from capacity.logic.governance.checks import require_deployable
+from capacity.logic.steps.buy_once import Bought, Purchased
+from capacity.logic.steps.common import Purchase
+from capacity.logic.steps.forwarding import ensure_forwarding
+from capacity.logic.steps.search import search_block_duration
 from capacity.offerings import OfferingSummary
 from capacity.platforms import EC2
 from capacity.ports import Ec2Port, Ports
@@ -49,7 +49,7 @@ def _adopt(ec2: Ec2Port, request_id: str) -> CapacityReservation | None:
 
 
 class CapacityBlockBuyer:
-    """The capacity block part of :func:`~capacity.logic.buy_once.buy_once` (``PurchaseCapacityBlock``).
+    """The capacity block part of :func:`~capacity.logic.steps.buy_once.buy_once` (``PurchaseCapacityBlock``).
 
     The ``PURCHASE`` item names the capacity reservation in its own words
     (:class:`~capacity.purchases.CapacityBlockPurchase`: ``capacity_reservation_arn``,
@@ -63,8 +63,9 @@ class CapacityBlockBuyer:
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
         """The launch template and its version exist in the block's region, and its instance profile runs as
-        an allowed role (``LaunchTemplateNotFound``; :func:`~capacity.logic.checks.require_deployable`): the
-        instances start from it days later, when nothing can be undone."""
+        an allowed role (``LaunchTemplateNotFound``;
+        :func:`~capacity.logic.governance.checks.require_deployable`): the instances start from it days later,
+        when nothing can be undone."""
         require_deployable(request, ports, region)
 
     def find(

@@ -11,7 +11,7 @@ from typing import Any
 
 from capacity import TAG_REQUEST_ID
 from capacity.events import ReleaseRequestedDetail
-from capacity.logic.checks import live_claimants
+from capacity.logic.governance.checks import live_claimants
 from capacity.ports import Ports
 from capacity.record_kinds import RELEASED_MARKER
 from capacity.timeutil import parse_utc

@@ -18,15 +18,15 @@ from capacity.errors import (
 )
 from capacity.events import ReservationReadyDetail
 from capacity.lifecycle import Event
-from capacity.logic.common import (
+from capacity.logic.governance.costs import record_usage
+from capacity.logic.steps.common import (
     Purchase,
     load_purchase,
     load_request,
     post,
     stop_if_released,
 )
-from capacity.logic.costs import record_usage
-from capacity.logic.ready import record_ready
+from capacity.logic.steps.ready import record_ready
 from capacity.ports import Ports
 from capacity.purchases import CapacityBlockPurchase
 from capacity.record_kinds import LAUNCHED

@@ -16,13 +16,13 @@ from capacity.contracts.common import backoff_seconds
 from capacity.contracts.on_demand import OnDemandOutput
 from capacity.errors import CapacityUnavailable, LaunchFailed
 from capacity.events import ReservationReadyDetail
-from capacity.logic.checks import region_problems
-from capacity.logic.common import (
+from capacity.logic.governance.checks import region_problems
+from capacity.logic.steps.common import (
     Purchase,
     post,
 )
-from capacity.logic.on_demand_record import launched, record_try, written_recently
-from capacity.logic.ready import record_ready
+from capacity.logic.steps.on_demand_record import launched, record_try, written_recently
+from capacity.logic.steps.ready import record_ready
 from capacity.ports import Ports
 from capacity.record_kinds import ON_DEMAND_INSTANCES_PREFIX, ON_DEMAND_TRY_PREFIX
 from capacity.request import ReservationRequest
@@ -35,8 +35,8 @@ MAX_POLLS = 20
 
 def launched_recently(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
     """True when on-demand instances were launched in ``region`` (``RunInstances`` called) less than
-    :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: an empty ``DescribeInstances`` may lag
-    behind, so they must not be taken as gone yet."""
+    :data:`~capacity.logic.steps.on_demand_record.NOT_VISIBLE_GRACE` ago: an empty ``DescribeInstances`` may
+    lag behind, so they must not be taken as gone yet."""
     return written_recently(ports, request_id, f"{ON_DEMAND_INSTANCES_PREFIX}{region}", now)
 
 
@@ -76,7 +76,7 @@ def markets(request: ReservationRequest) -> list[str]:
 
 def instance_tries(request: ReservationRequest, ports: Ports, now: datetime) -> OnDemandOutput:
     """``RunInstances`` on demand (then spot) region by region; a region where the launch template cannot
-    be used (:func:`~capacity.logic.checks.region_problems`) is recorded and skipped."""
+    be used (:func:`~capacity.logic.governance.checks.region_problems`) is recorded and skipped."""
     tries: list[str] = []
     unusable = {region: region_problems(request, ports, region) for region in request.regions}
     for market in markets(request):

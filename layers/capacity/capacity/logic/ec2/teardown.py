@@ -1,6 +1,7 @@
 """The EC2 teardown (``release_capacity`` for ``platform`` ``ec2``): terminate the instances tagged with the
-request id, wait until they are gone, then the shared ending (:func:`~capacity.logic.ending.record_released`).
-The block itself is paid upfront and cannot be deleted.
+request id, wait until they are gone, then the shared ending
+(:func:`~capacity.logic.steps.ending.record_released`). The block itself is paid upfront and cannot be
+deleted.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from capacity.errors import (
     ReleaseStuck,
 )
 from capacity.lifecycle import Event
-from capacity.logic.common import (
+from capacity.logic.steps.common import (
     Purchase,
 )
-from capacity.logic.ending import record_released
-from capacity.logic.on_demand_record import NOT_VISIBLE_GRACE
+from capacity.logic.steps.ending import record_released
+from capacity.logic.steps.on_demand_record import NOT_VISIBLE_GRACE
 from capacity.ports import Ec2Port, Ports
 from capacity.record_kinds import LAUNCHED
 from capacity.resources import LIVE_INSTANCE_STATES, Instance
@@ -104,9 +105,9 @@ def _recorded(ports: Ports, purchase: Purchase, request_id: str) -> list[tuple[s
 
 def _unlisted(listed: list[Instance], purchase: Purchase, ports: Ports, request_id: str) -> list[Instance]:
     """The instances the ledger recorded (:func:`_recorded`) that the listing does not show while their
-    launch is recent (:data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE`): EC2's reads lag behind
-    ``RunInstances``, so they count as live (state ``unlisted``) until they are listed. A cancel right after
-    the block's instances were launched once left four running to the block's end."""
+    launch is recent (:data:`~capacity.logic.steps.on_demand_record.NOT_VISIBLE_GRACE`): EC2's reads lag
+    behind ``RunInstances``, so they count as live (state ``unlisted``) until they are listed. A cancel right
+    after the block's instances were launched once left four running to the block's end."""
     seen = {i.instance_id for i in listed}
     now = ports.clock()
     return [

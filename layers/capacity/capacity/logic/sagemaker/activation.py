@@ -12,7 +12,7 @@ from capacity import messages
 from capacity.contracts.activation import ActivationInput
 from capacity.errors import PlanFailed
 from capacity.events import TrainingPlanActiveDetail
-from capacity.logic.common import Sighting, void_purchase
+from capacity.logic.steps.common import Sighting, void_purchase
 from capacity.ports import Ports
 from capacity.resources import SlackMessage
 from capacity.timeutil import short
@@ -22,9 +22,9 @@ def plan_activation(step: ActivationInput, ports: Ports) -> Sighting:
     """Poll the plan once (``DescribeTrainingPlan``).
 
     Returns:
-        What :func:`capacity.logic.common.record_activation` records: ``status`` (AWS's), the plan's name
-        (and ARN once ``Active``) as the ledger detail, and ``InUseInstanceCount`` (the cost report's usage
-        timeline, source ``training-plan``).
+        What :func:`capacity.logic.steps.common.record_activation` records: ``status`` (AWS's), the plan's
+        name (and ARN once ``Active``) as the ledger detail, and ``InUseInstanceCount`` (the cost report's
+        usage timeline, source ``training-plan``).
 
     Raises:
         PlanFailed: the plan is ``Failed`` or ``Expired`` (or cannot be found); a voided purchase is

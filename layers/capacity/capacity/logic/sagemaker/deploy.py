@@ -18,8 +18,8 @@ Scaling (issue 4, :mod:`capacity.logic.sagemaker.scaling`): once every component
 alarms are put.
 
 Every create is idempotent: an existing resource with the deterministic name is adopted. The ledger is read
-again after the creates (:func:`~capacity.logic.common.stop_if_released`): when a cancel or a release was
-recorded meanwhile, a new ``ReleaseRequested`` deletes what was created and the step raises
+again after the creates (:func:`~capacity.logic.steps.common.stop_if_released`): when a cancel or a release
+was recorded meanwhile, a new ``ReleaseRequested`` deletes what was created and the step raises
 ``ReservationCancelled``, so nothing outlives a cancel.
 """
 
@@ -34,7 +34,9 @@ from capacity.contracts.serving import ComponentsInput, ComponentsOutput, Endpoi
 from capacity.errors import ComponentFailed, EndpointFailed, ResourceBusy
 from capacity.events import ReservationReadyDetail
 from capacity.lifecycle import Event
-from capacity.logic.common import (
+from capacity.logic.governance.costs import record_usage
+from capacity.logic.sagemaker.scaling import setup_scaling
+from capacity.logic.steps.common import (
     ensure_owned,
     first_entry,
     load_request,
@@ -42,9 +44,7 @@ from capacity.logic.common import (
     require_purchase,
     stop_if_released,
 )
-from capacity.logic.costs import record_usage
-from capacity.logic.ready import record_ready
-from capacity.logic.sagemaker.scaling import setup_scaling
+from capacity.logic.steps.ready import record_ready
 from capacity.naming import VARIANT_NAME, endpoint_config_name, endpoint_name, inference_component_name
 from capacity.ports import Ports
 from capacity.records import State

@@ -17,15 +17,21 @@ from capacity import messages
 from capacity.contracts.common import backoff_seconds
 from capacity.contracts.on_demand import OnDemandOutput
 from capacity.errors import EndpointFailed
-from capacity.logic.checks import not_deployable, region_problems
-from capacity.logic.common import (
+from capacity.logic.governance.checks import not_deployable, region_problems
+from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
+from capacity.logic.steps.common import (
     STOP_STATES,
     post,
     states,
     stop_if_released,
 )
-from capacity.logic.on_demand_record import launched, put_purchase, record_try, requested_at, written_recently
-from capacity.logic.sagemaker.deploy import ENDPOINT_DEADLINE, production_variant
+from capacity.logic.steps.on_demand_record import (
+    launched,
+    put_purchase,
+    record_try,
+    requested_at,
+    written_recently,
+)
 from capacity.naming import endpoint_config_name, endpoint_name
 from capacity.ports import Ports, SageMakerPort
 from capacity.record_kinds import ON_DEMAND_ENDPOINT_PREFIX, ON_DEMAND_TRY_PREFIX
@@ -126,8 +132,9 @@ def endpoint_tries(  # noqa: C901, PLR0911 - one branch and return per endpoint 
 
 
 def _usable(request: ReservationRequest, ports: Ports, region: str, order: int) -> bool:
-    """What the request names exists in ``region`` (:func:`~capacity.logic.checks.region_problems`), checked
-    before anything bills there; when not, the try is recorded (``not-usable``, why) and False."""
+    """What the request names exists in ``region``
+    (:func:`~capacity.logic.governance.checks.region_problems`), checked before anything bills there; when
+    not, the try is recorded (``not-usable``, why) and False."""
     problems = region_problems(request, ports, region)
     if problems:
         why = "; ".join(p.message for p in problems)
@@ -160,8 +167,8 @@ def _create_endpoint(
 def maybe_not_visible(ports: Ports, request_id: str, region: str, now: datetime) -> bool:
     """True when the on-demand endpoint in ``region`` was created (``CreateEndpoint`` called, see
     :data:`~capacity.record_kinds.ON_DEMAND_ENDPOINT_PREFIX`) less than
-    :data:`~capacity.logic.on_demand_record.NOT_VISIBLE_GRACE` ago: a ``DescribeEndpoint`` that does not find
-    it may lag behind, so it must not be taken as gone yet."""
+    :data:`~capacity.logic.steps.on_demand_record.NOT_VISIBLE_GRACE` ago: a ``DescribeEndpoint`` that does not
+    find it may lag behind, so it must not be taken as gone yet."""
     return written_recently(ports, request_id, f"{ON_DEMAND_ENDPOINT_PREFIX}{region}", now)
 
 

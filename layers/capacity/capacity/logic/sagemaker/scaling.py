@@ -67,9 +67,9 @@ from capacity import EVENT_SOURCE, TAG_REQUEST_ID, messages
 from capacity.base import Model
 from capacity.contracts.scaling import ScaleOutput
 from capacity.events import ReleaseRequestedDetail
-from capacity.logic.common import Purchase, first_entry, load_purchase, post, states
-from capacity.logic.costs import record_usage
-from capacity.logic.forwarding import ensure_forwarding
+from capacity.logic.governance.costs import record_usage
+from capacity.logic.steps.common import Purchase, first_entry, load_purchase, post, states
+from capacity.logic.steps.forwarding import ensure_forwarding
 from capacity.naming import (
     ALARM_PREFIX,
     VARIANT_NAME,
@@ -191,7 +191,7 @@ def setup_scaling(ports: Ports, request: ReservationRequest, region: str) -> Non
     """Register every component's scalable target and policy, then put the alarms (all upserts: safe to
     repeat). Application Auto Scaling receives ``MinCapacity`` 0 as 0. In a region other than the stack's,
     the rule forwarding that region's alarm events to the application's bus is put before and after the
-    alarms (:mod:`capacity.logic.forwarding`).
+    alarms (:mod:`capacity.logic.steps.forwarding`).
 
     Raises:
         ConfigurationError: the forwarding settings are missing (a region other than the stack's).
@@ -665,7 +665,7 @@ def _scale_in(ctx: _Context) -> ScaleOutput:
 
 def _observe(ctx: _Context) -> None:
     """The endpoint's instance count when the scaler acts (``DescribeEndpoint`` ``CurrentInstanceCount``),
-    for the cost report (:mod:`capacity.logic.costs`); best effort."""
+    for the cost report (:mod:`capacity.logic.governance.costs`); best effort."""
     try:
         info = ctx.sagemaker.describe_endpoint(endpoint_name(ctx.request.id))
     except Exception:

@@ -27,9 +27,9 @@ from capacity.contracts.common import backoff_seconds
 from capacity.contracts.release import ReleaseInput, ReleaseOutput
 from capacity.errors import LeftoverResources, ReleaseStuck, ResourceBusy
 from capacity.lifecycle import Event
-from capacity.logic.common import Purchase
-from capacity.logic.ending import record_released
 from capacity.logic.sagemaker.scaling import delete_alarms, scaling_leftovers, stop_scaling
+from capacity.logic.steps.common import Purchase
+from capacity.logic.steps.ending import record_released
 from capacity.naming import (
     alarm_prefix,
     base_name,

@@ -1,5 +1,5 @@
 """The training plan purchase (``platform`` ``sagemaker``): SageMaker's part of the one exactly-once skeleton
-(:mod:`capacity.logic.buy_once`).
+(:mod:`capacity.logic.steps.buy_once`).
 
 1. the ``TrainingPlanName`` is derived from the request id (:func:`capacity.naming.training_plan_name`),
    so AWS itself refuses a second plan (``ResourceInUse``), which is adopted;
@@ -15,13 +15,13 @@ from datetime import timedelta
 from capacity import messages
 from capacity.contracts.purchase import PurchaseOutput, TrainingPlanOutput
 from capacity.errors import PurchaseFailed, TrainingPlanNameInUse
-from capacity.logic.buy_once import Bought, Purchased
-from capacity.logic.checks import require_deployable
-from capacity.logic.common import (
+from capacity.logic.governance.checks import require_deployable
+from capacity.logic.steps.buy_once import Bought, Purchased
+from capacity.logic.steps.common import (
     Purchase,
     ensure_owned,
 )
-from capacity.logic.search import search_plans
+from capacity.logic.steps.search import search_plans
 from capacity.naming import training_plan_name
 from capacity.offerings import Offering, OfferingSummary
 from capacity.platforms import SAGEMAKER
@@ -34,7 +34,7 @@ from capacity.timeutil import short
 
 
 class TrainingPlanBuyer:
-    """The training plan part of :func:`~capacity.logic.buy_once.buy_once` (``CreateTrainingPlan``)."""
+    """The training plan part of :func:`~capacity.logic.steps.buy_once.buy_once` (``CreateTrainingPlan``)."""
 
     platform: str = SAGEMAKER.name
     kind: PurchaseKind = "training-plan"
@@ -44,7 +44,7 @@ class TrainingPlanBuyer:
 
     def preflight(self, request: ReservationRequest, ports: Ports, region: str) -> None:
         """Every ``model_name`` must exist in the purchase region (``ModelNotFound``;
-        :func:`~capacity.logic.checks.require_deployable`)."""
+        :func:`~capacity.logic.governance.checks.require_deployable`)."""
         require_deployable(request, ports, region)
 
     def find(
