@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -166,7 +166,14 @@ def require_caller_named(named: str | None, identity: str) -> None:
         )
 
 
-def may_approve(identity: str, requester: str | None, team_name: str | None, ports: Ports) -> None:
+def may_approve(
+    identity: str,
+    requester: str | None,
+    team_name: str | None,
+    ports: Ports,
+    *,
+    is_me: Callable[[str | None], bool] | None = None,
+) -> None:
     """Refuse an approval (or a rejection) by ``identity`` of a request by ``requester`` for ``team_name``.
 
     Four-eyes: the requester never approves its own request, under any of its identities (the policy's
@@ -174,11 +181,13 @@ def may_approve(identity: str, requester: str | None, team_name: str | None, por
     team's approvers (an approver of another team is refused): by ARN pattern or Slack user, by IAM
     principal tag, or as a user of one of its Slack user groups.
 
+    ``is_me``: :func:`person_of` ``identity``, when the caller has it already (one read of the people).
+
     Raises:
         NotPermitted: the caller is the requester, or is not an approver of the team (message says which).
         SlackUnavailable, ConfigurationError: a Slack user group of the team's approvers could not be read.
     """
-    if same_person(identity, requester, ports):
+    if (is_me or person_of(identity, ports))(requester):
         who = identity if identity == requester else f"{identity} (the same person as {requester})"
         raise NotPermitted(
             f"{who} requested this reservation and cannot approve or reject it: another approver of its team "
@@ -218,9 +227,10 @@ def check_approver(
     """
     try:
         require_caller_named(named, identity)
-        _not_asked_by(identity, requesters[1:], ports)
-        _not_caused_by(identity, spend_causers(ports, request_id), ports)
-        may_approve(identity, requesters[0] if requesters else None, team_name, ports)
+        is_me = person_of(identity, ports)  # the people are read once for the three rules
+        _not_asked_by(identity, requesters[1:], is_me)
+        _not_caused_by(identity, spend_causers(ports, request_id), is_me)
+        may_approve(identity, requesters[0] if requesters else None, team_name, ports, is_me=is_me)
     except NotPermitted as refused:
         ports.ledger.put_once(
             request_id,
@@ -231,20 +241,24 @@ def check_approver(
         raise
 
 
-def same_person(identity: str, other: str | None, ports: Ports) -> bool:
-    """True when ``identity`` and ``other`` are one person: the same identity, or two identities of one of
-    the policy's ``people`` (an IAM principal and a Slack user of the same human). The four-eyes rule
-    compares people, never bare identities."""
-    if not other:
-        return False
-    if identity == other:
-        return True
+def person_of(identity: str, ports: Ports) -> Callable[[str | None], bool]:
+    """Whether another identity is ``identity``'s person: the same identity, or another identity of the one
+    of the policy's ``people`` that ``identity`` is (an IAM principal and a Slack user of the same human).
+    The four-eyes rule compares people, never bare identities. Reads the people once."""
     store = ports.policy
-    return store is not None and any(p.is_(identity) and p.is_(other) for p in store.people())
+    mine = [person for person in store.people() if person.is_(identity)] if store is not None else []
+    return lambda other: bool(other) and (other == identity or any(person.is_(str(other)) for person in mine))
 
 
-def _not_asked_by(identity: str, requesters: Sequence[str | None], ports: Ports) -> None:
-    asked = next((r for r in requesters if same_person(identity, r, ports)), None)
+def same_person(identity: str, other: str | None, ports: Ports) -> bool:
+    """True when ``identity`` and ``other`` are one person (:func:`person_of`)."""
+    return person_of(identity, ports)(other)
+
+
+def _not_asked_by(
+    identity: str, requesters: Sequence[str | None], is_me: Callable[[str | None], bool]
+) -> None:
+    asked = next((r for r in requesters if is_me(r)), None)
     if asked is not None:
         who = identity if asked == identity else f"{identity} (the same person as {asked})"
         raise NotPermitted(
@@ -287,9 +301,9 @@ def spend_causers(ports: Ports, request_id: str) -> list[Causer]:
     return found
 
 
-def _not_caused_by(identity: str, causers: Sequence[Causer], ports: Ports) -> None:
+def _not_caused_by(identity: str, causers: Sequence[Causer], is_me: Callable[[str | None], bool]) -> None:
     for causer in causers:
-        if same_person(identity, causer.identity, ports):
+        if is_me(causer.identity):
             who = identity if causer.identity == identity else f"{identity} (as {causer.identity})"
             raise NotPermitted(
                 f"{who} {causer.what}, which led to this purchase, and cannot approve or reject it: "
